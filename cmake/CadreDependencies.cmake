@@ -1,0 +1,19 @@
+# Third-party libraries, all from Debian's archive (see README: Dependencies).
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED)
+find_package(gflags CONFIG REQUIRED)
+find_package(glog CONFIG REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(dnnl CONFIG REQUIRED)
+
+# OpenBLAS: Debian's libopenblas-dev provides libopenblas.so and cblas.h.
+find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)
+find_path(OPENBLAS_INCLUDE_DIR NAMES cblas.h PATH_SUFFIXES openblas REQUIRED)
+add_library(cadre_openblas INTERFACE)
+target_link_libraries(cadre_openblas INTERFACE ${OPENBLAS_LIBRARY})
+target_include_directories(cadre_openblas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})
+
+if(CADRE_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  find_package(benchmark CONFIG REQUIRED)
+endif()

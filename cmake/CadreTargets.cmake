@@ -1,0 +1,13 @@
+# cadre_add_library(NAME SOURCES...): one library per top-level folder, with include paths
+# rooted at the repository root ("core/tensor/tensor.h") in the build and under
+# include/cadre once installed.
+function(cadre_add_library name)
+  add_library(${name} ${ARGN})
+  add_library(cadre::${name} ALIAS ${name})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/cadre>)
+  set_target_properties(${name} PROPERTIES
+    VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+  set_property(GLOBAL APPEND PROPERTY CADRE_LIBRARIES ${name})
+endfunction()

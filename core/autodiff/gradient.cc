@@ -1,0 +1,61 @@
+#include "core/autodiff/gradient.h"
+
+#include "core/ops/array.h"
+#include "core/ops/indexing.h"
+#include "core/ops/math.h"
+
+namespace cadre {
+
+Gradient::Gradient(Tensor dense) : dense_(std::move(dense)) {}
+Gradient::Gradient(IndexedSlices sparse) : sparse_(std::move(sparse)) {}
+
+Shape Gradient::shape() const { return is_sparse() ? sparse_->dense_shape : dense().shape(); }
+DType Gradient::dtype() const { return is_sparse() ? sparse_->values.dtype() : dense().dtype(); }
+Device Gradient::device() const {
+  return is_sparse() ? sparse_->values.device() : dense().device();
+}
+
+const Tensor& Gradient::dense() const {
+  if (is_sparse()) {
+    throw FailedPreconditionError("Gradient::dense: the gradient is sparse; use to_dense()");
+  }
+  if (!dense_.defined()) throw FailedPreconditionError("Gradient::dense: no gradient");
+  return dense_;
+}
+
+const IndexedSlices& Gradient::sparse() const {
+  if (!is_sparse()) throw FailedPreconditionError("Gradient::sparse: the gradient is dense");
+  return *sparse_;
+}
+
+Tensor Gradient::to_dense() const {
+  if (!is_sparse()) return dense();
+  Tensor out = Tensor::zeros(sparse_->dense_shape, sparse_->values.dtype(), sparse_->values.device());
+  scatter_add_inplace(out, sparse_->indices, sparse_->values);
+  return out;
+}
+
+Gradient add_gradients(const Gradient& a, const Gradient& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  if (a.is_sparse() && b.is_sparse()) {
+    const IndexedSlices& x = a.sparse();
+    const IndexedSlices& y = b.sparse();
+    Tensor ix = x.indices, iy = y.indices;
+    if (ix.dtype() != iy.dtype()) {
+      ix = cast(ix, DType::kInt64);
+      iy = cast(iy, DType::kInt64);
+    }
+    return IndexedSlices{concat({ix, iy}, 0), concat({x.values, y.values}, 0), x.dense_shape};
+  }
+  if (a.is_sparse() != b.is_sparse()) {
+    const Gradient& sparse = a.is_sparse() ? a : b;
+    const Gradient& dense = a.is_sparse() ? b : a;
+    Tensor out = clone(dense.dense());
+    scatter_add_inplace(out, sparse.sparse().indices, sparse.sparse().values);
+    return out;
+  }
+  return add(a.dense(), b.dense());
+}
+
+}  // namespace cadre

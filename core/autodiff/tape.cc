@@ -1,0 +1,181 @@
+#include "core/autodiff/tape.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/base/strings.h"
+#include "core/ops/math.h"
+
+namespace cadre {
+namespace {
+
+thread_local std::vector<GradientTape*> active_tapes;
+thread_local int pause_depth = 0;
+
+}  // namespace
+
+GradientTape::GradientTape(bool persistent) : persistent_(persistent) {
+  active_tapes.push_back(this);
+}
+
+GradientTape::~GradientTape() {
+  auto it = std::find(active_tapes.begin(), active_tapes.end(), this);
+  if (it != active_tapes.end()) active_tapes.erase(it);
+}
+
+void GradientTape::watch(const Tensor& tensor) { tracked_.insert(tensor.id()); }
+
+void GradientTape::add_record(autodiff::Record record) {
+  for (uint64_t id : record.output_ids) tracked_.insert(id);
+  records_.push_back(std::move(record));
+}
+
+Gradient GradientTape::gradient(const Tensor& target, const Tensor& source,
+                                UnconnectedGradients unconnected) {
+  return gradient(target, std::vector<Tensor>{source}, unconnected)[0];
+}
+
+std::vector<Gradient> GradientTape::gradient(const Tensor& target,
+                                             const std::vector<Tensor>& sources,
+                                             UnconnectedGradients unconnected,
+                                             const Tensor& output_gradient) {
+  if (used_ && !persistent_) {
+    throw FailedPreconditionError(
+        "gradient: a non-persistent GradientTape computes gradients once; create the tape "
+        "with persistent = true to call gradient() again");
+  }
+  if (!is_tracked(target)) {
+    throw InvalidArgumentError(str_cat(
+        "gradient: the target (shape ", target.shape(), ", ", target.dtype(),
+        ") is not on this tape: it was not computed, while the tape was recording, from a "
+        "watched tensor or a trainable variable"));
+  }
+  if (output_gradient.defined() && output_gradient.shape() != target.shape()) {
+    throw InvalidArgumentError(str_cat("gradient: output_gradient of shape ",
+                                       output_gradient.shape(), " does not match the target's ",
+                                       target.shape()));
+  }
+  used_ = true;
+  NoGradScope no_grad;
+
+  // Forward sweep: which records lie on a path from a source.
+  std::unordered_set<uint64_t> reach;
+  for (const Tensor& s : sources) reach.insert(s.id());
+  std::vector<char> active(records_.size(), 0);
+  for (size_t r = 0; r < records_.size(); ++r) {
+    const auto& rec = records_[r];
+    bool hit = std::any_of(rec.input_ids.begin(), rec.input_ids.end(),
+                           [&](uint64_t id) { return reach.count(id) != 0; });
+    if (!hit) continue;
+    active[r] = 1;
+    reach.insert(rec.output_ids.begin(), rec.output_ids.end());
+  }
+
+  std::unordered_map<uint64_t, Gradient> grads;
+  grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
+
+  std::vector<Tensor> out_grads;
+  std::vector<char> needs;
+  for (size_t r = records_.size(); r-- > 0;) {
+    if (!active[r]) continue;
+    auto& rec = records_[r];
+    bool any = false;
+    out_grads.assign(rec.output_ids.size(), Tensor());
+    for (size_t o = 0; o < rec.output_ids.size(); ++o) {
+      auto it = grads.find(rec.output_ids[o]);
+      if (it == grads.end()) continue;
+      out_grads[o] = it->second.to_dense();
+      any = true;
+    }
+    if (!any) continue;
+    for (size_t o = 0; o < out_grads.size(); ++o) {
+      if (!out_grads[o].defined()) {
+        const auto& info = rec.outputs[o];
+        out_grads[o] = Tensor::zeros(info.shape, info.dtype, info.device);
+      }
+    }
+    needs.assign(rec.input_ids.size(), 0);
+    for (size_t i = 0; i < rec.input_ids.size(); ++i) needs[i] = reach.count(rec.input_ids[i]) != 0;
+    autodiff::BackwardContext ctx{out_grads, needs};
+    std::vector<Gradient> in_grads = (*rec.backward)(ctx);
+    if (!persistent_) rec.backward.reset();  // release saved tensors as soon as possible
+    for (size_t i = 0; i < rec.input_ids.size() && i < in_grads.size(); ++i) {
+      if (!needs[i] || !in_grads[i].defined()) continue;
+      auto [it, inserted] = grads.try_emplace(rec.input_ids[i], in_grads[i]);
+      if (!inserted) it->second = add_gradients(it->second, in_grads[i]);
+    }
+  }
+
+  std::vector<Gradient> result;
+  result.reserve(sources.size());
+  for (const Tensor& s : sources) {
+    auto it = grads.find(s.id());
+    if (it != grads.end()) {
+      result.push_back(it->second);
+    } else if (unconnected == UnconnectedGradients::kZero) {
+      result.push_back(zeros_like(s));
+    } else {
+      result.push_back(Gradient());
+    }
+  }
+  if (!persistent_) {
+    records_.clear();
+    tracked_.clear();
+  }
+  return result;
+}
+
+NoGradScope::NoGradScope() { ++pause_depth; }
+NoGradScope::~NoGradScope() { --pause_depth; }
+
+namespace autodiff {
+
+bool any_tape_active() { return !active_tapes.empty() && pause_depth == 0; }
+
+bool should_record(std::span<const Tensor* const> inputs) {
+  if (!any_tape_active()) return false;
+  for (GradientTape* tape : active_tapes) {
+    for (const Tensor* t : inputs) {
+      if (t->defined() && tape->is_tracked(*t)) return true;
+    }
+  }
+  return false;
+}
+
+bool should_record(std::span<const Tensor> inputs) {
+  if (!any_tape_active()) return false;
+  for (GradientTape* tape : active_tapes) {
+    for (const Tensor& t : inputs) {
+      if (t.defined() && tape->is_tracked(t)) return true;
+    }
+  }
+  return false;
+}
+
+void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+            BackwardFn backward) {
+  auto fn = std::make_shared<BackwardFn>(std::move(backward));
+  for (GradientTape* tape : active_tapes) {
+    bool tracks = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+      return t.defined() && tape->is_tracked(t);
+    });
+    if (!tracks) continue;
+    Record rec;
+    rec.op = op;
+    for (const Tensor& t : inputs) rec.input_ids.push_back(t.defined() ? t.id() : 0);
+    for (const Tensor& t : outputs) {
+      rec.output_ids.push_back(t.id());
+      rec.outputs.push_back({t.shape(), t.dtype(), t.device()});
+    }
+    rec.backward = fn;
+    tape->add_record(std::move(rec));
+  }
+}
+
+void watch_on_active_tapes(const Tensor& tensor) {
+  if (pause_depth != 0) return;
+  for (GradientTape* tape : active_tapes) tape->watch(tensor);
+}
+
+}  // namespace autodiff
+}  // namespace cadre

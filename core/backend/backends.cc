@@ -1,0 +1,12 @@
+#include "core/backend/backends.h"
+
+namespace cadre::backend {
+
+void register_all() {
+  cpu::register_backend();
+#if CADRE_WITH_CUDA
+  cuda::register_backend();
+#endif
+}
+
+}  // namespace cadre::backend

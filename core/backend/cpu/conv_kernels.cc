@@ -1,0 +1,347 @@
+// CPU 2-D convolution (NHWC input, [KH, KW, in, out] filters): float32 through oneDNN's
+// convolution primitives (forward with fused bias and ReLU, backward data, backward
+// weights), float64 through direct loops (used by gradient checks).
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include "core/backend/cpu/kernels.h"
+#include "core/backend/cpu/loops.h"
+#include "core/backend/cpu/onednn.h"
+#include "core/kernels/nn.h"
+#include "core/runtime/threading.h"
+
+namespace cadre::backend::cpu {
+namespace {
+
+using kernels::Activation;
+using kernels::Conv2DParams;
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+
+struct Geometry {
+  int64_t n, h, w, c, kh, kw, o, oh, ow;
+};
+
+Geometry geometry(const Tensor& x, const Tensor& w, const Shape& y) {
+  return {x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
+          w.shape()[1], w.shape()[3], y[1], y[2]};
+}
+
+struct Key {
+  Geometry g;
+  Conv2DParams p;
+  bool bias;
+  int threads;
+  bool operator==(const Key& other) const {
+    return std::memcmp(&g, &other.g, sizeof g) == 0 && p.strides == other.p.strides &&
+           p.dilations == other.p.dilations && p.pad_begin == other.p.pad_begin &&
+           p.pad_end == other.p.pad_end && p.activation == other.p.activation &&
+           bias == other.bias && threads == other.threads;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 0;
+    auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    for (int64_t v : {k.g.n, k.g.h, k.g.w, k.g.c, k.g.kh, k.g.kw, k.g.o, k.g.oh, k.g.ow}) mix(v);
+    for (int i = 0; i < 2; ++i) {
+      mix(k.p.strides[i]);
+      mix(k.p.dilations[i]);
+      mix(k.p.pad_begin[i]);
+      mix(k.p.pad_end[i]);
+    }
+    mix(static_cast<int64_t>(k.p.activation));
+    mix(k.bias);
+    mix(k.threads);
+    return h;
+  }
+};
+
+// One convolution's primitives: forward, and (built on first use) the two backward ones,
+// with the reorders between our filter layout (hwio) and the ones oneDNN chose.
+struct Conv {
+  dnnl::memory::desc src, dst, bias, user_weights;
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  std::optional<dnnl::reorder> fwd_weights_reorder;
+
+  bool has_backward = false;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+  std::optional<dnnl::reorder> bwd_data_weights_reorder;
+  dnnl::convolution_backward_weights bwd_weights;
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+  std::optional<dnnl::reorder> bwd_weights_reorder;  // chosen diff-weights layout -> hwio
+};
+
+dnnl::memory::dims strides_of(const Conv2DParams& p) { return {p.strides[0], p.strides[1]}; }
+dnnl::memory::dims dilates_of(const Conv2DParams& p) {
+  return {p.dilations[0] - 1, p.dilations[1] - 1};  // oneDNN counts extra gaps
+}
+dnnl::memory::dims pad_l(const Conv2DParams& p) { return {p.pad_begin[0], p.pad_begin[1]}; }
+dnnl::memory::dims pad_r(const Conv2DParams& p) { return {p.pad_end[0], p.pad_end[1]}; }
+
+std::optional<dnnl::reorder> reorder_if_needed(const dnnl::memory::desc& from,
+                                               const dnnl::memory::desc& to) {
+  if (from == to) return std::nullopt;
+  return dnnl::reorder(dnnl::reorder::primitive_desc(onednn::engine(), from, onednn::engine(), to,
+                                                     onednn::attributes()));
+}
+
+Conv& conv_for(const Key& key) {
+  thread_local std::unordered_map<Key, Conv, KeyHash> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const Geometry& g = key.g;
+  auto f32 = dnnl::memory::data_type::f32;
+  Conv conv;
+  try {
+    conv.src = dnnl::memory::desc(dims{g.n, g.c, g.h, g.w}, f32, tag::nhwc);
+    conv.dst = dnnl::memory::desc(dims{g.n, g.o, g.oh, g.ow}, f32, tag::nhwc);
+    conv.user_weights = dnnl::memory::desc(dims{g.o, g.c, g.kh, g.kw}, f32, tag::hwio);
+    dnnl::memory::desc any_weights(dims{g.o, g.c, g.kh, g.kw}, f32, tag::any);
+    if (key.bias) conv.bias = dnnl::memory::desc(dims{g.o}, f32, tag::x);
+    dnnl::post_ops ops;
+    if (key.p.activation == Activation::kRelu) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    }
+    auto desc = key.bias ? dnnl::convolution_forward::desc(
+                               dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                               conv.src, any_weights, conv.bias, conv.dst, strides_of(key.p),
+                               dilates_of(key.p), pad_l(key.p), pad_r(key.p))
+                         : dnnl::convolution_forward::desc(
+                               dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                               conv.src, any_weights, conv.dst, strides_of(key.p),
+                               dilates_of(key.p), pad_l(key.p), pad_r(key.p));
+    conv.fwd_pd = dnnl::convolution_forward::primitive_desc(desc, onednn::attributes(ops),
+                                                            onednn::engine());
+    conv.fwd = dnnl::convolution_forward(conv.fwd_pd);
+    conv.fwd_weights_reorder = reorder_if_needed(conv.user_weights, conv.fwd_pd.weights_desc());
+  } catch (const dnnl::error& e) {
+    onednn::rethrow(e, "conv2d (creating the forward primitive)");
+  }
+  return cache.emplace(key, std::move(conv)).first->second;
+}
+
+void build_backward(const Key& key, Conv& conv) {
+  if (conv.has_backward) return;
+  const Geometry& g = key.g;
+  auto f32 = dnnl::memory::data_type::f32;
+  try {
+    dnnl::memory::desc any_weights(dims{g.o, g.c, g.kh, g.kw}, f32, tag::any);
+    auto data_desc = dnnl::convolution_backward_data::desc(
+        dnnl::algorithm::convolution_direct, conv.src, any_weights, conv.dst, strides_of(key.p),
+        dilates_of(key.p), pad_l(key.p), pad_r(key.p));
+    conv.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
+        data_desc, onednn::attributes(), onednn::engine(), conv.fwd_pd);
+    conv.bwd_data = dnnl::convolution_backward_data(conv.bwd_data_pd);
+    conv.bwd_data_weights_reorder =
+        reorder_if_needed(conv.user_weights, conv.bwd_data_pd.weights_desc());
+    dnnl::memory::desc bias(dims{g.o}, f32, tag::x);
+    auto weights_desc = dnnl::convolution_backward_weights::desc(
+        dnnl::algorithm::convolution_direct, conv.src, any_weights, bias, conv.dst,
+        strides_of(key.p), dilates_of(key.p), pad_l(key.p), pad_r(key.p));
+    conv.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
+        weights_desc, onednn::attributes(), onednn::engine(), conv.fwd_pd);
+    conv.bwd_weights = dnnl::convolution_backward_weights(conv.bwd_weights_pd);
+    conv.bwd_weights_reorder =
+        reorder_if_needed(conv.bwd_weights_pd.diff_weights_desc(), conv.user_weights);
+  } catch (const dnnl::error& e) {
+    onednn::rethrow(e, "conv2d (creating the backward primitives)");
+  }
+  conv.has_backward = true;
+}
+
+// `weights` in oneDNN's chosen layout `md`: reordered from hwio when they differ.
+Tensor weights_in(const std::optional<dnnl::reorder>& reorder, const dnnl::memory::desc& user,
+                  const dnnl::memory::desc& md, const Tensor& w) {
+  if (!reorder) return w;
+  Tensor out = Tensor::empty(Shape{static_cast<int64_t>(md.get_size() / sizeof(float))},
+                             DType::kFloat32, Device::cpu(0));
+  onednn::execute(*reorder,
+                  {{DNNL_ARG_FROM, onednn::wrap(user, w)}, {DNNL_ARG_TO, onednn::wrap(md, out)}},
+                  dnnl::memory::desc(), "conv2d (filter reorder)");
+  return out;
+}
+
+Key key_of(const Tensor& x, const Tensor& w, const Shape& y, const Conv2DParams& p, bool bias) {
+  return Key{geometry(x, w, y), p, bias, current_thread_budget()};
+}
+
+void conv2d_f32(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                const Conv2DParams& p) {
+  Key key = key_of(x, w, y.shape(), p, bias.defined());
+  Conv& conv = conv_for(key);
+  auto wmd = conv.fwd_pd.weights_desc();
+  Tensor weights = weights_in(conv.fwd_weights_reorder, conv.user_weights, wmd, w);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, onednn::wrap(conv.src, x)},
+      {DNNL_ARG_WEIGHTS, onednn::wrap(wmd, weights)},
+      {DNNL_ARG_DST, onednn::wrap(conv.dst, y)},
+  };
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, onednn::wrap(conv.bias, bias));
+  onednn::execute(conv.fwd, std::move(args), conv.fwd_pd.scratchpad_desc(), "conv2d");
+}
+
+void conv2d_grad_f32(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db, const Conv2DParams& forward) {
+  // Backward primitives hang off a forward one of the same geometry; one without bias or
+  // activation serves every variant (the op layer has already undone the activation).
+  Conv2DParams p = forward;
+  p.activation = Activation::kNone;
+  Key key = key_of(x, w, dy.shape(), p, /*bias=*/false);
+  Conv& conv = conv_for(key);
+  build_backward(key, conv);
+  if (dx.defined()) {
+    auto wmd = conv.bwd_data_pd.weights_desc();
+    Tensor weights = weights_in(conv.bwd_data_weights_reorder, conv.user_weights, wmd, w);
+    onednn::execute(conv.bwd_data,
+                    {{DNNL_ARG_DIFF_DST, onednn::wrap(conv.dst, dy)},
+                     {DNNL_ARG_WEIGHTS, onednn::wrap(wmd, weights)},
+                     {DNNL_ARG_DIFF_SRC, onednn::wrap(conv.src, dx)}},
+                    conv.bwd_data_pd.scratchpad_desc(), "conv2d backward (data)");
+  }
+  if (dw.defined() || db.defined()) {
+    auto dwmd = conv.bwd_weights_pd.diff_weights_desc();
+    Tensor raw_dw = conv.bwd_weights_reorder || !dw.defined()
+                        ? Tensor::empty(Shape{static_cast<int64_t>(dwmd.get_size() / sizeof(float))},
+                                        DType::kFloat32, Device::cpu(0))
+                        : dw;
+    Tensor raw_db = db.defined() ? db
+                                 : Tensor::empty(Shape{key.g.o}, DType::kFloat32, Device::cpu(0));
+    onednn::execute(conv.bwd_weights,
+                    {{DNNL_ARG_SRC, onednn::wrap(conv.src, x)},
+                     {DNNL_ARG_DIFF_DST, onednn::wrap(conv.dst, dy)},
+                     {DNNL_ARG_DIFF_WEIGHTS, onednn::wrap(dwmd, raw_dw)},
+                     {DNNL_ARG_DIFF_BIAS, onednn::wrap(conv.bwd_weights_pd.diff_bias_desc(), raw_db)}},
+                    conv.bwd_weights_pd.scratchpad_desc(), "conv2d backward (filters)");
+    if (dw.defined() && conv.bwd_weights_reorder) {
+      onednn::execute(*conv.bwd_weights_reorder,
+                      {{DNNL_ARG_FROM, onednn::wrap(dwmd, raw_dw)},
+                       {DNNL_ARG_TO, onednn::wrap(conv.user_weights, dw)}},
+                      dnnl::memory::desc(), "conv2d (filter-gradient reorder)");
+    }
+  }
+}
+
+// --- float64: direct loops ---
+
+template <typename T>
+void conv2d_direct(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                   const Conv2DParams& p) {
+  Geometry g = geometry(x, w, y.shape());
+  const T* px = typed<T>(x);
+  const T* pw = typed<T>(w);
+  const T* pb = bias.defined() ? typed<T>(bias) : nullptr;
+  T* py = typed_mut<T>(y);
+  parallel_for(0, g.n * g.oh, 1, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t n = row / g.oh, oy = row % g.oh;
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        T* out = py + ((n * g.oh + oy) * g.ow + ox) * g.o;
+        for (int64_t o = 0; o < g.o; ++o) out[o] = pb != nullptr ? pb[o] : T(0);
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          int64_t iy = oy * p.strides[0] - p.pad_begin[0] + ky * p.dilations[0];
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            int64_t ix = ox * p.strides[1] - p.pad_begin[1] + kx * p.dilations[1];
+            if (ix < 0 || ix >= g.w) continue;
+            const T* in = px + ((n * g.h + iy) * g.w + ix) * g.c;
+            const T* filt = pw + (ky * g.kw + kx) * g.c * g.o;
+            for (int64_t c = 0; c < g.c; ++c) {
+              for (int64_t o = 0; o < g.o; ++o) out[o] += in[c] * filt[c * g.o + o];
+            }
+          }
+        }
+        if (p.activation == Activation::kRelu) {
+          for (int64_t o = 0; o < g.o; ++o) out[o] = out[o] > T(0) ? out[o] : T(0);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void conv2d_grad_direct(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                        Tensor& dw, Tensor& db, const Conv2DParams& p) {
+  Geometry g = geometry(x, w, dy.shape());
+  const T* px = typed<T>(x);
+  const T* pw = typed<T>(w);
+  const T* pg = typed<T>(dy);
+  // Each window position: in-bounds (iy, ix) of output (oy, ox) and tap (ky, kx).
+  auto for_each_tap = [&](int64_t n, auto&& fn) {
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          int64_t iy = oy * p.strides[0] - p.pad_begin[0] + ky * p.dilations[0];
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            int64_t ix = ox * p.strides[1] - p.pad_begin[1] + kx * p.dilations[1];
+            if (ix < 0 || ix >= g.w) continue;
+            fn(((n * g.oh + oy) * g.ow + ox) * g.o, ((n * g.h + iy) * g.w + ix) * g.c,
+               (ky * g.kw + kx) * g.c * g.o);
+          }
+        }
+      }
+    }
+  };
+  if (dx.defined()) {
+    T* pdx = typed_mut<T>(dx);
+    std::fill(pdx, pdx + dx.numel(), T(0));
+    parallel_for(0, g.n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t n = b; n < e; ++n) {
+        for_each_tap(n, [&](int64_t out, int64_t in, int64_t filt) {
+          for (int64_t c = 0; c < g.c; ++c) {
+            T acc = 0;
+            for (int64_t o = 0; o < g.o; ++o) acc += pg[out + o] * pw[filt + c * g.o + o];
+            pdx[in + c] += acc;
+          }
+        });
+      }
+    });
+  }
+  if (dw.defined()) {
+    T* pdw = typed_mut<T>(dw);
+    std::fill(pdw, pdw + dw.numel(), T(0));
+    for (int64_t n = 0; n < g.n; ++n) {
+      for_each_tap(n, [&](int64_t out, int64_t in, int64_t filt) {
+        for (int64_t c = 0; c < g.c; ++c) {
+          for (int64_t o = 0; o < g.o; ++o) pdw[filt + c * g.o + o] += px[in + c] * pg[out + o];
+        }
+      });
+    }
+  }
+  if (db.defined()) {
+    T* pdb = typed_mut<T>(db);
+    std::fill(pdb, pdb + g.o, T(0));
+    for (int64_t i = 0; i < dy.numel() / g.o; ++i) {
+      for (int64_t o = 0; o < g.o; ++o) pdb[o] += pg[i * g.o + o];
+    }
+  }
+}
+
+void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+            const Conv2DParams& p) {
+  if (x.dtype() == DType::kFloat32) return conv2d_f32(x, w, bias, y, p);
+  if (x.dtype() == DType::kFloat64) return conv2d_direct<double>(x, w, bias, y, p);
+  throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
+}
+
+void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                 Tensor& db, const Conv2DParams& p) {
+  if (x.dtype() == DType::kFloat32) return conv2d_grad_f32(x, w, dy, dx, dw, db, p);
+  if (x.dtype() == DType::kFloat64) return conv2d_grad_direct<double>(x, w, dy, dx, dw, db, p);
+  throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
+}
+
+}  // namespace
+
+void register_conv_kernels() {
+  kernels::conv2d.set(DeviceType::kCPU, &conv2d);
+  kernels::conv2d_grad.set(DeviceType::kCPU, &conv2d_grad);
+}
+
+}  // namespace cadre::backend::cpu

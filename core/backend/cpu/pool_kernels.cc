@@ -1,0 +1,130 @@
+// CPU 2-D max and average pooling over NHWC images, vectorised along channels.
+#include <limits>
+
+#include "core/backend/cpu/kernels.h"
+#include "core/backend/cpu/loops.h"
+#include "core/kernels/nn.h"
+
+namespace cadre::backend::cpu {
+namespace {
+
+using kernels::Pool2DParams;
+using kernels::PoolKind;
+
+struct Window {
+  int64_t y0, y1, x0, x1;  // input rows [y0, y1) and columns [x0, x1) inside the image
+  int64_t top, left;       // input position of the window's (0, 0) tap
+};
+
+Window window_at(const Pool2DParams& p, int64_t oy, int64_t ox, int64_t h, int64_t w) {
+  Window win;
+  win.top = oy * p.strides[0] - p.pad_begin[0];
+  win.left = ox * p.strides[1] - p.pad_begin[1];
+  win.y0 = std::max<int64_t>(win.top, 0);
+  win.y1 = std::min<int64_t>(win.top + p.window[0], h);
+  win.x0 = std::max<int64_t>(win.left, 0);
+  win.x1 = std::min<int64_t>(win.left + p.window[1], w);
+  return win;
+}
+
+template <typename T>
+void pool(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2DParams& p) {
+  int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+  int64_t oh = y.shape()[1], ow = y.shape()[2];
+  const T* px = typed<T>(x);
+  T* py = typed_mut<T>(y);
+  int32_t* pa = argmax.defined() ? typed_mut<int32_t>(argmax) : nullptr;
+  parallel_for(0, n * oh, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ow * c)),
+               [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      int64_t img = row / oh, oy = row % oh;
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        Window win = window_at(p, oy, ox, h, w);
+        T* out = py + ((img * oh + oy) * ow + ox) * c;
+        if (p.kind == PoolKind::kMax) {
+          int32_t* arg = pa + ((img * oh + oy) * ow + ox) * c;
+          for (int64_t k = 0; k < c; ++k) {
+            out[k] = -std::numeric_limits<T>::infinity();
+            arg[k] = 0;
+          }
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+              const T* in = px + ((img * h + iy) * w + ix) * c;
+              int32_t tap = static_cast<int32_t>((iy - win.top) * p.window[1] + (ix - win.left));
+              for (int64_t k = 0; k < c; ++k) {
+                if (in[k] > out[k] || (iy == win.y0 && ix == win.x0)) {
+                  out[k] = in[k];
+                  arg[k] = tap;
+                }
+              }
+            }
+          }
+        } else {
+          for (int64_t k = 0; k < c; ++k) out[k] = T(0);
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+              const T* in = px + ((img * h + iy) * w + ix) * c;
+              for (int64_t k = 0; k < c; ++k) out[k] += in[k];
+            }
+          }
+          T count = static_cast<T>((win.y1 - win.y0) * (win.x1 - win.x0));
+          for (int64_t k = 0; k < c; ++k) out[k] /= count;
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void pool_grad(const Tensor& dy, const Tensor& argmax, Tensor& dx, const Pool2DParams& p) {
+  int64_t n = dx.shape()[0], h = dx.shape()[1], w = dx.shape()[2], c = dx.shape()[3];
+  int64_t oh = dy.shape()[1], ow = dy.shape()[2];
+  const T* pg = typed<T>(dy);
+  const int32_t* pa = argmax.defined() ? typed<int32_t>(argmax) : nullptr;
+  T* pd = typed_mut<T>(dx);
+  // One image per task: windows overlap only within an image.
+  parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t img = b; img < e; ++img) {
+      std::fill(pd + img * h * w * c, pd + (img + 1) * h * w * c, T(0));
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          Window win = window_at(p, oy, ox, h, w);
+          const T* g = pg + ((img * oh + oy) * ow + ox) * c;
+          if (p.kind == PoolKind::kMax) {
+            const int32_t* arg = pa + ((img * oh + oy) * ow + ox) * c;
+            for (int64_t k = 0; k < c; ++k) {
+              int64_t iy = win.top + arg[k] / p.window[1];
+              int64_t ix = win.left + arg[k] % p.window[1];
+              pd[((img * h + iy) * w + ix) * c + k] += g[k];
+            }
+          } else {
+            T count = static_cast<T>((win.y1 - win.y0) * (win.x1 - win.x0));
+            for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+              for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+                T* d = pd + ((img * h + iy) * w + ix) * c;
+                for (int64_t k = 0; k < c; ++k) d[k] += g[k] / count;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+void pool2d(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2DParams& p) {
+  visit_float_dtype(x.dtype(), "pool2d", [&]<typename T>() { pool<T>(x, y, argmax, p); });
+}
+
+void pool2d_grad(const Tensor& dy, const Tensor& argmax, Tensor& dx, const Pool2DParams& p) {
+  visit_float_dtype(dy.dtype(), "pool2d_grad", [&]<typename T>() { pool_grad<T>(dy, argmax, dx, p); });
+}
+
+}  // namespace
+
+void register_pool_kernels() {
+  kernels::pool2d.set(DeviceType::kCPU, &pool2d);
+  kernels::pool2d_grad.set(DeviceType::kCPU, &pool2d_grad);
+}
+
+}  // namespace cadre::backend::cpu

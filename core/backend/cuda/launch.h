@@ -1,0 +1,42 @@
+// Launch helpers shared by the CUDA kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/backend/cuda/cuda_error.h"
+#include "core/kernels/elementwise.h"
+#include "core/tensor/device.h"
+#include "core/tensor/tensor.h"
+
+namespace cadre::backend::cuda {
+
+inline constexpr int kBlock = 256;
+
+// Blocks for a grid-stride loop over n elements.
+inline unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + kBlock - 1) / kBlock, 1, 65535));
+}
+
+// Makes `device` current for the scope.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device.index) check(cudaSetDevice(device.index), "cudaSetDevice");
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// out = act(out + bias) over the rows of out's last dimension (bias may be undefined).
+void bias_activation_epilogue(Tensor& out, const Tensor& bias, kernels::Activation act,
+                              double alpha);
+
+}  // namespace cadre::backend::cuda

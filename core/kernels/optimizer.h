@@ -1,0 +1,53 @@
+// Fused optimizer updates. Each call updates a list of variables (their slots alongside)
+// in one pass per variable, so that a backend can do a whole model in one launch.
+// All tensors are contiguous float32 or float64; gradient i matches variable i.
+#pragma once
+
+#include <span>
+
+#include "core/kernels/registry.h"
+#include "core/tensor/tensor.h"
+
+namespace cadre::kernels {
+
+struct SgdParams {
+  double learning_rate = 0.01;
+  double momentum = 0;  // 0: plain SGD, no slot
+  bool nesterov = false;
+};
+struct AdamParams {
+  double learning_rate = 0.001;  // already bias-corrected: lr * sqrt(1-b2^t) / (1-b1^t)
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-7;  // added to sqrt(v), scaled like TensorFlow's epsilon-hat
+};
+struct AdagradParams {
+  double learning_rate = 0.001;
+  double epsilon = 1e-7;
+};
+struct RmsPropParams {
+  double learning_rate = 0.001;
+  double rho = 0.9;
+  double momentum = 0;
+  double epsilon = 1e-7;
+  bool centered = false;
+};
+
+// Dense updates. Slots are those the optimizer uses (momentum: accum; Adam: m, v; Adagrad:
+// accum; RMSProp: ms, mom, mg).
+using SgdFn = void(std::span<Tensor> vars, std::span<const Tensor> grads,
+                   std::span<Tensor> momenta, const SgdParams& p);
+using AdamFn = void(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> m,
+                    std::span<Tensor> v, const AdamParams& p);
+using AdagradFn = void(std::span<Tensor> vars, std::span<const Tensor> grads,
+                       std::span<Tensor> accum, const AdagradParams& p);
+using RmsPropFn = void(std::span<Tensor> vars, std::span<const Tensor> grads,
+                       std::span<Tensor> ms, std::span<Tensor> mom, std::span<Tensor> mg,
+                       const RmsPropParams& p);
+
+extern KernelSlot<SgdFn> sgd_update;
+extern KernelSlot<AdamFn> adam_update;
+extern KernelSlot<AdagradFn> adagrad_update;
+extern KernelSlot<RmsPropFn> rmsprop_update;
+
+}  // namespace cadre::kernels

@@ -1,0 +1,21 @@
+#include "core/kernels/registry.h"
+
+#include <string>
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+#include "core/backend/backends.h"
+
+namespace cadre::kernels {
+
+void ensure_backends_registered() {
+  static const bool registered = (backend::register_all(), true);
+  (void)registered;
+}
+
+void throw_missing_kernel(std::string_view kernel, Device device) {
+  throw UnimplementedError(
+      str_cat("no ", kernel, " kernel is registered for ", device.to_string()));
+}
+
+}  // namespace cadre::kernels

@@ -1,0 +1,114 @@
+#include "core/nn/layers.h"
+
+#include "core/autodiff/tape.h"
+#include "core/nn/variable_store.h"
+#include "core/ops/array.h"
+#include "core/ops/indexing.h"
+#include "core/ops/linalg.h"
+#include "core/ops/math.h"
+
+namespace cadre::nn {
+namespace {
+
+int64_t last_dim(const char* layer, const std::string& name, const Tensor& x) {
+  if (!x.defined() || x.rank() < 1) {
+    throw InvalidArgumentError(str_cat(layer, " '", name, "': expected an input of rank >= 1"));
+  }
+  return x.shape()[x.rank() - 1];
+}
+
+}  // namespace
+
+Tensor dense(const std::string& name, const Tensor& x, int64_t units, Activation activation,
+             const DenseOptions& options) {
+  int64_t in = last_dim("dense", name, x);
+  if (units <= 0) throw InvalidArgumentError(str_cat("dense '", name, "': units must be positive"));
+  NameScope scope(name);
+  Variable& kernel = get_variable("kernel", Shape{in, units}, options.kernel_initializer, x.dtype());
+  Tensor bias;
+  if (options.use_bias) {
+    bias = get_variable("bias", Shape{units}, options.bias_initializer, x.dtype()).read();
+  }
+  return cadre::linear(x, kernel.read(), bias, activation);
+}
+
+Tensor conv2d(const std::string& name, const Tensor& x, int64_t filters,
+              std::array<int64_t, 2> kernel_size, Activation activation,
+              const Conv2DOptions& options) {
+  int64_t in = last_dim("conv2d", name, x);
+  if (filters <= 0) throw InvalidArgumentError(str_cat("conv2d '", name, "': filters must be positive"));
+  NameScope scope(name);
+  Variable& kernel = get_variable("kernel", Shape{kernel_size[0], kernel_size[1], in, filters},
+                                  options.kernel_initializer, x.dtype());
+  Tensor bias;
+  if (options.use_bias) {
+    bias = get_variable("bias", Shape{filters}, options.bias_initializer, x.dtype()).read();
+  }
+  return cadre::conv2d(x, kernel.read(), bias, options.strides, options.padding,
+                       options.dilations, activation);
+}
+
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size,
+                  std::array<int64_t, 2> strides, Padding padding) {
+  return cadre::max_pool2d(x, pool_size, strides, padding);
+}
+
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size,
+                  std::array<int64_t, 2> strides, Padding padding) {
+  return cadre::avg_pool2d(x, pool_size, strides, padding);
+}
+
+Tensor flatten(const Tensor& x) { return cadre::flatten(x); }
+
+Tensor dropout(const Tensor& x, double rate, bool training) {
+  return training ? cadre::dropout(x, rate) : x;
+}
+
+Tensor batch_norm(const std::string& name, const Tensor& x, bool training,
+                  const BatchNormOptions& options) {
+  int64_t channels = last_dim("batch_norm", name, x);
+  NameScope scope(name);
+  DType dtype = x.dtype();
+  Tensor gamma = options.scale
+                     ? get_variable("gamma", Shape{channels}, initializers::ones(), dtype).read()
+                     : Tensor::ones(Shape{channels}, dtype, x.device());
+  Tensor beta = options.center
+                    ? get_variable("beta", Shape{channels}, initializers::zeros(), dtype).read()
+                    : Tensor::zeros(Shape{channels}, dtype, x.device());
+  VariableSpec spec;
+  spec.shape = Shape{channels};
+  spec.dtype = dtype;
+  spec.trainable = false;
+  spec.aggregation = Aggregation::kMean;
+  spec.synchronization = Synchronization::kOnRead;
+  spec.name = scoped_name("moving_mean");
+  spec.initializer = initializers::zeros();
+  Variable& moving_mean = current_store().get_or_create(spec);
+  spec.name = scoped_name("moving_variance");
+  spec.initializer = initializers::ones();
+  Variable& moving_variance = current_store().get_or_create(spec);
+
+  if (!training) {
+    return batch_norm_inference(x, gamma, beta, moving_mean.tensor(), moving_variance.tensor(),
+                                options.epsilon);
+  }
+  BatchNormResult r = batch_norm_training(x, gamma, beta, options.epsilon);
+  NoGradScope no_grad;
+  double m = options.momentum;
+  // Keras folds the batch variance in as computed (biased).
+  moving_mean.assign(moving_mean.tensor() * m + r.batch_mean * (1 - m));
+  moving_variance.assign(moving_variance.tensor() * m + r.batch_variance * (1 - m));
+  return r.y;
+}
+
+Tensor embedding(const std::string& name, const Tensor& ids, int64_t vocab_size, int64_t dim,
+                 const Initializer& initializer) {
+  if (vocab_size <= 0 || dim <= 0) {
+    throw InvalidArgumentError(str_cat("embedding '", name, "': vocab_size and dim must be positive"));
+  }
+  NameScope scope(name);
+  Variable& table = get_variable("embeddings", Shape{vocab_size, dim}, initializer);
+  return gather(table.read(), ids, 0);
+}
+
+}  // namespace cadre::nn

@@ -1,0 +1,162 @@
+#include "core/nn/optimizers.h"
+
+#include <cmath>
+
+#include "core/kernels/optimizer.h"
+#include "core/ops/array.h"
+#include "core/ops/indexing.h"
+#include "core/ops/math.h"
+
+namespace cadre::nn::optimizers {
+namespace {
+
+Device device_of(std::span<Tensor> vars) { return vars.front().device(); }
+
+class Sgd : public Optimizer {
+ public:
+  Sgd(LearningRate lr, double momentum, bool nesterov, OptimizerOptions options)
+      : Optimizer("SGD", std::move(lr), options), momentum_(momentum), nesterov_(nesterov) {}
+
+ protected:
+  std::vector<SlotSpec> slot_specs() const override {
+    if (momentum_ == 0) return {};
+    return {{"momentum", 0.0}};
+  }
+  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
+    kernels::SgdParams p{lr, momentum_, nesterov_};
+    std::span<Tensor> momenta = momentum_ == 0 ? std::span<Tensor>() : std::span<Tensor>(slots[0]);
+    kernels::sgd_update.get(device_of(vars))(vars, grads, momenta, p);
+  }
+  void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots,
+                    double lr, int64_t step) override {
+    if (momentum_ != 0) return Optimizer::apply_sparse(var, grad, slots, lr, step);
+    scatter_add_inplace(var, grad.indices, mul(grad.values, scalar_like(grad.values, -lr)));
+  }
+
+ private:
+  double momentum_;
+  bool nesterov_;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(LearningRate lr, double beta1, double beta2, double epsilon, OptimizerOptions options)
+      : Optimizer("Adam", std::move(lr), options), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+
+ protected:
+  std::vector<SlotSpec> slot_specs() const override { return {{"m", 0.0}, {"v", 0.0}}; }
+  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t step) override {
+    double t = static_cast<double>(step);
+    double corrected = lr * std::sqrt(1 - std::pow(beta2_, t)) / (1 - std::pow(beta1_, t));
+    kernels::AdamParams p{corrected, beta1_, beta2_, epsilon_};
+    kernels::adam_update.get(device_of(vars))(vars, grads, slots[0], slots[1], p);
+  }
+
+ private:
+  double beta1_, beta2_, epsilon_;
+};
+
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(LearningRate lr, double initial, double epsilon, OptimizerOptions options)
+      : Optimizer("Adagrad", std::move(lr), options), initial_(initial), epsilon_(epsilon) {}
+
+ protected:
+  std::vector<SlotSpec> slot_specs() const override { return {{"accumulator", initial_}}; }
+  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
+    kernels::AdagradParams p{lr, epsilon_};
+    kernels::adagrad_update.get(device_of(vars))(vars, grads, slots[0], p);
+  }
+  // Only the touched rows: accumulator rows grow by g^2, then w -= lr g / (sqrt(acc) + eps).
+  void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots,
+                    double lr, int64_t) override {
+    IndexedSlices g = deduplicate(grad);
+    Tensor& accum = slots[0];
+    scatter_add_inplace(accum, g.indices, square(g.values));
+    Tensor rows = gather(accum, g.indices, 0);
+    Tensor step = div(mul(g.values, scalar_like(g.values, -lr)),
+                      add(sqrt(rows), scalar_like(rows, epsilon_)));
+    scatter_add_inplace(var, g.indices, step);
+  }
+
+ private:
+  double initial_, epsilon_;
+};
+
+class RmsProp : public Optimizer {
+ public:
+  RmsProp(LearningRate lr, double rho, double momentum, double epsilon, bool centered,
+          OptimizerOptions options)
+      : Optimizer("RMSprop", std::move(lr), options),
+        rho_(rho), momentum_(momentum), epsilon_(epsilon), centered_(centered) {}
+
+ protected:
+  std::vector<SlotSpec> slot_specs() const override {
+    std::vector<SlotSpec> specs{{"rms", 0.0}};
+    if (momentum_ > 0) specs.push_back({"momentum", 0.0});
+    if (centered_) specs.push_back({"mg", 0.0});
+    return specs;
+  }
+  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
+    kernels::RmsPropParams p{lr, rho_, momentum_, epsilon_, centered_};
+    size_t next = 1;
+    std::span<Tensor> mom = momentum_ > 0 ? std::span<Tensor>(slots[next++]) : std::span<Tensor>();
+    std::span<Tensor> mg = centered_ ? std::span<Tensor>(slots[next]) : std::span<Tensor>();
+    kernels::rmsprop_update.get(device_of(vars))(vars, grads, slots[0], mom, mg, p);
+  }
+
+ private:
+  double rho_, momentum_, epsilon_;
+  bool centered_;
+};
+
+void check_rate(const char* name, const LearningRate& lr) {
+  if (!lr.is_schedule() && !(lr.at(0) > 0)) {
+    throw InvalidArgumentError(str_cat(name, ": learning rate must be positive, got ", lr.at(0)));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Optimizer> sgd(LearningRate learning_rate, double momentum, bool nesterov,
+                               OptimizerOptions options) {
+  check_rate("sgd", learning_rate);
+  if (momentum < 0 || momentum > 1) {
+    throw InvalidArgumentError(str_cat("sgd: momentum must be in [0, 1], got ", momentum));
+  }
+  return std::make_shared<Sgd>(std::move(learning_rate), momentum, nesterov, options);
+}
+
+std::shared_ptr<Optimizer> adam(LearningRate learning_rate, double beta1, double beta2,
+                                double epsilon, OptimizerOptions options) {
+  check_rate("adam", learning_rate);
+  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
+    throw InvalidArgumentError(str_cat("adam: beta1 and beta2 must be in [0, 1), got ", beta1,
+                                       " and ", beta2));
+  }
+  return std::make_shared<Adam>(std::move(learning_rate), beta1, beta2, epsilon, options);
+}
+
+std::shared_ptr<Optimizer> adagrad(LearningRate learning_rate, double initial_accumulator_value,
+                                   double epsilon, OptimizerOptions options) {
+  check_rate("adagrad", learning_rate);
+  if (initial_accumulator_value < 0) {
+    throw InvalidArgumentError(str_cat("adagrad: initial_accumulator_value must be >= 0, got ",
+                                       initial_accumulator_value));
+  }
+  return std::make_shared<Adagrad>(std::move(learning_rate), initial_accumulator_value, epsilon,
+                                   options);
+}
+
+std::shared_ptr<Optimizer> rmsprop(LearningRate learning_rate, double rho, double momentum,
+                                   double epsilon, bool centered, OptimizerOptions options) {
+  check_rate("rmsprop", learning_rate);
+  return std::make_shared<RmsProp>(std::move(learning_rate), rho, momentum, epsilon, centered,
+                                   options);
+}
+
+}  // namespace cadre::nn::optimizers

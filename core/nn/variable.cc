@@ -1,0 +1,23 @@
+#include "core/nn/variable.h"
+
+#include "core/autodiff/tape.h"
+
+namespace cadre::nn {
+
+Variable::Variable(VariableSpec spec, Tensor value)
+    : spec_(std::move(spec)), value_(std::move(value)) {}
+
+const Tensor& Variable::read() const {
+  if (spec_.trainable && autodiff::any_tape_active()) autodiff::watch_on_active_tapes(value_);
+  return value_;
+}
+
+void Variable::assign(const Tensor& value) {
+  if (value.shape() != value_.shape()) {
+    throw InvalidArgumentError(str_cat("assign to variable '", name(), "': shape ", value.shape(),
+                                       " differs from the variable's ", value_.shape()));
+  }
+  value_.assign(value);
+}
+
+}  // namespace cadre::nn

@@ -1,0 +1,372 @@
+#include "core/ops/nn.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/autodiff/tape.h"
+#include "core/kernels/indexing.h"
+#include "core/kernels/nn.h"
+#include "core/ops/array.h"
+#include "core/ops/checks.h"
+#include "core/ops/math.h"
+#include "core/ops/reduce.h"
+#include "core/tensor/views.h"
+
+namespace cadre {
+
+using autodiff::BackwardContext;
+using kernels::Activation;
+
+namespace {
+
+// x with `axis` moved last, contiguous, as [rows, size]; and the permutation used.
+std::pair<Tensor, std::vector<int>> to_rows(const Tensor& x, int axis) {
+  int a = x.shape().normalize_axis(axis);
+  std::vector<int> perm;
+  for (int d = 0; d < x.rank(); ++d) if (d != a) perm.push_back(d);
+  perm.push_back(a);
+  NoGradScope no_grad;
+  Tensor moved = a == x.rank() - 1 ? x : views::transpose(x, perm, "softmax");
+  Tensor c = contiguous(moved);
+  int64_t size = x.shape()[a];
+  return {views::reshape(c, Shape{size == 0 ? 0 : c.numel() / size, size}), perm};
+}
+
+Tensor from_rows(const Tensor& rows, const Shape& shape, int axis, const std::vector<int>& perm) {
+  int a = shape.normalize_axis(axis);
+  if (a == shape.rank() - 1) return views::reshape(rows, shape);
+  Shape moved;
+  for (int p : perm) moved.push_back(shape[p]);
+  std::vector<int> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
+  NoGradScope no_grad;
+  return contiguous(views::transpose(views::reshape(rows, moved), inverse, "softmax"));
+}
+
+Tensor softmax_impl(const Tensor& logits, int axis, bool log, const char* op) {
+  checks::defined(op, logits);
+  checks::floating(op, logits);
+  if (logits.rank() == 0) throw InvalidArgumentError(str_cat(op, ": expected rank >= 1, got a scalar"));
+  auto [rows, perm] = to_rows(logits, axis);
+  Tensor out_rows = Tensor::empty(rows.shape(), rows.dtype(), rows.device());
+  if (rows.numel() > 0) kernels::softmax.get(rows.device())(rows, out_rows, log);
+  Tensor y = from_rows(out_rows, logits.shape(), axis, perm);
+  if (autodiff::should_record({&logits})) {
+    autodiff::record(op, {logits}, {y}, [out_rows, perm, axis, log, shape = logits.shape()](
+                                            const BackwardContext& c) {
+      auto [dy_rows, unused] = to_rows(c.grad(), axis);
+      Tensor dx_rows = Tensor::empty(dy_rows.shape(), dy_rows.dtype(), dy_rows.device());
+      if (dx_rows.numel() > 0) {
+        kernels::softmax_grad.get(dx_rows.device())(out_rows, dy_rows, dx_rows, log);
+      }
+      return std::vector<Gradient>{from_rows(dx_rows, shape, axis, perm)};
+    });
+  }
+  return y;
+}
+
+std::array<int64_t, 2> image_dims(const Tensor& x) { return {x.shape()[1], x.shape()[2]}; }
+
+// Output size and padding of one spatial dimension, as TensorFlow computes them.
+void window_geometry(int64_t in, int64_t window, int64_t stride, int64_t dilation,
+                     Padding padding, int64_t& out, int64_t& pad_begin, int64_t& pad_end) {
+  int64_t effective = (window - 1) * dilation + 1;
+  if (padding == Padding::kSame) {
+    out = (in + stride - 1) / stride;
+    int64_t total = std::max<int64_t>((out - 1) * stride + effective - in, 0);
+    pad_begin = total / 2;
+    pad_end = total - pad_begin;
+  } else {
+    out = in >= effective ? (in - effective) / stride + 1 : 0;
+    pad_begin = pad_end = 0;
+  }
+}
+
+void check_positive(const char* op, const char* what, std::array<int64_t, 2> v) {
+  if (v[0] < 1 || v[1] < 1) {
+    throw InvalidArgumentError(str_cat(op, ": ", what, " must be positive, got [", v[0], ", ",
+                                       v[1], "]"));
+  }
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& logits, int axis) { return softmax_impl(logits, axis, false, "softmax"); }
+Tensor log_softmax(const Tensor& logits, int axis) {
+  return softmax_impl(logits, axis, true, "log_softmax");
+}
+
+Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  const char* op = "sparse_softmax_cross_entropy_with_logits";
+  checks::defined(op, labels, "labels");
+  checks::defined(op, logits, "logits");
+  checks::integer_index(op, labels, "labels");
+  checks::floating(op, logits, "logits");
+  checks::same_device(op, labels, logits);
+  if (logits.rank() != 2 || labels.rank() != 1 || labels.shape()[0] != logits.shape()[0]) {
+    throw InvalidArgumentError(str_cat(op, ": labels of shape ", labels.shape(),
+                                       " do not fit logits of shape ", logits.shape(),
+                                       " (expected labels [N] and logits [N, classes])"));
+  }
+  int64_t classes = logits.shape()[1];
+  Tensor lab = contiguous(labels);
+  int64_t bad = kernels::find_bad_index.get(lab.device())(lab, classes);
+  if (bad >= 0) {
+    int64_t value = slice(lab, 0, bad, bad + 1).item<int64_t>();
+    throw InvalidArgumentError(str_cat(op, ": labels[", bad, "] = ", value,
+                                       " is outside the valid range [0, ", classes, ")"));
+  }
+  Tensor x = contiguous(logits);
+  int64_t n = logits.shape()[0];
+  Tensor loss = Tensor::empty(Shape{n}, logits.dtype(), logits.device());
+  Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  if (probs.numel() > 0) kernels::sparse_xent.get(x.device())(x, lab, loss, probs);
+  if (autodiff::should_record({&logits})) {
+    autodiff::record(op, {labels, logits}, {loss}, [probs, lab](const BackwardContext& c) {
+      Tensor dlogits = Tensor::empty(probs.shape(), probs.dtype(), probs.device());
+      if (dlogits.numel() > 0) {
+        kernels::sparse_xent_grad.get(probs.device())(probs, lab, contiguous(c.grad()), dlogits);
+      }
+      return std::vector<Gradient>{Gradient(), dlogits};
+    });
+  }
+  return loss;
+}
+
+Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  const char* op = "softmax_cross_entropy_with_logits";
+  checks::defined(op, labels, "labels");
+  checks::defined(op, logits, "logits");
+  checks::same_shape(op, labels, logits);
+  checks::floating(op, logits, "logits");
+  return neg(sum(mul(labels, log_softmax(logits)), {-1}));
+}
+
+Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  const char* op = "sigmoid_cross_entropy_with_logits";
+  checks::defined(op, labels, "labels");
+  checks::defined(op, logits, "logits");
+  checks::same_shape(op, labels, logits);
+  checks::floating(op, logits, "logits");
+  return add(sub(relu(logits), mul(logits, labels)), log1p(exp(neg(abs(logits)))));
+}
+
+Padding parse_padding(const std::string& name) {
+  std::string upper = name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "VALID") return Padding::kValid;
+  if (upper == "SAME") return Padding::kSame;
+  throw InvalidArgumentError(str_cat("unknown padding '", name, "'; expected VALID or SAME"));
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
+              std::array<int64_t, 2> strides, Padding padding, std::array<int64_t, 2> dilations,
+              Activation activation) {
+  const char* op = "conv2d";
+  checks::defined(op, x);
+  checks::defined(op, filters, "filters");
+  checks::floating(op, x);
+  checks::same_dtype(op, x, filters);
+  checks::same_device(op, x, filters);
+  checks::rank(op, x, 4, "input (NHWC)");
+  checks::rank(op, filters, 4, "filters ([KH, KW, in, out])");
+  check_positive(op, "strides", strides);
+  check_positive(op, "dilations", dilations);
+  if (filters.shape()[2] != x.shape()[3]) {
+    throw InvalidArgumentError(str_cat(op, ": input of shape ", x.shape(), " has ", x.shape()[3],
+                                       " channels but the filters of shape ", filters.shape(),
+                                       " expect ", filters.shape()[2]));
+  }
+  int64_t out_channels = filters.shape()[3];
+  if (bias.defined()) {
+    checks::same_dtype(op, x, bias);
+    if (bias.shape() != Shape{out_channels}) {
+      throw InvalidArgumentError(str_cat(op, ": bias of shape ", bias.shape(), " does not fit ",
+                                         out_channels, " output channels"));
+    }
+  }
+  kernels::Conv2DParams params;
+  params.strides = strides;
+  params.dilations = dilations;
+  std::array<int64_t, 2> out{};
+  auto in = image_dims(x);
+  for (int i = 0; i < 2; ++i) {
+    window_geometry(in[i], filters.shape()[i], strides[i], dilations[i], padding, out[i],
+                    params.pad_begin[i], params.pad_end[i]);
+  }
+  if (out[0] <= 0 || out[1] <= 0) {
+    throw InvalidArgumentError(str_cat(op, ": filters of shape ", filters.shape(),
+                                       " do not fit inside an input of shape ", x.shape(),
+                                       " with VALID padding"));
+  }
+  bool fuse = activation == Activation::kRelu || activation == Activation::kNone;
+  params.activation = fuse ? activation : Activation::kNone;
+  Tensor xc = contiguous(x), wc = contiguous(filters);
+  Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
+  Tensor y = Tensor::empty(Shape{x.shape()[0], out[0], out[1], out_channels}, x.dtype(), x.device());
+  if (y.numel() > 0) kernels::conv2d.get(x.device())(xc, wc, bc, y, params);
+  if (autodiff::should_record({&x, &filters, &bias})) {
+    autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, y, params, has_bias = bias.defined()](
+                                                      const BackwardContext& c) {
+      Tensor dz = contiguous(c.grad());
+      if (params.activation != Activation::kNone) {
+        Tensor masked = Tensor::empty(dz.shape(), dz.dtype(), dz.device());
+        kernels::activation_grad.get(dz.device())(params.activation, 0, y, dz, masked);
+        dz = masked;
+      }
+      Tensor dx = c.needs_grad(0) ? Tensor::empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
+      Tensor dw = c.needs_grad(1) ? Tensor::empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
+      Tensor db = has_bias && c.needs_grad(2)
+                      ? Tensor::empty(Shape{wc.shape()[3]}, wc.dtype(), wc.device())
+                      : Tensor();
+      kernels::conv2d_grad.get(dz.device())(xc, wc, dz, dx, dw, db, params);
+      return std::vector<Gradient>{dx.defined() ? Gradient(dx) : Gradient(),
+                                   dw.defined() ? Gradient(dw) : Gradient(),
+                                   db.defined() ? Gradient(db) : Gradient()};
+    });
+  }
+  return fuse ? y : activate(y, activation);
+}
+
+namespace {
+
+Tensor pool2d(kernels::PoolKind kind, const char* op, const Tensor& x,
+              std::array<int64_t, 2> window, std::array<int64_t, 2> strides, Padding padding) {
+  checks::defined(op, x);
+  checks::floating(op, x);
+  checks::rank(op, x, 4, "input (NHWC)");
+  check_positive(op, "window", window);
+  check_positive(op, "strides", strides);
+  kernels::Pool2DParams params;
+  params.kind = kind;
+  params.window = window;
+  params.strides = strides;
+  std::array<int64_t, 2> out{};
+  auto in = image_dims(x);
+  for (int i = 0; i < 2; ++i) {
+    window_geometry(in[i], window[i], strides[i], 1, padding, out[i], params.pad_begin[i],
+                    params.pad_end[i]);
+  }
+  if (out[0] <= 0 || out[1] <= 0) {
+    throw InvalidArgumentError(str_cat(op, ": window [", window[0], ", ", window[1],
+                                       "] does not fit inside an input of shape ", x.shape(),
+                                       " with VALID padding"));
+  }
+  Tensor xc = contiguous(x);
+  Shape out_shape{x.shape()[0], out[0], out[1], x.shape()[3]};
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor argmax = kind == kernels::PoolKind::kMax
+                      ? Tensor::empty(out_shape, DType::kInt32, x.device())
+                      : Tensor();
+  if (y.numel() > 0) kernels::pool2d.get(x.device())(xc, y, argmax, params);
+  if (autodiff::should_record({&x})) {
+    autodiff::record(op, {x}, {y}, [argmax, params, in_shape = x.shape()](const BackwardContext& c) {
+      Tensor dx = Tensor::empty(in_shape, c.grad().dtype(), c.grad().device());
+      if (dx.numel() > 0) {
+        kernels::pool2d_grad.get(dx.device())(contiguous(c.grad()), argmax, dx, params);
+      }
+      return std::vector<Gradient>{dx};
+    });
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> window, std::array<int64_t, 2> strides,
+                  Padding padding) {
+  return pool2d(kernels::PoolKind::kMax, "max_pool2d", x, window, strides, padding);
+}
+
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> window, std::array<int64_t, 2> strides,
+                  Padding padding) {
+  return pool2d(kernels::PoolKind::kAvg, "avg_pool2d", x, window, strides, padding);
+}
+
+namespace {
+
+void check_batch_norm_params(const char* op, const Tensor& x, const Tensor& gamma,
+                             const Tensor& beta) {
+  checks::defined(op, x);
+  checks::floating(op, x);
+  if (x.rank() < 1) throw InvalidArgumentError(str_cat(op, ": expected rank >= 1, got a scalar"));
+  Shape channels{x.shape()[x.rank() - 1]};
+  for (const Tensor* p : {&gamma, &beta}) {
+    checks::defined(op, *p, p == &gamma ? "gamma" : "beta");
+    checks::same_dtype(op, x, *p);
+    if (p->shape() != channels) {
+      throw InvalidArgumentError(str_cat(op, ": ", p == &gamma ? "gamma" : "beta", " of shape ",
+                                         p->shape(), " does not fit input of shape ", x.shape(),
+                                         " (expected ", channels, ")"));
+    }
+  }
+}
+
+}  // namespace
+
+BatchNormResult batch_norm_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    double epsilon) {
+  const char* op = "batch_norm";
+  check_batch_norm_params(op, x, gamma, beta);
+  int64_t channels = x.shape()[x.rank() - 1];
+  if (x.numel() == 0) throw InvalidArgumentError(str_cat(op, ": empty input of shape ", x.shape()));
+  Tensor rows = views::reshape(contiguous(x), Shape{x.numel() / channels, channels});
+  Tensor y = Tensor::empty(rows.shape(), x.dtype(), x.device());
+  Tensor mean = Tensor::empty(Shape{channels}, x.dtype(), x.device());
+  Tensor variance = Tensor::empty(Shape{channels}, x.dtype(), x.device());
+  Tensor inv_std = Tensor::empty(Shape{channels}, x.dtype(), x.device());
+  Tensor g = contiguous(gamma), b = contiguous(beta);
+  kernels::batch_norm_train.get(x.device())(rows, g, b, epsilon, y, mean, variance, inv_std);
+  Tensor out = views::reshape(y, x.shape());
+  if (autodiff::should_record({&x, &gamma, &beta})) {
+    autodiff::record(op, {x, gamma, beta}, {out}, [rows, g, mean, inv_std, shape = x.shape()](
+                                                      const BackwardContext& c) {
+      Tensor dy = views::reshape(contiguous(c.grad()), rows.shape());
+      Tensor dx = Tensor::empty(rows.shape(), rows.dtype(), rows.device());
+      Tensor dgamma = Tensor::empty(g.shape(), g.dtype(), g.device());
+      Tensor dbeta = Tensor::empty(g.shape(), g.dtype(), g.device());
+      kernels::batch_norm_grad.get(dx.device())(rows, dy, g, mean, inv_std, dx, dgamma, dbeta);
+      return std::vector<Gradient>{views::reshape(dx, shape), dgamma, dbeta};
+    });
+  }
+  return {out, mean, variance};
+}
+
+Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& mean, const Tensor& variance, double epsilon) {
+  const char* op = "batch_norm";
+  check_batch_norm_params(op, x, gamma, beta);
+  checks::same_shape(op, gamma, mean);
+  checks::same_shape(op, gamma, variance);
+  if (!autodiff::should_record({&x, &gamma, &beta, &mean, &variance})) {
+    int64_t channels = x.shape()[x.rank() - 1];
+    Tensor rows = views::reshape(contiguous(x), Shape{channels == 0 ? 0 : x.numel() / channels, channels});
+    Tensor y = Tensor::empty(rows.shape(), x.dtype(), x.device());
+    if (y.numel() > 0) {
+      kernels::batch_norm_infer.get(x.device())(rows, contiguous(gamma), contiguous(beta),
+                                                contiguous(mean), contiguous(variance), epsilon, y);
+    }
+    return views::reshape(y, x.shape());
+  }
+  // Recorded: composed from differentiable ops so that every input gets its gradient.
+  Tensor scale = mul(gamma, rsqrt(add(variance, scalar_like(variance, epsilon))));
+  Tensor shift = sub(beta, mul(mean, scale));
+  return add(mul(x, scale), shift);
+}
+
+Tensor dropout(const Tensor& x, double rate, Generator* generator) {
+  checks::defined("dropout", x);
+  checks::floating("dropout", x);
+  if (!(rate >= 0 && rate < 1)) {
+    throw InvalidArgumentError(str_cat("dropout: rate must be in [0, 1), got ", rate));
+  }
+  if (rate == 0) return x;
+  Generator& gen = generator != nullptr ? *generator : current_generator();
+  Tensor mask = Tensor::empty(x.shape(), x.dtype(), x.device());
+  kernels::PhiloxKey key =
+      gen.reserve(kernels::philox_blocks(kernels::RandomDistribution::kUniform, x.numel()));
+  if (mask.numel() > 0) kernels::dropout_mask.get(x.device())(rate, key, mask);
+  return mul(x, mask);
+}
+
+}  // namespace cadre

@@ -1,0 +1,78 @@
+// One budget of intra-op threads for the whole process.
+//
+// Kernels parallelise with parallel_for, and oneDNN with the same OpenMP runtime, so a
+// single pool of workers serves both. The budget defaults to the cores this process may
+// run on (its affinity mask), capped by the environment variable CADRE_NUM_THREADS or by
+// set_intra_op_threads(). Threads that run replicas side by side split it with a
+// ReplicaThreadScope, so that N replicas use budget/N threads each and the process never
+// runs more busy threads than the budget. OpenBLAS keeps its own pool; Cadre sets it to
+// one thread and calls it only from inside this budget.
+#pragma once
+
+#include <cstdint>
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+
+namespace cadre {
+
+// Cores in this process's affinity mask.
+int hardware_threads();
+// The process-wide budget.
+int intra_op_threads_budget();
+// Sets the process-wide budget (at least 1; more than hardware_threads() is allowed but
+// oversubscribes). Threads pick the change up at their next parallel section.
+void set_intra_op_threads(int threads);
+// Threads that a parallel section started on the calling thread may use.
+int current_thread_budget();
+
+// For the lifetime of the scope, the calling thread (a replica) uses its share of the
+// budget: max(1, budget / num_replicas) threads.
+class ReplicaThreadScope {
+ public:
+  explicit ReplicaThreadScope(int num_replicas);
+  ~ReplicaThreadScope();
+  ReplicaThreadScope(const ReplicaThreadScope&) = delete;
+  ReplicaThreadScope& operator=(const ReplicaThreadScope&) = delete;
+
+ private:
+  int previous_divisor_;
+};
+
+namespace internal {
+// A non-owning reference to a callable, cheaper than std::function for a hot call.
+class RangeFn {
+ public:
+  template <typename F>
+  RangeFn(F& fn)  // NOLINT: implicit by design
+      : object_(&fn), call_([](void* o, int64_t b, int64_t e) { (*static_cast<F*>(o))(b, e); }) {}
+  void operator()(int64_t begin, int64_t end) const { call_(object_, begin, end); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+void parallel_for_impl(int64_t begin, int64_t end, int64_t grain, int threads, RangeFn fn);
+}  // namespace internal
+
+// Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end), each at
+// least `grain` long (but the last), on up to current_thread_budget() threads. Chunk
+// boundaries depend only on the range and the grain, never on the thread count, so that
+// kernels that combine per-chunk partial results give the same bits with any budget.
+// fn must not throw.
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
+  if (end <= begin) return;
+  if (end - begin <= grain) {
+    fn(begin, end);
+    return;
+  }
+  int threads = current_thread_budget();
+  if (threads <= 1) {
+    for (int64_t b = begin; b < end; b += grain) fn(b, std::min(end, b + grain));
+    return;
+  }
+  internal::parallel_for_impl(begin, end, grain, threads, fn);
+}
+
+}  // namespace cadre

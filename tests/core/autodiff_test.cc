@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/autodiff/tape.h"
+#include "core/ops/array.h"
+#include "core/ops/indexing.h"
+#include "core/ops/math.h"
+#include "core/ops/reduce.h"
+
+namespace cadre {
+namespace {
+
+TEST(AutodiffTest, GradientOfWatchedTensor) {
+  Tensor x = Tensor::from_vector<double>({1, 2, 3});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = sum(x * x * x);
+  Gradient g = tape.gradient(y, x);
+  EXPECT_EQ(g.dense().to_vector<double>(), (std::vector<double>{3, 12, 27}));
+}
+
+TEST(AutodiffTest, TargetNotOnTapeSaysSo) {
+  Tensor x = Tensor::from_vector<double>({1, 2});
+  Tensor y = sum(x * 2.0);  // computed before the tape existed
+  GradientTape tape;
+  tape.watch(x);
+  try {
+    tape.gradient(y, x);
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("not on this tape"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AutodiffTest, UnwatchedTensorsAreNotRecorded) {
+  Tensor x = Tensor::from_vector<double>({1, 2});
+  GradientTape tape;
+  Tensor y = sum(x * 2.0);
+  EXPECT_EQ(tape.num_records(), 0u);
+  EXPECT_THROW(tape.gradient(y, x), InvalidArgumentError);
+}
+
+TEST(AutodiffTest, UnconnectedSourcesAndPersistence) {
+  Tensor x = Tensor::from_vector<double>({1, 2});
+  Tensor z = Tensor::from_vector<double>({5});
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  tape.watch(z);
+  Tensor y = sum(exp(x));
+  auto grads = tape.gradient(y, {x, z});
+  EXPECT_TRUE(grads[0].defined());
+  EXPECT_FALSE(grads[1].defined());
+  auto zero = tape.gradient(y, std::vector<Tensor>{z}, UnconnectedGradients::kZero);
+  EXPECT_EQ(zero[0].dense().to_vector<double>(), (std::vector<double>{0}));
+  // A persistent tape answers again.
+  EXPECT_NEAR(tape.gradient(y, x).dense().to_vector<double>()[1], std::exp(2.0), 1e-12);
+}
+
+TEST(AutodiffTest, NonPersistentTapeAnswersOnce) {
+  Tensor x = Tensor::from_vector<double>({1});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = x * 3.0;
+  tape.gradient(y, x);
+  EXPECT_THROW(tape.gradient(y, x), FailedPreconditionError);
+}
+
+TEST(AutodiffTest, GradientsAccumulateOverUses) {
+  Tensor x = Tensor::from_vector<double>({2});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = x * x + x * 3.0 + x.reshape({1, 1}).reshape({1});
+  EXPECT_EQ(tape.gradient(y, x).dense().item<double>(), 2 * 2 + 3 + 1);
+}
+
+TEST(AutodiffTest, NoGradScopeStopsRecording) {
+  Tensor x = Tensor::from_vector<double>({2});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y;
+  {
+    NoGradScope no_grad;
+    y = x * 5.0;
+  }
+  EXPECT_EQ(tape.num_records(), 0u);
+}
+
+TEST(AutodiffTest, EmbeddingGradientIsSparse) {
+  Tensor table = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, Shape{3, 2});
+  GradientTape tape;
+  tape.watch(table);
+  Tensor rows = gather(table, Tensor::from_vector<int64_t>({2, 2, 0}));
+  Tensor loss = sum(rows * 2.0);
+  Gradient g = tape.gradient(loss, table);
+  ASSERT_TRUE(g.is_sparse());
+  EXPECT_EQ(g.sparse().indices.to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 0}));
+  EXPECT_EQ(g.sparse().values.shape(), (Shape{3, 2}));
+  EXPECT_EQ(g.to_dense().to_vector<float>(), (std::vector<float>{2, 2, 0, 0, 4, 4}));
+  // Two lookups of one table keep the gradient sparse; a dense use densifies it.
+  GradientTape tape2;
+  tape2.watch(table);
+  Tensor two = sum(gather(table, Tensor::from_vector<int64_t>({1}))) +
+               sum(gather(table, Tensor::from_vector<int64_t>({1, 0})));
+  Gradient g2 = tape2.gradient(two, table);
+  ASSERT_TRUE(g2.is_sparse());
+  EXPECT_EQ(g2.to_dense().to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 0, 0}));
+  GradientTape tape3;
+  tape3.watch(table);
+  Tensor mixed = sum(gather(table, Tensor::from_vector<int64_t>({1}))) + sum(table);
+  Gradient g3 = tape3.gradient(mixed, table);
+  EXPECT_FALSE(g3.is_sparse());
+  EXPECT_EQ(g3.dense().to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 1, 1}));
+}
+
+TEST(AutodiffTest, NothingOutlivesTheTape) {
+  std::weak_ptr<Buffer> saved;
+  {
+    Tensor x = Tensor::from_vector<double>({1, 2, 3});
+    GradientTape tape;
+    tape.watch(x);
+    Tensor hidden = exp(x);  // exp's backward keeps its output alive
+    saved = hidden.buffer();
+    Tensor y = sum(hidden);
+    tape.gradient(y, x);
+  }
+  EXPECT_TRUE(saved.expired());
+}
+
+}  // namespace
+}  // namespace cadre

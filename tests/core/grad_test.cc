@@ -1,0 +1,277 @@
+// Every differentiable op's gradient against central finite differences in float64, on
+// random inputs, broadcasting edge cases included.
+#include <gtest/gtest.h>
+
+#include "core/ops/indexing.h"
+#include "core/ops/linalg.h"
+#include "core/ops/nn.h"
+#include "tests/core/grad_check.h"
+
+namespace cadre {
+namespace {
+
+using testing::expect_gradients_match;
+using testing::random_tensor;
+using Inputs = std::vector<Tensor>;
+using kernels::Activation;
+
+struct ShapePair {
+  Shape a, b;
+};
+
+const std::vector<ShapePair> kBroadcastCases = {
+    {{3, 4}, {3, 4}}, {{3, 4}, {4}},     {{3, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}},
+    {{}, {2, 3}},     {{2, 3}, {}},      {{1}, {5}},       {{}, {}},
+    {{4, 1, 3}, {1, 2, 1}},
+};
+
+void check_binary(Tensor (*op)(const Tensor&, const Tensor&), double lo = -1, double hi = 1) {
+  for (const auto& c : kBroadcastCases) {
+    SCOPED_TRACE(c.a.to_string() + " with " + c.b.to_string());
+    expect_gradients_match([op](const Inputs& x) { return op(x[0], x[1]); },
+                           {random_tensor(c.a, 1, lo, hi), random_tensor(c.b, 2, lo, hi)});
+  }
+}
+
+TEST(GradTest, Add) { check_binary(add); }
+TEST(GradTest, Sub) { check_binary(sub); }
+TEST(GradTest, Mul) { check_binary(mul); }
+TEST(GradTest, Div) { check_binary(div, 0.5, 2.0); }
+TEST(GradTest, Pow) { check_binary(pow, 0.5, 2.0); }
+TEST(GradTest, Maximum) { check_binary(maximum); }
+TEST(GradTest, Minimum) { check_binary(minimum); }
+TEST(GradTest, SquaredDifference) { check_binary(squared_difference); }
+
+TEST(GradTest, Operators) {
+  expect_gradients_match(
+      [](const Inputs& x) { return (x[0] * 2.0 - x[1]) / (x[1] + 3.0) + (1.0 - x[0]) * -x[1]; },
+      {random_tensor({2, 3}, 3), random_tensor({3}, 4)});
+}
+
+void check_unary(Tensor (*op)(const Tensor&), double lo = -1, double hi = 1) {
+  for (const Shape& s : {Shape{}, Shape{7}, Shape{2, 3, 4}}) {
+    SCOPED_TRACE(s.to_string());
+    expect_gradients_match([op](const Inputs& x) { return op(x[0]); }, {random_tensor(s, 5, lo, hi)});
+  }
+}
+
+TEST(GradTest, Neg) { check_unary(neg); }
+TEST(GradTest, Abs) { check_unary(abs); }
+TEST(GradTest, Square) { check_unary(square); }
+TEST(GradTest, Sqrt) { check_unary(sqrt, 0.5, 2); }
+TEST(GradTest, Rsqrt) { check_unary(rsqrt, 0.5, 2); }
+TEST(GradTest, Reciprocal) { check_unary(reciprocal, 0.5, 2); }
+TEST(GradTest, Exp) { check_unary(exp); }
+TEST(GradTest, Expm1) { check_unary(expm1); }
+TEST(GradTest, Log) { check_unary(log, 0.5, 2); }
+TEST(GradTest, Log1p) { check_unary(log1p, -0.5, 2); }
+TEST(GradTest, Sin) { check_unary(sin); }
+TEST(GradTest, Cos) { check_unary(cos); }
+TEST(GradTest, Tan) { check_unary(tan); }
+TEST(GradTest, Erf) { check_unary(erf); }
+TEST(GradTest, Relu) { check_unary(relu); }
+TEST(GradTest, Sigmoid) { check_unary(sigmoid, -3, 3); }
+TEST(GradTest, Tanh) { check_unary(tanh, -2, 2); }
+TEST(GradTest, Gelu) { check_unary(gelu, -3, 3); }
+TEST(GradTest, Softplus) { check_unary(softplus, -3, 3); }
+TEST(GradTest, LeakyRelu) {
+  expect_gradients_match([](const Inputs& x) { return leaky_relu(x[0], 0.1); },
+                         {random_tensor({3, 5}, 6)});
+}
+TEST(GradTest, Elu) {
+  expect_gradients_match([](const Inputs& x) { return elu(x[0], 0.7); }, {random_tensor({3, 5}, 6)});
+}
+
+TEST(GradTest, Where) {
+  Tensor cond = greater(random_tensor({3, 4}, 11), Tensor::zeros(Shape{}, DType::kFloat64));
+  expect_gradients_match([cond](const Inputs& x) { return where(cond, x[0], x[1]); },
+                         {random_tensor({3, 4}, 12), random_tensor({4}, 13)});
+}
+
+TEST(GradTest, ClipByValue) {
+  expect_gradients_match([](const Inputs& x) { return clip_by_value(x[0], -0.5, 0.4); },
+                         {random_tensor({4, 5}, 14)});
+}
+
+TEST(GradTest, Sum) {
+  Tensor x = random_tensor({2, 3, 4}, 20);
+  for (auto axes : std::vector<std::vector<int>>{{}, {0}, {1}, {2}, {0, 2}, {-1, 0}, {0, 1, 2}}) {
+    for (bool keep : {false, true}) {
+      expect_gradients_match([axes, keep](const Inputs& v) { return sum(v[0], axes, keep); }, {x});
+    }
+  }
+}
+
+TEST(GradTest, Mean) {
+  Tensor x = random_tensor({2, 3, 4}, 21);
+  for (auto axes : std::vector<std::vector<int>>{{}, {1}, {0, 2}}) {
+    expect_gradients_match([axes](const Inputs& v) { return mean(v[0], axes, true); }, {x});
+  }
+}
+
+TEST(GradTest, MaxMin) {
+  Tensor x = random_tensor({3, 4, 5}, 22);
+  for (auto axes : std::vector<std::vector<int>>{{}, {0}, {2}, {0, 2}}) {
+    expect_gradients_match([axes](const Inputs& v) { return max(v[0], axes); }, {x});
+    expect_gradients_match([axes](const Inputs& v) { return min(v[0], axes, true); }, {x});
+  }
+}
+
+TEST(GradTest, ShapeOps) {
+  Tensor x = random_tensor({2, 3, 4}, 30);
+  expect_gradients_match([](const Inputs& v) { return v[0].reshape({4, -1}); }, {x});
+  expect_gradients_match([](const Inputs& v) { return v[0].transpose({2, 0, 1}); }, {x});
+  expect_gradients_match([](const Inputs& v) { return v[0].slice(2, 1, 4, 2); }, {x});
+  expect_gradients_match([](const Inputs& v) { return v[0].slice(0, -1, 2); }, {x});
+  expect_gradients_match([](const Inputs& v) { return v[0].expand_dims(1).squeeze(1); }, {x});
+  expect_gradients_match([](const Inputs& v) { return v[0].broadcast_to(Shape{5, 2, 3, 4}); }, {x});
+  expect_gradients_match([](const Inputs& v) { return v[0].transpose({1, 0, 2}).contiguous(); }, {x});
+  expect_gradients_match([](const Inputs& v) { return flatten(v[0]); }, {x});
+}
+
+TEST(GradTest, ConcatStackSplit) {
+  Inputs xs{random_tensor({2, 3}, 31), random_tensor({2, 5}, 32), random_tensor({2, 1}, 33)};
+  expect_gradients_match([](const Inputs& v) { return concat(v, 1); }, xs);
+  Inputs ys{random_tensor({2, 3}, 34), random_tensor({2, 3}, 35)};
+  expect_gradients_match([](const Inputs& v) { return stack(v, 1); }, ys);
+  expect_gradients_match([](const Inputs& v) {
+    auto parts = split(v[0], {1, 3, 1}, 1);
+    return add(mul(parts[0], parts[2]), sum(parts[1], {1}, true));
+  }, {random_tensor({3, 5}, 36)});
+}
+
+TEST(GradTest, Matmul) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transpose_a=" << ta << " transpose_b=" << tb);
+      Tensor a = random_tensor(ta ? Shape{4, 3} : Shape{3, 4}, 40);
+      Tensor b = random_tensor(tb ? Shape{5, 4} : Shape{4, 5}, 41);
+      expect_gradients_match([ta, tb](const Inputs& v) { return matmul(v[0], v[1], ta, tb); }, {a, b});
+    }
+  }
+}
+
+TEST(GradTest, MatmulBatchedAndBroadcast) {
+  expect_gradients_match([](const Inputs& v) { return matmul(v[0], v[1]); },
+                         {random_tensor({2, 3, 4}, 42), random_tensor({2, 4, 2}, 43)});
+  expect_gradients_match([](const Inputs& v) { return matmul(v[0], v[1], false, true); },
+                         {random_tensor({2, 3, 4}, 44), random_tensor({5, 4}, 45)});
+  expect_gradients_match([](const Inputs& v) { return matmul(v[0], v[1]); },
+                         {random_tensor({3, 4}, 46), random_tensor({2, 1, 4, 2}, 47)});
+  // A transposed view as an operand.
+  expect_gradients_match([](const Inputs& v) { return matmul(v[0].t(), v[1]); },
+                         {random_tensor({4, 3}, 48), random_tensor({4, 2}, 49)});
+}
+
+TEST(GradTest, Linear) {
+  for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kSigmoid,
+                         Activation::kTanh, Activation::kGelu, Activation::kElu,
+                         Activation::kLeakyRelu, Activation::kSoftplus}) {
+    SCOPED_TRACE(static_cast<int>(act));
+    expect_gradients_match([act](const Inputs& v) { return linear(v[0], v[1], v[2], act, 0.3); },
+                           {random_tensor({5, 4}, 50), random_tensor({4, 3}, 51),
+                            random_tensor({3}, 52)});
+  }
+  expect_gradients_match([](const Inputs& v) { return linear(v[0], v[1], Tensor()); },
+                         {random_tensor({2, 3, 4}, 53), random_tensor({4, 3}, 54)});
+}
+
+TEST(GradTest, Softmax) {
+  Tensor x = random_tensor({3, 5}, 60, -2, 2);
+  expect_gradients_match([](const Inputs& v) { return softmax(v[0]); }, {x});
+  expect_gradients_match([](const Inputs& v) { return log_softmax(v[0]); }, {x});
+  expect_gradients_match([](const Inputs& v) { return softmax(v[0], 0); }, {x});
+  expect_gradients_match([](const Inputs& v) { return log_softmax(v[0], 0); }, {x});
+}
+
+TEST(GradTest, CrossEntropies) {
+  Tensor logits = random_tensor({4, 6}, 61, -3, 3);
+  Tensor labels = Tensor::from_vector<int64_t>({0, 5, 2, 2});
+  expect_gradients_match(
+      [labels](const Inputs& v) { return sparse_softmax_cross_entropy_with_logits(labels, v[0]); },
+      {logits});
+  Tensor labels32 = Tensor::from_vector<int32_t>({1, 1, 3, 0});
+  expect_gradients_match(
+      [labels32](const Inputs& v) { return sparse_softmax_cross_entropy_with_logits(labels32, v[0]); },
+      {logits});
+  Tensor dist = softmax(random_tensor({4, 6}, 62));
+  expect_gradients_match(
+      [](const Inputs& v) { return softmax_cross_entropy_with_logits(v[0], v[1]); }, {dist, logits});
+  Tensor targets = random_tensor({4, 6}, 63, 0, 1);
+  expect_gradients_match(
+      [](const Inputs& v) { return sigmoid_cross_entropy_with_logits(v[0], v[1]); },
+      {targets, logits});
+}
+
+struct ConvCase {
+  Shape x, w;
+  std::array<int64_t, 2> strides, dilations;
+  Padding padding;
+  Activation act;
+};
+
+TEST(GradTest, Conv2D) {
+  std::vector<ConvCase> cases = {
+      {{2, 5, 5, 3}, {3, 3, 3, 4}, {1, 1}, {1, 1}, Padding::kValid, Activation::kNone},
+      {{1, 6, 5, 2}, {3, 2, 2, 3}, {2, 1}, {1, 1}, Padding::kSame, Activation::kNone},
+      {{1, 7, 7, 2}, {3, 3, 2, 2}, {1, 1}, {2, 2}, Padding::kSame, Activation::kNone},
+      {{2, 5, 6, 1}, {2, 2, 1, 3}, {2, 2}, {1, 1}, Padding::kValid, Activation::kRelu},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string());
+    expect_gradients_match(
+        [c](const Inputs& v) { return conv2d(v[0], v[1], v[2], c.strides, c.padding, c.dilations, c.act); },
+        {random_tensor(c.x, 70), random_tensor(c.w, 71), random_tensor({c.w[3]}, 72)});
+  }
+}
+
+TEST(GradTest, Pooling) {
+  Tensor x = random_tensor({2, 5, 6, 3}, 80);
+  for (Padding p : {Padding::kValid, Padding::kSame}) {
+    expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {2, 2}, {2, 2}, p); }, {x});
+    expect_gradients_match([p](const Inputs& v) { return avg_pool2d(v[0], {3, 2}, {2, 1}, p); }, {x});
+    expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {3, 3}, {1, 2}, p); }, {x});
+  }
+}
+
+TEST(GradTest, BatchNorm) {
+  Inputs in{random_tensor({4, 3, 5}, 90), random_tensor({5}, 91, 0.5, 1.5), random_tensor({5}, 92)};
+  expect_gradients_match(
+      [](const Inputs& v) { return batch_norm_training(v[0], v[1], v[2], 1e-3).y; }, in);
+  Tensor mean = random_tensor({5}, 93), var = random_tensor({5}, 94, 0.5, 2);
+  expect_gradients_match(
+      [](const Inputs& v) { return batch_norm_inference(v[0], v[1], v[2], v[3], v[4], 1e-3); },
+      {in[0], in[1], in[2], mean, var});
+}
+
+TEST(GradTest, Dropout) {
+  expect_gradients_match(
+      [](const Inputs& v) {
+        Generator g(5, 1);
+        return dropout(v[0], 0.4, &g);
+      },
+      {random_tensor({6, 7}, 95)});
+}
+
+TEST(GradTest, Gather) {
+  Tensor params = random_tensor({5, 3}, 100);
+  Tensor ids = Tensor::from_vector<int64_t>({4, 0, 4, 2}, Shape{2, 2});
+  expect_gradients_match([ids](const Inputs& v) { return gather(v[0], ids, 0); }, {params});
+  Tensor cols = Tensor::from_vector<int32_t>({2, 0, 2});
+  expect_gradients_match([cols](const Inputs& v) { return gather(v[0], cols, 1); }, {params});
+}
+
+TEST(GradTest, ScatterAdd) {
+  Tensor ids = Tensor::from_vector<int64_t>({1, 3, 1});
+  expect_gradients_match([ids](const Inputs& v) { return scatter_add(v[0], ids, v[1]); },
+                         {random_tensor({4, 2}, 101), random_tensor({3, 2}, 102)});
+}
+
+TEST(GradTest, Cast) {
+  // float64 -> float32 -> float64 loses precision: check with a matching tolerance.
+  expect_gradients_match([](const Inputs& v) { return cast(square(cast(v[0], DType::kFloat32)), DType::kFloat64); },
+                         {random_tensor({3}, 103)}, {}, 1e-3, 1e-3);
+}
+
+}  // namespace
+}  // namespace cadre

@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "core/ops/linalg.h"
+#include "core/ops/random.h"
+#include "core/ops/reduce.h"
+#include "core/runtime/threading.h"
+
+namespace cadre {
+namespace {
+
+TEST(ThreadingTest, ParallelForCoversTheRangeOnce) {
+  std::vector<std::atomic<int>> hits(100003);
+  parallel_for(0, 100003, 1000, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+TEST(ThreadingTest, ReplicaScopesSplitTheBudget) {
+  int budget = intra_op_threads_budget();
+  {
+    ReplicaThreadScope scope(2);
+    EXPECT_EQ(current_thread_budget(), std::max(1, budget / 2));
+  }
+  EXPECT_EQ(current_thread_budget(), budget);
+  set_intra_op_threads(1);
+  EXPECT_EQ(current_thread_budget(), 1);
+  set_intra_op_threads(budget);
+}
+
+TEST(ThreadingTest, SumsAreTheSameBitsWithAnyThreadCount) {
+  Generator g(3);
+  Tensor x = random_normal({3000000}, 0, 1, DType::kFloat32, &g);
+  Tensor rows = random_normal({5000, 64}, 0, 1, DType::kFloat32, &g);
+  int budget = intra_op_threads_budget();
+  set_intra_op_threads(1);
+  float one = sum(x).item<float>();
+  std::vector<float> cols_one = sum(rows, {0}).to_vector<float>();
+  set_intra_op_threads(4);
+  float four = sum(x).item<float>();
+  std::vector<float> cols_four = sum(rows, {0}).to_vector<float>();
+  set_intra_op_threads(budget);
+  EXPECT_EQ(one, four);
+  EXPECT_EQ(cols_one, cols_four);
+}
+
+TEST(ThreadingTest, ReplicaThreadsRunKernelsConcurrently) {
+  Tensor a = random_normal({64, 128}), b = random_normal({128, 32});
+  std::vector<float> expected = matmul(a, b).to_vector<float>();
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&] {
+      ReplicaThreadScope scope(3);
+      for (int i = 0; i < 20; ++i) {
+        if (matmul(a, b).to_vector<float>() != expected) mismatches++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace cadre

@@ -1,0 +1,38 @@
+// cadre_bench: throughput benchmarks whose last line of output is one JSON object.
+//
+//   cadre_bench train --model=mlp|cnn --batch_size=B [--steps=S] [--threads=T]
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+#include "tools/cadre_bench/train_bench.h"
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "cadre_bench SUBCOMMAND [flags]\n"
+      "  train   training throughput of the Fashion-MNIST models (examples/sec)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  const std::map<std::string, int (*)()> subcommands = {{"train", cadre::bench::run_train}};
+  std::string name = argc > 1 ? argv[1] : "";
+  auto it = subcommands.find(name);
+  if (it == subcommands.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, fn] : subcommands) names.push_back(n);
+    std::cerr << "cadre_bench: unknown subcommand '" << name
+              << "'; expected one of: " << cadre::join(names) << "\n";
+    return 2;
+  }
+  try {
+    return it->second();
+  } catch (const std::exception& e) {
+    std::cerr << "cadre_bench " << name << ": " << e.what() << "\n";
+    return 1;
+  }
+}

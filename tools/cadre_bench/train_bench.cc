@@ -1,0 +1,128 @@
+#include "tools/cadre_bench/train_bench.h"
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "core/autodiff/tape.h"
+#include "core/nn/nn.h"
+#include "core/ops/array.h"
+#include "core/ops/indexing.h"
+#include "core/ops/math.h"
+#include "core/ops/random.h"
+#include "core/runtime/threading.h"
+#include "core/tensor/caching_allocator.h"
+#include "examples/fashion_mnist/models.h"
+#include "io/idx.h"
+
+DEFINE_string(model, "mlp", "mlp or cnn");
+DEFINE_int32(batch_size, 256, "global batch size");
+DEFINE_int32(steps, 0, "measured steps in all (0: windows of about --window_s seconds)");
+DEFINE_int32(windows, 7, "timing windows; the median is reported");
+DEFINE_double(window_s, 1.0, "seconds per window when --steps is 0");
+DEFINE_int32(threads, 0, "intra-op threads (0: every core, or CADRE_NUM_THREADS)");
+DEFINE_string(strategy, "one_device", "distribution strategy (one_device)");
+DEFINE_string(devices, "cpu:0", "device to train on");
+DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
+
+namespace cadre::bench {
+namespace {
+
+class Trainer {
+ public:
+  Trainer(const Tensor& images, const Tensor& labels)
+      : images_(images), labels_(labels), store_(0), shuffle_(0, 1),
+        optimizer_(nn::optimizers::adam(1e-3)) {}
+
+  void step() {
+    if (position_ + FLAGS_batch_size > images_.shape()[0]) reshuffle();
+    Tensor ids = order_.slice(0, position_, position_ + FLAGS_batch_size);
+    position_ += FLAGS_batch_size;
+    nn::VariableStoreScope scope(store_);
+    GradientTape tape;
+    Tensor logits = examples::model_logits(FLAGS_model, gather(images_, ids));
+    Tensor loss = nn::sparse_softmax_cross_entropy(gather(labels_, ids), logits);
+    optimizer_->minimize(tape, loss);
+    last_loss_ = loss;
+  }
+  float last_loss() const { return last_loss_.item<float>(); }
+
+ private:
+  void reshuffle() {
+    int64_t n = images_.shape()[0];
+    std::vector<float> keys = random_uniform({n}, 0, 1, DType::kFloat32, &shuffle_).to_vector<float>();
+    std::vector<int64_t> perm(static_cast<size_t>(n));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+    order_ = Tensor::from_vector(perm);
+    position_ = 0;
+  }
+
+  Tensor images_, labels_, order_, last_loss_;
+  int64_t position_ = INT64_MAX / 2;
+  nn::VariableStore store_;
+  Generator shuffle_;
+  std::shared_ptr<nn::Optimizer> optimizer_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int run_train() {
+  examples::check_model_name(FLAGS_model);
+  if (FLAGS_strategy != "one_device") {
+    throw InvalidArgumentError(str_cat("--strategy=", FLAGS_strategy,
+                                       ": this build benchmarks one_device only"));
+  }
+  if (FLAGS_batch_size <= 0 || FLAGS_windows <= 0) {
+    throw InvalidArgumentError("--batch_size and --windows must be positive");
+  }
+  Device device = parse_device(FLAGS_devices);
+  if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
+  DeviceScope on_device(device);
+
+  io::ImagesAndLabels data = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);
+  Tensor images = (cast(data.images, DType::kFloat32).reshape({-1, 784}) / 255.0).to(device);
+  Tensor labels = cast(data.labels, DType::kInt64).to(device);
+  Trainer trainer(images, labels);
+
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) trainer.step();
+  trainer.last_loss();
+  double warmup = seconds_since(start);
+  int per_window = FLAGS_steps > 0 ? std::max(1, FLAGS_steps / FLAGS_windows)
+                                   : std::max(5, static_cast<int>(FLAGS_window_s * 20 / warmup));
+  cpu_allocator().reset_peak();
+  std::vector<double> rates, step_ms;
+  for (int w = 0; w < FLAGS_windows; ++w) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < per_window; ++i) trainer.step();
+    trainer.last_loss();
+    double s = seconds_since(t0);
+    rates.push_back(per_window * FLAGS_batch_size / s);
+    step_ms.push_back(1000 * s / per_window);
+    LOG(INFO) << "window " << w + 1 << ": " << static_cast<int64_t>(rates.back()) << " ex/s";
+  }
+  std::vector<double> sorted = rates;
+  std::sort(sorted.begin(), sorted.end());
+  std::sort(step_ms.begin(), step_ms.end());
+  AllocatorStats mem = cpu_allocator().stats();
+  std::printf("{\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
+              "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"min\":%.0f,\"max\":%.0f,"
+              "\"peak_bytes\":%lld,\"final_loss\":%.4f}\n",
+              FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
+              device.to_string().c_str(), sorted[sorted.size() / 2], step_ms[step_ms.size() / 2],
+              sorted.front(), sorted.back(), static_cast<long long>(mem.peak_bytes_in_use),
+              trainer.last_loss());
+  return 0;
+}
+
+}  // namespace cadre::bench
