@@ -63,6 +63,18 @@ decltype(auto) visit_dtype(DType dtype, std::string_view what, Fn&& fn);
 template <typename Fn>
 decltype(auto) visit_float_dtype(DType dtype, std::string_view what, Fn&& fn);
 
+// Calls fn.template operator()<W>() with W the unsigned integer of dtype's size: kernels
+// that only move elements (fill, copy, gather) need one instance per size, not per dtype.
+template <typename Fn>
+decltype(auto) visit_storage_word(DType dtype, Fn&& fn) {
+  switch (dtype_size(dtype)) {
+    case 1: return fn.template operator()<uint8_t>();
+    case 2: return fn.template operator()<uint16_t>();
+    case 4: return fn.template operator()<uint32_t>();
+    default: return fn.template operator()<uint64_t>();
+  }
+}
+
 [[noreturn]] void throw_unsupported_dtype(std::string_view what, DType dtype,
                                           std::string_view supported);
 

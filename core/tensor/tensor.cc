@@ -149,8 +149,9 @@ void Tensor::assign(const Tensor& source) {
   Tensor src = source;
   if (src.dtype() != dtype()) src = cadre::cast(src, dtype());
   if (src.device() != device()) src = cadre::to_device(src, device());
-  if (src.shares_buffer_with(*this) && src.offset() == offset() && src.strides() == strides()) {
-    return;
+  if (src.shares_buffer_with(*this)) {
+    if (src.offset() == offset() && src.strides() == strides()) return;
+    src = cadre::clone(src);  // another view of this memory: the copy must not overlap itself
   }
   kernels::copy.get(device())(src, *this);
 }

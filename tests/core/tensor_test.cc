@@ -114,6 +114,9 @@ TEST(TensorTest, AssignCastAndClone) {
   Tensor dst = Tensor::zeros(Shape{2, 2});
   dst.assign(m.t());
   EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{1, 3, 2, 4}));
+  // Assigning a tensor its own transpose reads the old values, not half-written ones.
+  m.assign(m.t());
+  EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{1, 3, 2, 4}));
 }
 
 TEST(TensorTest, ToStringShowsValues) {

@@ -34,6 +34,19 @@ std::vector<double> column_sums(int64_t rows, int64_t channels, F f) {
   return total;
 }
 
+// y = x * scale + shift per channel, over every row.
+template <typename T>
+void apply_scale_shift(const T* x, const std::vector<T>& scale, const std::vector<T>& shift,
+                       int64_t rows, int64_t channels, T* y) {
+  parallel_for(0, rows, kRowChunk, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      for (int64_t c = 0; c < channels; ++c) {
+        y[r * channels + c] = x[r * channels + c] * scale[c] + shift[c];
+      }
+    }
+  });
+}
+
 template <typename T>
 void train(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, Tensor& y,
            Tensor& mean, Tensor& variance, Tensor& inv_std) {
@@ -62,14 +75,7 @@ void train(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsi
     scale[c] = static_cast<T>(inv * double(pg[c]));
     shift[c] = static_cast<T>(double(pb[c]) - mu[c] * inv * double(pg[c]));
   }
-  T* py = typed_mut<T>(y);
-  parallel_for(0, rows, kRowChunk, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      for (int64_t c = 0; c < channels; ++c) {
-        py[r * channels + c] = px[r * channels + c] * scale[c] + shift[c];
-      }
-    }
-  });
+  apply_scale_shift(px, scale, shift, rows, channels, typed_mut<T>(y));
 }
 
 template <typename T>
@@ -83,14 +89,7 @@ void infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tenso
     scale[c] = static_cast<T>(inv * double(typed<T>(gamma)[c]));
     shift[c] = static_cast<T>(double(typed<T>(beta)[c]) - double(typed<T>(mean)[c]) * double(scale[c]));
   }
-  T* py = typed_mut<T>(y);
-  parallel_for(0, rows, kRowChunk, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      for (int64_t c = 0; c < channels; ++c) {
-        py[r * channels + c] = px[r * channels + c] * scale[c] + shift[c];
-      }
-    }
-  });
+  apply_scale_shift(px, scale, shift, rows, channels, typed_mut<T>(y));
 }
 
 template <typename T>

@@ -138,11 +138,6 @@ void fill(Tensor& out, double value) {
   });
 }
 
-template <typename W>
-void copy_words(const Tensor& src, const Tensor& dst) {
-  map1<W, W>(src, dst, [](W v) { return v; });
-}
-
 void copy(const Tensor& src, Tensor& dst) {
   if (src.is_contiguous() && dst.is_contiguous()) {
     if (src.nbytes() > 0 && src.raw_data() != dst.raw_data()) {
@@ -150,12 +145,7 @@ void copy(const Tensor& src, Tensor& dst) {
     }
     return;
   }
-  switch (dtype_size(src.dtype())) {
-    case 1: copy_words<uint8_t>(src, dst); break;
-    case 2: copy_words<uint16_t>(src, dst); break;
-    case 4: copy_words<uint32_t>(src, dst); break;
-    default: copy_words<uint64_t>(src, dst); break;
-  }
+  visit_storage_word(src.dtype(), [&]<typename W>() { map1<W, W>(src, dst, [](W v) { return v; }); });
 }
 
 void cast(const Tensor& src, Tensor& dst) {

@@ -10,11 +10,19 @@ namespace {
 
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols)); }
 
+// p = softmax(x) over one row of n; returns log(sum(exp(x))), computed stably.
 template <typename T>
-T row_max(const T* x, int64_t n) {
+T softmax_row(const T* x, T* p, int64_t n) {
   T m = x[0];
   for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
+  T total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = std::exp(x[i] - m);
+    total += p[i];
+  }
+  T inv = T(1) / total;
+  for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+  return m + std::log(total);
 }
 
 void softmax(const Tensor& x, Tensor& y, bool log) {
@@ -26,18 +34,9 @@ void softmax(const Tensor& x, Tensor& y, bool log) {
       for (int64_t r = b; r < e; ++r) {
         const T* xr = px + r * cols;
         T* yr = py + r * cols;
-        T m = row_max(xr, cols);
-        T total = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          yr[c] = std::exp(xr[c] - m);
-          total += yr[c];
-        }
+        T lse = softmax_row(xr, yr, cols);
         if (log) {
-          T lse = m + std::log(total);
           for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
-        } else {
-          T inv = T(1) / total;
-          for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
         }
       }
     });
@@ -84,18 +83,9 @@ void sparse_xent(const Tensor& logits, const Tensor& labels, Tensor& loss, Tenso
     parallel_for(0, rows, row_grain(cols), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* xr = px + r * cols;
-        T* pr = pp + r * cols;
-        T m = row_max(xr, cols);
-        T total = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          pr[c] = std::exp(xr[c] - m);
-          total += pr[c];
-        }
-        T log_total = std::log(total);
-        T inv = T(1) / total;
-        for (int64_t c = 0; c < cols; ++c) pr[c] *= inv;
+        T lse = softmax_row(xr, pp + r * cols, cols);
         int64_t label = wide ? label_at<int64_t>(labels, r) : label_at<int32_t>(labels, r);
-        pl[r] = log_total + m - xr[label];
+        pl[r] = lse - xr[label];
       }
     });
   });

@@ -85,12 +85,7 @@ void fill_words(Tensor& out, uint64_t bits) {
 void fill(Tensor& out, double value) {
   DeviceGuard guard(out.device());
   uint64_t bits = bits_of(value, out.dtype());
-  switch (dtype_size(out.dtype())) {
-    case 1: fill_words<uint8_t>(out, bits); break;
-    case 2: fill_words<uint16_t>(out, bits); break;
-    case 4: fill_words<uint32_t>(out, bits); break;
-    default: fill_words<uint64_t>(out, bits); break;
-  }
+  visit_storage_word(out.dtype(), [&]<typename W>() { fill_words<W>(out, bits); });
 }
 
 template <typename W>
@@ -108,12 +103,7 @@ void copy(const Tensor& src, Tensor& dst) {
           "cudaMemcpyAsync (copy)");
     return;
   }
-  switch (dtype_size(src.dtype())) {
-    case 1: copy_words<uint8_t>(src, dst); break;
-    case 2: copy_words<uint16_t>(src, dst); break;
-    case 4: copy_words<uint32_t>(src, dst); break;
-    default: copy_words<uint64_t>(src, dst); break;
-  }
+  visit_storage_word(src.dtype(), [&]<typename W>() { copy_words<W>(src, dst); });
 }
 
 template <typename T>
