@@ -4,7 +4,12 @@ find_package(OpenMP REQUIRED)
 find_package(gflags CONFIG REQUIRED)
 find_package(glog CONFIG REQUIRED)
 find_package(ZLIB REQUIRED)
+# Protocol Buffers (Debian 3.21, protoc): tf.train.Example and TensorBoard event records.
+find_package(Protobuf REQUIRED)
 find_package(dnnl CONFIG REQUIRED)
+# HDF5 for checkpoints: Debian's serial 1.10 (thread-safe build); needs C among the
+# project() languages.
+find_package(HDF5 REQUIRED COMPONENTS C)
 
 # OpenBLAS: Debian's libopenblas-dev provides libopenblas.so and cblas.h.
 find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)

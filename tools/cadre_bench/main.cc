@@ -10,6 +10,8 @@
 
 #include "core/base/errors.h"
 #include "core/base/strings.h"
+#include "tools/cadre_bench/ckpt_bench.h"
+#include "tools/cadre_bench/input_bench.h"
 #include "tools/cadre_bench/train_bench.h"
 
 int main(int argc, char** argv) {
@@ -19,7 +21,10 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  const std::map<std::string, int (*)()> subcommands = {{"train", cadre::bench::run_train}};
+  const std::map<std::string, int (*)()> subcommands = {
+      {"ckpt", cadre::bench::run_ckpt},
+      {"input", cadre::bench::run_input},
+      {"train", cadre::bench::run_train}};
   std::string name = argc > 1 ? argv[1] : "";
   auto it = subcommands.find(name);
   if (it == subcommands.end()) {

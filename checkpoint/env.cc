@@ -1,0 +1,195 @@
+#include "checkpoint/env.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre::checkpoint {
+namespace {
+
+[[noreturn]] void throw_io_error(std::string_view what, const std::string& path, int error) {
+  std::string message = str_cat(what, " ", path, ": ", std::strerror(error));
+  switch (error) {
+    case ENOENT:
+      throw NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      throw PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      throw ResourceExhaustedError(message);
+    default:
+      throw UnavailableError(message);
+  }
+}
+
+// Closes a file descriptor on every path out of a scope.
+class FileDescriptor {
+ public:
+  FileDescriptor(const std::string& path, int flags, mode_t mode = 0644)
+      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  // Closes now so that a failing close (delayed write errors) is reported.
+  int close() {
+    int result = ::close(fd_);
+    fd_ = -1;
+    return result;
+  }
+
+ private:
+  int fd_;
+};
+
+void sync_path(const std::string& path, int flags, std::string_view what) {
+  FileDescriptor fd(path, flags);
+  if (fd.get() < 0) throw_io_error(str_cat("cannot open for ", what), path, errno);
+  if (::fsync(fd.get()) != 0) throw_io_error(what, path, errno);
+}
+
+class PosixEnv : public Env {
+ public:
+  bool file_exists(const std::string& path) override {
+    struct stat info;
+    return ::stat(path.c_str(), &info) == 0;
+  }
+
+  std::vector<std::string> list_dir(const std::string& dir) override {
+    DIR* handle = ::opendir(dir.c_str());
+    if (handle == nullptr) throw_io_error("cannot list directory", dir, errno);
+    std::vector<std::string> names;
+    while (const dirent* entry = ::readdir(handle)) {
+      std::string_view name = entry->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    ::closedir(handle);
+    return names;
+  }
+
+  std::string read_file(const std::string& path) override {
+    FileDescriptor fd(path, O_RDONLY);
+    if (fd.get() < 0) throw_io_error("cannot open", path, errno);
+    std::string contents;
+    char buffer[1 << 14];
+    while (true) {
+      ssize_t got = ::read(fd.get(), buffer, sizeof(buffer));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        throw_io_error("cannot read", path, errno);
+      }
+      if (got == 0) break;
+      contents.append(buffer, static_cast<size_t>(got));
+    }
+    return contents;
+  }
+
+  void write_file(const std::string& path, std::string_view contents) override {
+    FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
+    if (fd.get() < 0) throw_io_error("cannot create", path, errno);
+    size_t done = 0;
+    while (done < contents.size()) {
+      ssize_t wrote = ::write(fd.get(), contents.data() + done, contents.size() - done);
+      if (wrote < 0) {
+        if (errno == EINTR) continue;
+        throw_io_error("cannot write", path, errno);
+      }
+      done += static_cast<size_t>(wrote);
+    }
+    if (fd.close() != 0) throw_io_error("cannot write", path, errno);
+  }
+
+  void sync_file(const std::string& path) override { sync_path(path, O_RDONLY, "fsync"); }
+
+  void sync_dir(const std::string& dir) override {
+    sync_path(dir, O_RDONLY | O_DIRECTORY, "fsync of directory");
+  }
+
+  void rename_file(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      throw_io_error(str_cat("cannot rename to ", to, ":"), from, errno);
+    }
+  }
+
+  bool remove_file(const std::string& path) override {
+    if (::unlink(path.c_str()) == 0) return true;
+    if (errno == ENOENT) return false;
+    throw_io_error("cannot remove", path, errno);
+  }
+
+  void create_dir(const std::string& dir) override {
+    if (dir.empty() || file_exists(dir)) return;
+    std::string parent = dir_name(dir);
+    if (parent != dir && parent != ".") create_dir(parent);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw_io_error("cannot create directory", dir, errno);
+    }
+  }
+
+  double now_seconds() override {
+    using std::chrono::duration;
+    return duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Env> posix_env() { return std::make_shared<PosixEnv>(); }
+
+std::string temporary_path_for(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return str_cat(path, ".tmp-", ::getpid(), "-", counter.fetch_add(1));
+}
+
+bool is_temporary_name(std::string_view name) {
+  return name.find(".tmp-") != std::string_view::npos;
+}
+
+void write_file_atomically(Env& env, const std::string& path, std::string_view contents) {
+  std::string temporary = temporary_path_for(path);
+  try {
+    env.write_file(temporary, contents);
+    env.sync_file(temporary);
+    env.rename_file(temporary, path);
+  } catch (...) {
+    try {
+      env.remove_file(temporary);
+    } catch (...) {
+      // The original failure is the one worth reporting.
+    }
+    throw;
+  }
+  env.sync_dir(dir_name(path));
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty() || (!name.empty() && name[0] == '/')) return name;
+  if (dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+std::string dir_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace cadre::checkpoint

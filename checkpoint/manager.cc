@@ -1,0 +1,242 @@
+#include "checkpoint/manager.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "checkpoint/lease.h"
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre::checkpoint {
+namespace {
+
+Tensor host_copy(const Tensor& tensor) {
+  // clone() of a host tensor is a contiguous copy; a device tensor's copy to the host is
+  // already a new buffer.
+  return tensor.device().is_cpu() ? tensor.clone() : tensor.to(Device::cpu()).contiguous();
+}
+
+}  // namespace
+
+CheckpointData copy_to_host(const CheckpointData& data) {
+  CheckpointData copy;
+  copy.global_step = data.global_step;
+  for (const auto& [name, value] : data.variables) copy.variables[name] = host_copy(value);
+  for (const auto& [name, parts] : data.partitioned_variables) {
+    std::vector<Tensor>& copied = copy.partitioned_variables[name];
+    for (const Tensor& part : parts) copied.push_back(host_copy(part));
+  }
+  copy.slot_of = data.slot_of;
+  copy.rng_states = data.rng_states;
+  for (const auto& [name, value] : data.iterator_state)
+    copy.iterator_state[name] = host_copy(value);
+  copy.attributes = data.attributes;
+  return copy;
+}
+
+CheckpointManager::CheckpointManager(std::string model_dir, CheckpointManagerOptions options)
+    : model_dir_(std::move(model_dir)),
+      options_(std::move(options)),
+      env_(options_.env ? options_.env : posix_env()) {
+  if (model_dir_.empty()) throw InvalidArgumentError("CheckpointManager: model_dir is empty");
+  check_name("basename", options_.basename);
+  env_->create_dir(model_dir_);
+  remove_stale_temporaries();
+  last_preserved_timestamp_ = env_->now_seconds();
+  if (std::optional<CheckpointState> state = read_state(*env_, model_dir_)) {
+    for (size_t i = 0; i < state->all_model_checkpoint_paths.size(); ++i) {
+      double timestamp = i < state->all_model_checkpoint_timestamps.size()
+                             ? state->all_model_checkpoint_timestamps[i]
+                             : env_->now_seconds();
+      entries_.push_back({state->all_model_checkpoint_paths[i], timestamp});
+    }
+    if (state->last_preserved_timestamp != 0) {
+      last_preserved_timestamp_ = state->last_preserved_timestamp;
+    }
+    adopt_unrecorded_checkpoints();
+  }
+}
+
+void CheckpointManager::adopt_unrecorded_checkpoints() {
+  // A save interrupted between publishing its file and updating the state file leaves a
+  // complete checkpoint newer than every recorded one. Retention takes it over so that it
+  // is not left behind forever. Older unrecorded files may be kept on purpose
+  // (keep_checkpoint_every_n_hours) and are left alone, and so is everything when there is
+  // no state file (files this manager has no record of at all).
+  int64_t newest = -1;
+  for (const Entry& entry : entries_) {
+    newest = std::max(newest, checkpoint_step(entry.name, options_.basename).value_or(-1));
+  }
+  for (const auto& [step, path] : list_checkpoint_files(*env_, model_dir_, options_.basename)) {
+    if (step <= newest) continue;
+    LOG(INFO) << "adopting " << path << ", published by a save that did not record it";
+    entries_.push_back({base_name(path), env_->now_seconds()});
+  }
+}
+
+CheckpointManager::~CheckpointManager() {
+  try {
+    wait();
+  } catch (const std::exception& error) {
+    LOG(ERROR) << "asynchronous checkpoint save in " << model_dir_ << " failed: " << error.what();
+  }
+}
+
+std::string CheckpointManager::checkpoint_path(int64_t global_step) const {
+  return join_path(model_dir_, checkpoint_file_name(options_.basename, global_step));
+}
+
+void CheckpointManager::join_worker() {
+  if (worker_.joinable()) worker_.join();
+}
+
+void CheckpointManager::wait() {
+  join_worker();
+  if (failure_) {
+    std::exception_ptr failure = failure_;
+    failure_ = nullptr;
+    std::rethrow_exception(failure);
+  }
+}
+
+std::string CheckpointManager::save(const CheckpointData& data) {
+  wait();
+  check_data(data);
+  if (data.global_step < 0) {
+    throw InvalidArgumentError(
+        str_cat("cannot save a checkpoint of global step ", data.global_step, " (negative)"));
+  }
+  std::string path = checkpoint_path(data.global_step);
+  if (!options_.async_save) {
+    save_now(data);
+    return path;
+  }
+  auto copy = std::make_shared<CheckpointData>(copy_to_host(data));
+  worker_ = std::thread([this, copy] {
+    try {
+      save_now(*copy);
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  });
+  return path;
+}
+
+void CheckpointManager::save_now(const CheckpointData& data) {
+  std::string name = checkpoint_file_name(options_.basename, data.global_step);
+  std::string path = join_path(model_dir_, name);
+  std::string temporary = temporary_path_for(path);
+  WriteOptions write_options = options_.write_options;
+  double now = env_->now_seconds();
+  if (write_options.created_unix_seconds == 0) write_options.created_unix_seconds = now;
+  try {
+    write_checkpoint_file(temporary, data, write_options);
+    env_->sync_file(temporary);
+    env_->rename_file(temporary, path);
+  } catch (...) {
+    try {
+      env_->remove_file(temporary);
+    } catch (const std::exception& error) {
+      LOG(WARNING) << "could not remove " << temporary << ": " << error.what();
+    }
+    throw;
+  }
+  env_->sync_dir(model_dir_);
+
+  std::vector<std::string> to_delete;
+  CheckpointState state;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase_if(entries_, [&](const Entry& entry) { return entry.name == name; });
+    entries_.push_back({name, now});
+    apply_retention(&to_delete);
+    state.model_checkpoint_path = name;
+    for (const Entry& entry : entries_) {
+      state.all_model_checkpoint_paths.push_back(entry.name);
+      state.all_model_checkpoint_timestamps.push_back(entry.timestamp);
+    }
+    state.last_preserved_timestamp = last_preserved_timestamp_;
+  }
+  write_state(*env_, model_dir_, state);
+  // The state file no longer names them: deleting is now safe for readers of the state.
+  delete_unleased(std::move(to_delete));
+}
+
+void CheckpointManager::apply_retention(std::vector<std::string>* to_delete) {
+  if (options_.keep_checkpoint_max <= 0) return;
+  const double every = options_.keep_checkpoint_every_n_hours * 3600.0;
+  while (entries_.size() > static_cast<size_t>(options_.keep_checkpoint_max)) {
+    Entry oldest = entries_.front();
+    entries_.erase(entries_.begin());
+    if (every > 0 && oldest.timestamp - every >= last_preserved_timestamp_) {
+      last_preserved_timestamp_ = oldest.timestamp;
+      LOG(INFO) << "keeping checkpoint " << oldest.name
+                << " for good (keep_checkpoint_every_n_hours)";
+      continue;
+    }
+    to_delete->push_back(oldest.name);
+  }
+}
+
+void CheckpointManager::delete_unleased(std::vector<std::string> names) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::string& name : pending_) names.push_back(std::move(name));
+    pending_.clear();
+  }
+  if (names.empty()) return;
+  std::vector<LeaseRecord> leases = read_leases(*env_, model_dir_);
+  double now = env_->now_seconds();
+  std::vector<std::string> still_leased;  // or not deletable now
+  for (const std::string& name : names) {
+    std::optional<int64_t> step = checkpoint_step(name, options_.basename);
+    if (step && is_leased(leases, *step, now)) {
+      still_leased.push_back(name);
+      continue;
+    }
+    try {
+      env_->remove_file(join_path(model_dir_, name));
+    } catch (const std::exception& error) {
+      LOG(WARNING) << "retention could not delete checkpoint " << name
+                   << " (will retry): " << error.what();
+      still_leased.push_back(name);
+    }
+  }
+  remove_expired_leases(*env_, model_dir_, /*grace_seconds=*/3600);
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.insert(pending_.end(), still_leased.begin(), still_leased.end());
+}
+
+void CheckpointManager::remove_stale_temporaries() {
+  for (const std::string& name : env_->list_dir(model_dir_)) {
+    bool ours = name.starts_with(options_.basename + "-") ||
+                name.starts_with(std::string(kStateFileName) + ".");
+    if (ours && is_temporary_name(name)) {
+      LOG(INFO) << "removing " << name << ", left by an interrupted save";
+      env_->remove_file(join_path(model_dir_, name));
+    }
+  }
+}
+
+std::vector<std::string> CheckpointManager::checkpoints() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> paths;
+  for (const Entry& entry : entries_) paths.push_back(join_path(model_dir_, entry.name));
+  return paths;
+}
+
+std::optional<std::string> CheckpointManager::latest_checkpoint() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.empty()) return std::nullopt;
+  return join_path(model_dir_, entries_.back().name);
+}
+
+std::vector<std::string> CheckpointManager::pending_deletions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> paths;
+  for (const std::string& name : pending_) paths.push_back(join_path(model_dir_, name));
+  return paths;
+}
+
+}  // namespace cadre::checkpoint

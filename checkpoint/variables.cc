@@ -1,0 +1,104 @@
+#include "checkpoint/variables.h"
+
+#include <regex>
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre::checkpoint {
+
+void add_variables(const nn::VariableStore& store, CheckpointData* data) {
+  for (nn::Variable* variable : store.variables()) {
+    data->variables[variable->name()] = variable->tensor();
+    if (!variable->spec().slot_of.empty()) {
+      data->slot_of[variable->name()] = variable->spec().slot_of;
+    }
+  }
+}
+
+std::map<std::string, Tensor> variable_tensors(const nn::VariableStore& store) {
+  std::map<std::string, Tensor> tensors;
+  for (nn::Variable* variable : store.variables()) tensors[variable->name()] = variable->tensor();
+  return tensors;
+}
+
+std::map<std::string, std::string> slot_relations(const nn::VariableStore& store) {
+  std::map<std::string, std::string> relations;
+  for (nn::Variable* variable : store.variables()) {
+    if (!variable->spec().slot_of.empty()) relations[variable->name()] = variable->spec().slot_of;
+  }
+  return relations;
+}
+
+std::vector<std::string> restore_variables(const CheckpointReader& reader,
+                                           const nn::VariableStore& store,
+                                           const RestoreOptions& options) {
+  return restore(reader, whole_targets(variable_tensors(store)), options);
+}
+
+std::vector<std::string> warm_start_variables(const CheckpointReader& reader,
+                                              const nn::VariableStore& store,
+                                              const WarmStartOptions& options) {
+  return warm_start(reader, variable_tensors(store), slot_relations(store), options);
+}
+
+CheckpointSourceFn same_names() {
+  return [](const nn::VariableSpec& spec) -> std::optional<std::string> { return spec.name; };
+}
+
+CheckpointSourceFn warm_start_names(const WarmStartOptions& options) {
+  std::regex pattern;
+  try {
+    pattern = std::regex(options.vars_to_warm_start, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw InvalidArgumentError(str_cat("warm start: vars_to_warm_start '",
+                                       options.vars_to_warm_start,
+                                       "' is not a valid regular expression: ", e.what()));
+  }
+  auto previous = [renames = options.var_name_to_prev_var_name](const std::string& name) {
+    auto it = renames.find(name);
+    return it == renames.end() ? name : it->second;
+  };
+  return [pattern, previous, include_slots = options.include_slots](
+             const nn::VariableSpec& spec) -> std::optional<std::string> {
+    if (spec.slot_of.empty()) {
+      if (!std::regex_match(spec.name, pattern)) return std::nullopt;
+      return previous(spec.name);
+    }
+    // A slot "<var><suffix>" follows its variable, read from "<previous var><suffix>".
+    if (!include_slots || !std::regex_match(spec.slot_of, pattern)) return std::nullopt;
+    if (spec.name.compare(0, spec.slot_of.size(), spec.slot_of) != 0) return std::nullopt;
+    return previous(spec.slot_of) + spec.name.substr(spec.slot_of.size());
+  };
+}
+
+nn::VariableCreator restoring_creator(std::shared_ptr<const CheckpointReader> reader,
+                                      CheckpointSourceFn source, bool verify,
+                                      nn::VariableCreator base) {
+  return [reader = std::move(reader), source = std::move(source), verify,
+          base = std::move(base)](const nn::VariableSpec& spec,
+                                  uint64_t seed) -> std::shared_ptr<nn::Variable> {
+    std::optional<std::string> from = source(spec);
+    if (!from) return base(spec, seed);
+    auto found = reader->variables().find(*from);
+    if (found == reader->variables().end()) {
+      throw InvalidArgumentError(str_cat(
+          "variable '", spec.name, "' is not in checkpoint ", reader->path(),
+          *from == spec.name ? "" : str_cat(" (looked for '", *from, "')"),
+          ": the checkpoint holds another model (", reader->variables().size(),
+          " variables), or the model changed"));
+    }
+    const VariableInfo& info = found->second;
+    if (info.shape != spec.shape || info.dtype != spec.dtype) {
+      throw InvalidArgumentError(str_cat("variable '", spec.name, "' is ", dtype_name(spec.dtype),
+                                         " ", spec.shape, " but checkpoint ", reader->path(),
+                                         " holds '", *from, "' as ", dtype_name(info.dtype), " ",
+                                         info.shape));
+    }
+    std::shared_ptr<nn::Variable> variable = base(spec, seed);
+    reader->read_into(*from, variable->tensor(), verify);
+    return variable;
+  };
+}
+
+}  // namespace cadre::checkpoint

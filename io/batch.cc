@@ -1,0 +1,192 @@
+// batch, padded_batch and unbatch.
+#include "core/base/strings.h"
+#include "io/dataset.h"
+#include "io/tensor_rows.h"
+
+namespace cadre::io {
+namespace {
+
+using NodePtr = std::shared_ptr<const DatasetNode>;
+
+// Joins elements feature by feature; every element must carry the same feature names and
+// the same presence of labels.
+// `rows` is scratch space that the caller keeps from batch to batch, so that a batch
+// allocates only its outputs.
+Element join_elements(const std::vector<Element>& elements, bool pad, double padding_value,
+                      std::vector<const Tensor*>& rows) {
+  const Element& first = elements.front();
+  auto mismatch = [&](const Element& e) {
+    return InvalidArgumentError(
+        str_cat("cannot batch elements with features [", join(first.features.names()), "]",
+                first.has_labels() ? " and labels" : "", " together with elements with [",
+                join(e.features.names()), "]", e.has_labels() ? " and labels" : ""));
+  };
+  for (const Element& e : elements) {
+    if (e.features.size() != first.features.size() || e.has_labels() != first.has_labels()) {
+      throw mismatch(e);
+    }
+  }
+  auto join_rows = [&](const std::vector<const Tensor*>& rows, const std::string& what) {
+    return pad ? pad_and_stack_rows(rows, padding_value, what) : stack_rows(rows, what);
+  };
+  Element out;
+  rows.resize(elements.size());
+  // Features iterate in name order, so equal name sets line up position by position.
+  size_t position = 0;
+  for (const auto& [name, unused] : first.features) {
+    for (size_t i = 0; i < elements.size(); ++i) {
+      const auto& item = *(elements[i].features.begin() + position);
+      if (item.first != name) throw mismatch(elements[i]);
+      rows[i] = &item.second;
+    }
+    out.features.set(name, join_rows(rows, name));
+    ++position;
+  }
+  if (first.has_labels()) {
+    for (size_t i = 0; i < elements.size(); ++i) rows[i] = &elements[i].labels;
+    out.labels = join_rows(rows, "labels");
+  }
+  return out;
+}
+
+class BatchNode : public DatasetNode {
+ public:
+  BatchNode(NodePtr input, int64_t batch_size, bool drop_remainder, bool pad, double padding_value)
+      : input_(std::move(input)),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder),
+        pad_(pad),
+        padding_value_(padding_value) {
+    if (batch_size <= 0) {
+      throw InvalidArgumentError(
+          str_cat("batch: batch_size is ", batch_size, "; expected a positive number"));
+    }
+  }
+
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public IteratorNode {
+     public:
+      It(const BatchNode& n, const IteratorContext& c)
+          : IteratorNode(n.pad_ ? "padded_batch" : "batch"),
+            node_(n),
+            input_(n.input_->make_iterator(c)) {}
+      std::optional<Element> next() override {
+        elements_.clear();  // keeps its capacity from batch to batch
+        while (static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
+          auto e = input_->next();
+          if (!e) break;
+          elements_.push_back(std::move(*e));
+        }
+        if (elements_.empty()) return std::nullopt;
+        if (node_.drop_remainder_ && static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
+          elements_.clear();
+          return std::nullopt;
+        }
+        Element out = join_elements(elements_, node_.pad_, node_.padding_value_, rows_);
+        elements_.clear();
+        return out;
+      }
+      void save_state(StateWriter& w) override { input_->save(w.child("input")); }
+      void restore_state(const StateReader& r) override { input_->restore(r.child("input")); }
+
+     private:
+      const BatchNode& node_;
+      std::unique_ptr<IteratorNode> input_;
+      std::vector<Element> elements_;
+      std::vector<const Tensor*> rows_;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t batch_size_;
+  bool drop_remainder_, pad_;
+  double padding_value_;
+};
+
+class UnbatchNode : public DatasetNode {
+ public:
+  explicit UnbatchNode(NodePtr input) : input_(std::move(input)) {}
+
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public IteratorNode {
+     public:
+      It(const UnbatchNode& n, const IteratorContext& c)
+          : IteratorNode("unbatch"), input_(n.input_->make_iterator(c)) {}
+      std::optional<Element> next() override {
+        while (!current_ || index_ >= rows_) {
+          current_ = input_->next();
+          if (!current_) return std::nullopt;
+          index_ = 0;
+          rows_ = count_rows(*current_);
+        }
+        Element out;
+        for (const auto& [name, t] : current_->features)
+          out.features.set(name, row_view(t, index_));
+        if (current_->has_labels()) out.labels = row_view(current_->labels, index_);
+        ++index_;
+        return out;
+      }
+      void save_state(StateWriter& w) override {
+        std::vector<Element> current;
+        if (current_ && index_ < rows_) current.push_back(*current_);
+        w.write_elements("current", current);
+        w.write_int("index", index_);
+        input_->save(w.child("input"));
+      }
+      void restore_state(const StateReader& r) override {
+        std::vector<Element> current = r.read_elements("current");
+        current_.reset();
+        rows_ = 0;
+        if (!current.empty()) {
+          current_ = std::move(current.front());
+          rows_ = count_rows(*current_);
+        }
+        index_ = r.read_int("index");
+        input_->restore(r.child("input"));
+      }
+
+     private:
+      static int64_t count_rows(const Element& e) {
+        int64_t rows = -1;
+        auto check = [&](const std::string& name, const Tensor& t) {
+          if (t.rank() == 0) {
+            throw InvalidArgumentError(str_cat("unbatch: '", name, "' is a scalar"));
+          }
+          if (rows >= 0 && t.dim(0) != rows) {
+            throw InvalidArgumentError(str_cat("unbatch: '", name, "' has ", t.dim(0),
+                                               " rows where other features have ", rows));
+          }
+          rows = t.dim(0);
+        };
+        for (const auto& [name, t] : e.features) check(name, t);
+        if (e.has_labels()) check("labels", e.labels);
+        return std::max<int64_t>(rows, 0);
+      }
+
+      std::unique_ptr<IteratorNode> input_;
+      std::optional<Element> current_;
+      int64_t index_ = 0, rows_ = 0;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr input_;
+};
+
+}  // namespace
+
+Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
+  return Dataset(std::make_shared<BatchNode>(node_, batch_size, drop_remainder, false, 0.0));
+}
+
+Dataset Dataset::padded_batch(int64_t batch_size, double padding_value, bool drop_remainder) const {
+  return Dataset(
+      std::make_shared<BatchNode>(node_, batch_size, drop_remainder, true, padding_value));
+}
+
+Dataset Dataset::unbatch() const { return Dataset(std::make_shared<UnbatchNode>(node_)); }
+
+}  // namespace cadre::io

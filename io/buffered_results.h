@@ -1,0 +1,42 @@
+// Results that background stages (prefetch, parallel map) hold for the consumer: an element
+// or the exception computing it raised, kept in order so that an error surfaces at its
+// element's position. Saved in iterator state as encoded elements plus the error codes and
+// messages (an exception is rethrown after restore as the cadre::Error of the same code).
+#pragma once
+
+#include <deque>
+#include <exception>
+#include <optional>
+
+#include "io/element.h"
+#include "io/iterator_state.h"
+
+namespace cadre::io {
+
+struct BufferedResult {
+  std::optional<Element> element;  // set when error is null
+  std::exception_ptr error;
+
+  // The element, or the exception rethrown.
+  Element take();
+};
+
+// Runs fn and captures its element or exception.
+template <typename Fn>
+BufferedResult capture_result(Fn&& fn) {
+  BufferedResult result;
+  try {
+    result.element.emplace(fn());
+  } catch (...) {
+    result.error = std::current_exception();
+  }
+  return result;
+}
+
+void save_results(StateWriter& writer, const std::deque<BufferedResult>& results);
+std::deque<BufferedResult> restore_results(const StateReader& reader);
+
+// Names the thread in debuggers and `top -H` (at most 15 characters).
+void set_current_thread_name(const char* name);
+
+}  // namespace cadre::io

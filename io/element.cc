@@ -1,0 +1,95 @@
+#include "io/element.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/base/strings.h"
+
+namespace cadre::io {
+
+Features::Features(std::initializer_list<value_type> items) {
+  for (const auto& [name, tensor] : items) {
+    if (contains(name)) {
+      throw InvalidArgumentError(str_cat("Features: the name '", name, "' appears twice"));
+    }
+    set(name, tensor);
+  }
+}
+
+size_t Features::lower_bound(std::string_view name) const {
+  auto it =
+      std::lower_bound(items_.begin(), items_.end(), name,
+                       [](const value_type& item, std::string_view n) { return item.first < n; });
+  return static_cast<size_t>(it - items_.begin());
+}
+
+const Tensor* Features::find(std::string_view name) const {
+  size_t i = lower_bound(name);
+  return i < items_.size() && items_[i].first == name ? &items_[i].second : nullptr;
+}
+
+const Tensor& Features::at(std::string_view name) const {
+  const Tensor* found = find(name);
+  if (found == nullptr) {
+    throw InvalidArgumentError(
+        str_cat("no feature named '", name, "'; the features are [", join(names()), "]"));
+  }
+  return *found;
+}
+
+Tensor& Features::at(std::string_view name) {
+  return const_cast<Tensor&>(static_cast<const Features&>(*this).at(name));
+}
+
+void Features::set(std::string name, Tensor value) {
+  // The common case appends: sources and parsers add names in order.
+  size_t i = items_.empty() || items_.back().first < name ? items_.size() : lower_bound(name);
+  if (i < items_.size() && items_[i].first == name) {
+    items_[i].second = std::move(value);
+  } else {
+    items_.emplace(items_.begin() + static_cast<std::ptrdiff_t>(i), std::move(name),
+                   std::move(value));
+  }
+}
+
+bool Features::erase(std::string_view name) {
+  size_t i = lower_bound(name);
+  if (i >= items_.size() || items_[i].first != name) return false;
+  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
+  return true;
+}
+
+std::vector<std::string> Features::names() const {
+  std::vector<std::string> out;
+  out.reserve(items_.size());
+  for (const auto& item : *this) out.push_back(item.first);
+  return out;
+}
+
+Element::Element(Tensor value) { features.set(std::string(kValueFeature), std::move(value)); }
+
+Element::Element(Features f, Tensor l) : features(std::move(f)), labels(std::move(l)) {}
+
+const Tensor& Element::value() const {
+  if (features.size() != 1) {
+    throw InvalidArgumentError(
+        str_cat("Element::value() needs exactly one feature; this element has [",
+                join(features.names()), "]"));
+  }
+  return features.begin()->second;
+}
+
+Tensor bytes_tensor(std::string_view bytes) {
+  return Tensor::from_bytes(bytes.data(), Shape{static_cast<int64_t>(bytes.size())}, DType::kUInt8);
+}
+
+std::string tensor_bytes(const Tensor& tensor) {
+  if (tensor.dtype() != DType::kUInt8) {
+    throw InvalidArgumentError(str_cat("a byte string is a uint8 tensor, not ", tensor.dtype()));
+  }
+  Tensor host = tensor.device().is_cpu() ? tensor.contiguous() : tensor.to(Device::cpu(0));
+  if (host.numel() == 0) return {};
+  return std::string(static_cast<const char*>(host.raw_data()), host.nbytes());
+}
+
+}  // namespace cadre::io

@@ -1,0 +1,200 @@
+// prefetch: one background thread keeps a bounded buffer of upcoming results filled.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/base/strings.h"
+#include "io/buffered_results.h"
+#include "io/dataset.h"
+
+namespace cadre::io {
+namespace {
+
+using NodePtr = std::shared_ptr<const DatasetNode>;
+
+constexpr int64_t kMaxAutotuneBuffer = 16;
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+class PrefetchNode : public DatasetNode {
+ public:
+  PrefetchNode(NodePtr input, int64_t buffer_size)
+      : input_(std::move(input)), buffer_size_(buffer_size) {
+    if (buffer_size <= 0 && buffer_size != kAutotune) {
+      throw InvalidArgumentError(str_cat("prefetch: buffer_size is ", buffer_size,
+                                         "; expected a positive number or kAutotune"));
+    }
+  }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+
+  NodePtr input_;
+  int64_t buffer_size_;
+};
+
+// The producer thread starts with the first next() (so that restore() before it needs no
+// pause) and runs until the input ends or the iterator dies. Errors are buffered at their
+// position like elements; production continues after them.
+//
+// Each side waits on its own condition variable and is notified after the mutex is
+// released: a wake-up is expensive (on a VM, an interrupt to another CPU), so the producer
+// wakes the consumer only when it waits, and the woken side never blocks again on the
+// mutex right away.
+class PrefetchIterator : public IteratorNode {
+ public:
+  PrefetchIterator(const PrefetchNode& node, const IteratorContext& context)
+      : IteratorNode("prefetch"),
+        input_(node.input_->make_iterator(context)),
+        autotune_(node.buffer_size_ == kAutotune),
+        limit_(autotune_ ? 1 : node.buffer_size_) {}
+
+  ~PrefetchIterator() override { stop(); }
+
+  std::optional<Element> next() override {
+    std::unique_lock lock(mutex_);
+    if (!producer_.joinable() && !end_) start();
+    if (buffer_.empty() && !end_) {
+      // Spin briefly before sleeping, as OpenMP barriers do: waking a sleeping consumer
+      // costs the producer a system call and an interrupt to another CPU per result.
+      lock.unlock();
+      auto deadline = std::chrono::steady_clock::now() + kSpin;
+      for (int i = 1; available_.load(std::memory_order_acquire) == 0; ++i) {
+        if (i % 64 == 0) {
+          if (std::chrono::steady_clock::now() > deadline) break;
+          std::this_thread::yield();
+        }
+      }
+      lock.lock();
+    }
+    if (buffer_.empty() && !end_) {
+      // The consumer caught up. A deeper buffer helps only if the limit held the producer
+      // back since the last time (bursts); a slower producer would just fill more memory.
+      if (autotune_ && held_back_ && limit_ < kMaxAutotuneBuffer) ++limit_;
+      held_back_ = false;
+      ++consumers_waiting_;
+      has_result_.wait(lock, [&] { return !buffer_.empty() || end_; });
+      --consumers_waiting_;
+    }
+    if (buffer_.empty()) return std::nullopt;
+    BufferedResult result = std::move(buffer_.front());
+    buffer_.pop_front();
+    available_.store(buffer_.size() + (end_ ? 1 : 0), std::memory_order_release);
+    bool wake = producer_waiting_;
+    lock.unlock();
+    if (wake) has_room_.notify_one();
+    return result.take();
+  }
+
+  void save_state(StateWriter& w) override {
+    std::unique_lock lock(mutex_);
+    paused_ = true;
+    ++consumers_waiting_;
+    has_result_.wait(lock, [&] { return !producing_; });
+    --consumers_waiting_;
+    save_results(w, buffer_);
+    w.write_int("end", end_);
+    input_->save(w.child("input"));
+    paused_ = false;
+    lock.unlock();
+    has_room_.notify_one();
+  }
+
+  void restore_state(const StateReader& r) override {
+    stop();
+    std::lock_guard lock(mutex_);
+    input_->restore(r.child("input"));
+    buffer_ = restore_results(r);
+    end_ = r.read_int("end") != 0;
+    available_.store(buffer_.size() + (end_ ? 1 : 0), std::memory_order_release);
+    cancelled_ = false;
+  }
+
+ private:
+  void start() {
+    cancelled_ = false;
+    producer_ = std::thread([this] { produce(); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      cancelled_ = true;
+    }
+    has_room_.notify_all();
+    if (producer_.joinable()) producer_.join();
+  }
+
+  void produce() {
+    set_current_thread_name("cadre_prefetch");
+    std::unique_lock lock(mutex_);
+    while (true) {
+      if (!cancelled_ && (paused_ || static_cast<int64_t>(buffer_.size()) >= limit_)) {
+        held_back_ = held_back_ || !paused_;
+        producer_waiting_ = true;
+        has_room_.wait(lock, [&] {
+          return cancelled_ || (!paused_ && static_cast<int64_t>(buffer_.size()) < limit_);
+        });
+        producer_waiting_ = false;
+      }
+      if (cancelled_) return;
+      producing_ = true;
+      lock.unlock();
+      std::optional<Element> element;
+      std::exception_ptr error;
+      try {
+        element = input_->next();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      producing_ = false;
+      if (error) {
+        buffer_.push_back(BufferedResult{std::nullopt, error});
+      } else if (element) {
+        buffer_.push_back(BufferedResult{std::move(element), nullptr});
+      } else {
+        end_ = true;
+      }
+      available_.store(buffer_.size() + (end_ ? 1 : 0), std::memory_order_release);
+      if (consumers_waiting_ > 0) {
+        lock.unlock();
+        has_result_.notify_all();  // the consumer, or save() waiting for this call to end
+        lock.lock();
+      }
+      if (end_) return;
+    }
+  }
+
+  std::unique_ptr<IteratorNode> input_;  // used by the producer, or by save/restore while
+                                         // the producer is paused or stopped
+  const bool autotune_;
+
+  std::mutex mutex_;                    // guards everything below
+  std::condition_variable has_result_;  // the consumer (or save) waits here
+  std::condition_variable has_room_;    // the producer waits here
+  std::deque<BufferedResult> buffer_;
+  int64_t limit_;
+  bool end_ = false;        // the input is exhausted (the buffer may still hold results)
+  bool producing_ = false;  // the producer is inside input_->next()
+  bool paused_ = false;
+  bool cancelled_ = false;
+  bool held_back_ = false;  // the producer waited for room since the consumer last waited
+  bool producer_waiting_ = false;
+  int consumers_waiting_ = 0;
+  // Results in the buffer (+1 at the end), for the consumer to spin on without the mutex.
+  std::atomic<size_t> available_{0};
+  std::thread producer_;
+};
+
+std::unique_ptr<IteratorNode> PrefetchNode::make_iterator(const IteratorContext& context) const {
+  return std::make_unique<PrefetchIterator>(*this, context);
+}
+
+}  // namespace
+
+Dataset Dataset::prefetch(int64_t buffer_size) const {
+  return Dataset(std::make_shared<PrefetchNode>(node_, buffer_size));
+}
+
+}  // namespace cadre::io

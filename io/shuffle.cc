@@ -1,0 +1,107 @@
+// shuffle: uniform sampling from a buffer refilled from the input, driven by a Philox
+// generator so that the order is reproducible from the seed and checkpointable.
+#include "core/base/strings.h"
+#include "core/random/generator.h"
+#include "core/random/philox.h"
+#include "io/dataset.h"
+
+namespace cadre::io {
+namespace {
+
+using NodePtr = std::shared_ptr<const DatasetNode>;
+
+class ShuffleNode : public DatasetNode {
+ public:
+  ShuffleNode(NodePtr input, int64_t buffer_size, uint64_t seed, bool reshuffle)
+      : input_(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {
+    if (buffer_size <= 0) {
+      throw InvalidArgumentError(
+          str_cat("shuffle: buffer_size is ", buffer_size, "; expected a positive number"));
+    }
+  }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+
+  NodePtr input_;
+  int64_t buffer_size_;
+  uint64_t seed_;
+  bool reshuffle_;
+};
+
+class ShuffleIterator : public IteratorNode {
+ public:
+  ShuffleIterator(const ShuffleNode& node, const IteratorContext& context)
+      : IteratorNode("shuffle"),
+        node_(node),
+        input_(node.input_->make_iterator(context)),
+        // Each pass of an enclosing repeat draws from its own stream of the seed.
+        generator_(node.seed_, node.reshuffle_ ? context.epoch_key : 0) {}
+
+  std::optional<Element> next() override {
+    while (!input_done_ && static_cast<int64_t>(buffer_.size()) < node_.buffer_size_) {
+      if (!pull()) break;
+    }
+    if (buffer_.empty()) return std::nullopt;
+    size_t pick = uniform_index(buffer_.size());
+    Element out = std::move(buffer_[pick]);
+    if (pick != buffer_.size() - 1) buffer_[pick] = std::move(buffer_.back());
+    buffer_.pop_back();
+    return out;
+  }
+
+  void save_state(StateWriter& w) override {
+    Generator::State g = generator_.state();
+    w.write_int("seed", static_cast<int64_t>(g.seed));
+    w.write_int("stream", static_cast<int64_t>(g.stream));
+    w.write_int("offset", static_cast<int64_t>(g.offset));
+    w.write_int("input_done", input_done_);
+    w.write_elements("buffer", buffer_);
+    input_->save(w.child("input"));
+  }
+
+  void restore_state(const StateReader& r) override {
+    generator_.set_state({static_cast<uint64_t>(r.read_int("seed")),
+                          static_cast<uint64_t>(r.read_int("stream")),
+                          static_cast<uint64_t>(r.read_int("offset"))});
+    input_done_ = r.read_int("input_done") != 0;
+    buffer_ = r.read_elements("buffer");
+    input_->restore(r.child("input"));
+  }
+
+ private:
+  bool pull() {
+    auto e = input_->next();
+    if (!e) {
+      input_done_ = true;
+      return false;
+    }
+    buffer_.push_back(std::move(*e));
+    return true;
+  }
+
+  // Uniform in [0, n) from 64 random bits (bias below 2^-40 for any buffer that fits in
+  // memory).
+  size_t uniform_index(size_t n) {
+    kernels::PhiloxKey key = generator_.reserve(1);
+    philox::Block b = philox::block(key.key, key.offset);
+    uint64_t bits = (uint64_t{b.v[0]} << 32) | b.v[1];
+    return static_cast<size_t>((static_cast<unsigned __int128>(bits) * n) >> 64);
+  }
+
+  const ShuffleNode& node_;
+  std::unique_ptr<IteratorNode> input_;
+  Generator generator_;
+  std::vector<Element> buffer_;
+  bool input_done_ = false;
+};
+
+std::unique_ptr<IteratorNode> ShuffleNode::make_iterator(const IteratorContext& context) const {
+  return std::make_unique<ShuffleIterator>(*this, context);
+}
+
+}  // namespace
+
+Dataset Dataset::shuffle(int64_t buffer_size, uint64_t seed, bool reshuffle_each_iteration) const {
+  return Dataset(std::make_shared<ShuffleNode>(node_, buffer_size, seed, reshuffle_each_iteration));
+}
+
+}  // namespace cadre::io

@@ -1,0 +1,203 @@
+// Dataset sources held in memory or computed: from_tensors, from_tensor_slices, range,
+// from_strings, from_generator.
+#include "core/base/strings.h"
+#include "io/dataset.h"
+#include "io/tensor_rows.h"
+
+namespace cadre::io {
+namespace {
+
+class TensorsNode : public DatasetNode {
+ public:
+  explicit TensorsNode(Element element) : element_(std::move(element)) {}
+
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
+    class It : public IteratorNode {
+     public:
+      explicit It(const Element& e) : IteratorNode("from_tensors"), element_(e) {}
+      std::optional<Element> next() override {
+        if (done_) return std::nullopt;
+        done_ = true;
+        return element_;
+      }
+      void save_state(StateWriter& w) override { w.write_int("done", done_); }
+      void restore_state(const StateReader& r) override { done_ = r.read_int("done") != 0; }
+
+     private:
+      const Element& element_;
+      bool done_ = false;
+    };
+    return std::make_unique<It>(element_);
+  }
+
+ private:
+  Element element_;
+};
+
+class SlicesNode : public DatasetNode {
+ public:
+  SlicesNode(Features features, Tensor labels)
+      : features_(std::move(features)), labels_(std::move(labels)) {
+    std::vector<std::string> described;
+    auto check = [&](const std::string& name, const Tensor& t) {
+      if (t.rank() == 0) {
+        throw InvalidArgumentError(
+            str_cat("from_tensor_slices: '", name, "' is a scalar; slicing needs dimension 0"));
+      }
+      if (size_ < 0) size_ = t.dim(0);
+      described.push_back(str_cat(name, " ", t.shape()));
+      if (t.dim(0) != size_) {
+        throw InvalidArgumentError(
+            str_cat("from_tensor_slices: dimension 0 differs among [", join(described), "]"));
+      }
+    };
+    for (const auto& [name, t] : features_) check(name, t);
+    if (labels_.defined()) check("labels", labels_);
+    if (size_ < 0) throw InvalidArgumentError("from_tensor_slices: no tensors to slice");
+    // Rows are views with the stored strides; make them on host memory once.
+    for (const auto& [name, t] : features_) features_.set(name, t.to(Device::cpu(0)));
+    if (labels_.defined()) labels_ = labels_.to(Device::cpu(0));
+  }
+
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
+    class It : public IteratorNode {
+     public:
+      explicit It(const SlicesNode& node) : IteratorNode("from_tensor_slices"), node_(node) {}
+      std::optional<Element> next() override {
+        if (index_ >= node_.size_) return std::nullopt;
+        Element e;
+        for (const auto& [name, t] : node_.features_) e.features.set(name, row_view(t, index_));
+        if (node_.labels_.defined()) e.labels = row_view(node_.labels_, index_);
+        ++index_;
+        return e;
+      }
+      void save_state(StateWriter& w) override { w.write_int("index", index_); }
+      void restore_state(const StateReader& r) override { index_ = r.read_int("index"); }
+
+     private:
+      const SlicesNode& node_;
+      int64_t index_ = 0;
+    };
+    return std::make_unique<It>(*this);
+  }
+
+ private:
+  Features features_;
+  Tensor labels_;
+  int64_t size_ = -1;
+};
+
+class RangeNode : public DatasetNode {
+ public:
+  RangeNode(int64_t start, int64_t stop, int64_t step) : start_(start), stop_(stop), step_(step) {
+    if (step == 0) throw InvalidArgumentError("range: step must not be 0");
+  }
+
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
+    class It : public IteratorNode {
+     public:
+      explicit It(const RangeNode& n) : IteratorNode("range"), node_(n), value_(n.start_) {}
+      std::optional<Element> next() override {
+        if (node_.step_ > 0 ? value_ >= node_.stop_ : value_ <= node_.stop_) return std::nullopt;
+        int64_t v = value_;
+        value_ += node_.step_;
+        return Element(Tensor::scalar<int64_t>(v));
+      }
+      void save_state(StateWriter& w) override { w.write_int("value", value_); }
+      void restore_state(const StateReader& r) override { value_ = r.read_int("value"); }
+
+     private:
+      const RangeNode& node_;
+      int64_t value_;
+    };
+    return std::make_unique<It>(*this);
+  }
+
+ private:
+  int64_t start_, stop_, step_;
+};
+
+class GeneratorNode : public DatasetNode {
+ public:
+  explicit GeneratorNode(Dataset::GeneratorFn fn) : fn_(std::move(fn)) {
+    if (!fn_) throw InvalidArgumentError("from_generator: empty function");
+  }
+
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
+    class It : public IteratorNode {
+     public:
+      explicit It(const Dataset::GeneratorFn& fn) : IteratorNode("generator"), initial_(fn) {
+        fn_ = initial_;
+      }
+      std::optional<Element> next() override {
+        if (done_) return std::nullopt;
+        std::optional<Element> e = fn_();
+        if (!e) {
+          done_ = true;
+        } else {
+          ++produced_;
+        }
+        return e;
+      }
+      void save_state(StateWriter& w) override { w.write_int("produced", produced_); }
+      void restore_state(const StateReader& r) override {
+        int64_t target = r.read_int("produced");
+        fn_ = initial_;  // a fresh copy, then replay
+        produced_ = 0;
+        done_ = false;
+        while (produced_ < target) {
+          if (!next()) {
+            throw InvalidArgumentError(str_cat("generator: the saved state is ", target,
+                                               " elements in, but the generator now ends after ",
+                                               produced_));
+          }
+        }
+      }
+
+     private:
+      const Dataset::GeneratorFn& initial_;
+      Dataset::GeneratorFn fn_;
+      int64_t produced_ = 0;
+      bool done_ = false;
+    };
+    return std::make_unique<It>(fn_);
+  }
+
+ private:
+  Dataset::GeneratorFn fn_;
+};
+
+}  // namespace
+
+Dataset Dataset::from_tensors(Element element) {
+  return Dataset(std::make_shared<TensorsNode>(std::move(element)));
+}
+
+Dataset Dataset::from_tensor_slices(Features features, Tensor labels) {
+  return Dataset(std::make_shared<SlicesNode>(std::move(features), std::move(labels)));
+}
+
+Dataset Dataset::from_tensor_slices(Tensor values) {
+  return from_tensor_slices(Features{{std::string(kValueFeature), std::move(values)}});
+}
+
+Dataset Dataset::range(int64_t stop) { return range(0, stop, 1); }
+
+Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
+  return Dataset(std::make_shared<RangeNode>(start, stop, step));
+}
+
+Dataset Dataset::from_strings(std::vector<std::string> strings) {
+  auto list = std::make_shared<std::vector<std::string>>(std::move(strings));
+  // A generator over a shared immutable list: copies restart at index 0.
+  return from_generator([list, i = size_t{0}]() mutable -> std::optional<Element> {
+    if (i >= list->size()) return std::nullopt;
+    return Element(bytes_tensor((*list)[i++]));
+  });
+}
+
+Dataset Dataset::from_generator(GeneratorFn next) {
+  return Dataset(std::make_shared<GeneratorNode>(std::move(next)));
+}
+
+}  // namespace cadre::io

@@ -1,0 +1,118 @@
+#include "io/tensor_rows.h"
+
+#include <cstring>
+
+#include "core/base/strings.h"
+#include "core/ops/array.h"
+
+namespace cadre::io {
+namespace {
+
+void check_dtype(const Tensor& first, const Tensor& row, std::string_view what) {
+  if (row.dtype() != first.dtype()) {
+    throw InvalidArgumentError(str_cat("cannot batch '", what, "': dtypes ", first.dtype(), " and ",
+                                       row.dtype(), " differ"));
+  }
+}
+
+bool all_on_cpu(const std::vector<const Tensor*>& rows) {
+  for (const Tensor* r : rows) {
+    if (!r->device().is_cpu()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Tensor row_view(const Tensor& x, int64_t i) {
+  Shape shape = x.shape().without_dim(0);
+  Strides strides{};
+  for (int d = 1; d < x.rank(); ++d) strides[d - 1] = x.strides()[d];
+  return Tensor::view_of(x.buffer(), shape, strides, x.offset() + i * x.strides()[0], x.dtype());
+}
+
+Tensor stack_rows(const std::vector<const Tensor*>& rows, std::string_view what) {
+  if (rows.empty()) throw InvalidArgumentError(str_cat("cannot batch '", what, "': no rows"));
+  const Tensor& first = *rows.front();
+  auto check = [&](const Tensor& r) {
+    check_dtype(first, r, what);
+    if (r.shape() != first.shape()) {
+      throw InvalidArgumentError(str_cat("cannot batch '", what, "': shapes ", first.shape(),
+                                         " and ", r.shape(),
+                                         " differ (padded_batch pads varying shapes)"));
+    }
+  };
+  if (!all_on_cpu(rows)) {
+    std::vector<Tensor> copies;
+    for (const Tensor* r : rows) {
+      check(*r);
+      copies.push_back(*r);
+    }
+    return stack(copies, 0);
+  }
+  Shape shape{static_cast<int64_t>(rows.size())};
+  for (int64_t d : first.shape()) shape.push_back(d);
+  Tensor out = Tensor::empty(shape, first.dtype(), Device::cpu(0));
+  size_t row_bytes = first.nbytes();
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (const Tensor* r : rows) {
+    check(*r);
+    if (row_bytes == 0) continue;
+    if (r->is_contiguous()) {
+      std::memcpy(dst, r->raw_data(), row_bytes);
+    } else {
+      std::memcpy(dst, r->contiguous().raw_data(), row_bytes);
+    }
+    dst += row_bytes;
+  }
+  return out;
+}
+
+Tensor pad_and_stack_rows(const std::vector<const Tensor*>& rows, double padding_value,
+                          std::string_view what) {
+  if (rows.empty()) throw InvalidArgumentError(str_cat("cannot batch '", what, "': no rows"));
+  const Tensor& first = *rows.front();
+  int rank = first.rank();
+  std::vector<int64_t> padded(first.shape().begin(), first.shape().end());
+  for (const Tensor* r : rows) {
+    check_dtype(first, *r, what);
+    if (r->rank() != rank) {
+      throw InvalidArgumentError(str_cat("cannot pad and batch '", what, "': ranks of ",
+                                         first.shape(), " and ", r->shape(), " differ"));
+    }
+    for (int d = 0; d < rank; ++d) padded[d] = std::max(padded[d], r->shape()[d]);
+  }
+  Shape row_shape(padded);
+  Shape shape{static_cast<int64_t>(rows.size())};
+  for (int64_t d : padded) shape.push_back(d);
+  Tensor out = Tensor::full(shape, padding_value, first.dtype(), Device::cpu(0));
+  size_t element = dtype_size(first.dtype());
+  auto out_strides = row_shape.contiguous_strides();
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Tensor r = rows[i]->to(Device::cpu(0)).contiguous();
+    if (r.numel() == 0) continue;
+    char* base = dst + i * static_cast<size_t>(row_shape.num_elements()) * element;
+    const auto* src = static_cast<const char*>(r.raw_data());
+    if (rank == 0) {
+      std::memcpy(base, src, element);
+      continue;
+    }
+    // Copy runs of the innermost dimension; `index` walks the outer dimensions.
+    int64_t inner = r.shape()[rank - 1];
+    int64_t runs = r.numel() / inner;
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t run = 0; run < runs; ++run) {
+      int64_t offset = 0;
+      for (int d = 0; d < rank - 1; ++d) offset += index[d] * out_strides[d];
+      std::memcpy(base + offset * element, src + run * inner * element, inner * element);
+      for (int d = rank - 2; d >= 0; --d) {
+        if (++index[d] < r.shape()[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace cadre::io

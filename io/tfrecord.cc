@@ -1,0 +1,222 @@
+#include "io/tfrecord.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/base/strings.h"
+#include "io/crc32c.h"
+#include "io/file_errors.h"
+
+namespace cadre::io {
+namespace {
+
+constexpr size_t kHeaderBytes = 12;  // length + its CRC
+constexpr size_t kFooterBytes = 4;   // the data's CRC
+
+void put_u64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+void put_u32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+uint64_t get_u64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint32_t get_u32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+void header_for(uint64_t length, char* header) {
+  put_u64(header, length);
+  put_u32(header + 8, crc32c::mask(crc32c::value(header, 8)));
+}
+
+}  // namespace
+
+std::string frame_record(std::string_view data) {
+  std::string out(kHeaderBytes + data.size() + kFooterBytes, '\0');
+  header_for(data.size(), out.data());
+  std::memcpy(out.data() + kHeaderBytes, data.data(), data.size());
+  put_u32(out.data() + kHeaderBytes + data.size(), crc32c::mask(crc32c::value(data)));
+  return out;
+}
+
+TFRecordWriter::TFRecordWriter(const std::string& path, bool append) : path_(path) {
+  file_ = std::fopen(path.c_str(), append ? "ab" : "wb");
+  if (file_ == nullptr) throw_file_error("cannot open TFRecord file for writing", path, errno);
+  if (append) {
+    std::fseek(file_, 0, SEEK_END);
+    offset_ = static_cast<uint64_t>(std::ftell(file_));
+  }
+}
+
+TFRecordWriter::~TFRecordWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void TFRecordWriter::write(std::string_view record) {
+  if (file_ == nullptr)
+    throw FailedPreconditionError(str_cat("TFRecord file ", path_, " is closed"));
+  char header[kHeaderBytes];
+  char footer[kFooterBytes];
+  header_for(record.size(), header);
+  put_u32(footer, crc32c::mask(crc32c::value(record)));
+  if (std::fwrite(header, 1, kHeaderBytes, file_) != kHeaderBytes ||
+      std::fwrite(record.data(), 1, record.size(), file_) != record.size() ||
+      std::fwrite(footer, 1, kFooterBytes, file_) != kFooterBytes) {
+    throw_file_error("cannot write TFRecord file", path_, errno);
+  }
+  offset_ += kHeaderBytes + record.size() + kFooterBytes;
+}
+
+void TFRecordWriter::flush(bool sync) {
+  if (file_ == nullptr) return;
+  if (std::fflush(file_) != 0) throw_file_error("cannot flush TFRecord file", path_, errno);
+  if (sync && ::fsync(::fileno(file_)) != 0) {
+    throw_file_error("cannot sync TFRecord file", path_, errno);
+  }
+}
+
+void TFRecordWriter::close() {
+  if (file_ == nullptr) return;
+  std::FILE* file = file_;
+  file_ = nullptr;
+  if (std::fclose(file) != 0) throw_file_error("cannot close TFRecord file", path_, errno);
+}
+
+TFRecordReader::TFRecordReader(const std::string& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "rb");
+  if (file_ == nullptr) throw_file_error("cannot open TFRecord file", path, errno);
+}
+
+TFRecordReader::~TFRecordReader() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+size_t TFRecordReader::read_at(uint64_t position, void* out, size_t n) {
+  if (position != file_position_) {
+    if (std::fseek(file_, static_cast<long>(position), SEEK_SET) != 0) {
+      throw_file_error("cannot seek in TFRecord file", path_, errno);
+    }
+    file_position_ = position;
+  }
+  size_t got = std::fread(out, 1, n, file_);
+  file_position_ += got;
+  if (got < n && std::ferror(file_)) throw_file_error("cannot read TFRecord file", path_, errno);
+  return got;
+}
+
+std::optional<std::string> TFRecordReader::read() {
+  unsigned char header[kHeaderBytes];
+  std::clearerr(file_);  // the file may have grown since an earlier end
+  size_t got = read_at(offset_, header, kHeaderBytes);
+  if (got == 0) return std::nullopt;
+  if (got < kHeaderBytes) {
+    throw DataLossError(str_cat("TFRecord file ", path_, " is truncated at byte offset ",
+                                offset_ + got, ": the record header at offset ", offset_, " needs ",
+                                kHeaderBytes, " bytes, only ", got, " remain"));
+  }
+  uint64_t length = get_u64(header);
+  if (crc32c::unmask(get_u32(header + 8)) != crc32c::value(header, 8)) {
+    throw DataLossError(str_cat("TFRecord file ", path_, " is corrupted at byte offset ", offset_,
+                                ": the CRC of the record length does not match"));
+  }
+  // Check the declared length against the file before allocating for it.
+  uint64_t data_offset = offset_ + kHeaderBytes;
+  auto fits = [&] { return length <= size_ && data_offset + length + kFooterBytes <= size_; };
+  if (!fits()) {
+    std::error_code ec;
+    size_ = std::filesystem::file_size(path_, ec);  // the file may have grown
+    if (!ec && !fits()) {
+      throw DataLossError(str_cat("TFRecord file ", path_, " is truncated at byte offset ", size_,
+                                  ": the record at offset ", offset_, " declares ", length,
+                                  " bytes of data"));
+    }
+  }
+  std::string data(length, '\0');
+  unsigned char footer[kFooterBytes];
+  got = read_at(data_offset, data.data(), length);
+  if (got == length) got += read_at(data_offset + length, footer, kFooterBytes);
+  if (got < length + kFooterBytes) {
+    throw DataLossError(str_cat("TFRecord file ", path_, " is truncated at byte offset ",
+                                data_offset + got, ": the record at offset ", offset_, " declares ",
+                                length, " bytes of data"));
+  }
+  if (crc32c::unmask(get_u32(footer)) != crc32c::value(data)) {
+    throw DataLossError(str_cat("TFRecord file ", path_, " is corrupted at byte offset ",
+                                data_offset, ": the CRC of the ", length,
+                                "-byte record data does not match"));
+  }
+  offset_ = data_offset + length + kFooterBytes;
+  return data;
+}
+
+void TFRecordReader::seek(uint64_t offset) { offset_ = offset; }
+
+namespace {
+
+class TFRecordNode : public DatasetNode {
+ public:
+  explicit TFRecordNode(std::vector<std::string> filenames) : filenames_(std::move(filenames)) {}
+
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
+    class It : public IteratorNode {
+     public:
+      explicit It(const std::vector<std::string>& f) : IteratorNode("tfrecord"), files_(f) {}
+      std::optional<Element> next() override {
+        while (file_index_ < files_.size()) {
+          if (!reader_) reader_ = std::make_unique<TFRecordReader>(files_[file_index_]);
+          if (auto record = reader_->read()) return Element(bytes_tensor(*record));
+          reader_.reset();
+          ++file_index_;
+        }
+        return std::nullopt;
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int("file_index", static_cast<int64_t>(file_index_));
+        w.write_int("offset", reader_ ? static_cast<int64_t>(reader_->offset()) : 0);
+        if (file_index_ < files_.size()) w.write_string("file", files_[file_index_]);
+      }
+      void restore_state(const StateReader& r) override {
+        file_index_ = static_cast<size_t>(r.read_int("file_index"));
+        reader_.reset();
+        if (file_index_ >= files_.size()) return;
+        std::string saved = r.read_string("file");
+        if (saved != files_[file_index_]) {
+          throw InvalidArgumentError(str_cat("tfrecord: the saved state is in file ", saved,
+                                             " but file ", file_index_, " is now ",
+                                             files_[file_index_]));
+        }
+        reader_ = std::make_unique<TFRecordReader>(files_[file_index_]);
+        reader_->seek(static_cast<uint64_t>(r.read_int("offset")));
+      }
+
+     private:
+      const std::vector<std::string>& files_;
+      size_t file_index_ = 0;
+      std::unique_ptr<TFRecordReader> reader_;
+    };
+    return std::make_unique<It>(filenames_);
+  }
+
+ private:
+  std::vector<std::string> filenames_;
+};
+
+}  // namespace
+
+Dataset tfrecord_dataset(std::vector<std::string> filenames) {
+  for (const std::string& f : filenames) {
+    if (!std::filesystem::exists(f)) throw NotFoundError(str_cat("TFRecord file not found: ", f));
+  }
+  return Dataset(std::make_shared<TFRecordNode>(std::move(filenames)));
+}
+
+}  // namespace cadre::io

@@ -1,0 +1,378 @@
+// Transformations that pass elements through one at a time: filter, take, skip, shard,
+// repeat, enumerate, concatenate, zip.
+#include "core/base/strings.h"
+#include "io/dataset.h"
+
+namespace cadre::io {
+namespace {
+
+using NodePtr = std::shared_ptr<const DatasetNode>;
+
+// A stage with one input, created with the stage's own context.
+class UnaryIterator : public IteratorNode {
+ public:
+  UnaryIterator(std::string_view kind, const NodePtr& input, const IteratorContext& context)
+      : IteratorNode(kind), input_(input->make_iterator(context)) {}
+
+ protected:
+  void save_input(StateWriter& w) { input_->save(w.child("input")); }
+  void restore_input(const StateReader& r) { input_->restore(r.child("input")); }
+
+  std::unique_ptr<IteratorNode> input_;
+};
+
+class FilterNode : public DatasetNode {
+ public:
+  FilterNode(NodePtr input, Dataset::Predicate predicate)
+      : input_(std::move(input)), predicate_(std::move(predicate)) {
+    if (!predicate_) throw InvalidArgumentError("filter: empty predicate");
+  }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public UnaryIterator {
+     public:
+      It(const FilterNode& n, const IteratorContext& c)
+          : UnaryIterator("filter", n.input_, c), node_(n) {}
+      std::optional<Element> next() override {
+        while (auto e = input_->next()) {
+          if (node_.predicate_(*e)) return e;
+        }
+        return std::nullopt;
+      }
+      void save_state(StateWriter& w) override { save_input(w); }
+      void restore_state(const StateReader& r) override { restore_input(r); }
+
+     private:
+      const FilterNode& node_;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr input_;
+  Dataset::Predicate predicate_;
+};
+
+// take (limit >= 0 elements, then end) and skip (drop the first `count`).
+class TakeSkipNode : public DatasetNode {
+ public:
+  TakeSkipNode(NodePtr input, int64_t count, bool take)
+      : input_(std::move(input)), count_(count), take_(take) {}
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public UnaryIterator {
+     public:
+      It(const TakeSkipNode& n, const IteratorContext& c)
+          : UnaryIterator(n.take_ ? "take" : "skip", n.input_, c), node_(n) {}
+      std::optional<Element> next() override {
+        if (node_.take_) {
+          if (node_.count_ >= 0 && seen_ >= node_.count_) return std::nullopt;
+          auto e = input_->next();
+          if (e) ++seen_;
+          return e;
+        }
+        if (node_.count_ < 0) return std::nullopt;
+        while (seen_ < node_.count_) {
+          if (!input_->next()) return std::nullopt;
+          ++seen_;
+        }
+        return input_->next();
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int("seen", seen_);
+        save_input(w);
+      }
+      void restore_state(const StateReader& r) override {
+        seen_ = r.read_int("seen");
+        restore_input(r);
+      }
+
+     private:
+      const TakeSkipNode& node_;
+      int64_t seen_ = 0;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t count_;
+  bool take_;
+};
+
+class ShardNode : public DatasetNode {
+ public:
+  ShardNode(NodePtr input, int64_t num_shards, int64_t index)
+      : input_(std::move(input)), num_shards_(num_shards), index_(index) {
+    if (num_shards <= 0 || index < 0 || index >= num_shards) {
+      throw InvalidArgumentError(str_cat("shard(", num_shards, ", ", index,
+                                         "): expected num_shards > 0 and 0 <= index < num_shards"));
+    }
+  }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public UnaryIterator {
+     public:
+      It(const ShardNode& n, const IteratorContext& c)
+          : UnaryIterator("shard", n.input_, c), node_(n) {}
+      std::optional<Element> next() override {
+        // position_ counts input elements consumed; ours are those at index mod num_shards.
+        while (true) {
+          auto e = input_->next();
+          if (!e) return std::nullopt;
+          int64_t position = position_++;
+          if (position % node_.num_shards_ == node_.index_) return e;
+        }
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int("position", position_);
+        save_input(w);
+      }
+      void restore_state(const StateReader& r) override {
+        position_ = r.read_int("position");
+        restore_input(r);
+      }
+
+     private:
+      const ShardNode& node_;
+      int64_t position_ = 0;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t num_shards_, index_;
+};
+
+class RepeatNode : public DatasetNode {
+ public:
+  RepeatNode(NodePtr input, int64_t count) : input_(std::move(input)), count_(count) {}
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public IteratorNode {
+     public:
+      It(const RepeatNode& n, const IteratorContext& c)
+          : IteratorNode("repeat"), node_(n), context_(c) {
+        start_pass();
+      }
+      std::optional<Element> next() override {
+        while (input_) {
+          if (auto e = input_->next()) {
+            ++in_pass_;
+            return e;
+          }
+          // An empty pass would repeat forever without producing anything: stop instead.
+          bool empty_pass = in_pass_ == 0;
+          ++pass_;
+          input_.reset();
+          if (!empty_pass) start_pass();
+        }
+        return std::nullopt;
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int("pass", pass_);
+        w.write_int("in_pass", in_pass_);
+        w.write_int("active", input_ != nullptr);
+        if (input_) input_->save(w.child("input"));
+      }
+      void restore_state(const StateReader& r) override {
+        pass_ = r.read_int("pass");
+        input_.reset();
+        if (r.read_int("active") != 0) {
+          start_pass();
+          input_->restore(r.child("input"));
+        }
+        in_pass_ = r.read_int("in_pass");
+      }
+
+     private:
+      void start_pass() {
+        in_pass_ = 0;
+        if (node_.count_ >= 0 && pass_ >= node_.count_) return;
+        IteratorContext c = context_;
+        c.epoch_key = next_epoch_key(context_.epoch_key, pass_);
+        input_ = node_.input_->make_iterator(c);
+      }
+
+      const RepeatNode& node_;
+      IteratorContext context_;
+      std::unique_ptr<IteratorNode> input_;
+      int64_t pass_ = 0, in_pass_ = 0;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t count_;
+};
+
+class EnumerateNode : public DatasetNode {
+ public:
+  EnumerateNode(NodePtr input, int64_t start, std::string name)
+      : input_(std::move(input)), start_(start), name_(std::move(name)) {}
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public UnaryIterator {
+     public:
+      It(const EnumerateNode& n, const IteratorContext& c)
+          : UnaryIterator("enumerate", n.input_, c), node_(n), next_index_(n.start_) {}
+      std::optional<Element> next() override {
+        auto e = input_->next();
+        if (!e) return e;
+        if (e->features.contains(node_.name_)) {
+          throw InvalidArgumentError(str_cat("enumerate: the elements already have a feature '",
+                                             node_.name_, "'; pass another name"));
+        }
+        e->features.set(node_.name_, Tensor::scalar<int64_t>(next_index_++));
+        return e;
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int("next_index", next_index_);
+        save_input(w);
+      }
+      void restore_state(const StateReader& r) override {
+        next_index_ = r.read_int("next_index");
+        restore_input(r);
+      }
+
+     private:
+      const EnumerateNode& node_;
+      int64_t next_index_;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t start_;
+  std::string name_;
+};
+
+class ConcatenateNode : public DatasetNode {
+ public:
+  ConcatenateNode(NodePtr first, NodePtr second) : inputs_{std::move(first), std::move(second)} {}
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public IteratorNode {
+     public:
+      It(const ConcatenateNode& n, const IteratorContext& c)
+          : IteratorNode("concatenate"), node_(n), context_(c) {
+        input_ = n.inputs_[0]->make_iterator(c);
+      }
+      std::optional<Element> next() override {
+        while (input_) {
+          if (auto e = input_->next()) return e;
+          input_ = ++which_ < 2 ? node_.inputs_[which_]->make_iterator(context_) : nullptr;
+        }
+        return std::nullopt;
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int("which", which_);
+        if (input_) input_->save(w.child("input"));
+      }
+      void restore_state(const StateReader& r) override {
+        which_ = static_cast<int>(r.read_int("which"));
+        input_ = which_ < 2 ? node_.inputs_[which_]->make_iterator(context_) : nullptr;
+        if (input_) input_->restore(r.child("input"));
+      }
+
+     private:
+      const ConcatenateNode& node_;
+      IteratorContext context_;
+      std::unique_ptr<IteratorNode> input_;
+      int which_ = 0;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  NodePtr inputs_[2];
+};
+
+class ZipNode : public DatasetNode {
+ public:
+  explicit ZipNode(std::vector<NodePtr> inputs) : inputs_(std::move(inputs)) {
+    if (inputs_.empty()) throw InvalidArgumentError("zip: no datasets given");
+  }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public IteratorNode {
+     public:
+      It(const ZipNode& n, const IteratorContext& c) : IteratorNode("zip") {
+        for (const NodePtr& input : n.inputs_) inputs_.push_back(input->make_iterator(c));
+      }
+      std::optional<Element> next() override {
+        if (done_) return std::nullopt;
+        Element out;
+        for (size_t i = 0; i < inputs_.size(); ++i) {
+          auto e = inputs_[i]->next();
+          if (!e) {
+            done_ = true;
+            return std::nullopt;
+          }
+          for (auto& [name, t] : e->features) {
+            if (out.features.contains(name)) {
+              throw InvalidArgumentError(str_cat("zip: feature '", name, "' of dataset ", i,
+                                                 " is also in an earlier dataset; rename it "
+                                                 "with map first"));
+            }
+            out.features.set(name, t);
+          }
+          if (e->has_labels()) {
+            if (out.has_labels()) {
+              throw InvalidArgumentError(str_cat("zip: dataset ", i,
+                                                 " has labels, and so does "
+                                                 "an earlier one; keep labels in one of them"));
+            }
+            out.labels = e->labels;
+          }
+        }
+        return out;
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int("done", done_);
+        for (size_t i = 0; i < inputs_.size(); ++i) inputs_[i]->save(w.child(str_cat("input", i)));
+      }
+      void restore_state(const StateReader& r) override {
+        done_ = r.read_int("done") != 0;
+        for (size_t i = 0; i < inputs_.size(); ++i) {
+          inputs_[i]->restore(r.child(str_cat("input", i)));
+        }
+      }
+
+     private:
+      std::vector<std::unique_ptr<IteratorNode>> inputs_;
+      bool done_ = false;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  std::vector<NodePtr> inputs_;
+};
+
+}  // namespace
+
+Dataset Dataset::filter(Predicate predicate) const {
+  return Dataset(std::make_shared<FilterNode>(node_, std::move(predicate)));
+}
+Dataset Dataset::take(int64_t count) const {
+  return Dataset(std::make_shared<TakeSkipNode>(node_, count, /*take=*/true));
+}
+Dataset Dataset::skip(int64_t count) const {
+  return Dataset(std::make_shared<TakeSkipNode>(node_, count, /*take=*/false));
+}
+Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
+  return Dataset(std::make_shared<ShardNode>(node_, num_shards, index));
+}
+Dataset Dataset::repeat(int64_t count) const {
+  return Dataset(std::make_shared<RepeatNode>(node_, count));
+}
+Dataset Dataset::enumerate(int64_t start, const std::string& name) const {
+  return Dataset(std::make_shared<EnumerateNode>(node_, start, name));
+}
+Dataset Dataset::concatenate(const Dataset& other) const {
+  return Dataset(std::make_shared<ConcatenateNode>(node_, other.node_));
+}
+Dataset Dataset::zip(std::vector<Dataset> datasets) {
+  std::vector<NodePtr> nodes;
+  for (const Dataset& d : datasets) nodes.push_back(d.node());
+  return Dataset(std::make_shared<ZipNode>(std::move(nodes)));
+}
+
+}  // namespace cadre::io

@@ -1,0 +1,38 @@
+// Saves checkpoints into a model_dir in a loop until it is killed: the victim of
+// crash_test.cc. Step s holds values derived from s, so a reader can tell a checkpoint's
+// contents are the ones its name promises.
+//
+//   checkpoint_crash_helper MODEL_DIR KEEP_MAX
+#include <cstdlib>
+#include <iostream>
+
+#include "checkpoint/manager.h"
+#include "checkpoint/state_file.h"
+#include "tests/checkpoint/test_model.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: checkpoint_crash_helper MODEL_DIR KEEP_MAX\n";
+    return 2;
+  }
+  using namespace cadre::checkpoint;
+  try {
+    CheckpointManagerOptions options;
+    options.keep_checkpoint_max = std::atoi(argv[2]);
+    CheckpointManager manager(argv[1], options);
+    int64_t step = 0;
+    if (auto latest = manager.latest_checkpoint()) {
+      step = checkpoint_step(base_name(*latest), "model.ckpt").value_or(0);
+    }
+    while (true) {
+      ++step;
+      CheckpointData data = testing::small_model(step, static_cast<float>(step));
+      // Big enough (2 MiB) that kills land inside HDF5's writes too, not only between saves.
+      data.variables["big/kernel"] = testing::ramp({512, 1024}, 1, static_cast<float>(step));
+      manager.save(data);
+    }
+  } catch (const std::exception& error) {
+    std::cerr << "checkpoint_crash_helper: " << error.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,317 @@
+// CheckpointManager: the publish sequence, retention, leases, asynchronous saves and what
+// a failure at each step of a save leaves behind.
+#include "checkpoint/manager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "checkpoint/lease.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/state_file.h"
+#include "tests/checkpoint/fault_env.h"
+#include "tests/checkpoint/test_util.h"
+
+namespace cadre::checkpoint {
+namespace {
+
+using testing::FaultEnv;
+using testing::small_model;
+using testing::TempDir;
+
+std::set<std::string> files_in(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file()) names.insert(entry.path().filename().string());
+  }
+  return names;
+}
+
+std::set<std::string> checkpoint_files(std::initializer_list<int> steps) {
+  std::set<std::string> names = {"checkpoint"};
+  for (int step : steps) names.insert(checkpoint_file_name("model.ckpt", step));
+  return names;
+}
+
+TEST(ManagerTest, SaveWritesTheCheckpointAndATensorFlowStyleStateFile) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  CheckpointManager manager(dir.path(), options);
+  EXPECT_EQ(manager.save(small_model(500)), dir.file("model.ckpt-500.h5"));
+  env->advance(60);
+  manager.save(small_model(1000));
+  EXPECT_EQ(testing::read_text(dir.file("checkpoint")),
+            "model_checkpoint_path: \"model.ckpt-1000.h5\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-500.h5\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-1000.h5\"\n"
+            "all_model_checkpoint_timestamps: 1700000000\n"
+            "all_model_checkpoint_timestamps: 1700000060\n"
+            "last_preserved_timestamp: 1700000000\n");
+  EXPECT_EQ(latest_checkpoint(dir.path()), dir.file("model.ckpt-1000.h5"));
+  EXPECT_EQ(CheckpointReader::open(dir.file("model.ckpt-1000.h5"))->global_step(), 1000);
+}
+
+TEST(ManagerTest, PublishesInTheOrderThatMakesCrashesHarmless) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.keep_checkpoint_max = 1;
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(1));
+  env->clear_log();
+  manager.save(small_model(2));
+  std::vector<std::string> log = env->log();
+  for (std::string& entry : log)
+    entry = std::regex_replace(entry, std::regex("\\.tmp-[0-9-]+"), ".tmp");
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "sync model.ckpt-2.h5.tmp",                     // the data is durable
+                     "rename model.ckpt-2.h5.tmp model.ckpt-2.h5",   // then published
+                     "syncdir",                                      // durably
+                     "write checkpoint.tmp", "sync checkpoint.tmp",  // then the state
+                     "rename checkpoint.tmp checkpoint", "syncdir",
+                     "remove model.ckpt-1.h5",  // then retention
+                 }));
+}
+
+TEST(ManagerTest, AFailureAtAnyStepOfASaveLeavesTheStateAndThePreviousCheckpointIntact) {
+  auto probe = std::make_shared<FaultEnv>();
+  int steps;
+  std::vector<std::string> sequence;
+  {
+    TempDir dir;
+    CheckpointManagerOptions options;
+    options.env = probe;
+    options.keep_checkpoint_max = 1;
+    CheckpointManager manager(dir.path(), options);
+    manager.save(small_model(1));
+    probe->fail_from(-1);  // resets the count
+    probe->clear_log();
+    manager.save(small_model(2));
+    steps = probe->mutations();
+    sequence = probe->log();
+  }
+  // Failures from here on come after the new state is published: the save is done.
+  int published = static_cast<int>(
+      std::find_if(sequence.begin(), sequence.end(),
+                   [](const std::string& op) { return op.starts_with("rename checkpoint.tmp"); }) -
+      sequence.begin());
+  // Deleting the old checkpoint is housekeeping: its failure is logged, not thrown.
+  int housekeeping = static_cast<int>(
+      std::find_if(sequence.begin(), sequence.end(),
+                   [](const std::string& op) { return op.starts_with("remove"); }) -
+      sequence.begin());
+  ASSERT_GE(steps, 7);
+  for (int fail_at = 0; fail_at < steps; ++fail_at) {
+    TempDir dir;
+    auto env = std::make_shared<FaultEnv>();
+    CheckpointManagerOptions options;
+    options.env = env;
+    options.keep_checkpoint_max = 1;
+    {
+      CheckpointManager manager(dir.path(), options);
+      manager.save(small_model(1));
+      env->fail_from(fail_at);
+      if (fail_at < housekeeping) {
+        EXPECT_THROW(manager.save(small_model(2)), UnavailableError) << fail_at;
+      } else {
+        EXPECT_NO_THROW(manager.save(small_model(2))) << fail_at;
+      }
+    }
+    env->fail_from(-1);
+    // The state file names only complete, intact files, and the newest it names is whole.
+    CheckpointState state = read_state(*env, dir.path()).value();
+    for (const std::string& name : state.all_model_checkpoint_paths) {
+      auto reader = CheckpointReader::open(dir.file(name));
+      EXPECT_TRUE(reader->verify().empty()) << fail_at << " " << name;
+    }
+    int64_t latest = CheckpointReader::open(dir.file(state.model_checkpoint_path))->global_step();
+    EXPECT_TRUE(latest == 1 || latest == 2) << fail_at;
+    // A new manager cleans up and saves.
+    CheckpointManager manager(dir.path(), options);
+    manager.save(small_model(3));
+    // Nothing is left behind: no temporary, no unrecorded newer checkpoint. Only a crash
+    // after the state was published but before retention deleted the old checkpoint
+    // leaves that one (unrecorded, older: it might be kept on purpose).
+    std::set<std::string> files = files_in(dir.path());
+    if (fail_at > published) {
+      EXPECT_EQ(files, checkpoint_files({1, 3})) << fail_at;
+    } else {
+      EXPECT_EQ(files, checkpoint_files({3})) << fail_at;
+    }
+  }
+}
+
+TEST(ManagerTest, RetentionKeepsExactlyTheNewestCheckpoints) {
+  TempDir dir;
+  CheckpointManagerOptions options;
+  options.keep_checkpoint_max = 3;
+  {
+    CheckpointManager manager(dir.path(), options);
+    for (int step = 1; step <= 7; ++step) manager.save(small_model(step * 100));
+    EXPECT_EQ(files_in(dir.path()), checkpoint_files({500, 600, 700}));
+    EXPECT_EQ(manager.checkpoints(), (std::vector<std::string>{dir.file("model.ckpt-500.h5"),
+                                                               dir.file("model.ckpt-600.h5"),
+                                                               dir.file("model.ckpt-700.h5")}));
+  }
+  // A new manager continues from the state file.
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(800));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({600, 700, 800}));
+}
+
+TEST(ManagerTest, KeepCheckpointMaxZeroKeepsEverything) {
+  TempDir dir;
+  CheckpointManagerOptions options;
+  options.keep_checkpoint_max = 0;
+  CheckpointManager manager(dir.path(), options);
+  for (int step = 1; step <= 4; ++step) manager.save(small_model(step));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({1, 2, 3, 4}));
+}
+
+TEST(ManagerTest, KeepCheckpointEveryNHoursPreservesOnePerPeriod) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.keep_checkpoint_max = 2;
+  options.keep_checkpoint_every_n_hours = 1;
+  CheckpointManager manager(dir.path(), options);
+  for (int step = 1; step <= 8; ++step) {
+    env->advance(1800);  // a checkpoint every half hour
+    manager.save(small_model(step));
+  }
+  // 2, 4 and 6 are each an hour after the last one preserved; 7 and 8 are the newest.
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({2, 4, 6, 7, 8}));
+  CheckpointState state = read_state(*env, dir.path()).value();
+  EXPECT_EQ(state.all_model_checkpoint_paths,
+            (std::vector<std::string>{"model.ckpt-7.h5", "model.ckpt-8.h5"}));
+}
+
+TEST(ManagerTest, RetentionNeverDeletesALeasedCheckpoint) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.keep_checkpoint_max = 1;
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(1));
+  Lease lease(env, dir.path(), "evaluator-0");
+  lease.hold(1, 1, /*seconds=*/30);
+  manager.save(small_model(2));
+  manager.save(small_model(3));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({1, 3}));
+  EXPECT_EQ(manager.pending_deletions(), std::vector<std::string>{dir.file("model.ckpt-1.h5")});
+  // The state file does not name it: it is out of the retention window, kept only for the reader.
+  EXPECT_EQ(read_state(*env, dir.path())->all_model_checkpoint_paths,
+            std::vector<std::string>{"model.ckpt-3.h5"});
+  lease.release();
+  manager.save(small_model(4));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({4}));
+  EXPECT_TRUE(manager.pending_deletions().empty());
+}
+
+TEST(ManagerTest, AnExpiredLeaseNoLongerProtects) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.keep_checkpoint_max = 1;
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(1));
+  Lease lease(env, dir.path(), "evaluator-0");
+  lease.hold(0, 100, /*seconds=*/10);
+  manager.save(small_model(2));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({1, 2}));
+  env->advance(11);  // the holder died and stopped renewing
+  manager.save(small_model(3));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({3}));
+}
+
+TEST(ManagerTest, LeaseFilesAreReadAcrossHolders) {
+  TempDir dir;
+  auto env = posix_env();
+  Lease a(env, dir.path(), "a"), b(env, dir.path(), "b");
+  a.hold(5, 5, 60);
+  b.hold(7, 9, 60);
+  std::vector<LeaseRecord> leases = read_leases(*env, dir.path());
+  ASSERT_EQ(leases.size(), 2u);
+  double now = env->now_seconds();
+  EXPECT_TRUE(is_leased(leases, 5, now));
+  EXPECT_FALSE(is_leased(leases, 6, now));
+  EXPECT_TRUE(is_leased(leases, 8, now));
+  EXPECT_FALSE(is_leased(leases, 8, now + 61));
+  b.release();
+  EXPECT_EQ(read_leases(*env, dir.path()).size(), 1u);
+  EXPECT_THROW(Lease(env, dir.path(), "bad/name"), InvalidArgumentError);
+}
+
+TEST(ManagerTest, AsynchronousSaveWritesACopyTakenAtTheCall) {
+  TempDir dir;
+  CheckpointManagerOptions options;
+  options.async_save = true;
+  CheckpointManager manager(dir.path(), options);
+  CheckpointData data = small_model(10);
+  Tensor kernel = data.variables["hidden1/kernel"];
+  Tensor expected = kernel.clone();
+  std::string path = manager.save(data);
+  kernel.assign(Tensor::full(kernel.shape(), -1));  // training goes on and changes it
+  manager.save(small_model(20));                    // waits for the first
+  manager.close();
+  auto reader = CheckpointReader::open(path);
+  testing::expect_equal_tensors(expected, reader->read("hidden1/kernel"), "hidden1/kernel");
+  EXPECT_EQ(latest_checkpoint(dir.path()), dir.file("model.ckpt-20.h5"));
+}
+
+TEST(ManagerTest, AnAsynchronousFailureSurfacesAtTheNextSaveAndAtClose) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.async_save = true;
+  options.env = env;
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(1));
+  manager.wait();
+  env->fail_from(0);
+  manager.save(small_model(2));  // returns: the failure happens in the background
+  EXPECT_THROW(manager.save(small_model(3)), UnavailableError);  // not attempted
+  env->fail_from(-1);
+  manager.save(small_model(4));
+  manager.wait();
+  env->fail_from(0);
+  manager.save(small_model(5));
+  EXPECT_THROW(manager.close(), UnavailableError);
+  EXPECT_NO_THROW(manager.close());  // reported once
+  env->fail_from(-1);
+  EXPECT_EQ(latest_checkpoint(dir.path()), dir.file("model.ckpt-4.h5"));
+}
+
+TEST(ManagerTest, RemovesTemporariesLeftByACrashedSave) {
+  TempDir dir;
+  testing::write_text(dir.file("model.ckpt-5.h5.tmp-999-0"), "partial");
+  testing::write_text(dir.file("checkpoint.tmp-999-1"), "partial");
+  testing::write_text(dir.file("notes.txt"), "not ours");
+  CheckpointManager manager(dir.path());
+  EXPECT_EQ(files_in(dir.path()), (std::set<std::string>{"notes.txt"}));
+}
+
+TEST(ManagerTest, ACorruptStateFileIsAClearError) {
+  TempDir dir;
+  testing::write_text(dir.file("checkpoint"), "model_checkpoint_path: model.ckpt-1.h5\n");
+  try {
+    CheckpointManager manager(dir.path());
+    FAIL() << "no error";
+  } catch (const DataLossError& error) {
+    EXPECT_NE(std::string(error.what()).find(dir.file("checkpoint")), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("line 1"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(testing::read_text(dir.file("checkpoint")), "model_checkpoint_path: model.ckpt-1.h5\n");
+}
+
+}  // namespace
+}  // namespace cadre::checkpoint

@@ -1,0 +1,163 @@
+// Background threads of prefetch and parallel map: errors reach the consumer, threads stop
+// with their iterator, and work overlaps.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "io/dataset.h"
+
+namespace cadre::io {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int thread_count() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Dataset::MapFn failing_at(int64_t bad) {
+  return [bad](Element e) {
+    if (e.value().item<int64_t>() == bad) {
+      throw InvalidArgumentError("bad element " + std::to_string(bad));
+    }
+    return e;
+  };
+}
+
+struct Case {
+  const char* name;
+  int parallel;
+  bool prefetch;
+};
+
+class MapErrorTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MapErrorTest, ExceptionReachesTheConsumerAtItsPositionAndIterationContinues) {
+  Dataset ds = Dataset::range(8).map(failing_at(3), GetParam().parallel);
+  if (GetParam().prefetch) ds = ds.prefetch(2);
+  Iterator it = ds.make_iterator();
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(it.next()->value().item<int64_t>(), i);
+  try {
+    it.next();
+    FAIL() << "the map function's exception was lost";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_STREQ(e.what(), "bad element 3");
+  }
+  for (int64_t i = 4; i < 8; ++i) EXPECT_EQ(it.next()->value().item<int64_t>(), i);
+  EXPECT_FALSE(it.next());
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, MapErrorTest,
+                         ::testing::Values(Case{"inline", 1, false}, Case{"parallel", 3, false},
+                                           Case{"inline_prefetch", 1, true},
+                                           Case{"parallel_prefetch", 3, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(PipelineThreadsTest, ForeignExceptionsKeepTheirTypeAndMessage) {
+  Dataset ds = Dataset::range(4)
+                   .map(
+                       [](Element e) -> Element {
+                         if (e.value().item<int64_t>() == 1)
+                           throw std::out_of_range("index 1 of 0");
+                         return e;
+                       },
+                       2)
+                   .prefetch(1);
+  Iterator it = ds.make_iterator();
+  it.next();
+  EXPECT_THROW(
+      {
+        try {
+          it.next();
+        } catch (const std::out_of_range& e) {
+          EXPECT_STREQ(e.what(), "index 1 of 0");
+          throw;
+        }
+      },
+      std::out_of_range);
+}
+
+TEST(PipelineThreadsTest, GeneratorErrorsPassThroughPrefetch) {
+  Dataset ds = Dataset::from_generator([i = 0]() mutable -> std::optional<Element> {
+                 if (i == 2) throw DataLossError("record 2 is damaged");
+                 return Element(Tensor::scalar<int64_t>(i++));
+               }).prefetch(4);
+  Iterator it = ds.make_iterator();
+  it.next();
+  it.next();
+  EXPECT_THROW(it.next(), DataLossError);
+}
+
+TEST(PipelineThreadsTest, DestroyingIteratorsStopsTheirThreads) {
+  int before = thread_count();
+  auto start = Clock::now();
+  {
+    // An endless input: the producer and the map workers are always busy or blocked on a
+    // full buffer when the iterator dies.
+    Iterator it = Dataset::range(1000)
+                      .repeat()
+                      .map([](Element e) { return e; }, 3)
+                      .prefetch(2)
+                      .make_iterator();
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(it.next());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the buffers fill
+    EXPECT_EQ(thread_count(), before + 4);  // 3 map workers and the prefetch thread
+  }
+  EXPECT_EQ(thread_count(), before);
+  EXPECT_LT(seconds_since(start), 2.0);
+}
+
+TEST(PipelineThreadsTest, DestroyingWaitsOnlyForTheCallInFlight) {
+  int before = thread_count();
+  auto start = Clock::now();
+  {
+    Iterator it = Dataset::range(100)
+                      .map([](Element e) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                        return e;
+                      })
+                      .prefetch(1)
+                      .make_iterator();
+    it.next();
+  }
+  EXPECT_EQ(thread_count(), before);
+  EXPECT_LT(seconds_since(start), 1.0);  // 100 calls would take 5 s
+}
+
+Dataset sleepy_map(int parallel, int ms) {
+  return Dataset::range(8).map(
+      [ms](Element e) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        return e;
+      },
+      parallel);
+}
+
+TEST(PipelineThreadsTest, ParallelMapOverlapsCalls) {
+  auto start = Clock::now();
+  Iterator it = sleepy_map(4, 50).make_iterator();
+  int n = 0;
+  while (it.next()) ++n;
+  EXPECT_EQ(n, 8);
+  EXPECT_LT(seconds_since(start), 0.3);  // 8 x 50 ms one after the other would be 0.4 s
+}
+
+TEST(PipelineThreadsTest, PrefetchOverlapsProducerAndConsumer) {
+  auto start = Clock::now();
+  Iterator it = sleepy_map(1, 30).prefetch(2).make_iterator();
+  while (it.next()) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  // In turn: 8 x (30 + 30) ms = 0.48 s; overlapped: about 8 x 30 ms + 30 ms = 0.27 s.
+  EXPECT_LT(seconds_since(start), 0.42);
+}
+
+}  // namespace
+}  // namespace cadre::io

@@ -1,0 +1,169 @@
+#include "tools/cadre_ckpt/commands.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <set>
+
+#include "checkpoint/env.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/state_file.h"
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre::tools {
+namespace {
+
+using checkpoint::CheckpointReader;
+
+bool is_directory(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// A file as is; a model_dir's latest checkpoint by its state file, else its newest file.
+std::string resolve(const std::string& path) {
+  if (!is_directory(path)) return path;
+  if (auto latest = checkpoint::latest_checkpoint(path)) return *latest;
+  auto env = checkpoint::posix_env();
+  auto files = checkpoint::list_checkpoint_files(*env, path);
+  if (files.empty()) throw NotFoundError(str_cat(path, " holds no checkpoint"));
+  return files.back().second;
+}
+
+std::string describe(const checkpoint::VariableInfo& info) {
+  return str_cat(info.dtype, " ", info.shape);
+}
+
+// Largest |a - b| over all elements (both read whole: a tool, not a hot path).
+double max_abs_diff(const CheckpointReader& a, const CheckpointReader& b, const std::string& name) {
+  Tensor x = a.read(name).cast(DType::kFloat64);
+  Tensor y = b.read(name).cast(DType::kFloat64);
+  const double* p = x.data<double>();
+  const double* q = y.data<double>();
+  double worst = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double d = std::fabs(p[i] - q[i]);
+    if (std::isnan(d)) {
+      if (std::isnan(p[i]) != std::isnan(q[i])) return NAN;
+      continue;
+    }
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+}  // namespace
+
+int ckpt_ls(const std::string& path, std::ostream& out, std::ostream& err) {
+  std::unique_ptr<CheckpointReader> reader;
+  try {
+    reader = CheckpointReader::open(resolve(path));
+  } catch (const Error& error) {
+    err << "cadre_ckpt ls: " << error.what() << "\n";
+    return 1;
+  }
+  out << "checkpoint " << reader->path() << "\n";
+  out << "global_step " << reader->global_step() << "\n";
+  size_t width = 0;
+  for (const auto& [name, info] : reader->variables()) width = std::max(width, name.size());
+  for (const auto& [name, info] : reader->variables()) {
+    out << std::left << std::setw(static_cast<int>(width)) << name << "  " << std::setw(8)
+        << info.dtype << " " << info.shape;
+    if (!info.slot_of.empty()) out << "  (slot of " << info.slot_of << ")";
+    out << "\n";
+  }
+  return 0;
+}
+
+int ckpt_diff(const std::string& a_path, const std::string& b_path, std::ostream& out,
+              std::ostream& err) {
+  std::unique_ptr<CheckpointReader> a, b;
+  try {
+    a = CheckpointReader::open(resolve(a_path));
+    b = CheckpointReader::open(resolve(b_path));
+  } catch (const Error& error) {
+    err << "cadre_ckpt diff: " << error.what() << "\n";
+    return 2;
+  }
+  std::set<std::string> names;
+  for (const auto& [name, info] : a->variables()) names.insert(name);
+  for (const auto& [name, info] : b->variables()) names.insert(name);
+  int differences = 0;
+  try {
+    for (const std::string& name : names) {
+      auto in_a = a->variables().find(name);
+      auto in_b = b->variables().find(name);
+      if (in_b == b->variables().end()) {
+        out << "only in A: " << name << " " << describe(in_a->second) << "\n";
+      } else if (in_a == a->variables().end()) {
+        out << "only in B: " << name << " " << describe(in_b->second) << "\n";
+      } else if (in_a->second.shape != in_b->second.shape ||
+                 in_a->second.dtype != in_b->second.dtype) {
+        out << "differs: " << name << " A " << describe(in_a->second) << ", B "
+            << describe(in_b->second) << "\n";
+      } else {
+        double diff = max_abs_diff(*a, *b, name);
+        if (diff == 0) continue;
+        out << "differs: " << name << " max_abs_diff " << std::setprecision(6) << diff << "\n";
+      }
+      ++differences;
+    }
+  } catch (const Error& error) {
+    err << "cadre_ckpt diff: " << error.what() << "\n";
+    return 2;
+  }
+  if (a->global_step() != b->global_step()) {
+    out << "global_step: A " << a->global_step() << ", B " << b->global_step() << "\n";
+  }
+  out << (differences == 0 ? "no variables differ" : str_cat(differences, " variables differ"))
+      << "\n";
+  return differences == 0 ? 0 : 1;
+}
+
+int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> files;
+  if (is_directory(path)) {
+    auto env = checkpoint::posix_env();
+    for (const auto& [step, file] : checkpoint::list_checkpoint_files(*env, path)) {
+      files.push_back(file);
+    }
+    if (files.empty()) {
+      err << "cadre_ckpt verify: " << path << " holds no checkpoint\n";
+      return 2;
+    }
+  } else {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) {
+      err << "cadre_ckpt verify: " << path << " does not exist\n";
+      return 2;
+    }
+    files.push_back(path);
+  }
+  int damaged = 0;
+  for (const std::string& file : files) {
+    std::vector<checkpoint::DatasetProblem> problems;
+    size_t datasets = 0;
+    try {
+      auto reader = CheckpointReader::open(file);
+      problems = reader->verify();
+      datasets = reader->variables().size();
+    } catch (const Error& error) {
+      problems.push_back({"(file)", error.what()});
+    }
+    if (problems.empty()) {
+      out << "OK " << file << " (" << datasets << " variables and slots)\n";
+      continue;
+    }
+    ++damaged;
+    out << "DAMAGED " << file << "\n";
+    for (const auto& problem : problems) {
+      out << "  " << problem.dataset << ": " << problem.problem << "\n";
+    }
+  }
+  return damaged == 0 ? 0 : 1;
+}
+
+}  // namespace cadre::tools

@@ -1,0 +1,37 @@
+// cadre_ckpt: inspect, compare and verify Cadre checkpoints.
+//
+//   cadre_ckpt ls PATH        global step and variables (PATH: file or model_dir)
+//   cadre_ckpt diff A B       variables that differ
+//   cadre_ckpt verify PATH    checks every checksum
+#include <iostream>
+#include <string>
+
+#include "tools/cadre_ckpt/commands.h"
+
+namespace {
+
+int usage() {
+  std::cerr << "usage: cadre_ckpt ls PATH | diff A B | verify PATH\n"
+               "  PATH is a checkpoint file (model.ckpt-N.h5) or a model_dir\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  std::string command = argv[1];
+  try {
+    if (command == "ls" && argc == 3) return cadre::tools::ckpt_ls(argv[2], std::cout, std::cerr);
+    if (command == "diff" && argc == 4) {
+      return cadre::tools::ckpt_diff(argv[2], argv[3], std::cout, std::cerr);
+    }
+    if (command == "verify" && argc == 3) {
+      return cadre::tools::ckpt_verify(argv[2], std::cout, std::cerr);
+    }
+  } catch (const std::exception& error) {
+    std::cerr << "cadre_ckpt " << command << ": " << error.what() << "\n";
+    return 2;
+  }
+  return usage();
+}
