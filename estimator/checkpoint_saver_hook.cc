@@ -1,0 +1,51 @@
+#include "estimator/checkpoint_saver_hook.h"
+
+#include <glog/logging.h>
+
+namespace cadre {
+
+CheckpointSaverHook::CheckpointSaverHook(std::optional<int64_t> save_steps,
+                                         std::optional<double> save_secs,
+                                         CheckpointSaverListeners listeners)
+    : timer_(save_secs ? std::nullopt : save_steps, save_secs), listeners_(std::move(listeners)) {}
+
+void CheckpointSaverHook::begin(Run& run) {
+  timer_.reset();
+  saved_.clear();
+  for (const auto& listener : listeners_) listener->begin();
+}
+
+void CheckpointSaverHook::after_create(Run& run) {
+  // The interval counts from where the run starts, not from step 0.
+  timer_.update_last_triggered_step(run.global_step());
+}
+
+bool CheckpointSaverHook::save(Run& run, int64_t global_step) {
+  for (const auto& listener : listeners_) listener->before_save(global_step);
+  std::string path = run.save_checkpoint();
+  saved_.push_back(path);
+  LOG(INFO) << "saved checkpoint for step " << global_step << ": " << path;
+  bool stop = false;
+  for (const auto& listener : listeners_) stop = listener->after_save(global_step, path) || stop;
+  return stop;
+}
+
+void CheckpointSaverHook::after_run(Run& run, const StepResult& result, RunContext& context) {
+  if (!timer_.should_trigger(result.global_step)) return;
+  timer_.update_last_triggered_step(result.global_step);
+  if (save(run, result.global_step)) {
+    LOG(INFO) << "a checkpoint listener asked training to stop at step " << result.global_step;
+    context.request_stop();
+  }
+}
+
+void CheckpointSaverHook::end(Run& run) {
+  int64_t step = run.global_step();
+  if (timer_.last_triggered_step() != step) {
+    timer_.update_last_triggered_step(step);
+    save(run, step);
+  }
+  for (const auto& listener : listeners_) listener->end(step);
+}
+
+}  // namespace cadre

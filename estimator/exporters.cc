@@ -1,0 +1,85 @@
+#include "estimator/exporters.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+
+#include "core/base/strings.h"
+
+namespace cadre {
+
+namespace fs = std::filesystem;
+
+LatestExporter::LatestExporter(std::string name, io::Features serving_features, int exports_to_keep)
+    : name_(std::move(name)),
+      serving_features_(std::move(serving_features)),
+      exports_to_keep_(exports_to_keep) {
+  if (name_.empty() || name_.find('/') != std::string::npos) {
+    throw InvalidArgumentError(str_cat("exporter name '", name_, "' must be a non-empty file name"));
+  }
+  if (exports_to_keep_ < 0) {
+    throw InvalidArgumentError(str_cat("exporter ", name_, ": exports_to_keep must be >= 0"));
+  }
+}
+
+std::string LatestExporter::write_export(const Estimator& estimator,
+                                         const std::string& checkpoint_path) {
+  fs::path base = fs::path(estimator.model_dir()) / "export" / name_;
+  fs::create_directories(base);
+  // TensorFlow names exports by the time in seconds; a second export within the same
+  // second takes the next free number.
+  int64_t stamp = static_cast<int64_t>(std::time(nullptr));
+  while (fs::exists(base / std::to_string(stamp))) ++stamp;
+  std::string dir =
+      estimator.export_model((base / std::to_string(stamp)).string(), serving_features_,
+                             checkpoint_path);
+  if (exports_to_keep_ > 0) {
+    std::vector<int64_t> stamps;
+    for (const auto& entry : fs::directory_iterator(base)) {
+      const std::string file = entry.path().filename().string();
+      if (!file.empty() && std::all_of(file.begin(), file.end(), ::isdigit)) {
+        stamps.push_back(std::stoll(file));
+      }
+    }
+    std::sort(stamps.begin(), stamps.end());
+    for (size_t i = 0; i + exports_to_keep_ < stamps.size(); ++i) {
+      std::error_code ignored;
+      fs::remove_all(base / std::to_string(stamps[i]), ignored);
+    }
+  }
+  return dir;
+}
+
+std::string LatestExporter::export_model(const Estimator& estimator,
+                                         const std::string& checkpoint_path,
+                                         const EvalResult& eval_result, bool is_the_final_export) {
+  return write_export(estimator, checkpoint_path);
+}
+
+BestExporter::BestExporter(std::string name, io::Features serving_features, std::string metric,
+                           bool higher_is_better, int exports_to_keep)
+    : LatestExporter(std::move(name), std::move(serving_features), exports_to_keep),
+      metric_(std::move(metric)),
+      higher_is_better_(higher_is_better) {}
+
+std::string BestExporter::export_model(const Estimator& estimator,
+                                       const std::string& checkpoint_path,
+                                       const EvalResult& eval_result, bool is_the_final_export) {
+  auto it = eval_result.find(metric_);
+  if (it == eval_result.end()) {
+    std::vector<std::string> names;
+    for (const auto& [key, value] : eval_result) names.push_back(key);
+    throw InvalidArgumentError(str_cat("BestExporter ", name(), ": the evaluation has no metric '",
+                                       metric_, "'; it has: ", join(names)));
+  }
+  double value = it->second;
+  bool better = !best_ || (higher_is_better_ ? value > *best_ : value < *best_);
+  if (!better) return "";
+  best_ = value;
+  LOG(INFO) << "exporter " << name() << ": new best " << metric_ << " = " << value;
+  return write_export(estimator, checkpoint_path);
+}
+
+}  // namespace cadre

@@ -1,0 +1,54 @@
+// What every Estimator call (train, evaluate, predict, export, and a Predictor) runs model_fn
+// against: a VariableStore whose variables are restored from a checkpoint as model_fn
+// creates them, and the random generator of the run. Internal to the estimator module.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "checkpoint/reader.h"
+#include "checkpoint/variables.h"
+#include "core/nn/variable_store.h"
+#include "core/random/generator.h"
+#include "estimator/model_fn.h"
+#include "io/element.h"
+
+namespace cadre::estimator_internal {
+
+// The generator's name in checkpoints.
+inline constexpr char kGlobalGenerator[] = "global";
+
+class ModelSession {
+ public:
+  // Variables start from `restore_from` (names mapped by `source`) when given, else from
+  // their initializers seeded with `seed`. The generator starts at (seed, stream 0), or at
+  // the checkpoint's "global" generator state when restoring with same_names().
+  ModelSession(uint64_t seed, std::shared_ptr<const checkpoint::CheckpointReader> restore_from,
+               checkpoint::CheckpointSourceFn source, bool verify_reads);
+
+  // model_fn on the calling thread with this session's store and generator current; the
+  // spec is validated against `mode`.
+  EstimatorSpec call(const ModelFn& model_fn, const io::Features& features, const Tensor& labels,
+                     ModeKeys mode, const Params& params);
+
+  nn::VariableStore& store() { return store_; }
+  Generator& generator() { return generator_; }
+  const checkpoint::CheckpointReader* checkpoint() const { return restore_from_.get(); }
+
+ private:
+  std::shared_ptr<const checkpoint::CheckpointReader> restore_from_;
+  nn::VariableStore store_;
+  Generator generator_;
+};
+
+// Examples in a batch: the first dimension of the labels, or of the first feature.
+int64_t batch_size_of(const io::Features& features, const Tensor& labels);
+
+// The checkpoint an evaluate/predict/export call reads: `path` when given, else the latest
+// of model_dir. Throws NotFoundError naming model_dir when there is none.
+std::shared_ptr<const checkpoint::CheckpointReader> open_checkpoint_for(
+    const std::string& model_dir, const std::string& path, std::string_view purpose);
+
+}  // namespace cadre::estimator_internal

@@ -1,0 +1,97 @@
+#include "estimator/predictor.h"
+
+#include <filesystem>
+
+#include "checkpoint/env.h"
+#include "core/autodiff/tape.h"
+#include "core/base/strings.h"
+#include "estimator/export_format.h"
+#include "estimator/model_session.h"
+
+namespace cadre {
+
+using estimator_internal::ExportedModel;
+using estimator_internal::ModelSession;
+
+Predictor::Predictor(ModelFn model_fn, Params params, std::unique_ptr<ExportedModel> model,
+                     std::unique_ptr<ModelSession> session, std::string export_dir)
+    : model_fn_(std::move(model_fn)),
+      params_(std::move(params)),
+      model_(std::move(model)),
+      session_(std::move(session)),
+      export_dir_(std::move(export_dir)) {}
+
+Predictor::~Predictor() = default;
+
+std::unique_ptr<Predictor> Predictor::load(const std::string& export_dir, ModelFn model_fn,
+                                           Params params) {
+  if (!model_fn) throw InvalidArgumentError("Predictor::load: model_fn is empty");
+  if (!std::filesystem::is_directory(export_dir)) {
+    throw NotFoundError(str_cat("Predictor::load: no exported model at ", export_dir));
+  }
+  std::string description_path =
+      checkpoint::join_path(export_dir, estimator_internal::kExportDescriptionFile);
+  std::string json = checkpoint::posix_env()->read_file(description_path);
+  auto model = std::make_unique<ExportedModel>(
+      estimator_internal::parse_export_description(json, description_path));
+  std::shared_ptr<const checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(
+      checkpoint::join_path(export_dir, estimator_internal::kExportVariablesFile));
+  auto session = std::make_unique<ModelSession>(0, reader, checkpoint::same_names(), true);
+  return std::unique_ptr<Predictor>(new Predictor(std::move(model_fn), std::move(params),
+                                                  std::move(model), std::move(session),
+                                                  export_dir));
+}
+
+std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
+                                                 const std::string& signature) {
+  auto found = model_->signatures.find(signature);
+  if (found == model_->signatures.end()) {
+    throw InvalidArgumentError(str_cat("Predictor: no signature '", signature, "' in ",
+                                       export_dir_, "; it has: ", join(signatures())));
+  }
+  for (const auto& [name, spec] : model_->inputs) {
+    const Tensor* value = inputs.find(name);
+    if (!value) {
+      throw InvalidArgumentError(str_cat("Predictor: input '", name, "' is missing; the model takes: ",
+                                         join(input_names())));
+    }
+    std::vector<int64_t> per_example;
+    for (int axis = 1; axis < value->rank(); ++axis) per_example.push_back(value->dim(axis));
+    if (value->rank() == 0 || value->dtype() != spec.dtype || per_example != spec.shape) {
+      throw InvalidArgumentError(str_cat(
+          "Predictor: input '", name, "' is ", dtype_name(value->dtype()), " ", value->shape(),
+          "; the model takes ", dtype_name(spec.dtype), " [batch, ", join(spec.shape), "]"));
+    }
+  }
+  EstimatorSpec spec;
+  {
+    NoGradScope no_grad;
+    spec = session_->call(model_fn_, inputs, Tensor(), ModeKeys::kPredict, params_);
+  }
+  std::map<std::string, Tensor> outputs;
+  for (const std::string& key : found->second) {
+    auto it = spec.predictions.find(key);
+    if (it == spec.predictions.end()) {
+      throw InvalidArgumentError(str_cat("Predictor: model_fn no longer predicts '", key,
+                                         "', which signature '", signature, "' exports"));
+    }
+    outputs[key] = it->second;
+  }
+  return outputs;
+}
+
+std::vector<std::string> Predictor::signatures() const {
+  std::vector<std::string> names;
+  for (const auto& [name, keys] : model_->signatures) names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> Predictor::input_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : model_->inputs) names.push_back(name);
+  return names;
+}
+
+int64_t Predictor::global_step() const { return model_->global_step; }
+
+}  // namespace cadre

@@ -1,0 +1,40 @@
+#include "estimator/run_config.h"
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre {
+
+double RunConfig::checkpoint_secs() const {
+  if (save_checkpoints_steps) return 0;
+  return save_checkpoints_secs.value_or(600);
+}
+
+void RunConfig::validate() const {
+  auto fail = [](const std::string& field, const auto& value, std::string_view expected) {
+    throw InvalidArgumentError(
+        str_cat("RunConfig: ", field, " = ", value, " is invalid; expected ", expected));
+  };
+  if (save_checkpoints_steps && save_checkpoints_secs) {
+    throw InvalidArgumentError(str_cat(
+        "RunConfig: save_checkpoints_steps (", *save_checkpoints_steps,
+        ") and save_checkpoints_secs (", *save_checkpoints_secs, ") are both set; set one"));
+  }
+  if (save_checkpoints_steps && *save_checkpoints_steps <= 0) {
+    fail("save_checkpoints_steps", *save_checkpoints_steps, "a positive number");
+  }
+  if (save_checkpoints_secs && *save_checkpoints_secs <= 0) {
+    fail("save_checkpoints_secs", *save_checkpoints_secs, "a positive number");
+  }
+  if (keep_checkpoint_max < 0) fail("keep_checkpoint_max", keep_checkpoint_max, ">= 0");
+  if (keep_checkpoint_every_n_hours < 0) {
+    fail("keep_checkpoint_every_n_hours", keep_checkpoint_every_n_hours, ">= 0");
+  }
+  if (log_step_count_steps <= 0) fail("log_step_count_steps", log_step_count_steps, "> 0");
+  if (save_summary_steps < 0) fail("save_summary_steps", save_summary_steps, ">= 0");
+  if (task_id < 0) fail("task_id", task_id, ">= 0");
+  if (num_worker_replicas < 1) fail("num_worker_replicas", num_worker_replicas, ">= 1");
+  if (num_ps_replicas < 0) fail("num_ps_replicas", num_ps_replicas, ">= 0");
+}
+
+}  // namespace cadre

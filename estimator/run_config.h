@@ -1,0 +1,50 @@
+// RunConfig: where and how an Estimator runs, with TensorFlow's defaults.
+//
+//   RunConfig config;
+//   config.model_dir = "runs/mnist";
+//   config.save_checkpoints_steps = 500;
+//
+// The cluster fields describe this process's place in a job; without TF_CONFIG (local
+// mode) it is the one worker, and the chief.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cadre {
+
+struct RunConfig {
+  // Checkpoints, summaries and eval results go here. Required by train() and evaluate().
+  std::string model_dir;
+  // Seeds variable initialisation, dropout and whatever model_fn draws from the current
+  // generator. Unset: a random seed, logged, so that a run can be repeated.
+  std::optional<uint64_t> tf_random_seed;
+  // Checkpoint every this many steps, or every this many seconds; setting both is an
+  // error, and neither means every 600 seconds. A checkpoint is always written when
+  // train() ends.
+  std::optional<int64_t> save_checkpoints_steps;
+  std::optional<double> save_checkpoints_secs;
+  int keep_checkpoint_max = 5;                   // 0 keeps every checkpoint
+  double keep_checkpoint_every_n_hours = 10000;  // TensorFlow's default: effectively off
+  // Write checkpoints on a background thread after copying the variables (training waits
+  // only for the copy).
+  bool async_checkpoint = false;
+  int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
+  int64_t save_summary_steps = 100;    // 0: no training summaries
+
+  // The cluster: task type ("chief", "worker", "ps", "evaluator"), index, and the job's size.
+  std::string task_type = "worker";
+  int task_id = 0;
+  bool is_chief = true;
+  int num_worker_replicas = 1;
+  int num_ps_replicas = 0;
+
+  // Seconds between checkpoints after resolving the defaults (0 when steps are used).
+  double checkpoint_secs() const;
+  // Throws InvalidArgumentError naming the field and its value when a field is out of range
+  // or both checkpoint intervals are set.
+  void validate() const;
+};
+
+}  // namespace cadre

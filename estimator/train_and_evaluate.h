@@ -1,0 +1,67 @@
+// train_and_evaluate: TensorFlow's tf.estimator.train_and_evaluate. In local mode (no
+// cluster) one process trains, and every time a checkpoint is saved (no sooner than
+// throttle_secs after the previous evaluation) it evaluates that checkpoint, runs the
+// exporters, and goes on training, until max_steps. Training stopped early by a hook (early
+// stopping) or by the end of its input ends with a final evaluation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimator/estimator.h"
+
+namespace cadre {
+
+struct TrainSpec {
+  InputFn input_fn;
+  // The global step to train to; unset: until the input ends or a hook stops training.
+  std::optional<int64_t> max_steps;
+  Hooks hooks;
+
+  TrainSpec(InputFn input_fn, std::optional<int64_t> max_steps = std::nullopt, Hooks hooks = {})
+      : input_fn(std::move(input_fn)), max_steps(max_steps), hooks(std::move(hooks)) {}
+};
+
+// Runs after an evaluation, e.g. to export the model (tf.estimator.Exporter).
+class Exporter {
+ public:
+  virtual ~Exporter() = default;
+  virtual const std::string& name() const = 0;
+  // Returns the export directory written, or "" when it exported nothing this time.
+  virtual std::string export_model(const Estimator& estimator, const std::string& checkpoint_path,
+                                   const EvalResult& eval_result, bool is_the_final_export) = 0;
+};
+using Exporters = std::vector<std::shared_ptr<Exporter>>;
+
+struct EvalSpec {
+  InputFn input_fn;
+  // Batches per evaluation; 0: the whole input (TensorFlow's default is 100).
+  int64_t steps = 100;
+  std::string name;
+  Hooks hooks;
+  Exporters exporters;
+  // Local mode: the first evaluation comes no sooner than this after the start (the
+  // evaluator task waits this long before its first look), and evaluations are at least
+  // throttle_secs apart (TensorFlow's defaults).
+  double start_delay_secs = 120;
+  double throttle_secs = 600;
+
+  EvalSpec(InputFn input_fn, int64_t steps = 100, std::string name = "")
+      : input_fn(std::move(input_fn)), steps(steps), name(std::move(name)) {}
+};
+
+// What train_and_evaluate did: the last evaluation's results and the exports it wrote.
+struct TrainAndEvaluateResult {
+  EvalResult final_eval;
+  std::vector<std::string> exports;
+};
+
+// Trains and evaluates per the estimator's RunConfig role; local mode for now. Throws what
+// train() and evaluate() throw.
+TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec& train_spec,
+                                          const EvalSpec& eval_spec);
+
+}  // namespace cadre

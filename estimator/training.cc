@@ -1,0 +1,243 @@
+// Estimator::train: the training loop and the Run its hooks see.
+#include <glog/logging.h>
+
+#include <regex>
+
+#include "checkpoint/manager.h"
+#include "checkpoint/restore.h"
+#include "checkpoint/variables.h"
+#include "core/autodiff/tape.h"
+#include "core/base/strings.h"
+#include "estimator/basic_hooks.h"
+#include "estimator/checkpoint_saver_hook.h"
+#include "estimator/estimator.h"
+#include "estimator/model_session.h"
+#include "io/summary_writer.h"
+
+namespace cadre {
+
+using estimator_internal::ModelSession;
+
+namespace {
+
+// The trainable variables the train op updates.
+std::vector<nn::Variable*> variables_to_train(const nn::VariableStore& store, const TrainOp& op) {
+  std::vector<nn::Variable*> all = store.trainable_variables();
+  if (op.variables.empty()) return all;
+  std::regex pattern;
+  try {
+    pattern = std::regex(op.variables, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw InvalidArgumentError(str_cat("TrainOp.variables '", op.variables,
+                                       "' is not a valid regular expression: ", e.what()));
+  }
+  std::vector<nn::Variable*> chosen;
+  for (nn::Variable* v : all) {
+    if (std::regex_match(v->name(), pattern)) chosen.push_back(v);
+  }
+  if (chosen.empty()) {
+    throw InvalidArgumentError(str_cat("TrainOp.variables '", op.variables,
+                                       "' matches none of the ", all.size(),
+                                       " trainable variables"));
+  }
+  return chosen;
+}
+
+class TrainRun : public Run {
+ public:
+  TrainRun(const Estimator& estimator, std::shared_ptr<const checkpoint::CheckpointReader> resume,
+           std::shared_ptr<const checkpoint::CheckpointReader> warm,
+           checkpoint::CheckpointSourceFn warm_names, checkpoint::CheckpointManager* manager,
+           std::optional<int64_t> max_steps)
+      : estimator_(estimator),
+        session_(estimator.seed(), resume ? resume : warm,
+                 resume ? checkpoint::same_names() : std::move(warm_names),
+                 /*verify_reads=*/!resume),  // a resumed checkpoint was verified whole
+        manager_(manager),
+        max_steps_(max_steps),
+        global_step_(resume ? resume->global_step() : 0) {
+    if (warm && !resume) {
+      // Warm start takes variables only: the new run starts at step 0 with its own seed.
+      session_.generator().set_state(Generator(estimator.seed(), 0).state());
+    }
+    if (manager_) writer_ = std::make_unique<io::SummaryWriter>(estimator.model_dir());
+  }
+
+  ModeKeys mode() const override { return ModeKeys::kTrain; }
+  const RunConfig& config() const override { return estimator_.config(); }
+  int64_t global_step() const override { return global_step_; }
+  std::optional<int64_t> max_steps() const override { return max_steps_; }
+  nn::VariableStore& store() override { return session_.store(); }
+  io::SummaryWriter* summary_writer() override { return writer_.get(); }
+
+  std::string save_checkpoint() override {
+    if (!manager_) {
+      throw FailedPreconditionError("only the chief saves checkpoints of a training run");
+    }
+    checkpoint::CheckpointData data;
+    data.global_step = global_step_;
+    checkpoint::add_variables(session_.store(), &data);
+    data.rng_states[estimator_internal::kGlobalGenerator] = session_.generator().state();
+    if (iterator_) data.iterator_state = iterator_->save();
+    data.attributes["strategy"] = "one_device";
+    data.attributes["topology"] = "1 worker, 1 replica";
+    return manager_->save(data);
+  }
+
+  void set_iterator(io::Iterator* iterator) { iterator_ = iterator; }
+  ModelSession& session() { return session_; }
+
+  // One step on `batch`; returns its result (the spec stays alive in *spec).
+  StepResult step(const io::Element& batch, EstimatorSpec* spec) {
+    GradientTape tape;
+    *spec = session_.call(estimator_.model_fn(), batch.features, batch.labels, ModeKeys::kTrain,
+                          estimator_.params());
+    std::vector<nn::Variable*> variables = variables_to_train(session_.store(), spec->train_op);
+    spec->train_op.optimizer->minimize(tape, spec->loss, variables);
+    ++global_step_;
+    StepResult result;
+    result.global_step = global_step_;
+    result.batch_size = estimator_internal::batch_size_of(batch.features, batch.labels);
+    result.loss = spec->loss.item<double>();
+    result.spec = spec;
+    return result;
+  }
+
+ private:
+  const Estimator& estimator_;
+  ModelSession session_;
+  checkpoint::CheckpointManager* manager_;
+  std::optional<int64_t> max_steps_;
+  int64_t global_step_;
+  std::unique_ptr<io::SummaryWriter> writer_;
+  io::Iterator* iterator_ = nullptr;
+};
+
+// Restores the input position unless the pipeline changed since the checkpoint, in which
+// case the input starts over (TensorFlow never restores it at all).
+void restore_input(io::Iterator& iterator, const checkpoint::CheckpointReader& reader) {
+  std::map<std::string, Tensor> state = reader.iterator_state(/*verify=*/false);
+  if (state.empty()) return;
+  try {
+    iterator.restore(state);
+  } catch (const InvalidArgumentError& error) {
+    LOG(WARNING) << "the input pipeline differs from the one checkpointed in " << reader.path()
+                 << " (" << error.what() << "); reading the input from its start";
+  }
+}
+
+std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start(const WarmStartSettings& ws) {
+  const std::string& from = ws.ckpt_to_initialize_from;
+  if (from.empty()) {
+    throw InvalidArgumentError("WarmStartSettings.ckpt_to_initialize_from is empty");
+  }
+  if (checkpoint::checkpoint_step(from.substr(from.find_last_of('/') + 1), "model.ckpt") ||
+      from.ends_with(".h5")) {
+    return checkpoint::CheckpointReader::open(from);
+  }
+  std::shared_ptr<const checkpoint::CheckpointReader> reader = checkpoint::open_latest_intact(from);
+  if (!reader) {
+    throw NotFoundError(str_cat("warm start: no checkpoint in ", from));
+  }
+  return reader;
+}
+
+}  // namespace
+
+void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
+  if (config_.model_dir.empty()) throw InvalidArgumentError("train: RunConfig.model_dir is empty");
+  if (args.steps && args.max_steps) {
+    throw InvalidArgumentError(str_cat("train: steps (", *args.steps, ") and max_steps (",
+                                       *args.max_steps, ") are both set; set at most one"));
+  }
+  if ((args.steps && *args.steps <= 0) || (args.max_steps && *args.max_steps <= 0)) {
+    throw InvalidArgumentError("train: steps and max_steps must be positive");
+  }
+  std::unique_ptr<checkpoint::CheckpointManager> manager;
+  if (config_.is_chief) {
+    checkpoint::CheckpointManagerOptions options;
+    options.keep_checkpoint_max = config_.keep_checkpoint_max;
+    options.keep_checkpoint_every_n_hours = config_.keep_checkpoint_every_n_hours;
+    options.async_save = config_.async_checkpoint;
+    manager = std::make_unique<checkpoint::CheckpointManager>(config_.model_dir, options);
+  }
+  std::shared_ptr<const checkpoint::CheckpointReader> resume =
+      checkpoint::open_latest_intact(config_.model_dir);
+  int64_t start_step = resume ? resume->global_step() : 0;
+  std::optional<int64_t> max_steps = args.max_steps;
+  if (args.steps) max_steps = start_step + *args.steps;
+  if (max_steps && start_step >= *max_steps) {
+    LOG(INFO) << "global step " << start_step << " of " << resume->path()
+              << " has already reached max_steps " << *max_steps << "; not training";
+    return;
+  }
+  std::shared_ptr<const checkpoint::CheckpointReader> warm;
+  checkpoint::CheckpointSourceFn warm_names;
+  if (!resume && warm_start_) {
+    warm = open_warm_start(*warm_start_);
+    checkpoint::WarmStartOptions options;
+    options.vars_to_warm_start = warm_start_->vars_to_warm_start;
+    options.var_name_to_prev_var_name = warm_start_->var_name_to_prev_var_name;
+    options.include_slots = warm_start_->include_slots;
+    warm_names = checkpoint::warm_start_names(options);
+    LOG(INFO) << "warm-starting from " << warm->path();
+  }
+  if (resume) LOG(INFO) << "resuming from " << resume->path() << " at step " << start_step;
+
+  TrainRun run(*this, resume, warm, warm_names, manager.get(), max_steps);
+  io::InputContext context;  // one pipeline, one replica
+  io::Dataset dataset = input_fn(context);
+  io::Iterator iterator = dataset.make_iterator();
+  if (resume) restore_input(iterator, *resume);
+  run.set_iterator(&iterator);
+  // Hooks, like model_fn, see the run's variables and generator.
+  nn::VariableStoreScope store_scope(run.store());
+  GeneratorScope generator_scope(run.session().generator());
+
+  // NaN first, so that no later hook (the saver) sees a diverged state.
+  Hooks hooks{std::make_shared<NanTensorHook>()};
+  hooks.insert(hooks.end(), args.hooks.begin(), args.hooks.end());
+  if (max_steps) hooks.push_back(StopAtStepHook::at_step(*max_steps));
+  if (config_.is_chief) {
+    hooks.push_back(std::make_shared<StepCounterHook>(config_.log_step_count_steps));
+    if (config_.save_summary_steps > 0) {
+      hooks.push_back(std::make_shared<SummarySaverHook>(config_.save_summary_steps));
+    }
+    std::optional<int64_t> save_steps = config_.save_checkpoints_steps;
+    std::optional<double> save_secs;
+    if (!save_steps) save_secs = config_.checkpoint_secs();
+    hooks.push_back(
+        std::make_shared<CheckpointSaverHook>(save_steps, save_secs, args.saving_listeners));
+  }
+  for (const auto& hook : hooks) hook->begin(run);
+  for (const auto& hook : hooks) hook->after_create(run);
+
+  EstimatorSpec spec;
+  bool first = true;
+  while (true) {
+    RunContext context_;
+    for (const auto& hook : hooks) hook->before_run(run, context_);
+    std::optional<io::Element> batch = iterator.next();
+    if (!batch) {
+      LOG(INFO) << "the training input ended at step " << run.global_step();
+      break;
+    }
+    StepResult result = run.step(*batch, &spec);
+    if (first && !spec.training_hooks.empty()) {
+      // A spec's hooks join when the first step has shown them.
+      for (const auto& hook : spec.training_hooks) {
+        hook->begin(run);
+        hook->after_create(run);
+      }
+      hooks.insert(hooks.begin() + 1, spec.training_hooks.begin(), spec.training_hooks.end());
+    }
+    first = false;
+    for (const auto& hook : hooks) hook->after_run(run, result, context_);
+    if (context_.stop_requested()) break;
+  }
+  for (const auto& hook : hooks) hook->end(run);
+  if (manager) manager->close();
+  if (io::SummaryWriter* writer = run.summary_writer()) writer->close();
+}
+
+}  // namespace cadre

@@ -1,0 +1,126 @@
+// Trains and evaluates a Fashion-MNIST classifier with the Estimator (../shared/CONTRACTS.md,
+// `examples/fashion_mnist`). Without TF_CONFIG it runs in local mode: it trains to
+// --max_steps, checkpointing every --save_checkpoints_steps, evaluates the final checkpoint
+// on the test set and prints the result as one JSON line:
+//
+//   fashion_mnist --model_dir=runs/fmnist --model=mlp
+//   {"task":"local","model":"mlp","global_step":2000,"accuracy":0.8812,"loss":0.3301}
+//
+// Run it again with the same flags and it resumes from the last checkpoint (returning at
+// once when --max_steps is already reached).
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "core/nn/nn.h"
+#include "core/ops/nn.h"
+#include "core/ops/reduce.h"
+#include "core/runtime/threading.h"
+#include "estimator/estimator.h"
+#include "estimator/train_and_evaluate.h"
+#include "examples/fashion_mnist/models.h"
+#include "io/mnist.h"
+
+DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
+DEFINE_string(model, "mlp", "mlp (784-256-256-10) or cnn");
+DEFINE_string(strategy, "one_device",
+              "one_device, mirrored, central_storage, multi_worker_mirrored, parameter_server");
+DEFINE_string(devices, "", "devices, e.g. cpu:0,cpu:1 (default: all GPUs, else cpu:0)");
+DEFINE_int64(max_steps, 2000, "global step to stop at");
+DEFINE_int64(batch_size, 128, "global batch size");
+DEFINE_double(learning_rate, 0.001, "Adam learning rate");
+DEFINE_int64(save_checkpoints_steps, 500, "checkpoint interval in steps");
+DEFINE_int32(keep_checkpoint_max, 5, "checkpoints kept");
+DEFINE_int64(eval_steps, 0, "eval batches per checkpoint; 0 = the whole test set");
+DEFINE_string(data_dir, cadre::io::kFashionMnistDirectory, "directory of the IDX .gz files");
+DEFINE_uint64(seed, 42, "global seed");
+DEFINE_int32(threads, 0, "intra-op threads (0: all cores, or CADRE_NUM_THREADS)");
+
+namespace {
+
+using namespace cadre;
+
+EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys mode,
+                       const Params& params) {
+  Tensor logits = examples::model_logits(params.text("model"), features.at("image"));
+  if (mode == ModeKeys::kPredict) {
+    return EstimatorSpec::predict(
+        {{"class", argmax(logits, 1)}, {"probabilities", softmax(logits)}, {"logits", logits}});
+  }
+  Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
+  if (mode == ModeKeys::kEval) {
+    return EstimatorSpec::eval(loss, {{"accuracy", nn::metrics::accuracy(labels, logits)}});
+  }
+  return EstimatorSpec::train(loss, nn::optimizers::adam(params.number("learning_rate")));
+}
+
+// Raw bytes through shuffle and batch, scaled once per batch (docs/BENCHMARKS.md: the
+// fastest order; the batches are the same as scaling first).
+Dataset train_input_fn(const InputContext& context) {
+  return io::fashion_mnist(FLAGS_data_dir, io::Split::kTrain, io::ImageFormat::kRawBytes)
+      .shard(context.num_input_pipelines, context.input_pipeline_id)
+      .shuffle(10'000, FLAGS_seed)
+      .repeat()
+      .batch(context.per_replica_batch_size(FLAGS_batch_size), /*drop_remainder=*/true)
+      .map(io::scale_pixels_fn())
+      .prefetch();
+}
+
+Dataset eval_input_fn(const InputContext& context) {
+  return io::fashion_mnist(FLAGS_data_dir, io::Split::kTest, io::ImageFormat::kRawBytes)
+      .batch(1000)
+      .map(io::scale_pixels_fn())
+      .prefetch();
+}
+
+int run() {
+  if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
+  examples::check_model_name(FLAGS_model);
+  if (FLAGS_strategy != "one_device") {
+    throw UnimplementedError(str_cat("--strategy=", FLAGS_strategy,
+                                     " is not available yet; this build has: one_device"));
+  }
+  if (FLAGS_max_steps <= 0 || FLAGS_batch_size <= 0 || FLAGS_save_checkpoints_steps <= 0) {
+    throw InvalidArgumentError(
+        "--max_steps, --batch_size and --save_checkpoints_steps must be positive");
+  }
+  if (FLAGS_eval_steps < 0) throw InvalidArgumentError("--eval_steps must be >= 0");
+  if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
+
+  RunConfig config;
+  config.model_dir = FLAGS_model_dir;
+  config.tf_random_seed = FLAGS_seed;
+  config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
+  config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
+  Params params{{"model", FLAGS_model}, {"learning_rate", FLAGS_learning_rate}};
+  Estimator estimator(model_fn, config, params);
+
+  EvalSpec eval_spec(eval_input_fn, FLAGS_eval_steps);
+  eval_spec.start_delay_secs = 0;
+  eval_spec.throttle_secs = 0;  // evaluate every checkpoint, as the contract's evaluator does
+  TrainAndEvaluateResult result =
+      train_and_evaluate(estimator, TrainSpec(train_input_fn, FLAGS_max_steps), eval_spec);
+  const EvalResult& eval = result.final_eval;
+  std::printf("{\"task\":\"local\",\"model\":\"%s\",\"global_step\":%lld,\"accuracy\":%.4f,"
+              "\"loss\":%.4f}\n",
+              FLAGS_model.c_str(), static_cast<long long>(eval.at("global_step")),
+              eval.at("accuracy"), eval.at("loss"));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Trains and evaluates a Fashion-MNIST model with the Estimator");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::cerr << "fashion_mnist: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,82 @@
+// A small classifier and its data for the estimator tests: 8 features, 3 classes given by a
+// fixed linear rule, a hidden layer with dropout (so that resuming must restore the random
+// generator), Adam (so that it must restore the slots), shuffled input (so that it must
+// restore the input position).
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "core/nn/nn.h"
+#include "core/ops/nn.h"
+#include "core/ops/reduce.h"
+#include "estimator/estimator.h"
+#include "io/dataset.h"
+
+namespace cadre::testing {
+
+inline constexpr int64_t kExamples = 512;
+inline constexpr int64_t kFeatures = 8;
+
+// x [n, 8] in [-1, 1] from a fixed sequence; label = argmax of x·W for a fixed W.
+inline std::pair<Tensor, Tensor> classification_data(int64_t n, int offset = 0) {
+  std::vector<float> x(static_cast<size_t>(n * kFeatures));
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    float score[3] = {0, 0, 0};
+    for (int64_t j = 0; j < kFeatures; ++j) {
+      float v = static_cast<float>(std::sin(0.7 * (i + offset) * (j + 1) + j));
+      x[i * kFeatures + j] = v;
+      for (int c = 0; c < 3; ++c) score[c] += v * static_cast<float>(std::cos(1.3 * (c + 1) * (j + 2)));
+    }
+    y[i] = std::max_element(score, score + 3) - score;
+  }
+  return {Tensor::from_vector(x, Shape{n, kFeatures}), Tensor::from_vector(y)};
+}
+
+inline EstimatorSpec classifier_fn(const Features& features, const Tensor& labels, ModeKeys mode,
+                                   const Params& params) {
+  bool training = mode == ModeKeys::kTrain;
+  Tensor x = nn::dense("hidden", features.at("x"), 16, nn::relu);
+  x = nn::dropout(x, params.number("dropout", 0.1), training);
+  Tensor logits = nn::dense("logits", x, 3);
+  if (mode == ModeKeys::kPredict) {
+    return EstimatorSpec::predict({{"class", argmax(logits, 1)}, {"probabilities", softmax(logits)}});
+  }
+  Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
+  if (mode == ModeKeys::kEval) {
+    return EstimatorSpec::eval(loss, {{"accuracy", nn::metrics::accuracy(labels, logits)}});
+  }
+  return EstimatorSpec::train(loss, nn::optimizers::adam(params.number("learning_rate", 0.01)))
+      .with_tensors({{"logits", logits}});
+}
+
+inline Dataset train_input(const InputContext& context) {
+  auto [x, y] = classification_data(kExamples);
+  return Dataset::from_tensor_slices(Features{{"x", x}}, y)
+      .shuffle(64, /*seed=*/7)
+      .repeat()
+      .batch(16)
+      .prefetch(2);
+}
+
+inline Dataset eval_input(const InputContext& context) {
+  auto [x, y] = classification_data(256, /*offset=*/100000);
+  return Dataset::from_tensor_slices(Features{{"x", x}}, y).batch(64);
+}
+
+inline Dataset predict_input(const InputContext& context) {
+  auto [x, y] = classification_data(20, /*offset=*/100000);
+  return Dataset::from_tensor_slices(Features{{"x", x}}).batch(8);
+}
+
+inline RunConfig test_config(const std::string& model_dir, int64_t save_steps = 50) {
+  RunConfig config;
+  config.model_dir = model_dir;
+  config.tf_random_seed = 42;
+  config.save_checkpoints_steps = save_steps;
+  config.log_step_count_steps = 1000;
+  return config;
+}
+
+}  // namespace cadre::testing
