@@ -104,7 +104,11 @@ void LoggingTensorHook::after_run(Run& run, const StepResult& result, RunContext
   for (const std::string& name : names_) {
     Tensor value = result.value(name);
     if (!line.empty()) line += ", ";
-    line += str_cat(name, " = ", value.numel() == 1 ? value.to_string() : value.to_string(16));
+    if (value.numel() == 1) {
+      line += str_cat(name, " = ", value.item<double>());
+    } else {
+      line += str_cat(name, " = ", value.to_string(16));
+    }
   }
   pending_ = line;
   if (!due) return;
@@ -179,12 +183,9 @@ void StepCounterHook::after_run(Run& run, const StepResult& result, RunContext& 
 
 void NanTensorHook::after_run(Run& run, const StepResult& result, RunContext& context) {
   if (std::isfinite(result.loss)) return;
-  saw_nan_ = true;
-  std::string message = str_cat("Model diverged with loss = ", result.loss, " at global step ",
-                                result.global_step, "; no checkpoint of this state is written");
-  if (fail_) throw NanLossDuringTrainingError(message);
-  LOG(ERROR) << message << "; stopping";
-  context.request_stop();
+  throw NanLossDuringTrainingError(str_cat("Model diverged with loss = ", result.loss,
+                                           " at global step ", result.global_step,
+                                           "; no checkpoint of this state is written"));
 }
 
 // ---------------------------------------------------------------- SummarySaverHook

@@ -95,18 +95,13 @@ class StepCounterHook : public Hook {
   double examples_per_sec_ = 0;
 };
 
-// Throws NanLossDuringTrainingError when a step's loss is NaN or infinite (fail_on_nan_loss),
-// or logs and requests a stop. The Estimator places it before every other hook, so no
-// checkpoint of the bad state is written.
+// Throws NanLossDuringTrainingError when a step's loss is NaN or infinite. The Estimator
+// places it before every other hook and an exception skips the end-of-training save, so no
+// checkpoint of the diverged state is written. (TensorFlow's fail_on_nan_loss=False, which
+// stops quietly, is left out: its end-of-training save would write that state.)
 class NanTensorHook : public Hook {
  public:
-  explicit NanTensorHook(bool fail_on_nan_loss = true) : fail_(fail_on_nan_loss) {}
   void after_run(Run& run, const StepResult& result, RunContext& context) override;
-  bool saw_nan() const { return saw_nan_; }
-
- private:
-  bool fail_;
-  bool saw_nan_ = false;
 };
 
 // Every N steps or seconds: the loss, the learning rate of the optimizer and the spec's

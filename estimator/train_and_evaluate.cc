@@ -3,7 +3,6 @@
 #include <glog/logging.h>
 
 #include <chrono>
-#include <thread>
 
 #include "core/base/strings.h"
 
@@ -13,24 +12,60 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Stops training after a checkpoint is saved once throttle_secs have passed since the last
-// evaluation (TensorFlow's local-mode _NewCheckpointListenerForEvaluate).
-class EvaluateAfterSave : public CheckpointSaverListener {
+// Evaluates a checkpoint right after it is saved, in the training process, once
+// throttle_secs have passed since the previous evaluation, and the last one when training
+// ends (TensorFlow's local-mode _NewCheckpointListenerForEvaluate). Training continues
+// meanwhile from its state in memory.
+class EvaluateOnSave : public CheckpointSaverListener {
  public:
-  EvaluateAfterSave(double throttle_secs, Clock::time_point last_eval)
-      : throttle_secs_(throttle_secs), last_eval_(last_eval) {}
-  bool after_save(int64_t global_step, const std::string& path) override {
-    double since = std::chrono::duration<double>(Clock::now() - last_eval_).count();
-    if (since < throttle_secs_) return false;
-    triggered_ = true;
-    return true;
+  EvaluateOnSave(Estimator& estimator, const EvalSpec& spec, EvalArgs args,
+                 TrainAndEvaluateResult* result)
+      : estimator_(estimator), spec_(spec), args_(std::move(args)), result_(result) {
+    next_eval_ = Clock::now() + seconds(spec.start_delay_secs);
   }
-  bool triggered() const { return triggered_; }
+
+  bool after_save(int64_t global_step, const std::string& path) override {
+    if (Clock::now() < next_eval_) return false;
+    evaluate(path, /*is_final=*/false);
+    return false;
+  }
+
+  void end(int64_t global_step) override {
+    if (std::optional<std::string> latest = estimator_.latest_checkpoint()) {
+      if (evaluated_ != *latest) evaluate(*latest, /*is_final=*/true);
+    }
+  }
+
+  // The final evaluation of a checkpoint not evaluated yet (training had nothing to do).
+  void finish() {
+    std::optional<std::string> latest = estimator_.latest_checkpoint();
+    if (!latest) throw FailedPreconditionError("train_and_evaluate: training saved no checkpoint");
+    if (evaluated_ != *latest) evaluate(*latest, /*is_final=*/true);
+  }
 
  private:
-  double throttle_secs_;
-  Clock::time_point last_eval_;
-  bool triggered_ = false;
+  static Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+
+  void evaluate(const std::string& path, bool is_final) {
+    args_.checkpoint_path = path;
+    EvalResult eval = estimator_.evaluate(spec_.input_fn, args_);
+    for (const auto& exporter : spec_.exporters) {
+      std::string dir = exporter->export_model(estimator_, path, eval, is_final);
+      if (!dir.empty()) result_->exports.push_back(dir);
+    }
+    result_->final_eval = std::move(eval);
+    evaluated_ = path;
+    next_eval_ = Clock::now() + seconds(spec_.throttle_secs);
+  }
+
+  Estimator& estimator_;
+  const EvalSpec& spec_;
+  EvalArgs args_;
+  TrainAndEvaluateResult* result_;
+  Clock::time_point next_eval_;
+  std::string evaluated_;
 };
 
 }  // namespace
@@ -54,42 +89,13 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
   if (eval_spec.steps > 0) eval_args.steps = eval_spec.steps;
   eval_args.name = eval_spec.name;
   eval_args.hooks = eval_spec.hooks;
-
-  // The first evaluation waits start_delay_secs; later ones throttle_secs.
-  Clock::time_point last_eval = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                   std::chrono::duration<double>(
-                                                       eval_spec.start_delay_secs -
-                                                       eval_spec.throttle_secs));
-  std::optional<int64_t> last_evaluated_step;
-  while (true) {
-    auto listener = std::make_shared<EvaluateAfterSave>(eval_spec.throttle_secs, last_eval);
-    TrainArgs train_args;
-    train_args.max_steps = train_spec.max_steps;
-    train_args.hooks = train_spec.hooks;
-    train_args.saving_listeners = {listener};
-    estimator.train(train_spec.input_fn, train_args);
-
-    std::optional<std::string> latest = estimator.latest_checkpoint();
-    if (!latest) throw FailedPreconditionError("train_and_evaluate: training saved no checkpoint");
-    eval_args.checkpoint_path = *latest;
-    EvalResult eval = estimator.evaluate(eval_spec.input_fn, eval_args);
-    last_eval = Clock::now();
-    int64_t step = static_cast<int64_t>(eval.at("global_step"));
-    // Training ended by itself (max_steps, the end of the input, a hook), or the listener
-    // stopped it at a checkpoint that happens to be the last.
-    bool finished = !listener->triggered() ||
-                    (train_spec.max_steps && step >= *train_spec.max_steps);
-    if (last_evaluated_step == step && !finished) {
-      throw InternalError(str_cat("train_and_evaluate: no progress past step ", step));
-    }
-    last_evaluated_step = step;
-    for (const auto& exporter : eval_spec.exporters) {
-      std::string dir = exporter->export_model(estimator, *latest, eval, finished);
-      if (!dir.empty()) result.exports.push_back(dir);
-    }
-    result.final_eval = std::move(eval);
-    if (finished) break;
-  }
+  auto listener = std::make_shared<EvaluateOnSave>(estimator, eval_spec, eval_args, &result);
+  TrainArgs train_args;
+  train_args.max_steps = train_spec.max_steps;
+  train_args.hooks = train_spec.hooks;
+  train_args.saving_listeners = {listener};
+  estimator.train(train_spec.input_fn, train_args);
+  listener->finish();
   return result;
 }
 

@@ -1,8 +1,9 @@
 // train_and_evaluate: TensorFlow's tf.estimator.train_and_evaluate. In local mode (no
-// cluster) one process trains, and every time a checkpoint is saved (no sooner than
-// throttle_secs after the previous evaluation) it evaluates that checkpoint, runs the
-// exporters, and goes on training, until max_steps. Training stopped early by a hook (early
-// stopping) or by the end of its input ends with a final evaluation.
+// cluster) one process trains; right after a checkpoint is saved (once start_delay_secs have
+// passed since the start and throttle_secs since the previous evaluation) it evaluates that
+// checkpoint and runs the exporters, then goes on training from its state in memory. The
+// last checkpoint is always evaluated, also when a hook (early stopping) or the end of the
+// input stopped training before max_steps.
 #pragma once
 
 #include <cstdint>
