@@ -10,4 +10,4 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 cmake -S "$source_dir/consumer" -B "$work/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer" >/dev/null
-"$work/consumer/consumer"
+"$work/consumer/consumer" "$work/model"

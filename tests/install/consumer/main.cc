@@ -1,23 +1,34 @@
-// Fits y = 2x + 1 with one dense unit through the installed headers and libraries.
+// A user's first Estimator program, built against the installed package: README.md's
+// "Write your first model" is this file.
 #include <cadre/cadre.h>
 
-#include <cmath>
 #include <cstdio>
 
-int main() {
-  using namespace cadre;
-  nn::VariableStore store(/*seed=*/1);
-  nn::VariableStoreScope scope(store);
+using namespace cadre;
+
+// y = 2x + 1, learned by one Dense unit.
+EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys mode,
+                       const Params& params) {
+  Tensor y = nn::dense("line", features.at("x"), 1);
+  if (mode == ModeKeys::kPredict) return EstimatorSpec::predict({{"y", y}});
+  Tensor loss = nn::mean_squared_error(labels, y);
+  if (mode == ModeKeys::kEval) return EstimatorSpec::eval(loss);
+  return EstimatorSpec::train(loss, nn::optimizers::sgd(params.number("learning_rate")));
+}
+
+Dataset input_fn(const InputContext& context) {
   Tensor x = Tensor::from_vector<float>({0, 1, 2, 3}, Shape{4, 1});
-  Tensor y = x * 2.0 + 1.0;
-  auto optimizer = nn::optimizers::sgd(0.1);
-  float loss_value = 0;
-  for (int step = 0; step < 300; ++step) {
-    GradientTape tape;
-    Tensor loss = nn::mean_squared_error(y, nn::dense("line", x, 1));
-    optimizer->minimize(tape, loss);
-    loss_value = loss.item<float>();
-  }
-  std::printf("cadre %s: final loss %g\n", CADRE_VERSION, loss_value);
-  return loss_value < 1e-4 ? 0 : 1;
+  return Dataset::from_tensor_slices(Features{{"x", x}}, x * 2.0 + 1.0).repeat().batch(4);
+}
+
+int main(int argc, char** argv) {
+  RunConfig config;
+  config.model_dir = argc > 1 ? argv[1] : "first_model";
+  config.tf_random_seed = 1;
+  Estimator estimator(model_fn, config, {{"learning_rate", 0.1}});
+  estimator.train(input_fn, {.max_steps = 300});
+  EvalResult result = estimator.evaluate(input_fn, {.steps = 1});
+  std::printf("cadre %s: step %g, loss %g\n", CADRE_VERSION, result["global_step"],
+              result["loss"]);
+  return result["loss"] < 1e-4 ? 0 : 1;
 }
