@@ -3,12 +3,33 @@
 // contents are the ones its name promises.
 //
 //   checkpoint_crash_helper MODEL_DIR KEEP_MAX
+//
+// Reports its progress on stdout, one line each, so that the test times its kills from what
+// the helper is doing rather than from the fork (process start-up alone can take longer than
+// a save when the machine is busy): "started" on entry, then "saved <step>" after each save
+// has returned, i.e. once that checkpoint is durable and recorded in the state file.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "checkpoint/manager.h"
 #include "checkpoint/state_file.h"
 #include "tests/checkpoint/test_model.h"
+
+namespace {
+
+// One write(2) per line: unbuffered (nothing is lost in a buffer at SIGKILL) and, being
+// shorter than PIPE_BUF, never torn.
+void report(const std::string& line) {
+  std::string text = line + "\n";
+  if (::write(STDOUT_FILENO, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    std::_Exit(3);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -16,6 +37,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   using namespace cadre::checkpoint;
+  report("started");
   try {
     CheckpointManagerOptions options;
     options.keep_checkpoint_max = std::atoi(argv[2]);
@@ -30,6 +52,7 @@ int main(int argc, char** argv) {
       // Big enough (2 MiB) that kills land inside HDF5's writes too, not only between saves.
       data.variables["big/kernel"] = testing::ramp({512, 1024}, 1, static_cast<float>(step));
       manager.save(data);
+      report("saved " + std::to_string(step));
     }
   } catch (const std::exception& error) {
     std::cerr << "checkpoint_crash_helper: " << error.what() << "\n";
