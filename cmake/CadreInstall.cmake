@@ -10,7 +10,7 @@ install(TARGETS ${cadre_libraries} cadre
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(folder core io checkpoint estimator)
+foreach(folder core io checkpoint strategies estimator)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cadre/${folder}
     FILES_MATCHING PATTERN "*.h")

@@ -9,8 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "strategies/strategy.h"
 
 namespace cadre {
 
@@ -32,6 +35,12 @@ struct RunConfig {
   bool async_checkpoint = false;
   int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
   int64_t save_summary_steps = 100;    // 0: no training summaries
+
+  // How training and evaluation are distributed over devices (and, later, workers); null:
+  // OneDeviceStrategy on cpu:0. Evaluation may use another strategy than training, and a
+  // checkpoint saved under one strategy resumes under any other.
+  std::shared_ptr<const Strategy> train_distribute;
+  std::shared_ptr<const Strategy> eval_distribute;
 
   // The cluster: task type ("chief", "worker", "ps", "evaluator"), index, and the job's size.
   std::string task_type = "worker";

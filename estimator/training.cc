@@ -13,10 +13,9 @@
 #include "estimator/estimator.h"
 #include "estimator/model_session.h"
 #include "io/summary_writer.h"
+#include "strategies/one_device_strategy.h"
 
 namespace cadre {
-
-using estimator_internal::ModelSession;
 
 namespace {
 
@@ -43,23 +42,45 @@ std::vector<nn::Variable*> variables_to_train(const nn::VariableStore& store, co
   return chosen;
 }
 
+// The random generator of each replica: replica r draws from stream r of the seed, so that
+// replica 0 of any strategy draws what a single device would.
+std::vector<Generator> replica_generators(uint64_t seed, int replicas,
+                                          const checkpoint::CheckpointReader* resume) {
+  std::map<std::string, Generator::State> saved;
+  if (resume) saved = resume->rng_states(/*verify=*/false);
+  std::vector<Generator> generators;
+  for (int r = 0; r < replicas; ++r) {
+    auto it = saved.find(r == 0 ? std::string(estimator_internal::kGlobalGenerator)
+                                : str_cat("replica_", r));
+    generators.emplace_back(it != saved.end() ? it->second
+                                              : Generator(seed, static_cast<uint64_t>(r)).state());
+  }
+  return generators;
+}
+
 class TrainRun : public Run {
  public:
-  TrainRun(const Estimator& estimator, std::shared_ptr<const checkpoint::CheckpointReader> resume,
+  TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy,
+           std::shared_ptr<const checkpoint::CheckpointReader> resume,
            std::shared_ptr<const checkpoint::CheckpointReader> warm,
            checkpoint::CheckpointSourceFn warm_names, checkpoint::CheckpointManager* manager,
            std::optional<int64_t> max_steps)
       : estimator_(estimator),
-        session_(estimator.seed(), resume ? resume : warm,
-                 resume ? checkpoint::same_names() : std::move(warm_names),
-                 /*verify_reads=*/!resume),  // a resumed checkpoint was verified whole
+        strategy_(std::move(strategy)),
         manager_(manager),
         max_steps_(max_steps),
-        global_step_(resume ? resume->global_step() : 0) {
-    if (warm && !resume) {
-      // Warm start takes variables only: the new run starts at step 0 with its own seed.
-      session_.generator().set_state(Generator(estimator.seed(), 0).state());
+        global_step_(resume ? resume->global_step() : 0),
+        // Warm start takes variables only: the new run draws from its own seed.
+        generators_(replica_generators(estimator.seed(), strategy_->num_replicas_in_sync(),
+                                       resume.get())) {
+    nn::VariableCreator creator = nn::default_variable_creator;
+    if (resume) {
+      // A resumed checkpoint was verified whole when it was chosen.
+      creator = checkpoint::restoring_creator(resume, checkpoint::same_names(), /*verify=*/false);
+    } else if (warm) {
+      creator = checkpoint::restoring_creator(warm, std::move(warm_names), /*verify=*/true);
     }
+    variables_ = strategy_->create_variables(estimator.seed(), creator);
     if (manager_) writer_ = std::make_unique<io::SummaryWriter>(estimator.model_dir());
   }
 
@@ -67,8 +88,9 @@ class TrainRun : public Run {
   const RunConfig& config() const override { return estimator_.config(); }
   int64_t global_step() const override { return global_step_; }
   std::optional<int64_t> max_steps() const override { return max_steps_; }
-  nn::VariableStore& store() override { return session_.store(); }
+  nn::VariableStore& store() override { return variables_->primary(); }
   io::SummaryWriter* summary_writer() override { return writer_.get(); }
+  Generator& generator() { return generators_[0]; }
 
   std::string save_checkpoint() override {
     if (!manager_) {
@@ -76,46 +98,77 @@ class TrainRun : public Run {
     }
     checkpoint::CheckpointData data;
     data.global_step = global_step_;
-    checkpoint::add_variables(session_.store(), &data);
-    data.rng_states[estimator_internal::kGlobalGenerator] = session_.generator().state();
+    checkpoint::add_variables(variables_->primary(), &data);
+    for (size_t r = 0; r < generators_.size(); ++r) {
+      data.rng_states[r == 0 ? std::string(estimator_internal::kGlobalGenerator)
+                             : str_cat("replica_", r)] = generators_[r].state();
+    }
     if (iterator_) data.iterator_state = iterator_->save();
-    data.attributes["strategy"] = "one_device";
-    data.attributes["topology"] = "1 worker, 1 replica";
+    data.attributes["strategy"] = strategy_->name();
+    data.attributes["topology"] = str_cat("1 worker, ", strategy_->topology());
     return manager_->save(data);
   }
 
-  void set_iterator(io::Iterator* iterator) { iterator_ = iterator; }
-  ModelSession& session() { return session_; }
+  void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
 
-  // One step on `batch`; returns its result (the spec stays alive in *spec).
-  StepResult step(const io::Element& batch, EstimatorSpec* spec) {
-    GradientTape tape;
-    *spec = session_.call(estimator_.model_fn(), batch.features, batch.labels, ModeKeys::kTrain,
-                          estimator_.params());
-    std::vector<nn::Variable*> variables = variables_to_train(session_.store(), spec->train_op);
-    spec->train_op.optimizer->minimize(tape, spec->loss, variables);
+  // One step on the replicas' inputs; returns its result (replica 0's spec stays alive in
+  // *spec). The loss reported is the replicas' losses averaged by batch size, as the loss of
+  // the global batch.
+  StepResult step(const PerReplica<io::Element>& inputs, EstimatorSpec* spec) {
+    struct ReplicaStep {
+      EstimatorSpec spec;
+      double loss = 0;
+      int64_t batch_size = 0;
+    };
+    PerReplica<ReplicaStep> steps = strategy_->run<ReplicaStep>(
+        *variables_,
+        [&](ReplicaContext& ctx) {
+          const io::Element& batch = inputs[ctx.replica_id()];
+          ReplicaStep out;
+          out.batch_size = estimator_internal::batch_size_of(batch.features, batch.labels);
+          GradientTape tape;
+          out.spec = estimator_.model_fn()(batch.features, batch.labels, ModeKeys::kTrain,
+                                           estimator_.params());
+          out.spec.validate(ModeKeys::kTrain);
+          std::vector<nn::Variable*> variables = variables_to_train(ctx.store(), out.spec.train_op);
+          std::vector<Tensor> sources;
+          for (nn::Variable* v : variables) sources.push_back(v->tensor());
+          std::vector<Gradient> gradients = tape.gradient(out.spec.loss, sources);
+          ctx.apply_gradients(*out.spec.train_op.optimizer, std::move(gradients),
+                              static_cast<double>(out.batch_size), variables);
+          out.loss = out.spec.loss.item<double>();
+          return out;
+        },
+        &generators_);
     ++global_step_;
     StepResult result;
     result.global_step = global_step_;
-    result.batch_size = estimator_internal::batch_size_of(batch.features, batch.labels);
-    result.loss = spec->loss.item<double>();
+    double weighted = 0;
+    for (const ReplicaStep& r : steps) {
+      weighted += r.loss * static_cast<double>(r.batch_size);
+      result.batch_size += r.batch_size;
+    }
+    result.loss = weighted / static_cast<double>(std::max<int64_t>(result.batch_size, 1));
+    *spec = std::move(steps[0].spec);
     result.spec = spec;
     return result;
   }
 
  private:
   const Estimator& estimator_;
-  ModelSession session_;
+  std::shared_ptr<const Strategy> strategy_;
   checkpoint::CheckpointManager* manager_;
   std::optional<int64_t> max_steps_;
   int64_t global_step_;
+  std::vector<Generator> generators_;
+  std::unique_ptr<DistributedVariables> variables_;
   std::unique_ptr<io::SummaryWriter> writer_;
-  io::Iterator* iterator_ = nullptr;
+  DistributedIterator* iterator_ = nullptr;
 };
 
 // Restores the input position unless the pipeline changed since the checkpoint, in which
 // case the input starts over (TensorFlow never restores it at all).
-void restore_input(io::Iterator& iterator, const checkpoint::CheckpointReader& reader) {
+void restore_input(DistributedIterator& iterator, const checkpoint::CheckpointReader& reader) {
   std::map<std::string, Tensor> state = reader.iterator_state(/*verify=*/false);
   if (state.empty()) return;
   try {
@@ -184,15 +237,15 @@ void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   }
   if (resume) LOG(INFO) << "resuming from " << resume->path() << " at step " << start_step;
 
-  TrainRun run(*this, resume, warm, warm_names, manager.get(), max_steps);
-  io::InputContext context;  // one pipeline, one replica
-  io::Dataset dataset = input_fn(context);
-  io::Iterator iterator = dataset.make_iterator();
+  std::shared_ptr<const Strategy> strategy = config_.train_distribute;
+  if (!strategy) strategy = OneDeviceStrategy::create();
+  TrainRun run(*this, strategy, resume, warm, warm_names, manager.get(), max_steps);
+  DistributedIterator iterator = strategy->distribute_datasets_from_function(input_fn).make_iterator();
   if (resume) restore_input(iterator, *resume);
   run.set_iterator(&iterator);
-  // Hooks, like model_fn, see the run's variables and generator.
+  // Hooks see the logical variables (replica 0's) and generator, as model_fn does.
   nn::VariableStoreScope store_scope(run.store());
-  GeneratorScope generator_scope(run.session().generator());
+  GeneratorScope generator_scope(run.generator());
 
   // NaN first, so that no later hook (the saver) sees a diverged state.
   Hooks hooks{std::make_shared<NanTensorHook>()};
@@ -217,7 +270,7 @@ void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   while (true) {
     RunContext context_;
     for (const auto& hook : hooks) hook->before_run(run, context_);
-    std::optional<io::Element> batch = iterator.next();
+    std::optional<PerReplica<io::Element>> batch = iterator.next();
     if (!batch) {
       LOG(INFO) << "the training input ended at step " << run.global_step();
       break;

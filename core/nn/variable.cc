@@ -1,15 +1,18 @@
 #include "core/nn/variable.h"
 
 #include "core/autodiff/tape.h"
+#include "core/ops/array.h"
 
 namespace cadre::nn {
 
 Variable::Variable(VariableSpec spec, Tensor value)
     : spec_(std::move(spec)), value_(std::move(value)) {}
 
-const Tensor& Variable::read() const {
+Tensor Variable::read() const {
   if (spec_.trainable && autodiff::any_tape_active()) autodiff::watch_on_active_tapes(value_);
-  return value_;
+  Device here = default_device();
+  if (value_.device() == here) return value_;
+  return to_device(value_, here);  // recorded: the gradient flows back to this device
 }
 
 void Variable::assign(const Tensor& value) {

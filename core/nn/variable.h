@@ -41,9 +41,11 @@ class Variable {
   DType dtype() const { return value_.dtype(); }
   Device device() const { return value_.device(); }
 
-  // The value for use in computation. A trainable variable read while a GradientTape is
-  // recording on this thread is watched by it, so its gradient can be taken.
-  const Tensor& read() const;
+  // The value for use in computation, on the calling thread's default device (a copy when
+  // the variable lives elsewhere, as replicas read a central variable). A trainable variable
+  // read while a GradientTape is recording on this thread is watched by it, so its gradient
+  // (on the variable's own device) can be taken.
+  Tensor read() const;
   // The value without watching (optimizers, checkpoints, metrics).
   Tensor& tensor() { return value_; }
   const Tensor& tensor() const { return value_; }

@@ -1,0 +1,85 @@
+#include "strategies/replica_group.h"
+
+#include "core/base/errors.h"
+
+namespace cadre {
+
+ReplicaGroup::ReplicaGroup(int replicas)
+    : inputs(replicas), outputs(replicas), weights(replicas, 1.0), replicas_(replicas) {}
+
+void ReplicaGroup::arrive_and_wait(const std::function<void()>& combine) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (aborted_) throw AbortedError("another replica failed; this step is abandoned");
+  long generation = generation_;
+  if (++arrived_ == replicas_) {
+    failure_ = nullptr;
+    try {
+      combine();
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+    arrived_ = 0;
+    ++generation_;
+    released_.notify_all();
+  } else {
+    released_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    if (generation_ == generation) throw AbortedError("another replica failed; this step is abandoned");
+  }
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+void ReplicaGroup::abort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  aborted_ = true;
+  released_.notify_all();
+}
+
+ReplicaThreads::ReplicaThreads(int replicas) : errors_(replicas) {
+  for (int r = 0; r < replicas; ++r) threads_.emplace_back([this, r] { loop(r); });
+}
+
+ReplicaThreads::~ReplicaThreads() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+std::vector<std::exception_ptr> ReplicaThreads::run(const std::function<void(int)>& fn) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (auto& e : errors_) e = nullptr;
+  job_ = &fn;
+  pending_ = static_cast<int>(threads_.size());
+  ++job_id_;
+  work_.notify_all();
+  done_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+  return errors_;
+}
+
+void ReplicaThreads::loop(int replica) {
+  long seen = 0;
+  while (true) {
+    const std::function<void(int)>* job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_.wait(lock, [&] { return stopping_ || job_id_ != seen; });
+      if (stopping_) return;
+      seen = job_id_;
+      job = job_;
+    }
+    std::exception_ptr error;
+    try {
+      (*job)(replica);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    errors_[replica] = error;
+    if (--pending_ == 0) done_.notify_all();
+  }
+}
+
+}  // namespace cadre

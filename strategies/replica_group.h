@@ -1,0 +1,66 @@
+// The replica threads of a strategy and the in-process collective they share: a cyclic
+// barrier whose last arrival combines what every replica deposited. Internal to the
+// strategies module.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/autodiff/gradient.h"
+
+namespace cadre {
+
+class ReplicaGroup {
+ public:
+  explicit ReplicaGroup(int replicas);
+  int size() const { return replicas_; }
+
+  // Blocks until all replicas have arrived; the last to arrive runs `combine` first (with
+  // the group's lock released for the others: they are all waiting). Throws AbortedError
+  // once the group is aborted, and rethrows combine's exception on every replica.
+  void arrive_and_wait(const std::function<void()>& combine);
+  // Releases every waiting replica with AbortedError (a replica failed).
+  void abort();
+
+  // Scratch space for the collective in progress: replica r writes inputs[r] before
+  // arriving; the combining replica writes outputs[r].
+  std::vector<std::vector<Gradient>> inputs, outputs;
+  std::vector<double> weights;
+
+ private:
+  int replicas_;
+  std::mutex mutex_;
+  std::condition_variable released_;
+  int arrived_ = 0;        // GUARDED_BY(mutex_)
+  long generation_ = 0;    // GUARDED_BY(mutex_)
+  bool aborted_ = false;   // GUARDED_BY(mutex_)
+  std::exception_ptr failure_;  // GUARDED_BY(mutex_): combine's, for this generation
+};
+
+// Runs one function per replica on threads that live as long as the pool, so that a step
+// costs a wake-up rather than a thread creation (and each thread keeps its OpenMP team).
+class ReplicaThreads {
+ public:
+  explicit ReplicaThreads(int replicas);
+  ~ReplicaThreads();
+  // Calls fn(r) on thread r for every replica and waits for all; returns each replica's
+  // exception (null when it succeeded).
+  std::vector<std::exception_ptr> run(const std::function<void(int)>& fn);
+
+ private:
+  void loop(int replica);
+  std::mutex mutex_;
+  std::condition_variable work_, done_;
+  const std::function<void(int)>* job_ = nullptr;  // GUARDED_BY(mutex_)
+  long job_id_ = 0;                                // GUARDED_BY(mutex_)
+  int pending_ = 0;                                // GUARDED_BY(mutex_)
+  bool stopping_ = false;                          // GUARDED_BY(mutex_)
+  std::vector<std::exception_ptr> errors_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace cadre

@@ -1,0 +1,328 @@
+#include "strategies/strategy.h"
+
+#include <set>
+
+#include "core/autodiff/tape.h"
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+#include "core/ops/array.h"
+#include "core/ops/math.h"
+#include "core/runtime/threading.h"
+#include "strategies/replica_group.h"
+
+namespace cadre {
+
+// ---------------------------------------------------------------- DistributedVariables
+
+DistributedVariables::DistributedVariables(std::vector<std::unique_ptr<nn::VariableStore>> stores,
+                                           int replicas)
+    : stores_(std::move(stores)), replicas_(replicas) {}
+
+nn::VariableStore& DistributedVariables::store(int replica) {
+  return stores_.size() == 1 ? *stores_[0] : *stores_.at(replica);
+}
+
+// ---------------------------------------------------------------- ReplicaContext
+
+ReplicaContext::ReplicaContext(const Strategy& strategy, ReplicaGroup& group,
+                               DistributedVariables& variables, int replica_id)
+    : strategy_(strategy), group_(group), variables_(variables), replica_id_(replica_id) {}
+
+int ReplicaContext::num_replicas_in_sync() const { return strategy_.num_replicas_in_sync(); }
+Device ReplicaContext::device() const { return strategy_.devices()[replica_id_]; }
+
+std::vector<Tensor> ReplicaContext::trainable_sources() {
+  std::vector<Tensor> sources;
+  for (nn::Variable* v : trainable_variables()) sources.push_back(v->tensor());
+  return sources;
+}
+
+std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradient> values,
+                                                 double weight) {
+  if (group_.size() == 1) {
+    if (op == ReduceOp::kSum && weight != 1) {
+      NoGradScope no_grad;
+      for (Gradient& g : values) {
+        if (!g.defined()) continue;
+        if (g.is_sparse()) {
+          IndexedSlices s = g.sparse();
+          s.values = s.values * weight;
+          g = s;
+        } else {
+          g = g.dense() * weight;
+        }
+      }
+    }
+    return values;
+  }
+  group_.inputs[replica_id_] = std::move(values);
+  group_.weights[replica_id_] = weight;
+  group_.arrive_and_wait([&] {
+    std::vector<Device> destinations;
+    for (int r = 0; r < group_.size(); ++r) destinations.push_back(strategy_.variable_device(r));
+    group_.outputs =
+        strategy_.cross_device_ops().batch_reduce(op, group_.inputs, group_.weights, destinations);
+  });
+  return group_.outputs[replica_id_];
+}
+
+Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, double weight) {
+  return all_reduce(op, std::vector<Gradient>{value}, weight)[0].dense();
+}
+
+void ReplicaContext::barrier() {
+  if (group_.size() > 1) group_.arrive_and_wait([] {});
+}
+
+void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
+                                     double weight, std::vector<nn::Variable*> variables) {
+  if (variables.empty()) variables = trainable_variables();
+  std::vector<Gradient> reduced = all_reduce(ReduceOp::kMean, std::move(gradients), weight);
+  if (variables_.mirrored()) {
+    // Identical gradients and identical copies: every replica makes the same update.
+    optimizer.apply_gradients(std::move(reduced), variables);
+    return;
+  }
+  // One shared copy: replica 0 updates it while the others wait, so that none reads it
+  // half-updated in the next step.
+  barrier();
+  if (replica_id_ == 0) optimizer.apply_gradients(std::move(reduced), variables);
+  barrier();
+}
+
+// ---------------------------------------------------------------- DistributedIterator
+
+DistributedIterator::DistributedIterator(io::Iterator iterator, std::vector<Device> devices,
+                                         bool split_batches)
+    : iterator_(std::move(iterator)), devices_(std::move(devices)), split_(split_batches) {}
+
+namespace {
+
+// Rows [begin, end) of every feature and of the labels, on `device`.
+io::Element rows_of(const io::Element& element, int64_t begin, int64_t end, Device device) {
+  io::Element part;
+  for (const auto& [name, value] : element.features) {
+    part.features.set(name, to_device(value.slice(0, begin, end), device));
+  }
+  if (element.labels.defined()) part.labels = to_device(element.labels.slice(0, begin, end), device);
+  return part;
+}
+
+io::Element on_device(io::Element element, Device device) {
+  io::Element moved;
+  for (const auto& [name, value] : element.features) moved.features.set(name, to_device(value, device));
+  if (element.labels.defined()) moved.labels = to_device(element.labels, device);
+  return moved;
+}
+
+int64_t rows_in(const io::Element& element) {
+  if (element.labels.defined() && element.labels.rank() > 0) return element.labels.dim(0);
+  for (const auto& [name, value] : element.features) {
+    if (value.rank() > 0) return value.dim(0);
+  }
+  throw InvalidArgumentError("distribute_dataset: elements must be batches (a first dimension "
+                             "to split over the replicas); add .batch(global_batch_size)");
+}
+
+}  // namespace
+
+std::optional<PerReplica<io::Element>> DistributedIterator::next() {
+  NoGradScope no_grad;
+  const int replicas = static_cast<int>(devices_.size());
+  PerReplica<io::Element> out;
+  if (!split_) {
+    for (int r = 0; r < replicas; ++r) {
+      std::optional<io::Element> element = iterator_.next();
+      if (!element) return std::nullopt;
+      out.push_back(on_device(std::move(*element), devices_[r]));
+    }
+    return out;
+  }
+  std::optional<io::Element> batch = iterator_.next();
+  if (!batch) return std::nullopt;
+  int64_t rows = rows_in(*batch);
+  if (rows < replicas) {
+    throw InvalidArgumentError(str_cat("distribute_dataset: a batch of ", rows,
+                                       " examples cannot feed ", replicas,
+                                       " replicas; use a global batch of at least ", replicas,
+                                       " (or drop_remainder in batch)"));
+  }
+  int64_t base = rows / replicas, extra = rows % replicas, at = 0;
+  for (int r = 0; r < replicas; ++r) {
+    int64_t n = base + (r < extra ? 1 : 0);
+    out.push_back(rows_of(*batch, at, at + n, devices_[r]));
+    at += n;
+  }
+  return out;
+}
+
+DistributedIterator DistributedDataset::make_iterator() const {
+  return DistributedIterator(dataset_.make_iterator(), devices_, split_);
+}
+
+// ---------------------------------------------------------------- Strategy
+
+Strategy::Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops)
+    : devices_(std::move(devices)), cross_device_ops_(std::move(cross_device_ops)) {
+  if (devices_.empty()) {
+    throw InvalidArgumentError(str_cat("a strategy needs at least one device; available: ",
+                                       join(available_devices())));
+  }
+  std::set<std::string> seen;
+  for (const Device& d : devices_) {
+    check_device(d);
+    if (!seen.insert(d.to_string()).second) {
+      throw InvalidArgumentError(str_cat("device ", d, " is named twice in the strategy's devices (",
+                                         join(devices_), "); available: ",
+                                         join(available_devices())));
+    }
+  }
+  if (!cross_device_ops_) cross_device_ops_ = hierarchical_copy_all_reduce();
+}
+
+Strategy::~Strategy() = default;
+
+std::string Strategy::topology() const {
+  return str_cat(devices_.size(), devices_.size() == 1 ? " replica on " : " replicas on ",
+                 join(devices_));
+}
+
+std::unique_ptr<DistributedVariables> Strategy::create_variables(uint64_t seed,
+                                                                 nn::VariableCreator creator) const {
+  std::vector<std::unique_ptr<nn::VariableStore>> stores;
+  int copies = mirrors_variables() ? num_replicas_in_sync() : 1;
+  for (int r = 0; r < copies; ++r) {
+    Device device = variable_device(r);
+    stores.push_back(std::make_unique<nn::VariableStore>(
+        seed, [device, creator](const nn::VariableSpec& spec, uint64_t s) {
+          DeviceScope scope(device);
+          return creator(spec, s);
+        }));
+  }
+  return std::make_unique<DistributedVariables>(std::move(stores), num_replicas_in_sync());
+}
+
+void Strategy::run_replicas(DistributedVariables& variables,
+                            const std::function<void(ReplicaContext&)>& fn,
+                            std::vector<Generator>* generators) const {
+  const int replicas = num_replicas_in_sync();
+  if (generators && static_cast<int>(generators->size()) != replicas) {
+    throw InvalidArgumentError(str_cat("run: ", generators->size(), " generators for ", replicas,
+                                       " replicas"));
+  }
+  ReplicaGroup group(replicas);
+  auto body = [&](int r) {
+    DeviceScope device_scope(devices_[r]);
+    ReplicaThreadScope threads(replicas);
+    nn::VariableStoreScope store_scope(variables.store(r));
+    std::optional<GeneratorScope> generator_scope;
+    if (generators) generator_scope.emplace((*generators)[r]);
+    ReplicaContext context(*this, group, variables, r);
+    try {
+      fn(context);
+    } catch (...) {
+      group.abort();
+      throw;
+    }
+  };
+  std::vector<std::exception_ptr> errors;
+  if (replicas == 1) {
+    errors.resize(1);
+    try {
+      body(0);
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
+  } else {
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    if (!threads_) threads_ = std::make_unique<ReplicaThreads>(replicas);
+    errors = threads_->run(body);
+  }
+  // The replica that failed first, not the ones released with AbortedError because of it.
+  std::exception_ptr first;
+  for (const std::exception_ptr& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const AbortedError&) {
+      if (!first) first = e;
+    } catch (...) {
+      std::rethrow_exception(e);
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values,
+                        const std::vector<double>& weights) const {
+  if (values.size() != devices_.size()) {
+    throw InvalidArgumentError(str_cat("reduce: ", values.size(), " values for ", devices_.size(),
+                                       " replicas"));
+  }
+  if (!weights.empty() && weights.size() != values.size()) {
+    throw InvalidArgumentError(str_cat("reduce: ", weights.size(), " weights for ", values.size(),
+                                       " values"));
+  }
+  for (size_t r = 1; r < values.size(); ++r) {
+    if (values[r].shape() != values[0].shape() || values[r].dtype() != values[0].dtype()) {
+      throw InvalidArgumentError(str_cat("reduce: replica ", r, "'s value is ",
+                                         dtype_name(values[r].dtype()), " ", values[r].shape(),
+                                         ", replica 0's ", dtype_name(values[0].dtype()), " ",
+                                         values[0].shape()));
+    }
+  }
+  PerReplica<std::vector<Gradient>> lists;
+  for (const Tensor& v : values) lists.push_back({v});
+  std::vector<double> w = weights.empty() ? std::vector<double>(values.size(), 1.0) : weights;
+  std::vector<Device> destinations(values.size(), devices_[0]);
+  return cross_device_ops_->batch_reduce(op, lists, w, destinations)[0][0].dense();
+}
+
+Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
+  if (values.size() != devices_.size()) {
+    throw InvalidArgumentError(str_cat("gather: ", values.size(), " values for ", devices_.size(),
+                                       " replicas"));
+  }
+  NoGradScope no_grad;
+  std::vector<Tensor> here;
+  for (const Tensor& v : values) here.push_back(to_device(v, devices_[0]));
+  return concat(here, axis);
+}
+
+io::InputContext Strategy::input_context() const {
+  io::InputContext context;
+  context.num_replicas_in_sync = num_replicas_in_sync();
+  return context;
+}
+
+DistributedDataset Strategy::distribute_dataset(const io::Dataset& dataset) const {
+  return DistributedDataset(dataset, devices_, /*split_batches=*/true);
+}
+
+DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& input_fn) const {
+  return DistributedDataset(input_fn(input_context()), devices_, /*split_batches=*/false);
+}
+
+std::vector<Device> parse_devices(const std::string& text) {
+  std::vector<Device> devices;
+  if (text.empty()) {
+    for (int i = 0; i < num_gpus(); ++i) devices.push_back(Device::gpu(i));
+    if (devices.empty()) devices.push_back(Device::cpu(0));
+    return devices;
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) {
+      throw InvalidArgumentError(str_cat("devices '", text, "' has an empty entry; expected e.g. "
+                                         "cpu:0,cpu:1; available: ", join(available_devices())));
+    }
+    devices.push_back(parse_device(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return devices;
+}
+
+}  // namespace cadre
