@@ -7,22 +7,21 @@
 #include "estimator/estimator.h"
 #include "estimator/model_session.h"
 #include "io/summary_writer.h"
+#include "strategies/one_device_strategy.h"
 
 namespace cadre {
-
-using estimator_internal::ModelSession;
 
 namespace {
 
 class EvalRun : public Run {
  public:
-  EvalRun(const RunConfig& config, ModelSession& session, int64_t global_step)
-      : config_(config), session_(session), global_step_(global_step) {}
+  EvalRun(const RunConfig& config, nn::VariableStore& store, int64_t global_step)
+      : config_(config), store_(store), global_step_(global_step) {}
   ModeKeys mode() const override { return ModeKeys::kEval; }
   const RunConfig& config() const override { return config_; }
   int64_t global_step() const override { return global_step_; }
   std::optional<int64_t> max_steps() const override { return std::nullopt; }
-  nn::VariableStore& store() override { return session_.store(); }
+  nn::VariableStore& store() override { return store_; }
   io::SummaryWriter* summary_writer() override { return nullptr; }
   std::string save_checkpoint() override {
     throw FailedPreconditionError("evaluation does not save checkpoints");
@@ -30,7 +29,7 @@ class EvalRun : public Run {
 
  private:
   const RunConfig& config_;
-  ModelSession& session_;
+  nn::VariableStore& store_;
   int64_t global_step_;
 };
 
@@ -42,29 +41,62 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   }
   std::shared_ptr<const checkpoint::CheckpointReader> reader =
       estimator_internal::open_checkpoint_for(config_.model_dir, args.checkpoint_path, "evaluate");
-  ModelSession session(seed_, reader, checkpoint::same_names(), /*verify_reads=*/true);
+  std::shared_ptr<const Strategy> strategy = config_.eval_distribute;
+  if (!strategy) strategy = OneDeviceStrategy::create();
+  const int replicas = strategy->num_replicas_in_sync();
+  // Every replica evaluates its own restored copy, also under a strategy that shares one
+  // copy in training: metrics live in the store, and each replica updates its own.
+  std::vector<std::unique_ptr<nn::VariableStore>> stores;
+  for (int r = 0; r < replicas; ++r) {
+    nn::VariableCreator restore = checkpoint::restoring_creator(reader, checkpoint::same_names());
+    Device device = strategy->devices()[r];
+    stores.push_back(std::make_unique<nn::VariableStore>(
+        seed_, [restore, device](const nn::VariableSpec& spec, uint64_t seed) {
+          DeviceScope scope(device);
+          return restore(spec, seed);
+        }));
+  }
+  DistributedVariables variables(std::move(stores), replicas);
+  std::vector<Generator> generators;
+  for (int r = 0; r < replicas; ++r) generators.emplace_back(seed_, static_cast<uint64_t>(r));
   int64_t global_step = reader->global_step();
-  EvalRun run(config_, session, global_step);
-  io::Dataset dataset = input_fn(io::InputContext{});
-  io::Iterator iterator = dataset.make_iterator();
+  EvalRun run(config_, variables.primary(), global_step);
+  DistributedIterator iterator = strategy->distribute_datasets_from_function(input_fn).make_iterator();
 
-  nn::VariableStoreScope store_scope(session.store());
-  GeneratorScope generator_scope(session.generator());
+  nn::VariableStoreScope store_scope(variables.primary());
   Hooks hooks = args.hooks;
   for (const auto& hook : hooks) hook->begin(run);
   for (const auto& hook : hooks) hook->after_create(run);
-  NoGradScope no_grad;
   double loss_sum = 0;
-  int64_t batches = 0;
+  int64_t steps = 0;
   EstimatorSpec spec;
   int64_t limit = args.steps.value_or(0);
-  while (limit == 0 || batches < limit) {
+  struct ReplicaEval {
+    EstimatorSpec spec;
+    double loss = 0;
+    int64_t batch_size = 0;
+  };
+  while (limit == 0 || steps < limit) {
     RunContext context;
     for (const auto& hook : hooks) hook->before_run(run, context);
-    std::optional<io::Element> batch = iterator.next();
-    if (!batch) break;
-    spec = session.call(model_fn_, batch->features, batch->labels, ModeKeys::kEval, params_);
-    if (batches == 0) {
+    std::optional<PerReplica<io::Element>> inputs = iterator.next();
+    if (!inputs) break;
+    PerReplica<ReplicaEval> results = strategy->run<ReplicaEval>(
+        variables,
+        [&](ReplicaContext& ctx) {
+          ReplicaEval out;
+          if (ctx.replica_id() >= static_cast<int>(inputs->size())) return out;  // input ended
+          const io::Element& batch = (*inputs)[ctx.replica_id()];
+          NoGradScope no_grad;
+          out.spec = model_fn_(batch.features, batch.labels, ModeKeys::kEval, params_);
+          out.spec.validate(ModeKeys::kEval);
+          out.loss = out.spec.loss.item<double>();
+          out.batch_size = estimator_internal::batch_size_of(batch.features, batch.labels);
+          return out;
+        },
+        &generators);
+    spec = std::move(results[0].spec);
+    if (steps == 0) {
       for (const auto& hook : spec.evaluation_hooks) {
         hook->begin(run);
         hook->after_create(run);
@@ -73,24 +105,39 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
     }
     StepResult result;
     result.global_step = global_step;
-    result.batch_size = estimator_internal::batch_size_of(batch->features, batch->labels);
-    result.loss = spec.loss.item<double>();
+    double weighted = 0;
+    for (const ReplicaEval& r : results) {
+      weighted += r.loss * static_cast<double>(r.batch_size);
+      result.batch_size += r.batch_size;
+    }
+    result.loss = weighted / static_cast<double>(std::max<int64_t>(result.batch_size, 1));
     result.spec = &spec;
-    // TensorFlow's eval loss: the mean over batches of each batch's loss.
+    // TensorFlow's eval loss: the mean over steps of each (global) batch's loss.
     loss_sum += result.loss;
-    ++batches;
+    ++steps;
     for (const auto& hook : hooks) hook->after_run(run, result, context);
     if (context.stop_requested()) break;
   }
-  if (batches == 0) {
+  if (steps == 0) {
     throw OutOfRangeError(str_cat("evaluate: the input of ", eval_dir_name(args.name),
                                   " yielded no batch"));
   }
   for (const auto& hook : hooks) hook->end(run);
 
   EvalResult results;
-  for (const auto& [name, metric] : spec.eval_metric_ops) results[name] = metric->result();
-  results["loss"] = loss_sum / batches;
+  for (const auto& [name, metric] : spec.eval_metric_ops) {
+    // The other replicas' metrics of the same name, merged into replica 0's.
+    for (int r = 1; r < replicas; ++r) {
+      for (const auto& [key, other] : variables.store(r).metrics()) {
+        if (key == metric->name() || key == name) {
+          metric->merge(*other);
+          break;
+        }
+      }
+    }
+    results[name] = metric->result();
+  }
+  results["loss"] = loss_sum / static_cast<double>(steps);
   results["global_step"] = static_cast<double>(global_step);
   if (!config_.model_dir.empty()) {
     io::SummaryWriter writer(config_.model_dir + "/" + eval_dir_name(args.name));
@@ -99,7 +146,8 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
     }
     writer.close();
   }
-  std::string line = str_cat("evaluation of ", reader->path(), " (", batches, " batches):");
+  std::string line = str_cat("evaluation of ", reader->path(), " (", steps, " steps on ",
+                             strategy->topology(), "):");
   for (const auto& [name, value] : results) line += str_cat(" ", name, " = ", value);
   LOG(INFO) << line;
   return results;

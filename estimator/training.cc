@@ -271,7 +271,7 @@ void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     RunContext context_;
     for (const auto& hook : hooks) hook->before_run(run, context_);
     std::optional<PerReplica<io::Element>> batch = iterator.next();
-    if (!batch) {
+    if (!batch || static_cast<int>(batch->size()) < strategy->num_replicas_in_sync()) {
       LOG(INFO) << "the training input ended at step " << run.global_step();
       break;
     }

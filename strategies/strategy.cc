@@ -133,9 +133,10 @@ std::optional<PerReplica<io::Element>> DistributedIterator::next() {
   if (!split_) {
     for (int r = 0; r < replicas; ++r) {
       std::optional<io::Element> element = iterator_.next();
-      if (!element) return std::nullopt;
+      if (!element) break;
       out.push_back(on_device(std::move(*element), devices_[r]));
     }
+    if (out.empty()) return std::nullopt;
     return out;
   }
   std::optional<io::Element> batch = iterator_.next();

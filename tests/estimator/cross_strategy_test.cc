@@ -87,5 +87,28 @@ TEST_F(CrossStrategyTest, EveryPairResumesWhereTheOtherStopped) {
   }
 }
 
+// Evaluation under another strategy than training: the metrics of all replicas merged give
+// what one device gives, also when the last step has fewer batches than replicas.
+TEST_F(CrossStrategyTest, EvaluationMergesTheReplicasMetrics) {
+  train(path("model"), MirroredStrategy::create({Device::cpu(0), Device::cpu(1)}), 20);
+  auto evaluate = [&](std::shared_ptr<const Strategy> strategy) {
+    RunConfig config = testing::test_config(path("model"));
+    config.eval_distribute = std::move(strategy);
+    Estimator estimator(testing::classifier_fn, config, {{"dropout", 0.0}});
+    // 256 examples in batches of 40: 7 batches, the last of 16.
+    return estimator.evaluate([](const InputContext&) {
+      auto [x, y] = testing::classification_data(256, 100000);
+      return Dataset::from_tensor_slices(Features{{"x", x}}, y).batch(40);
+    });
+  };
+  EvalResult one = evaluate(OneDeviceStrategy::create());
+  for (const Named& s : strategies()) {
+    EvalResult result = evaluate(s.strategy);
+    EXPECT_NEAR(result.at("accuracy"), one.at("accuracy"), 1e-12) << s.name;
+    EXPECT_EQ(result.at("global_step"), 20);
+  }
+  EXPECT_GT(one.at("accuracy"), 0.3);
+}
+
 }  // namespace
 }  // namespace cadre
