@@ -5,10 +5,54 @@
 #include "core/base/strings.h"
 #include "core/ops/array.h"
 #include "core/ops/math.h"
+#include "core/runtime/threading.h"
 
 namespace cadre {
 
 namespace {
+
+// sum_r scale[r] * values[r] on `device`, in one pass over memory for host float tensors
+// (the replicas of logical CPU devices share host memory), else with ops.
+Tensor weighted_sum(const std::vector<Tensor>& values, const std::vector<double>& scale,
+                    Device device) {
+  bool host_float = device.is_cpu();
+  for (const Tensor& v : values) {
+    host_float = host_float && v.device().is_cpu() && v.is_contiguous() &&
+                 v.dtype() == values[0].dtype() &&
+                 (v.dtype() == DType::kFloat32 || v.dtype() == DType::kFloat64);
+  }
+  if (!host_float) {
+    Tensor sum = to_device(values[0], device) * scale[0];
+    for (size_t r = 1; r < values.size(); ++r) sum = sum + to_device(values[r], device) * scale[r];
+    return sum;
+  }
+  Tensor out = Tensor::empty(values[0].shape(), values[0].dtype(), device);
+  visit_dtype(out.dtype(), "weighted_sum", [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      std::vector<const T*> in;
+      for (const Tensor& v : values) in.push_back(static_cast<const T*>(v.raw_data()));
+      T* __restrict dst = static_cast<T*>(out.raw_data());
+      parallel_for(0, out.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+        // Pairs of inputs per pass: the common two-replica case reads each input once.
+        const T* __restrict a = in[0];
+        const T sa = static_cast<T>(scale[0]);
+        if (in.size() == 1) {
+          for (int64_t i = begin; i < end; ++i) dst[i] = sa * a[i];
+          return;
+        }
+        const T* __restrict b = in[1];
+        const T sb = static_cast<T>(scale[1]);
+        for (int64_t i = begin; i < end; ++i) dst[i] = sa * a[i] + sb * b[i];
+        for (size_t r = 2; r < in.size(); ++r) {
+          const T* __restrict src = in[r];
+          const T s = static_cast<T>(scale[r]);
+          for (int64_t i = begin; i < end; ++i) dst[i] += s * src[i];
+        }
+      });
+    }
+  });
+  return out;
+}
 
 // The packing and the sparse path are shared; subclasses reduce one dense value.
 class BucketedOps : public CrossDeviceOps {
@@ -149,8 +193,7 @@ class ReductionToOneDevice : public BucketedOps {
  protected:
   PerReplica<Tensor> reduce_dense(const PerReplica<Tensor>& values, const std::vector<double>& scale,
                                   const std::vector<Device>& destinations) override {
-    Tensor sum = to_device(values[0], reduce_to_) * scale[0];
-    for (size_t r = 1; r < values.size(); ++r) sum = sum + to_device(values[r], reduce_to_) * scale[r];
+    Tensor sum = weighted_sum(values, scale, reduce_to_);
     PerReplica<Tensor> out;
     for (const Device& d : destinations) out.push_back(to_device(sum, d));
     return out;
@@ -168,12 +211,20 @@ class HierarchicalCopyAllReduce : public BucketedOps {
  protected:
   PerReplica<Tensor> reduce_dense(const PerReplica<Tensor>& values, const std::vector<double>& scale,
                                   const std::vector<Device>& destinations) override {
-    // Level by level: slot r holds the sum of replicas [r, r + stride).
-    std::vector<Tensor> level(values.size());
-    for (size_t r = 0; r < values.size(); ++r) level[r] = values[r] * scale[r];
+    // Level by level: slot r holds the sum of replicas [r, r + stride), scaled at the first
+    // level.
+    std::vector<Tensor> level(values.begin(), values.end());
+    std::vector<double> first_scale = scale;
     for (size_t stride = 1; stride < values.size(); stride *= 2) {
       for (size_t r = 0; r + stride < values.size(); r += 2 * stride) {
-        level[r] = level[r] + to_device(level[r + stride], level[r].device());
+        std::vector<double> pair = stride == 1 ? std::vector<double>{scale[r], scale[r + 1]}
+                                               : std::vector<double>{1.0, 1.0};
+        level[r] = weighted_sum({level[r], contiguous(level[r + stride])}, pair, level[r].device());
+      }
+      if (stride == 1 && values.size() % 2 == 1) {
+        // The odd replica out joins the next level unpaired: scale it now.
+        size_t last = values.size() - 1;
+        level[last] = weighted_sum({contiguous(level[last])}, {scale[last]}, level[last].device());
       }
     }
     PerReplica<Tensor> out;

@@ -22,6 +22,7 @@
 #include "estimator/train_and_evaluate.h"
 #include "examples/fashion_mnist/models.h"
 #include "io/mnist.h"
+#include "strategies/strategy.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
 DEFINE_string(model, "mlp", "mlp (784-256-256-10) or cnn");
@@ -78,9 +79,11 @@ Dataset eval_input_fn(const InputContext& context) {
 int run() {
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
   examples::check_model_name(FLAGS_model);
-  if (FLAGS_strategy != "one_device") {
-    throw UnimplementedError(str_cat("--strategy=", FLAGS_strategy,
-                                     " is not available yet; this build has: one_device"));
+  std::shared_ptr<Strategy> strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
+  if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
+    throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size, " does not divide over the ",
+                                       strategy->num_replicas_in_sync(), " replicas of --strategy=",
+                                       FLAGS_strategy));
   }
   if (FLAGS_max_steps <= 0 || FLAGS_batch_size <= 0 || FLAGS_save_checkpoints_steps <= 0) {
     throw InvalidArgumentError(
@@ -94,6 +97,8 @@ int run() {
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
   config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
+  config.train_distribute = strategy;
+  config.eval_distribute = strategy;
   Params params{{"model", FLAGS_model}, {"learning_rate", FLAGS_learning_rate}};
   Estimator estimator(model_fn, config, params);
 

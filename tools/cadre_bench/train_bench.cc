@@ -19,6 +19,7 @@
 #include "core/tensor/caching_allocator.h"
 #include "examples/fashion_mnist/models.h"
 #include "io/idx.h"
+#include "strategies/strategy.h"
 
 DEFINE_string(model, "mlp", "mlp or cnn");
 DEFINE_int32(batch_size, 256, "global batch size");
@@ -26,23 +27,38 @@ DEFINE_int32(steps, 0, "measured steps in all (0: windows of about --window_s se
 DEFINE_int32(windows, 7, "timing windows; the median is reported");
 DEFINE_double(window_s, 1.0, "seconds per window when --steps is 0");
 DEFINE_int32(threads, 0, "intra-op threads (0: every core, or CADRE_NUM_THREADS)");
-DEFINE_string(strategy, "one_device", "distribution strategy (one_device)");
-DEFINE_string(devices, "cpu:0", "device to train on");
+DEFINE_string(strategy, "one_device", "one_device, mirrored or central_storage");
+DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
 
 namespace cadre::bench {
 namespace {
 
+// Trains on shuffled batches gathered from the in-memory training set: on one device
+// directly, or through a strategy's replicas (each gathers its part of the global batch on
+// its own device, and the gradients are averaged across replicas).
 class Trainer {
  public:
-  Trainer(const Tensor& images, const Tensor& labels)
+  Trainer(const Tensor& images, const Tensor& labels, std::shared_ptr<Strategy> strategy)
       : images_(images), labels_(labels), store_(0), shuffle_(0, 1),
-        optimizer_(nn::optimizers::adam(1e-3)) {}
+        optimizer_(nn::optimizers::adam(1e-3)), strategy_(std::move(strategy)) {
+    if (strategy_) {
+      variables_ = strategy_->create_variables(0);
+      for (const Device& d : strategy_->devices()) {
+        replica_images_.push_back(images_.to(d));
+        replica_labels_.push_back(labels_.to(d));
+      }
+    }
+  }
 
   void step() {
     if (position_ + FLAGS_batch_size > images_.shape()[0]) reshuffle();
     Tensor ids = order_.slice(0, position_, position_ + FLAGS_batch_size);
     position_ += FLAGS_batch_size;
+    if (strategy_) {
+      replicated_step(ids);
+      return;
+    }
     nn::VariableStoreScope scope(store_);
     GradientTape tape;
     Tensor logits = examples::model_logits(FLAGS_model, gather(images_, ids));
@@ -53,6 +69,21 @@ class Trainer {
   float last_loss() const { return last_loss_.item<float>(); }
 
  private:
+  void replicated_step(const Tensor& ids) {
+    int n = strategy_->num_replicas_in_sync();
+    int64_t per = FLAGS_batch_size / n;
+    PerReplica<Tensor> losses = strategy_->run<Tensor>(*variables_, [&](ReplicaContext& ctx) {
+      int r = ctx.replica_id();
+      Tensor mine = ids.slice(0, r * per, (r + 1) * per).to(ctx.device());
+      GradientTape tape;
+      Tensor logits = examples::model_logits(FLAGS_model, gather(replica_images_[r], mine));
+      Tensor loss = nn::sparse_softmax_cross_entropy(gather(replica_labels_[r], mine), logits);
+      ctx.apply_gradients(*optimizer_, tape.gradient(loss, ctx.trainable_sources()), per);
+      return loss;
+    });
+    last_loss_ = losses[0];
+  }
+
   void reshuffle() {
     int64_t n = images_.shape()[0];
     std::vector<float> keys = random_uniform({n}, 0, 1, DType::kFloat32, &shuffle_).to_vector<float>();
@@ -68,6 +99,9 @@ class Trainer {
   nn::VariableStore store_;
   Generator shuffle_;
   std::shared_ptr<nn::Optimizer> optimizer_;
+  std::shared_ptr<Strategy> strategy_;
+  std::unique_ptr<DistributedVariables> variables_;
+  std::vector<Tensor> replica_images_, replica_labels_;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -78,21 +112,25 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 int run_train() {
   examples::check_model_name(FLAGS_model);
-  if (FLAGS_strategy != "one_device") {
-    throw InvalidArgumentError(str_cat("--strategy=", FLAGS_strategy,
-                                       ": this build benchmarks one_device only"));
-  }
   if (FLAGS_batch_size <= 0 || FLAGS_windows <= 0) {
     throw InvalidArgumentError("--batch_size and --windows must be positive");
   }
-  Device device = parse_device(FLAGS_devices);
+  std::shared_ptr<Strategy> strategy;
+  if (FLAGS_strategy != "one_device") {
+    strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
+    if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
+      throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size, " does not divide over ",
+                                         strategy->num_replicas_in_sync(), " replicas"));
+    }
+  }
+  Device device = strategy ? strategy->devices()[0] : parse_devices(FLAGS_devices).front();
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
   DeviceScope on_device(device);
 
   io::ImagesAndLabels data = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);
   Tensor images = (cast(data.images, DType::kFloat32).reshape({-1, 784}) / 255.0).to(device);
   Tensor labels = cast(data.labels, DType::kInt64).to(device);
-  Trainer trainer(images, labels);
+  Trainer trainer(images, labels, strategy);
 
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) trainer.step();
@@ -115,11 +153,11 @@ int run_train() {
   std::sort(sorted.begin(), sorted.end());
   std::sort(step_ms.begin(), step_ms.end());
   AllocatorStats mem = cpu_allocator().stats();
-  std::printf("{\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
+  std::printf("{\"model\":\"%s\",\"strategy\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
               "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"min\":%.0f,\"max\":%.0f,"
               "\"peak_bytes\":%lld,\"final_loss\":%.4f}\n",
-              FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
-              device.to_string().c_str(), sorted[sorted.size() / 2], step_ms[step_ms.size() / 2],
+              FLAGS_model.c_str(), FLAGS_strategy.c_str(), FLAGS_batch_size, current_thread_budget(),
+              (strategy ? join(strategy->devices(), ",") : device.to_string()).c_str(), sorted[sorted.size() / 2], step_ms[step_ms.size() / 2],
               sorted.front(), sorted.back(), static_cast<long long>(mem.peak_bytes_in_use),
               trainer.last_loss());
   return 0;
