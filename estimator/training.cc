@@ -150,6 +150,27 @@ class TrainRun : public Run {
     }
     result.loss = weighted / static_cast<double>(std::max<int64_t>(result.batch_size, 1));
     *spec = std::move(steps[0].spec);
+    // Summaries describe the global batch: each scalar averaged over the replicas by their
+    // batch sizes, not replica 0's value.
+    if (steps.size() > 1) {
+      for (auto& [tag, value] : spec->scalar_summaries) {
+        double sum = 0;
+        for (const ReplicaStep& r : steps) {
+          if (&r == &steps[0]) {
+            sum += value.item<double>() * static_cast<double>(r.batch_size);
+            continue;
+          }
+          auto it = r.spec.scalar_summaries.find(tag);
+          if (it == r.spec.scalar_summaries.end()) {
+            throw InvalidArgumentError(str_cat("scalar summary '", tag, "' is missing on a replica: "
+                                               "model_fn must return the same summaries on each"));
+          }
+          const Tensor& v = it->second;
+          sum += v.item<double>() * static_cast<double>(r.batch_size);
+        }
+        value = Tensor::scalar(sum / static_cast<double>(result.batch_size));
+      }
+    }
     result.spec = spec;
     return result;
   }

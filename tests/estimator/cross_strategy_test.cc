@@ -4,8 +4,13 @@
 // those of an uninterrupted run), and every checkpoint holds the same logical variables.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
+#include "core/ops/array.h"
+#include "core/ops/reduce.h"
+#include "io/event_file.h"
 #include "strategies/central_storage_strategy.h"
 #include "strategies/mirrored_strategy.h"
 #include "strategies/one_device_strategy.h"
@@ -108,6 +113,37 @@ TEST_F(CrossStrategyTest, EvaluationMergesTheReplicasMetrics) {
     EXPECT_EQ(result.at("global_step"), 20);
   }
   EXPECT_GT(one.at("accuracy"), 0.3);
+}
+
+// Summaries of a step describe the global batch: each replica's value weighted by its
+// batch size, as one device computes it.
+TEST_F(CrossStrategyTest, ScalarSummariesAreReducedOverTheReplicas) {
+  auto fn = [](const Features& f, const Tensor& labels, ModeKeys mode, const Params& p) {
+    EstimatorSpec spec = testing::classifier_fn(f, labels, mode, p);
+    return spec.with_scalar_summaries({{"mean_label", mean(cast(labels, DType::kFloat32))}});
+  };
+  auto summaries = [&](const std::string& dir, std::shared_ptr<const Strategy> strategy) {
+    RunConfig config = testing::test_config(dir);
+    config.train_distribute = std::move(strategy);
+    config.save_summary_steps = 1;
+    Estimator estimator(fn, config, {{"dropout", 0.0}});
+    estimator.train(global_batches, {.max_steps = 5});
+    std::map<int64_t, double> values;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (!entry.path().filename().string().starts_with("events.out")) continue;
+      for (const io::Event& event : io::read_event_file(entry.path().string())) {
+        for (const io::SummaryValue& v : event.values) {
+          if (v.tag == "mean_label") values[event.step] = *v.scalar;
+        }
+      }
+    }
+    return values;
+  };
+  auto one = summaries(path("one"), OneDeviceStrategy::create());
+  auto three = summaries(path("three"), strategies()[2].strategy);
+  ASSERT_EQ(one.size(), 5u);
+  ASSERT_EQ(three.size(), 5u);
+  for (const auto& [step, value] : one) EXPECT_NEAR(three.at(step), value, 1e-6) << step;
 }
 
 }  // namespace
