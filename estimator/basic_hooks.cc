@@ -66,12 +66,14 @@ StopAtStepHook::StopAtStepHook(std::optional<int64_t> num_steps, std::optional<i
     : num_steps_(num_steps), last_step_(last_step) {}
 
 std::shared_ptr<StopAtStepHook> StopAtStepHook::at_step(int64_t last_step) {
-  if (last_step < 0) throw InvalidArgumentError(str_cat("StopAtStepHook: last_step ", last_step, " < 0"));
+  if (last_step < 0)
+    throw InvalidArgumentError(str_cat("StopAtStepHook: last_step ", last_step, " < 0"));
   return std::shared_ptr<StopAtStepHook>(new StopAtStepHook(std::nullopt, last_step));
 }
 
 std::shared_ptr<StopAtStepHook> StopAtStepHook::after_steps(int64_t num_steps) {
-  if (num_steps < 0) throw InvalidArgumentError(str_cat("StopAtStepHook: num_steps ", num_steps, " < 0"));
+  if (num_steps < 0)
+    throw InvalidArgumentError(str_cat("StopAtStepHook: num_steps ", num_steps, " < 0"));
   return std::shared_ptr<StopAtStepHook>(new StopAtStepHook(num_steps, std::nullopt));
 }
 
@@ -173,8 +175,8 @@ void StepCounterHook::after_run(Run& run, const StepResult& result, RunContext& 
   line += str_cat("  loss ", loss, "  ", human_count(steps_per_sec_), " steps/s  ",
                   human_count(examples_per_sec_), " ex/s");
   if (max_steps && steps_per_sec_ > 0) {
-    line += str_cat("  ETA ", static_cast<int64_t>((*max_steps - result.global_step) / steps_per_sec_),
-                    "s");
+    line += str_cat("  ETA ",
+                    static_cast<int64_t>((*max_steps - result.global_step) / steps_per_sec_), "s");
   }
   LOG(INFO) << line;
 }

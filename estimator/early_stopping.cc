@@ -95,7 +95,9 @@ bool EarlyStoppingHook::should_stop() const {
   return scan(history, options_).exhausted > 0;
 }
 
-void EarlyStoppingHook::after_create(Run& run) { timer_.update_last_triggered_step(run.global_step()); }
+void EarlyStoppingHook::after_create(Run& run) {
+  timer_.update_last_triggered_step(run.global_step());
+}
 
 void EarlyStoppingHook::after_run(Run& run, const StepResult& result, RunContext& context) {
   if (!timer_.should_trigger(result.global_step)) return;
@@ -134,12 +136,14 @@ ReduceLrOnPlateau::ReduceLrOnPlateau(PlateauOptions options, double factor,
       multiplier_(std::make_shared<std::atomic<double>>(1.0)) {
   check_options(options_, "ReduceLrOnPlateau");
   if (!(factor_ > 0 && factor_ < 1)) {
-    throw InvalidArgumentError(str_cat("ReduceLrOnPlateau: factor must be in (0, 1), got ", factor_));
+    throw InvalidArgumentError(
+        str_cat("ReduceLrOnPlateau: factor must be in (0, 1), got ", factor_));
   }
 }
 
 nn::LearningRate ReduceLrOnPlateau::scaled(nn::LearningRate base) const {
-  return nn::LearningRate(std::make_shared<ScaledRate>(std::move(base), multiplier_, min_learning_rate_));
+  return nn::LearningRate(
+      std::make_shared<ScaledRate>(std::move(base), multiplier_, min_learning_rate_));
 }
 
 void ReduceLrOnPlateau::refresh() {

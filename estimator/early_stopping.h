@@ -23,7 +23,7 @@ std::vector<std::pair<int64_t, double>> read_eval_history(const std::string& eva
                                                           const std::string& metric);
 
 struct PlateauOptions {
-  std::string eval_dir;        // e.g. model_dir + "/eval"
+  std::string eval_dir;  // e.g. model_dir + "/eval"
   std::string metric = "loss";
   bool higher_is_better = false;
   // An evaluation improves on the best so far by more than this.

@@ -61,7 +61,8 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   for (int r = 0; r < replicas; ++r) generators.emplace_back(seed_, static_cast<uint64_t>(r));
   int64_t global_step = reader->global_step();
   EvalRun run(config_, variables.primary(), global_step);
-  DistributedIterator iterator = strategy->distribute_datasets_from_function(input_fn).make_iterator();
+  DistributedIterator iterator =
+      strategy->distribute_datasets_from_function(input_fn).make_iterator();
 
   nn::VariableStoreScope store_scope(variables.primary());
   Hooks hooks = args.hooks;
@@ -71,20 +72,16 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   int64_t steps = 0;
   EstimatorSpec spec;
   int64_t limit = args.steps.value_or(0);
-  struct ReplicaEval {
-    EstimatorSpec spec;
-    double loss = 0;
-    int64_t batch_size = 0;
-  };
+  using estimator_internal::ReplicaOutput;
   while (limit == 0 || steps < limit) {
     RunContext context;
     for (const auto& hook : hooks) hook->before_run(run, context);
     std::optional<PerReplica<io::Element>> inputs = iterator.next();
     if (!inputs) break;
-    PerReplica<ReplicaEval> results = strategy->run<ReplicaEval>(
+    PerReplica<ReplicaOutput> results = strategy->run<ReplicaOutput>(
         variables,
         [&](ReplicaContext& ctx) {
-          ReplicaEval out;
+          ReplicaOutput out;
           if (ctx.replica_id() >= static_cast<int>(inputs->size())) return out;  // input ended
           const io::Element& batch = (*inputs)[ctx.replica_id()];
           NoGradScope no_grad;
@@ -103,14 +100,7 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
       }
       hooks.insert(hooks.end(), spec.evaluation_hooks.begin(), spec.evaluation_hooks.end());
     }
-    StepResult result;
-    result.global_step = global_step;
-    double weighted = 0;
-    for (const ReplicaEval& r : results) {
-      weighted += r.loss * static_cast<double>(r.batch_size);
-      result.batch_size += r.batch_size;
-    }
-    result.loss = weighted / static_cast<double>(std::max<int64_t>(result.batch_size, 1));
+    StepResult result = estimator_internal::combine_replicas(results, global_step);
     result.spec = &spec;
     // TensorFlow's eval loss: the mean over steps of each (global) batch's loss.
     loss_sum += result.loss;
@@ -119,8 +109,8 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
     if (context.stop_requested()) break;
   }
   if (steps == 0) {
-    throw OutOfRangeError(str_cat("evaluate: the input of ", eval_dir_name(args.name),
-                                  " yielded no batch"));
+    throw OutOfRangeError(
+        str_cat("evaluate: the input of ", eval_dir_name(args.name), " yielded no batch"));
   }
   for (const auto& hook : hooks) hook->end(run);
 

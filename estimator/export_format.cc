@@ -67,7 +67,8 @@ std::string export_description_json(const ExportedModel& model) {
   description.set_global_step(model.global_step);
   description.set_source_checkpoint(model.source_checkpoint);
   description.set_created(utc_now());
-  for (const auto& [name, spec] : model.inputs) to_proto(spec, &(*description.mutable_inputs())[name]);
+  for (const auto& [name, spec] : model.inputs)
+    to_proto(spec, &(*description.mutable_inputs())[name]);
   for (const auto& [name, spec] : model.outputs) {
     to_proto(spec, &(*description.mutable_outputs())[name]);
   }
@@ -91,9 +92,8 @@ ExportedModel parse_export_description(const std::string& json, const std::strin
     throw DataLossError(str_cat(source, " is not an export description: ", status.ToString()));
   }
   if (description.format_version() != kExportFormatVersion) {
-    throw DataLossError(str_cat(source, " has export format version ",
-                                description.format_version(), "; this library reads version ",
-                                kExportFormatVersion));
+    throw DataLossError(str_cat(source, " has export format version ", description.format_version(),
+                                "; this library reads version ", kExportFormatVersion));
   }
   ExportedModel model;
   model.global_step = description.global_step();

@@ -17,7 +17,8 @@ LatestExporter::LatestExporter(std::string name, io::Features serving_features, 
       serving_features_(std::move(serving_features)),
       exports_to_keep_(exports_to_keep) {
   if (name_.empty() || name_.find('/') != std::string::npos) {
-    throw InvalidArgumentError(str_cat("exporter name '", name_, "' must be a non-empty file name"));
+    throw InvalidArgumentError(
+        str_cat("exporter name '", name_, "' must be a non-empty file name"));
   }
   if (exports_to_keep_ < 0) {
     throw InvalidArgumentError(str_cat("exporter ", name_, ": exports_to_keep must be >= 0"));
@@ -32,9 +33,8 @@ std::string LatestExporter::write_export(const Estimator& estimator,
   // second takes the next free number.
   int64_t stamp = static_cast<int64_t>(std::time(nullptr));
   while (fs::exists(base / std::to_string(stamp))) ++stamp;
-  std::string dir =
-      estimator.export_model((base / std::to_string(stamp)).string(), serving_features_,
-                             checkpoint_path);
+  std::string dir = estimator.export_model((base / std::to_string(stamp)).string(),
+                                           serving_features_, checkpoint_path);
   if (exports_to_keep_ > 0) {
     std::vector<int64_t> stamps;
     for (const auto& entry : fs::directory_iterator(base)) {

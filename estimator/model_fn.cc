@@ -90,8 +90,9 @@ EstimatorSpec EstimatorSpec::eval(Tensor loss, MetricOps eval_metric_ops) {
   return spec;
 }
 
-EstimatorSpec EstimatorSpec::predict(std::map<std::string, Tensor> predictions,
-                                     std::map<std::string, std::vector<std::string>> export_outputs) {
+EstimatorSpec EstimatorSpec::predict(
+    std::map<std::string, Tensor> predictions,
+    std::map<std::string, std::vector<std::string>> export_outputs) {
   EstimatorSpec spec;
   spec.mode = ModeKeys::kPredict;
   spec.predictions = std::move(predictions);
@@ -130,12 +131,12 @@ namespace {
 
 void check_scalar_loss(const Tensor& loss, ModeKeys mode) {
   if (!loss.defined()) {
-    throw InvalidArgumentError(str_cat("EstimatorSpec: mode ", mode_name(mode),
-                                       " needs `loss`, but the spec has none"));
+    throw InvalidArgumentError(
+        str_cat("EstimatorSpec: mode ", mode_name(mode), " needs `loss`, but the spec has none"));
   }
   if (loss.numel() != 1) {
-    throw InvalidArgumentError(str_cat("EstimatorSpec: `loss` must be a scalar, got shape ",
-                                       loss.shape()));
+    throw InvalidArgumentError(
+        str_cat("EstimatorSpec: `loss` must be a scalar, got shape ", loss.shape()));
   }
   if (!is_floating(loss.dtype())) {
     throw InvalidArgumentError(
@@ -185,8 +186,8 @@ void EstimatorSpec::validate(ModeKeys expected) const {
     }
     if (batch >= 0 && value.dim(0) != batch) {
       throw InvalidArgumentError(str_cat("EstimatorSpec: predictions '", first, "' and '", name,
-                                         "' disagree in batch size (", batch, " and ",
-                                         value.dim(0), ")"));
+                                         "' disagree in batch size (", batch, " and ", value.dim(0),
+                                         ")"));
     }
     if (batch < 0) {
       batch = value.dim(0);

@@ -72,7 +72,8 @@ using MetricOps = std::map<std::string, std::shared_ptr<nn::Metric>>;
 // What model_fn returns for one step. Build it with the constructor for the mode, then add
 // optional parts:
 //
-//   return EstimatorSpec::train(loss, nn::optimizers::adam(1e-3)).with_tensors({{"logits", logits}});
+//   return EstimatorSpec::train(loss, nn::optimizers::adam(1e-3)).with_tensors({{"logits",
+//   logits}});
 //
 // The Estimator checks a spec against the mode it called model_fn with and throws
 // InvalidArgumentError naming the missing field (see validate).

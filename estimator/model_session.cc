@@ -1,5 +1,7 @@
 #include "estimator/model_session.h"
 
+#include <algorithm>
+
 #include "checkpoint/restore.h"
 #include "checkpoint/state_file.h"
 #include "core/base/errors.h"
@@ -46,6 +48,18 @@ int64_t batch_size_of(const io::Features& features, const Tensor& labels) {
     if (value.rank() > 0) return value.dim(0);
   }
   return 1;
+}
+
+StepResult combine_replicas(const std::vector<ReplicaOutput>& outputs, int64_t global_step) {
+  StepResult result;
+  result.global_step = global_step;
+  double weighted = 0;
+  for (const ReplicaOutput& r : outputs) {
+    weighted += r.loss * static_cast<double>(r.batch_size);
+    result.batch_size += r.batch_size;
+  }
+  result.loss = weighted / static_cast<double>(std::max<int64_t>(result.batch_size, 1));
+  return result;
 }
 
 std::shared_ptr<const checkpoint::CheckpointReader> open_checkpoint_for(

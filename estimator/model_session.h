@@ -12,6 +12,7 @@
 #include "checkpoint/variables.h"
 #include "core/nn/variable_store.h"
 #include "core/random/generator.h"
+#include "estimator/hooks.h"
 #include "estimator/model_fn.h"
 #include "io/element.h"
 
@@ -45,6 +46,16 @@ class ModelSession {
 
 // Examples in a batch: the first dimension of the labels, or of the first feature.
 int64_t batch_size_of(const io::Features& features, const Tensor& labels);
+
+// What one replica's model_fn produced in a step.
+struct ReplicaOutput {
+  EstimatorSpec spec;
+  double loss = 0;
+  int64_t batch_size = 0;
+};
+// The step over all replicas, as hooks see it: the examples summed and the loss of the
+// global batch (the replicas' losses weighted by their batch sizes). `spec` is not set.
+StepResult combine_replicas(const std::vector<ReplicaOutput>& outputs, int64_t global_step);
 
 // The checkpoint an evaluate/predict/export call reads: `path` when given, else the latest
 // of model_dir. Throws NotFoundError naming model_dir when there is none.

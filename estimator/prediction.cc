@@ -141,13 +141,14 @@ std::string Estimator::export_model(const std::string& export_dir,
   namespace fs = std::filesystem;
   if (export_dir.empty()) throw InvalidArgumentError("export_model: export_dir is empty");
   if (fs::exists(export_dir)) {
-    throw AlreadyExistsError(str_cat("export_model: ", export_dir,
-                                     " exists already; exports never overwrite"));
+    throw AlreadyExistsError(
+        str_cat("export_model: ", export_dir, " exists already; exports never overwrite"));
   }
   if (serving_features.empty()) {
     throw InvalidArgumentError("export_model: serving_features is empty; give a batch of inputs");
   }
-  auto reader = estimator_internal::open_checkpoint_for(config_.model_dir, checkpoint_path, "export");
+  auto reader =
+      estimator_internal::open_checkpoint_for(config_.model_dir, checkpoint_path, "export");
   ModelSession session(seed_, reader, checkpoint::same_names(), true);
   EstimatorSpec spec;
   {

@@ -37,23 +37,22 @@ std::unique_ptr<Predictor> Predictor::load(const std::string& export_dir, ModelF
   std::shared_ptr<const checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(
       checkpoint::join_path(export_dir, estimator_internal::kExportVariablesFile));
   auto session = std::make_unique<ModelSession>(0, reader, checkpoint::same_names(), true);
-  return std::unique_ptr<Predictor>(new Predictor(std::move(model_fn), std::move(params),
-                                                  std::move(model), std::move(session),
-                                                  export_dir));
+  return std::unique_ptr<Predictor>(new Predictor(
+      std::move(model_fn), std::move(params), std::move(model), std::move(session), export_dir));
 }
 
 std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
                                                  const std::string& signature) {
   auto found = model_->signatures.find(signature);
   if (found == model_->signatures.end()) {
-    throw InvalidArgumentError(str_cat("Predictor: no signature '", signature, "' in ",
-                                       export_dir_, "; it has: ", join(signatures())));
+    throw InvalidArgumentError(str_cat("Predictor: no signature '", signature, "' in ", export_dir_,
+                                       "; it has: ", join(signatures())));
   }
   for (const auto& [name, spec] : model_->inputs) {
     const Tensor* value = inputs.find(name);
     if (!value) {
-      throw InvalidArgumentError(str_cat("Predictor: input '", name, "' is missing; the model takes: ",
-                                         join(input_names())));
+      throw InvalidArgumentError(str_cat("Predictor: input '", name,
+                                         "' is missing; the model takes: ", join(input_names())));
     }
     std::vector<int64_t> per_example;
     for (int axis = 1; axis < value->rank(); ++axis) per_example.push_back(value->dim(axis));

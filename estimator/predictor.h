@@ -41,7 +41,8 @@ class Predictor {
   int64_t global_step() const;
 
  private:
-  Predictor(ModelFn model_fn, Params params, std::unique_ptr<estimator_internal::ExportedModel> model,
+  Predictor(ModelFn model_fn, Params params,
+            std::unique_ptr<estimator_internal::ExportedModel> model,
             std::unique_ptr<estimator_internal::ModelSession> session, std::string export_dir);
   ModelFn model_fn_;
   Params params_;

@@ -16,9 +16,9 @@ void RunConfig::validate() const {
         str_cat("RunConfig: ", field, " = ", value, " is invalid; expected ", expected));
   };
   if (save_checkpoints_steps && save_checkpoints_secs) {
-    throw InvalidArgumentError(str_cat(
-        "RunConfig: save_checkpoints_steps (", *save_checkpoints_steps,
-        ") and save_checkpoints_secs (", *save_checkpoints_secs, ") are both set; set one"));
+    throw InvalidArgumentError(str_cat("RunConfig: save_checkpoints_steps (",
+                                       *save_checkpoints_steps, ") and save_checkpoints_secs (",
+                                       *save_checkpoints_secs, ") are both set; set one"));
   }
   if (save_checkpoints_steps && *save_checkpoints_steps <= 0) {
     fail("save_checkpoints_steps", *save_checkpoints_steps, "a positive number");

@@ -71,8 +71,8 @@ class TrainRun : public Run {
         max_steps_(max_steps),
         global_step_(resume ? resume->global_step() : 0),
         // Warm start takes variables only: the new run draws from its own seed.
-        generators_(replica_generators(estimator.seed(), strategy_->num_replicas_in_sync(),
-                                       resume.get())) {
+        generators_(
+            replica_generators(estimator.seed(), strategy_->num_replicas_in_sync(), resume.get())) {
     nn::VariableCreator creator = nn::default_variable_creator;
     if (resume) {
       // A resumed checkpoint was verified whole when it was chosen.
@@ -115,16 +115,12 @@ class TrainRun : public Run {
   // *spec). The loss reported is the replicas' losses averaged by batch size, as the loss of
   // the global batch.
   StepResult step(const PerReplica<io::Element>& inputs, EstimatorSpec* spec) {
-    struct ReplicaStep {
-      EstimatorSpec spec;
-      double loss = 0;
-      int64_t batch_size = 0;
-    };
-    PerReplica<ReplicaStep> steps = strategy_->run<ReplicaStep>(
+    using estimator_internal::ReplicaOutput;
+    PerReplica<ReplicaOutput> steps = strategy_->run<ReplicaOutput>(
         *variables_,
         [&](ReplicaContext& ctx) {
           const io::Element& batch = inputs[ctx.replica_id()];
-          ReplicaStep out;
+          ReplicaOutput out;
           out.batch_size = estimator_internal::batch_size_of(batch.features, batch.labels);
           GradientTape tape;
           out.spec = estimator_.model_fn()(batch.features, batch.labels, ModeKeys::kTrain,
@@ -141,28 +137,22 @@ class TrainRun : public Run {
         },
         &generators_);
     ++global_step_;
-    StepResult result;
-    result.global_step = global_step_;
-    double weighted = 0;
-    for (const ReplicaStep& r : steps) {
-      weighted += r.loss * static_cast<double>(r.batch_size);
-      result.batch_size += r.batch_size;
-    }
-    result.loss = weighted / static_cast<double>(std::max<int64_t>(result.batch_size, 1));
+    StepResult result = estimator_internal::combine_replicas(steps, global_step_);
     *spec = std::move(steps[0].spec);
     // Summaries describe the global batch: each scalar averaged over the replicas by their
     // batch sizes, not replica 0's value.
     if (steps.size() > 1) {
       for (auto& [tag, value] : spec->scalar_summaries) {
         double sum = 0;
-        for (const ReplicaStep& r : steps) {
+        for (const ReplicaOutput& r : steps) {
           if (&r == &steps[0]) {
             sum += value.item<double>() * static_cast<double>(r.batch_size);
             continue;
           }
           auto it = r.spec.scalar_summaries.find(tag);
           if (it == r.spec.scalar_summaries.end()) {
-            throw InvalidArgumentError(str_cat("scalar summary '", tag, "' is missing on a replica: "
+            throw InvalidArgumentError(str_cat("scalar summary '", tag,
+                                               "' is missing on a replica: "
                                                "model_fn must return the same summaries on each"));
           }
           const Tensor& v = it->second;
@@ -261,7 +251,8 @@ void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   std::shared_ptr<const Strategy> strategy = config_.train_distribute;
   if (!strategy) strategy = OneDeviceStrategy::create();
   TrainRun run(*this, strategy, resume, warm, warm_names, manager.get(), max_steps);
-  DistributedIterator iterator = strategy->distribute_datasets_from_function(input_fn).make_iterator();
+  DistributedIterator iterator =
+      strategy->distribute_datasets_from_function(input_fn).make_iterator();
   if (resume) restore_input(iterator, *resume);
   run.set_iterator(&iterator);
   // Hooks see the logical variables (replica 0's) and generator, as model_fn does.

@@ -92,8 +92,8 @@ class BucketedOps : public CrossDeviceOps {
       const Gradient& first = values[0][i];
       for (size_t r = 1; r < replicas; ++r) {
         const Gradient& g = values[r][i];
-        if (g.defined() != first.defined() || (g.defined() && (g.shape() != first.shape() ||
-                                                               g.dtype() != first.dtype()))) {
+        if (g.defined() != first.defined() ||
+            (g.defined() && (g.shape() != first.shape() || g.dtype() != first.dtype()))) {
           throw InternalError(str_cat(name(), ": value ", i, " differs between replica 0 and ", r));
         }
       }
@@ -105,8 +105,8 @@ class BucketedOps : public CrossDeviceOps {
         continue;
       }
       size_t bytes = static_cast<size_t>(first.shape().num_elements()) * dtype_size(first.dtype());
-      if (!bucket.empty() && (values[0][bucket[0]].dtype() != first.dtype() ||
-                              bucket_bytes + bytes > bucket_bytes_)) {
+      if (!bucket.empty() &&
+          (values[0][bucket[0]].dtype() != first.dtype() || bucket_bytes + bytes > bucket_bytes_)) {
         flush();
       }
       bucket.push_back(i);
@@ -147,7 +147,9 @@ class BucketedOps : public CrossDeviceOps {
       for (size_t i : bucket) {
         const Shape& shape = values[0][i].shape();
         int64_t n = shape.num_elements();
-        (*out)[r][i] = reduced[r].slice(0, at, at + n).reshape(std::vector<int64_t>(shape.begin(), shape.end()));
+        (*out)[r][i] = reduced[r]
+                           .slice(0, at, at + n)
+                           .reshape(std::vector<int64_t>(shape.begin(), shape.end()));
         at += n;
       }
     }
@@ -191,7 +193,8 @@ class ReductionToOneDevice : public BucketedOps {
   std::string name() const override { return "ReductionToOneDevice"; }
 
  protected:
-  PerReplica<Tensor> reduce_dense(const PerReplica<Tensor>& values, const std::vector<double>& scale,
+  PerReplica<Tensor> reduce_dense(const PerReplica<Tensor>& values,
+                                  const std::vector<double>& scale,
                                   const std::vector<Device>& destinations) override {
     Tensor sum = weighted_sum(values, scale, reduce_to_);
     PerReplica<Tensor> out;
@@ -209,7 +212,8 @@ class HierarchicalCopyAllReduce : public BucketedOps {
   std::string name() const override { return "HierarchicalCopyAllReduce"; }
 
  protected:
-  PerReplica<Tensor> reduce_dense(const PerReplica<Tensor>& values, const std::vector<double>& scale,
+  PerReplica<Tensor> reduce_dense(const PerReplica<Tensor>& values,
+                                  const std::vector<double>& scale,
                                   const std::vector<Device>& destinations) override {
     // Level by level: slot r holds the sum of replicas [r, r + stride), scaled at the first
     // level.

@@ -23,7 +23,8 @@ void ReplicaGroup::arrive_and_wait(const std::function<void()>& combine) {
     released_.notify_all();
   } else {
     released_.wait(lock, [&] { return generation_ != generation || aborted_; });
-    if (generation_ == generation) throw AbortedError("another replica failed; this step is abandoned");
+    if (generation_ == generation)
+      throw AbortedError("another replica failed; this step is abandoned");
   }
   if (failure_) std::rethrow_exception(failure_);
 }

@@ -35,9 +35,9 @@ class ReplicaGroup {
   int replicas_;
   std::mutex mutex_;
   std::condition_variable released_;
-  int arrived_ = 0;        // GUARDED_BY(mutex_)
-  long generation_ = 0;    // GUARDED_BY(mutex_)
-  bool aborted_ = false;   // GUARDED_BY(mutex_)
+  int arrived_ = 0;             // GUARDED_BY(mutex_)
+  long generation_ = 0;         // GUARDED_BY(mutex_)
+  bool aborted_ = false;        // GUARDED_BY(mutex_)
   std::exception_ptr failure_;  // GUARDED_BY(mutex_): combine's, for this generation
 };
 

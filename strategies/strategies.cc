@@ -38,7 +38,8 @@ std::shared_ptr<MirroredStrategy> MirroredStrategy::create(std::vector<Device> d
     for (const Device& d : devices) check_device(d);  // a clear error before picking ops
     ops = all_gpus(devices) ? nccl_all_reduce() : hierarchical_copy_all_reduce();
   }
-  return std::shared_ptr<MirroredStrategy>(new MirroredStrategy(std::move(devices), std::move(ops)));
+  return std::shared_ptr<MirroredStrategy>(
+      new MirroredStrategy(std::move(devices), std::move(ops)));
 }
 
 CentralStorageStrategy::CentralStorageStrategy(std::vector<Device> devices, Device parameter_device)
@@ -57,11 +58,13 @@ std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std
   if (name == "mirrored") return MirroredStrategy::create(parse_devices(devices));
   if (name == "central_storage") return CentralStorageStrategy::create(parse_devices(devices));
   if (name == "multi_worker_mirrored" || name == "parameter_server") {
-    throw UnimplementedError(str_cat("strategy ", name, " is not in this build yet (it needs the "
+    throw UnimplementedError(str_cat("strategy ", name,
+                                     " is not in this build yet (it needs the "
                                      "multi-worker runtime); available: one_device, mirrored, "
                                      "central_storage"));
   }
-  throw InvalidArgumentError(str_cat("unknown strategy '", name, "'; expected one_device, mirrored, "
+  throw InvalidArgumentError(str_cat("unknown strategy '", name,
+                                     "'; expected one_device, mirrored, "
                                      "central_storage, multi_worker_mirrored or parameter_server"));
 }
 

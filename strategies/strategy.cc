@@ -104,13 +104,15 @@ io::Element rows_of(const io::Element& element, int64_t begin, int64_t end, Devi
   for (const auto& [name, value] : element.features) {
     part.features.set(name, to_device(value.slice(0, begin, end), device));
   }
-  if (element.labels.defined()) part.labels = to_device(element.labels.slice(0, begin, end), device);
+  if (element.labels.defined())
+    part.labels = to_device(element.labels.slice(0, begin, end), device);
   return part;
 }
 
 io::Element on_device(io::Element element, Device device) {
   io::Element moved;
-  for (const auto& [name, value] : element.features) moved.features.set(name, to_device(value, device));
+  for (const auto& [name, value] : element.features)
+    moved.features.set(name, to_device(value, device));
   if (element.labels.defined()) moved.labels = to_device(element.labels, device);
   return moved;
 }
@@ -120,8 +122,9 @@ int64_t rows_in(const io::Element& element) {
   for (const auto& [name, value] : element.features) {
     if (value.rank() > 0) return value.dim(0);
   }
-  throw InvalidArgumentError("distribute_dataset: elements must be batches (a first dimension "
-                             "to split over the replicas); add .batch(global_batch_size)");
+  throw InvalidArgumentError(
+      "distribute_dataset: elements must be batches (a first dimension "
+      "to split over the replicas); add .batch(global_batch_size)");
 }
 
 }  // namespace
@@ -143,10 +146,9 @@ std::optional<PerReplica<io::Element>> DistributedIterator::next() {
   if (!batch) return std::nullopt;
   int64_t rows = rows_in(*batch);
   if (rows < replicas) {
-    throw InvalidArgumentError(str_cat("distribute_dataset: a batch of ", rows,
-                                       " examples cannot feed ", replicas,
-                                       " replicas; use a global batch of at least ", replicas,
-                                       " (or drop_remainder in batch)"));
+    throw InvalidArgumentError(str_cat(
+        "distribute_dataset: a batch of ", rows, " examples cannot feed ", replicas,
+        " replicas; use a global batch of at least ", replicas, " (or drop_remainder in batch)"));
   }
   int64_t base = rows / replicas, extra = rows % replicas, at = 0;
   for (int r = 0; r < replicas; ++r) {
@@ -166,16 +168,16 @@ DistributedIterator DistributedDataset::make_iterator() const {
 Strategy::Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops)
     : devices_(std::move(devices)), cross_device_ops_(std::move(cross_device_ops)) {
   if (devices_.empty()) {
-    throw InvalidArgumentError(str_cat("a strategy needs at least one device; available: ",
-                                       join(available_devices())));
+    throw InvalidArgumentError(
+        str_cat("a strategy needs at least one device; available: ", join(available_devices())));
   }
   std::set<std::string> seen;
   for (const Device& d : devices_) {
     check_device(d);
     if (!seen.insert(d.to_string()).second) {
-      throw InvalidArgumentError(str_cat("device ", d, " is named twice in the strategy's devices (",
-                                         join(devices_), "); available: ",
-                                         join(available_devices())));
+      throw InvalidArgumentError(
+          str_cat("device ", d, " is named twice in the strategy's devices (", join(devices_),
+                  "); available: ", join(available_devices())));
     }
   }
   if (!cross_device_ops_) cross_device_ops_ = hierarchical_copy_all_reduce();
@@ -188,8 +190,8 @@ std::string Strategy::topology() const {
                  join(devices_));
 }
 
-std::unique_ptr<DistributedVariables> Strategy::create_variables(uint64_t seed,
-                                                                 nn::VariableCreator creator) const {
+std::unique_ptr<DistributedVariables> Strategy::create_variables(
+    uint64_t seed, nn::VariableCreator creator) const {
   std::vector<std::unique_ptr<nn::VariableStore>> stores;
   int copies = mirrors_variables() ? num_replicas_in_sync() : 1;
   for (int r = 0; r < copies; ++r) {
@@ -208,8 +210,8 @@ void Strategy::run_replicas(DistributedVariables& variables,
                             std::vector<Generator>* generators) const {
   const int replicas = num_replicas_in_sync();
   if (generators && static_cast<int>(generators->size()) != replicas) {
-    throw InvalidArgumentError(str_cat("run: ", generators->size(), " generators for ", replicas,
-                                       " replicas"));
+    throw InvalidArgumentError(
+        str_cat("run: ", generators->size(), " generators for ", replicas, " replicas"));
   }
   ReplicaGroup group(replicas);
   auto body = [&](int r) {
@@ -257,12 +259,12 @@ void Strategy::run_replicas(DistributedVariables& variables,
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values,
                         const std::vector<double>& weights) const {
   if (values.size() != devices_.size()) {
-    throw InvalidArgumentError(str_cat("reduce: ", values.size(), " values for ", devices_.size(),
-                                       " replicas"));
+    throw InvalidArgumentError(
+        str_cat("reduce: ", values.size(), " values for ", devices_.size(), " replicas"));
   }
   if (!weights.empty() && weights.size() != values.size()) {
-    throw InvalidArgumentError(str_cat("reduce: ", weights.size(), " weights for ", values.size(),
-                                       " values"));
+    throw InvalidArgumentError(
+        str_cat("reduce: ", weights.size(), " weights for ", values.size(), " values"));
   }
   for (size_t r = 1; r < values.size(); ++r) {
     if (values[r].shape() != values[0].shape() || values[r].dtype() != values[0].dtype()) {
@@ -281,8 +283,8 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values,
 
 Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   if (values.size() != devices_.size()) {
-    throw InvalidArgumentError(str_cat("gather: ", values.size(), " values for ", devices_.size(),
-                                       " replicas"));
+    throw InvalidArgumentError(
+        str_cat("gather: ", values.size(), " values for ", devices_.size(), " replicas"));
   }
   NoGradScope no_grad;
   std::vector<Tensor> here;
@@ -314,10 +316,13 @@ std::vector<Device> parse_devices(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item.empty()) {
-      throw InvalidArgumentError(str_cat("devices '", text, "' has an empty entry; expected e.g. "
-                                         "cpu:0,cpu:1; available: ", join(available_devices())));
+      throw InvalidArgumentError(str_cat("devices '", text,
+                                         "' has an empty entry; expected e.g. "
+                                         "cpu:0,cpu:1; available: ",
+                                         join(available_devices())));
     }
     devices.push_back(parse_device(item));
     if (comma == std::string::npos) break;

@@ -157,12 +157,11 @@ class Strategy {
   PerReplica<R> run(DistributedVariables& variables, const std::function<R(ReplicaContext&)>& fn,
                     std::vector<Generator>* generators = nullptr) const {
     PerReplica<R> results(devices_.size());
-    run_replicas(variables, [&](ReplicaContext& ctx) { results[ctx.replica_id()] = fn(ctx); },
-                 generators);
+    run_replicas(
+        variables, [&](ReplicaContext& ctx) { results[ctx.replica_id()] = fn(ctx); }, generators);
     return results;
   }
-  void run_replicas(DistributedVariables& variables,
-                    const std::function<void(ReplicaContext&)>& fn,
+  void run_replicas(DistributedVariables& variables, const std::function<void(ReplicaContext&)>& fn,
                     std::vector<Generator>* generators = nullptr) const;
 
   // The replicas' values combined: summed, or averaged (weighted by `weights`, default
@@ -188,7 +187,8 @@ class Strategy {
   std::vector<Device> devices_;
   std::shared_ptr<CrossDeviceOps> cross_device_ops_;
   mutable std::mutex threads_mutex_;
-  mutable std::unique_ptr<ReplicaThreads> threads_;  // GUARDED_BY(threads_mutex_), made on first run
+  mutable std::unique_ptr<ReplicaThreads>
+      threads_;  // GUARDED_BY(threads_mutex_), made on first run
 };
 
 // Devices from text ("cpu:0,cpu:1", "gpu:0"); empty text: every GPU, else cpu:0. Throws

@@ -8,9 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <cstdio>
-#include <iostream>
+#include <numeric>
 
 #include "core/autodiff/tape.h"
 #include "core/nn/nn.h"
@@ -20,6 +19,7 @@
 #include "core/ops/random.h"
 #include "core/runtime/threading.h"
 #include "examples/fashion_mnist/models.h"
+#include "examples/program_main.h"
 #include "io/idx.h"
 
 DEFINE_string(model, "mlp", "mlp or cnn");
@@ -45,7 +45,8 @@ class BatchOrder {
   BatchOrder(int64_t n, int64_t batch, uint64_t seed) : n_(n), batch_(batch), generator_(seed, 1) {}
   Tensor next() {
     if (position_ + batch_ > n_) {
-      std::vector<float> k = random_uniform({n_}, 0, 1, DType::kFloat32, &generator_).to_vector<float>();
+      std::vector<float> k =
+          random_uniform({n_}, 0, 1, DType::kFloat32, &generator_).to_vector<float>();
       std::vector<int64_t> idx(static_cast<size_t>(n_));
       std::iota(idx.begin(), idx.end(), 0);
       std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return k[a] < k[b]; });
@@ -92,8 +93,8 @@ int run() {
       double seconds = std::chrono::duration<double>(now - window).count();
       int steps = step % FLAGS_log_every == 0 ? FLAGS_log_every : step % FLAGS_log_every;
       double rate = steps / seconds;
-      LOG(INFO) << "step " << step << "/" << FLAGS_steps << "  loss " << loss.item<float>()
-                << "  " << static_cast<int>(rate) << " steps/s  "
+      LOG(INFO) << "step " << step << "/" << FLAGS_steps << "  loss " << loss.item<float>() << "  "
+                << static_cast<int>(rate) << " steps/s  "
                 << static_cast<int>(rate * FLAGS_batch_size / 100) / 10.0 << "k ex/s  ETA "
                 << static_cast<int>((FLAGS_steps - step) / rate) << "s";
       window = now;
@@ -115,23 +116,16 @@ int run() {
     test_loss.update(nn::sparse_softmax_cross_entropy(y, logits, per_example));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("{\"task\":\"local\",\"model\":\"%s\",\"global_step\":%d,\"accuracy\":%.4f,"
-              "\"loss\":%.4f,\"train_seconds\":%.1f}\n",
-              FLAGS_model.c_str(), FLAGS_steps, accuracy.result(), test_loss.result(), seconds);
+  std::printf(
+      "{\"task\":\"local\",\"model\":\"%s\",\"global_step\":%d,\"accuracy\":%.4f,"
+      "\"loss\":%.4f,\"train_seconds\":%.1f}\n",
+      FLAGS_model.c_str(), FLAGS_steps, accuracy.result(), test_loss.result(), seconds);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Trains a Fashion-MNIST model with a custom training loop");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    std::cerr << "custom_training_loop: " << e.what() << "\n";
-    return 1;
-  }
+  return cadre::examples::program_main(
+      argc, argv, "Trains a Fashion-MNIST model with a custom training loop", run);
 }

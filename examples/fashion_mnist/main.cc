@@ -12,7 +12,6 @@
 #include <glog/logging.h>
 
 #include <cstdio>
-#include <iostream>
 
 #include "core/nn/nn.h"
 #include "core/ops/nn.h"
@@ -21,6 +20,7 @@
 #include "estimator/estimator.h"
 #include "estimator/train_and_evaluate.h"
 #include "examples/fashion_mnist/models.h"
+#include "examples/program_main.h"
 #include "io/mnist.h"
 #include "strategies/strategy.h"
 
@@ -81,9 +81,9 @@ int run() {
   examples::check_model_name(FLAGS_model);
   std::shared_ptr<Strategy> strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
   if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
-    throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size, " does not divide over the ",
-                                       strategy->num_replicas_in_sync(), " replicas of --strategy=",
-                                       FLAGS_strategy));
+    throw InvalidArgumentError(
+        str_cat("--batch_size=", FLAGS_batch_size, " does not divide over the ",
+                strategy->num_replicas_in_sync(), " replicas of --strategy=", FLAGS_strategy));
   }
   if (FLAGS_max_steps <= 0 || FLAGS_batch_size <= 0 || FLAGS_save_checkpoints_steps <= 0) {
     throw InvalidArgumentError(
@@ -108,24 +108,17 @@ int run() {
   TrainAndEvaluateResult result =
       train_and_evaluate(estimator, TrainSpec(train_input_fn, FLAGS_max_steps), eval_spec);
   const EvalResult& eval = result.final_eval;
-  std::printf("{\"task\":\"local\",\"model\":\"%s\",\"global_step\":%lld,\"accuracy\":%.4f,"
-              "\"loss\":%.4f}\n",
-              FLAGS_model.c_str(), static_cast<long long>(eval.at("global_step")),
-              eval.at("accuracy"), eval.at("loss"));
+  std::printf(
+      "{\"task\":\"local\",\"model\":\"%s\",\"global_step\":%lld,\"accuracy\":%.4f,"
+      "\"loss\":%.4f}\n",
+      FLAGS_model.c_str(), static_cast<long long>(eval.at("global_step")), eval.at("accuracy"),
+      eval.at("loss"));
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Trains and evaluates a Fashion-MNIST model with the Estimator");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    std::cerr << "fashion_mnist: " << e.what() << "\n";
-    return 1;
-  }
+  return cadre::examples::program_main(
+      argc, argv, "Trains and evaluates a Fashion-MNIST model with the Estimator", run);
 }

@@ -7,11 +7,11 @@
 #include <glog/logging.h>
 
 #include <cstdio>
-#include <iostream>
 
 #include "core/nn/nn.h"
 #include "estimator/estimator.h"
 #include "estimator/train_and_evaluate.h"
+#include "examples/program_main.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
 DEFINE_int64(max_steps, 100, "global step to stop at");
@@ -32,8 +32,7 @@ EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys 
 
 // Batches of 10 copies of (x = 1, y = 1), repeated.
 Dataset input_fn(const InputContext& context) {
-  return Dataset::from_tensors(
-             Element(Features{{"x", Tensor::ones({1})}}, Tensor::ones({1})))
+  return Dataset::from_tensors(Element(Features{{"x", Tensor::ones({1})}}, Tensor::ones({1})))
       .repeat()
       .batch(context.per_replica_batch_size(10));
 }
@@ -64,14 +63,6 @@ int run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Fits y = 1 with one Dense unit (TensorFlow's distribution guide)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    std::cerr << "linear_regression: " << e.what() << "\n";
-    return 1;
-  }
+  return cadre::examples::program_main(
+      argc, argv, "Fits y = 1 with one Dense unit (TensorFlow's distribution guide)", run);
 }

@@ -25,7 +25,8 @@ void BM_AllReduce200x2500(benchmark::State& state) {
     });
   }
   state.SetLabel(bucket_bytes == 0 ? "unfused" : "fused");
-  state.counters["gradients/s"] = benchmark::Counter(200, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gradients/s"] =
+      benchmark::Counter(200, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_AllReduce200x2500)->Arg(0)->Arg(kDefaultBucketBytes)->UseRealTime();
 

@@ -61,7 +61,7 @@ TEST_F(EstimatorTest, ResumingContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   auto first = std::make_shared<LossRecorder>();
   auto second = std::make_shared<LossRecorder>();
   split.train(train_input, {.max_steps = 50, .hooks = {first}});  // ends with a checkpoint at 50
-  split.train(train_input, {.steps = 70, .hooks = {second}});      // resumes at 50, to 120
+  split.train(train_input, {.steps = 70, .hooks = {second}});     // resumes at 50, to 120
   ASSERT_EQ(first->losses.size(), 50u);
   ASSERT_EQ(second->losses.size(), 70u);
   EXPECT_EQ(second->steps.front(), 51);
@@ -187,10 +187,12 @@ TEST_F(EstimatorTest, WarmStartTakesTheChosenVariablesFromAnotherModel) {
     for (size_t i = 0; i < va.size(); ++i) worst = std::max(worst, std::abs(va[i] - vb[i]));
     return worst;
   };
-  EXPECT_LT(near(source.get_variable_value("hidden/kernel"), target.get_variable_value("hidden/kernel")),
-            0.02);
-  EXPECT_GT(near(source.get_variable_value("logits/kernel"), target.get_variable_value("logits/kernel")),
-            0.05);
+  EXPECT_LT(
+      near(source.get_variable_value("hidden/kernel"), target.get_variable_value("hidden/kernel")),
+      0.02);
+  EXPECT_GT(
+      near(source.get_variable_value("logits/kernel"), target.get_variable_value("logits/kernel")),
+      0.05);
   // The new model starts at step 0 and keeps its own optimizer state.
   EXPECT_EQ(checkpoint::CheckpointReader::open(*target.latest_checkpoint())->global_step(), 1);
 }
@@ -284,7 +286,8 @@ TEST_F(EstimatorTest, TrainingSummariesAreWritten) {
   for (const auto& entry : std::filesystem::directory_iterator(model_dir())) {
     if (!entry.path().filename().string().starts_with("events.out.tfevents.")) continue;
     for (const io::Event& event : io::read_event_file(entry.path().string())) {
-      for (const io::SummaryValue& value : event.values) steps_by_tag[value.tag].push_back(event.step);
+      for (const io::SummaryValue& value : event.values)
+        steps_by_tag[value.tag].push_back(event.step);
     }
   }
   EXPECT_EQ(steps_by_tag["loss"], (std::vector<int64_t>{1, 11, 21}));

@@ -69,16 +69,16 @@ TEST_F(HooksTest, HooksAreCalledInOrderAndMayStopTheRun) {
   auto hook = std::make_shared<RecordingHook>();
   hook->stop_at = 2;
   estimator.train(train_input, {.max_steps = 10, .hooks = {hook}});
-  EXPECT_EQ(hook->calls, (std::vector<std::string>{"begin", "after_create@0", "before_run@0",
-                                                   "after_run@1", "before_run@1", "after_run@2",
-                                                   "end@2"}));
+  EXPECT_EQ(hook->calls,
+            (std::vector<std::string>{"begin", "after_create@0", "before_run@0", "after_run@1",
+                                      "before_run@1", "after_run@2", "end@2"}));
   EXPECT_EQ(latest_step(), 2);  // the end-of-training checkpoint
   // Evaluation and prediction call the same methods.
   auto eval_hook = std::make_shared<RecordingHook>();
   estimator.evaluate(eval_input, {.steps = 2, .hooks = {eval_hook}});
-  EXPECT_EQ(eval_hook->calls, (std::vector<std::string>{"begin", "after_create@2", "before_run@2",
-                                                        "after_run@2", "before_run@2",
-                                                        "after_run@2", "end@2"}));
+  EXPECT_EQ(eval_hook->calls,
+            (std::vector<std::string>{"begin", "after_create@2", "before_run@2", "after_run@2",
+                                      "before_run@2", "after_run@2", "end@2"}));
 }
 
 TEST_F(HooksTest, StopAtStepHookStopsAtAStepOrAfterSomeSteps) {
@@ -119,7 +119,9 @@ TEST_F(HooksTest, StepCounterHookMeasuresRates) {
 class RecordingListener : public CheckpointSaverListener {
  public:
   void begin() override { events.push_back("begin"); }
-  void before_save(int64_t step) override { events.push_back("before_save@" + std::to_string(step)); }
+  void before_save(int64_t step) override {
+    events.push_back("before_save@" + std::to_string(step));
+  }
   bool after_save(int64_t step, const std::string& path) override {
     events.push_back("after_save@" + std::to_string(step));
     EXPECT_TRUE(std::filesystem::exists(path));
@@ -134,10 +136,9 @@ TEST_F(HooksTest, CheckpointSaverHookSavesPeriodicallyAndAtTheEndAndTellsListene
   Estimator estimator(classifier_fn, test_config(model_dir(), /*save_steps=*/10));
   auto listener = std::make_shared<RecordingListener>();
   estimator.train(train_input, {.max_steps = 25, .saving_listeners = {listener}});
-  EXPECT_EQ(listener->events,
-            (std::vector<std::string>{"begin", "before_save@10", "after_save@10", "before_save@20",
-                                      "after_save@20", "before_save@25", "after_save@25",
-                                      "end@25"}));
+  EXPECT_EQ(listener->events, (std::vector<std::string>{
+                                  "begin", "before_save@10", "after_save@10", "before_save@20",
+                                  "after_save@20", "before_save@25", "after_save@25", "end@25"}));
   // A listener may stop training.
   auto stopper = std::make_shared<RecordingListener>();
   stopper->stop_after = 35;  // saves count from the resumed step 25
@@ -217,7 +218,8 @@ TEST_F(HooksTest, ReduceLrOnPlateauScalesTheLearningRate) {
   auto plateau = std::make_shared<ReduceLrOnPlateau>(options, /*factor=*/0.5, /*min=*/0.001);
   auto fn = [plateau](const Features& f, const Tensor& labels, ModeKeys mode, const Params& p) {
     EstimatorSpec spec = classifier_fn(f, labels, mode, p);
-    if (mode == ModeKeys::kTrain) spec.train_op.optimizer = nn::optimizers::sgd(plateau->scaled(0.01));
+    if (mode == ModeKeys::kTrain)
+      spec.train_op.optimizer = nn::optimizers::sgd(plateau->scaled(0.01));
     return spec;
   };
   RunConfig config = test_config(model_dir());
@@ -256,7 +258,7 @@ TEST_F(HooksTest, TrainAndEvaluateEvaluatesEachCheckpointAndExports) {
     (void)entry;
     ++latest;
   }
-  EXPECT_EQ(latest, 2);  // exports_to_keep
+  EXPECT_EQ(latest, 2);                  // exports_to_keep
   EXPECT_GE(result.exports.size(), 4u);  // 3 latest + at least the first best
 }
 

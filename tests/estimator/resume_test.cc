@@ -92,11 +92,11 @@ TEST_F(ResumeTest, KilledAndRestartedRunsEndExactlyAsAnUninterruptedOne) {
   auto reference_variables = variables_of(path("straight"));
   // Kill points: before the first checkpoint, right at one (every 10 steps), just after,
   // in between, twice in one run, and after the last step's checkpoint.
-  const std::vector<std::vector<int>> schedules = {
-      {3}, {10}, {11}, {37}, {25, 61}, {52, 53}, {79}, {kMaxSteps}};
+  const std::vector<std::vector<int>> schedules = {{3},      {10},     {11}, {37},
+                                                   {25, 61}, {52, 53}, {79}, {kMaxSteps}};
   for (const std::vector<int>& kills : schedules) {
-    std::string dir = path("killed_" + std::to_string(kills.front()) + "_" +
-                           std::to_string(kills.size()));
+    std::string dir =
+        path("killed_" + std::to_string(kills.front()) + "_" + std::to_string(kills.size()));
     for (int kill_at : kills) {
       EXPECT_FALSE(run(dir, kill_at, &seen).has_value());
       EXPECT_GE(seen, kill_at);

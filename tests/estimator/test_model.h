@@ -27,7 +27,8 @@ inline std::pair<Tensor, Tensor> classification_data(int64_t n, int offset = 0) 
     for (int64_t j = 0; j < kFeatures; ++j) {
       float v = static_cast<float>(std::sin(0.7 * (i + offset) * (j + 1) + j));
       x[i * kFeatures + j] = v;
-      for (int c = 0; c < 3; ++c) score[c] += v * static_cast<float>(std::cos(1.3 * (c + 1) * (j + 2)));
+      for (int c = 0; c < 3; ++c)
+        score[c] += v * static_cast<float>(std::cos(1.3 * (c + 1) * (j + 2)));
     }
     y[i] = std::max_element(score, score + 3) - score;
   }
@@ -41,7 +42,8 @@ inline EstimatorSpec classifier_fn(const Features& features, const Tensor& label
   x = nn::dropout(x, params.number("dropout", 0.1), training);
   Tensor logits = nn::dense("logits", x, 3);
   if (mode == ModeKeys::kPredict) {
-    return EstimatorSpec::predict({{"class", argmax(logits, 1)}, {"probabilities", softmax(logits)}});
+    return EstimatorSpec::predict(
+        {{"class", argmax(logits, 1)}, {"probabilities", softmax(logits)}});
   }
   Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
   if (mode == ModeKeys::kEval) {

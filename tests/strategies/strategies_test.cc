@@ -28,7 +28,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   auto va = a.to_vector<double>(), vb = b.to_vector<double>();
   EXPECT_EQ(va.size(), vb.size());
   double worst = 0;
-  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) worst = std::max(worst, std::abs(va[i] - vb[i]));
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i)
+    worst = std::max(worst, std::abs(va[i] - vb[i]));
   return worst;
 }
 
@@ -44,8 +45,10 @@ TEST(StrategyTest, RunGivesEachReplicaItsDeviceAndThread) {
 TEST(StrategyTest, ReduceAndGather) {
   auto strategy = MirroredStrategy::create(cpus(2));
   PerReplica<Tensor> values{Tensor::from_vector<float>({1, 2}), Tensor::from_vector<float>({3, 6})};
-  EXPECT_EQ(strategy->reduce(ReduceOp::kSum, values).to_vector<float>(), (std::vector<float>{4, 8}));
-  EXPECT_EQ(strategy->reduce(ReduceOp::kMean, values).to_vector<float>(), (std::vector<float>{2, 4}));
+  EXPECT_EQ(strategy->reduce(ReduceOp::kSum, values).to_vector<float>(),
+            (std::vector<float>{4, 8}));
+  EXPECT_EQ(strategy->reduce(ReduceOp::kMean, values).to_vector<float>(),
+            (std::vector<float>{2, 4}));
   // Weighted by batch sizes 3 and 1: (3 * [1, 2] + [3, 6]) / 4.
   EXPECT_EQ(strategy->reduce(ReduceOp::kMean, values, {3, 1}).to_vector<float>(),
             (std::vector<float>{1.5, 3}));
@@ -58,8 +61,8 @@ TEST(StrategyTest, ReduceAndGather) {
 
 TEST(StrategyTest, AllReduceInsideRunIsIdenticalOnEveryReplica) {
   for (size_t bucket : {size_t{0}, size_t{64}, kDefaultBucketBytes}) {
-    for (auto ops : {reduction_to_one_device(Device::cpu(0), bucket),
-                     hierarchical_copy_all_reduce(bucket)}) {
+    for (auto ops :
+         {reduction_to_one_device(Device::cpu(0), bucket), hierarchical_copy_all_reduce(bucket)}) {
       auto strategy = MirroredStrategy::create(cpus(3), ops);
       auto variables = strategy->create_variables(1);
       PerReplica<std::vector<Gradient>> out =
@@ -128,7 +131,8 @@ TEST(StrategyTest, UnevenBatchesSplitAndAverageExactly) {
   Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5}, Shape{5, 1});
   auto strategy = MirroredStrategy::create(cpus(2));
   DistributedIterator it =
-      strategy->distribute_dataset(Dataset::from_tensor_slices(Features{{"x", x}}, x * 3.0).batch(5))
+      strategy
+          ->distribute_dataset(Dataset::from_tensor_slices(Features{{"x", x}}, x * 3.0).batch(5))
           .make_iterator();
   auto batch = it.next();
   ASSERT_TRUE(batch.has_value());

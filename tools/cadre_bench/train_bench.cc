@@ -40,8 +40,12 @@ namespace {
 class Trainer {
  public:
   Trainer(const Tensor& images, const Tensor& labels, std::shared_ptr<Strategy> strategy)
-      : images_(images), labels_(labels), store_(0), shuffle_(0, 1),
-        optimizer_(nn::optimizers::adam(1e-3)), strategy_(std::move(strategy)) {
+      : images_(images),
+        labels_(labels),
+        store_(0),
+        shuffle_(0, 1),
+        optimizer_(nn::optimizers::adam(1e-3)),
+        strategy_(std::move(strategy)) {
     if (strategy_) {
       variables_ = strategy_->create_variables(0);
       for (const Device& d : strategy_->devices()) {
@@ -86,7 +90,8 @@ class Trainer {
 
   void reshuffle() {
     int64_t n = images_.shape()[0];
-    std::vector<float> keys = random_uniform({n}, 0, 1, DType::kFloat32, &shuffle_).to_vector<float>();
+    std::vector<float> keys =
+        random_uniform({n}, 0, 1, DType::kFloat32, &shuffle_).to_vector<float>();
     std::vector<int64_t> perm(static_cast<size_t>(n));
     std::iota(perm.begin(), perm.end(), 0);
     std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
@@ -119,8 +124,9 @@ int run_train() {
   if (FLAGS_strategy != "one_device") {
     strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
     if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
-      throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size, " does not divide over ",
-                                         strategy->num_replicas_in_sync(), " replicas"));
+      throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size,
+                                         " does not divide over ", strategy->num_replicas_in_sync(),
+                                         " replicas"));
     }
   }
   Device device = strategy ? strategy->devices()[0] : parse_devices(FLAGS_devices).front();
@@ -153,13 +159,14 @@ int run_train() {
   std::sort(sorted.begin(), sorted.end());
   std::sort(step_ms.begin(), step_ms.end());
   AllocatorStats mem = cpu_allocator().stats();
-  std::printf("{\"model\":\"%s\",\"strategy\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
-              "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"min\":%.0f,\"max\":%.0f,"
-              "\"peak_bytes\":%lld,\"final_loss\":%.4f}\n",
-              FLAGS_model.c_str(), FLAGS_strategy.c_str(), FLAGS_batch_size, current_thread_budget(),
-              (strategy ? join(strategy->devices(), ",") : device.to_string()).c_str(), sorted[sorted.size() / 2], step_ms[step_ms.size() / 2],
-              sorted.front(), sorted.back(), static_cast<long long>(mem.peak_bytes_in_use),
-              trainer.last_loss());
+  std::printf(
+      "{\"model\":\"%s\",\"strategy\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
+      "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"min\":%.0f,\"max\":%.0f,"
+      "\"peak_bytes\":%lld,\"final_loss\":%.4f}\n",
+      FLAGS_model.c_str(), FLAGS_strategy.c_str(), FLAGS_batch_size, current_thread_budget(),
+      (strategy ? join(strategy->devices(), ",") : device.to_string()).c_str(),
+      sorted[sorted.size() / 2], step_ms[step_ms.size() / 2], sorted.front(), sorted.back(),
+      static_cast<long long>(mem.peak_bytes_in_use), trainer.last_loss());
   return 0;
 }
 

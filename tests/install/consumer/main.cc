@@ -28,7 +28,6 @@ int main(int argc, char** argv) {
   Estimator estimator(model_fn, config, {{"learning_rate", 0.1}});
   estimator.train(input_fn, {.max_steps = 300});
   EvalResult result = estimator.evaluate(input_fn, {.steps = 1});
-  std::printf("cadre %s: step %g, loss %g\n", CADRE_VERSION, result["global_step"],
-              result["loss"]);
+  std::printf("cadre %s: step %g, loss %g\n", CADRE_VERSION, result["global_step"], result["loss"]);
   return result["loss"] < 1e-4 ? 0 : 1;
 }
