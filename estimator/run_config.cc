@@ -1,9 +1,28 @@
 #include "estimator/run_config.h"
 
+#include <cstdlib>
+
 #include "core/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {
+
+RunConfig RunConfig::for_cluster(const ClusterConfig& cluster) {
+  RunConfig config;
+  config.cluster = cluster;
+  config.task_type = cluster.task.type;
+  config.task_id = cluster.task.index;
+  config.is_chief = cluster.is_chief();
+  config.num_worker_replicas = cluster.task.type == "evaluator" ? 0 : cluster.num_worker_replicas();
+  config.num_ps_replicas = cluster.task.type == "evaluator" ? 0 : cluster.num_ps_replicas();
+  return config;
+}
+
+RunConfig RunConfig::from_environment() {
+  const char* text = std::getenv("TF_CONFIG");
+  if (text == nullptr || *text == '\0') return RunConfig();
+  return for_cluster(parse_tf_config(text));
+}
 
 double RunConfig::checkpoint_secs() const {
   if (save_checkpoints_steps) return 0;
@@ -33,7 +52,7 @@ void RunConfig::validate() const {
   if (log_step_count_steps <= 0) fail("log_step_count_steps", log_step_count_steps, "> 0");
   if (save_summary_steps < 0) fail("save_summary_steps", save_summary_steps, ">= 0");
   if (task_id < 0) fail("task_id", task_id, ">= 0");
-  if (num_worker_replicas < 1) fail("num_worker_replicas", num_worker_replicas, ">= 1");
+  if (num_worker_replicas < 0) fail("num_worker_replicas", num_worker_replicas, ">= 0");
   if (num_ps_replicas < 0) fail("num_ps_replicas", num_ps_replicas, ">= 0");
 }
 

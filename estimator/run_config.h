@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "strategies/cluster/cluster_spec.h"
 #include "strategies/strategy.h"
 
 namespace cadre {
@@ -42,12 +43,21 @@ struct RunConfig {
   std::shared_ptr<const Strategy> train_distribute;
   std::shared_ptr<const Strategy> eval_distribute;
 
-  // The cluster: task type ("chief", "worker", "ps", "evaluator"), index, and the job's size.
-  std::string task_type = "worker";
+  // This process's cluster, as TF_CONFIG gives it; unset in local mode. The fields below
+  // follow from it (for_cluster), as TensorFlow's RunConfig derives them.
+  std::optional<ClusterConfig> cluster;
+  std::string task_type = "worker";  // "chief", "worker", "ps", "evaluator"
   int task_id = 0;
   bool is_chief = true;
-  int num_worker_replicas = 1;
+  int num_worker_replicas = 1;  // tasks that train: the chief and the workers (0 on the evaluator)
   int num_ps_replicas = 0;
+
+  // A RunConfig whose cluster fields come from `cluster`.
+  static RunConfig for_cluster(const ClusterConfig& cluster);
+  // Reads TF_CONFIG from the environment (local mode when it is unset or empty); throws
+  // InvalidArgumentError naming the field at fault. Call it at the edge of a program, in
+  // main, as the library reads no environment itself.
+  static RunConfig from_environment();
 
   // Seconds between checkpoints after resolving the defaults (0 when steps are used).
   double checkpoint_secs() const;

@@ -37,6 +37,11 @@ class Exporter {
 };
 using Exporters = std::vector<std::shared_ptr<Exporter>>;
 
+// Which checkpoints an evaluator task evaluates: every one (default; retention keeps each
+// until it has been seen), only the newest when it falls behind, or those whose step is a
+// multiple of every_k_steps. The final checkpoint is always evaluated.
+enum class EvaluatorPolicy { kAll, kLatest, kEveryKSteps };
+
 struct EvalSpec {
   InputFn input_fn;
   // Batches per evaluation; 0: the whole input (TensorFlow's default is 100).
@@ -49,6 +54,9 @@ struct EvalSpec {
   // throttle_secs apart (TensorFlow's defaults).
   double start_delay_secs = 120;
   double throttle_secs = 600;
+  // The evaluator task (TF_CONFIG type "evaluator").
+  EvaluatorPolicy evaluator_policy = EvaluatorPolicy::kAll;
+  int64_t every_k_steps = 0;
 
   EvalSpec(InputFn input_fn, int64_t steps = 100, std::string name = "")
       : input_fn(std::move(input_fn)), steps(steps), name(std::move(name)) {}
@@ -60,9 +68,20 @@ struct TrainAndEvaluateResult {
   std::vector<std::string> exports;
 };
 
-// Trains and evaluates per the estimator's RunConfig role; local mode for now. Throws what
-// train() and evaluate() throw.
+// Trains and evaluates per the estimator's RunConfig role:
+// - local (no cluster) or a chief training alone: trains, evaluating as above, and marks the
+//   end of training in model_dir (see read_training_finished);
+// - evaluator: follows model_dir's checkpoints with a CheckpointWatcher per
+//   evaluator_policy, catching up on those already there, resuming after the last step its
+//   eval directory records (a restarted evaluator redoes nothing), holding a lease on each
+//   so retention keeps it, and returns after evaluating the final checkpoint;
+// - several training tasks or ps tasks: UnimplementedError until the multi-worker runtime.
+// Throws what train() and evaluate() throw.
 TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec& train_spec,
                                           const EvalSpec& eval_spec);
+
+// The step at which the chief marked training finished in model_dir (the file
+// "training_finished", "training finished at step N"), or nullopt while training runs.
+std::optional<int64_t> read_training_finished(const std::string& model_dir);
 
 }  // namespace cadre

@@ -1,7 +1,9 @@
 // Trains and evaluates a Fashion-MNIST classifier with the Estimator (../shared/CONTRACTS.md,
-// `examples/fashion_mnist`). Without TF_CONFIG it runs in local mode: it trains to
-// --max_steps, checkpointing every --save_checkpoints_steps, evaluates the final checkpoint
-// on the test set and prints the result as one JSON line:
+// `examples/fashion_mnist`). Its role comes from TF_CONFIG: a chief trains and marks the end
+// of training, an evaluator follows the chief's checkpoints and evaluates each. Without
+// TF_CONFIG it runs in local mode: it trains to --max_steps, checkpointing every
+// --save_checkpoints_steps and evaluating each checkpoint on the test set, and prints the
+// final result as one JSON line:
 //
 //   fashion_mnist --model_dir=runs/fmnist --model=mlp
 //   {"task":"local","model":"mlp","global_step":2000,"accuracy":0.8812,"loss":0.3301}
@@ -92,7 +94,7 @@ int run() {
   if (FLAGS_eval_steps < 0) throw InvalidArgumentError("--eval_steps must be >= 0");
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
 
-  RunConfig config;
+  RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
   config.model_dir = FLAGS_model_dir;
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
@@ -108,11 +110,17 @@ int run() {
   TrainAndEvaluateResult result =
       train_and_evaluate(estimator, TrainSpec(train_input_fn, FLAGS_max_steps), eval_spec);
   const EvalResult& eval = result.final_eval;
-  std::printf(
-      "{\"task\":\"local\",\"model\":\"%s\",\"global_step\":%lld,\"accuracy\":%.4f,"
-      "\"loss\":%.4f}\n",
-      FLAGS_model.c_str(), static_cast<long long>(eval.at("global_step")), eval.at("accuracy"),
-      eval.at("loss"));
+  std::string line =
+      str_cat("{\"task\":\"", config.cluster ? config.task_type : "local", "\",\"model\":\"",
+              FLAGS_model, "\",\"global_step\":", static_cast<int64_t>(eval.at("global_step")));
+  for (const char* metric : {"accuracy", "loss"}) {
+    if (eval.count(metric)) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%.4f", eval.at(metric));
+      line += str_cat(",\"", metric, "\":", value);
+    }
+  }
+  std::printf("%s}\n", line.c_str());
   return 0;
 }
 

@@ -276,6 +276,28 @@ TEST_F(EstimatorTest, ConfigAndArgumentErrorsNameTheField) {
   }
 }
 
+TEST_F(EstimatorTest, RunConfigFollowsTheClusterAsTensorFlowDoes) {
+  const std::string cluster =
+      R"("cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]})";
+  auto config_for = [&](const std::string& task) {
+    return RunConfig::for_cluster(parse_tf_config("{" + cluster + ", \"task\": " + task + "}"));
+  };
+  RunConfig chief = config_for(R"({"type": "chief", "index": 0})");
+  EXPECT_TRUE(chief.is_chief);
+  EXPECT_EQ(chief.num_worker_replicas, 3);
+  EXPECT_EQ(chief.num_ps_replicas, 1);
+  RunConfig worker = config_for(R"({"type": "worker", "index": 1})");
+  EXPECT_FALSE(worker.is_chief);
+  EXPECT_EQ(worker.task_type, "worker");
+  EXPECT_EQ(worker.task_id, 1);
+  RunConfig evaluator = config_for(R"({"type": "evaluator", "index": 0})");
+  EXPECT_FALSE(evaluator.is_chief);
+  EXPECT_EQ(evaluator.num_worker_replicas, 0);  // as TensorFlow: not part of training
+  RunConfig local;
+  EXPECT_TRUE(local.is_chief);
+  EXPECT_FALSE(local.cluster.has_value());
+}
+
 TEST_F(EstimatorTest, TrainingSummariesAreWritten) {
   RunConfig config = test_config(model_dir());
   config.save_summary_steps = 10;

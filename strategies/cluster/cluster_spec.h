@@ -1,0 +1,72 @@
+// The cluster a process belongs to and its place in it, as TF_CONFIG describes them:
+//
+//   {"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222", "host2:2222"],
+//                "evaluator": ["host3:2222"]},
+//    "task": {"type": "worker", "index": 1}, "rpc_layer": "grpc"}
+//
+// Every form orchestrators produce is accepted: the evaluator inside `cluster` or outside
+// it, no chief (worker 0 then acts as chief), and Kubeflow TFJob's `sparseCluster`, which
+// maps job -> {index -> address} and may list only some tasks.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cadre {
+
+struct TaskId {
+  std::string type;  // "chief", "worker", "ps", "evaluator"
+  int index = 0;
+  std::string to_string() const;  // "worker:1"
+  bool operator==(const TaskId&) const = default;
+  bool operator<(const TaskId& other) const {
+    return type != other.type ? type < other.type : index < other.index;
+  }
+};
+
+class ClusterConfig {
+ public:
+  // Job name -> index -> "host:port". Sparse: an index may be missing (sparseCluster).
+  std::map<std::string, std::map<int, std::string>> jobs;
+  TaskId task;
+  std::string rpc_layer;    // "grpc" when unset
+  std::string environment;  // TF_CONFIG's optional "environment" ("cloud", ...)
+
+  // Tasks of a job, counting the highest index given (a sparse job's size is a lower bound).
+  int num_tasks(const std::string& job) const;
+  bool has_job(const std::string& job) const { return num_tasks(job) > 0; }
+  // The address of a task; throws InvalidArgumentError naming the task when unknown.
+  const std::string& address(const TaskId& task) const;
+
+  // The task that coordinates training (hosts the coordination service, saves
+  // checkpoints): the chief, or worker 0 when there is no chief.
+  TaskId chief() const;
+  bool is_chief() const;
+  // Tasks that train together (chief and workers), and this task's index among them
+  // (chief 0, then the workers in order); -1 for ps and evaluator.
+  std::vector<TaskId> training_tasks() const;
+  int num_worker_replicas() const;
+  int num_ps_replicas() const { return num_tasks("ps"); }
+  int global_task_id() const;
+
+  // Several lines a person reads: the role, the chief, the peers, the global id.
+  std::string explain() const;
+};
+
+// Parses TF_CONFIG's JSON (with protobuf's JSON support) and validates it. Throws
+// InvalidArgumentError naming the field and the value of the first mistake: malformed
+// JSON, a task type not in the cluster (the evaluator may be left out), an index out of
+// range, two chiefs or two evaluators, an address used twice, an address that is not
+// host:port.
+ClusterConfig parse_tf_config(std::string_view json);
+
+// The single-process cluster of local mode (no TF_CONFIG): one worker, index 0.
+ClusterConfig local_cluster();
+
+// Throws InvalidArgumentError when `config` has ps tasks: collective strategies have none.
+void check_no_ps(const ClusterConfig& config, std::string_view strategy);
+
+}  // namespace cadre

@@ -1,0 +1,123 @@
+// TF_CONFIG as orchestrators write it, what it resolves to, and every mistake named.
+#include "strategies/cluster/cluster_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "core/base/errors.h"
+
+namespace cadre {
+namespace {
+
+TEST(ClusterSpecTest, ChiefWorkersAndAnEvaluatorOutsideTheCluster) {
+  ClusterConfig c = parse_tf_config(R"({
+      "cluster": {"chief": ["host0:2222"], "worker": ["host1:2222", "host2:2222"]},
+      "task": {"type": "worker", "index": 1}, "environment": "cloud"})");
+  EXPECT_EQ(c.task.to_string(), "worker:1");
+  EXPECT_FALSE(c.is_chief());
+  EXPECT_EQ(c.chief().to_string(), "chief:0");
+  EXPECT_EQ(c.num_worker_replicas(), 3);
+  EXPECT_EQ(c.global_task_id(), 2);
+  EXPECT_EQ(c.address(c.task), "host2:2222");
+  EXPECT_EQ(c.environment, "cloud");
+
+  ClusterConfig evaluator = parse_tf_config(R"({
+      "cluster": {"chief": ["host0:2222"], "worker": ["host1:2222"]},
+      "task": {"type": "evaluator", "index": 0}})");
+  EXPECT_FALSE(evaluator.is_chief());
+  EXPECT_EQ(evaluator.global_task_id(), -1);
+  EXPECT_NE(evaluator.explain().find("evaluator: follows"), std::string::npos);
+}
+
+TEST(ClusterSpecTest, TheEvaluatorInsideTheClusterToo) {
+  ClusterConfig c = parse_tf_config(R"({
+      "cluster": {"chief": ["h:1"], "worker": ["h:2"], "evaluator": ["h:3"]},
+      "task": {"type": "evaluator", "index": 0}})");
+  EXPECT_EQ(c.address(c.task), "h:3");
+  EXPECT_EQ(c.num_worker_replicas(), 2);  // the evaluator does not train
+}
+
+TEST(ClusterSpecTest, WithoutAChiefWorkerZeroActsAsChief) {
+  ClusterConfig c = parse_tf_config(R"({"cluster": {"worker": ["a:1", "b:1"]},
+                                        "task": {"type": "worker", "index": 0}})");
+  EXPECT_TRUE(c.is_chief());
+  EXPECT_EQ(c.global_task_id(), 0);
+  EXPECT_NE(c.explain().find("worker 0 acts as chief"), std::string::npos) << c.explain();
+}
+
+TEST(ClusterSpecTest, KubeflowSparseCluster) {
+  ClusterConfig c = parse_tf_config(R"({
+      "sparseCluster": {"chief": {"0": "c:2222"}, "worker": {"3": "w3:2222"}},
+      "task": {"type": "worker", "index": 3}})");
+  EXPECT_EQ(c.address(c.task), "w3:2222");
+  EXPECT_EQ(c.num_tasks("worker"), 4);  // at least indexes 0..3
+  EXPECT_EQ(c.global_task_id(), 4);
+}
+
+TEST(ClusterSpecTest, PsTasksAndTheCollectiveCheck) {
+  ClusterConfig c = parse_tf_config(R"({
+      "cluster": {"chief": ["c:1"], "worker": ["w:1"], "ps": ["p:1", "p:2"]},
+      "task": {"type": "ps", "index": 1}, "rpc_layer": "grpc"})");
+  EXPECT_EQ(c.num_ps_replicas(), 2);
+  EXPECT_EQ(c.global_task_id(), -1);
+  EXPECT_THROW(check_no_ps(c, "MultiWorkerMirroredStrategy"), InvalidArgumentError);
+}
+
+void expect_mistake(const std::string& json, const std::string& fragment) {
+  try {
+    parse_tf_config(json);
+    ADD_FAILURE() << "accepted: " << json;
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << "message: " << e.what() << "\nexpected to contain: " << fragment;
+  }
+}
+
+TEST(ClusterSpecTest, EveryMistakeNamesTheFieldAndTheValue) {
+  expect_mistake("{not json", "not valid JSON");
+  expect_mistake(R"({"cluster": {"worker": ["a:1"]}})", "task is missing");
+  expect_mistake(R"({"cluster": {"worker": ["a:1"]}, "task": {"index": 0}})",
+                 "task.type is missing");
+  expect_mistake(R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "boss", "index": 0}})",
+                 "task.type = \"boss\" is unknown");
+  expect_mistake(R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}})",
+                 "task.type = \"chief\" has no tasks in cluster (it lists: worker)");
+  expect_mistake(
+      R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}})",
+      "task.index = 2 is out of range: cluster.worker has 2 tasks");
+  expect_mistake(R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": -1}})",
+                 "task.index = -1");
+  expect_mistake(R"({"cluster": {"chief": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}})",
+                 "cluster.chief has 2 tasks; a cluster has at most one chief");
+  expect_mistake(
+      R"({"cluster": {"worker": ["a:1"], "evaluator": ["e:1", "f:1"]}, "task": {"type": "worker"}})",
+      "at most one evaluator");
+  expect_mistake(R"({"cluster": {"chief": ["a:1"], "worker": ["a:1"]}, "task": {"type": "chief"}})",
+                 "cluster.worker[0] = \"a:1\" is used twice: also by cluster.chief[0]");
+  expect_mistake(R"({"cluster": {"worker": ["a"]}, "task": {"type": "worker"}})",
+                 "cluster.worker[0] = \"a\" is not host:port");
+  expect_mistake(R"({"cluster": {"worker": ["a:99999"]}, "task": {"type": "worker"}})",
+                 "cluster.worker[0] = \"a:99999\" is not host:port");
+  expect_mistake(R"({"cluster": {"worker": [":1"]}, "task": {"type": "worker"}})",
+                 "is not host:port");
+  expect_mistake(R"({"cluster": {"workers": ["a:1"]}, "task": {"type": "worker"}})",
+                 "cluster.workers names an unknown task type");
+  expect_mistake(R"({"cluster": {"worker": "a:1"}, "task": {"type": "worker"}})",
+                 "cluster.worker = \"a:1\" is not a list");
+  expect_mistake(
+      R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}, "rpc_layer": "mpi"})",
+      "rpc_layer = \"mpi\" is not supported");
+  expect_mistake(R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "ps"}})",
+                 "no chief and no worker");
+  expect_mistake(R"({"task": {"type": "evaluator", "index": 1}})", "there is one evaluator");
+}
+
+TEST(ClusterSpecTest, IPv6AddressesInBrackets) {
+  ClusterConfig c = parse_tf_config(R"({"cluster": {"worker": ["[::1]:2222"]},
+                                        "task": {"type": "worker", "index": 0}})");
+  EXPECT_EQ(c.address(c.task), "[::1]:2222");
+  expect_mistake(R"({"cluster": {"worker": ["::1:2222"]}, "task": {"type": "worker"}})",
+                 "is not host:port");
+}
+
+}  // namespace
+}  // namespace cadre
