@@ -5,6 +5,7 @@
 #include "core/autodiff/tape.h"
 #include "core/base/errors.h"
 #include "core/base/strings.h"
+#include "core/nn/cross_replica.h"
 #include "core/ops/array.h"
 #include "core/ops/math.h"
 #include "core/runtime/threading.h"
@@ -205,6 +206,26 @@ std::unique_ptr<DistributedVariables> Strategy::create_variables(
   return std::make_unique<DistributedVariables>(std::move(stores), num_replicas_in_sync());
 }
 
+namespace {
+
+// Layers reach the other replicas (sync_batch_norm) through the replica's context.
+class ContextCollective : public nn::ReplicaCollective {
+ public:
+  ContextCollective(ReplicaContext& context, bool mirrored)
+      : context_(context), mirrored_(mirrored) {}
+  int num_replicas() const override { return context_.num_replicas_in_sync(); }
+  bool updates_variables() const override { return mirrored_ || context_.replica_id() == 0; }
+  Tensor sum(const Tensor& x) override {
+    return to_device(context_.all_reduce(ReduceOp::kSum, x), context_.device());
+  }
+
+ private:
+  ReplicaContext& context_;
+  bool mirrored_;
+};
+
+}  // namespace
+
 void Strategy::run_replicas(DistributedVariables& variables,
                             const std::function<void(ReplicaContext&)>& fn,
                             std::vector<Generator>* generators) const {
@@ -221,6 +242,8 @@ void Strategy::run_replicas(DistributedVariables& variables,
     std::optional<GeneratorScope> generator_scope;
     if (generators) generator_scope.emplace((*generators)[r]);
     ReplicaContext context(*this, group, variables, r);
+    ContextCollective collective(context, variables.mirrored());
+    nn::ReplicaCollectiveScope collective_scope(&collective);
     try {
       fn(context);
     } catch (...) {

@@ -1,11 +1,13 @@
 #include "core/nn/layers.h"
 
 #include "core/autodiff/tape.h"
+#include "core/nn/cross_replica.h"
 #include "core/nn/variable_store.h"
 #include "core/ops/array.h"
 #include "core/ops/indexing.h"
 #include "core/ops/linalg.h"
 #include "core/ops/math.h"
+#include "core/ops/reduce.h"
 
 namespace cadre::nn {
 namespace {
@@ -24,7 +26,8 @@ Tensor dense(const std::string& name, const Tensor& x, int64_t units, Activation
   int64_t in = last_dim("dense", name, x);
   if (units <= 0) throw InvalidArgumentError(str_cat("dense '", name, "': units must be positive"));
   NameScope scope(name);
-  Variable& kernel = get_variable("kernel", Shape{in, units}, options.kernel_initializer, x.dtype());
+  Variable& kernel =
+      get_variable("kernel", Shape{in, units}, options.kernel_initializer, x.dtype());
   Tensor bias;
   if (options.use_bias) {
     bias = get_variable("bias", Shape{units}, options.bias_initializer, x.dtype()).read();
@@ -36,7 +39,8 @@ Tensor conv2d(const std::string& name, const Tensor& x, int64_t filters,
               std::array<int64_t, 2> kernel_size, Activation activation,
               const Conv2DOptions& options) {
   int64_t in = last_dim("conv2d", name, x);
-  if (filters <= 0) throw InvalidArgumentError(str_cat("conv2d '", name, "': filters must be positive"));
+  if (filters <= 0)
+    throw InvalidArgumentError(str_cat("conv2d '", name, "': filters must be positive"));
   NameScope scope(name);
   Variable& kernel = get_variable("kernel", Shape{kernel_size[0], kernel_size[1], in, filters},
                                   options.kernel_initializer, x.dtype());
@@ -44,17 +48,17 @@ Tensor conv2d(const std::string& name, const Tensor& x, int64_t filters,
   if (options.use_bias) {
     bias = get_variable("bias", Shape{filters}, options.bias_initializer, x.dtype()).read();
   }
-  return cadre::conv2d(x, kernel.read(), bias, options.strides, options.padding,
-                       options.dilations, activation);
+  return cadre::conv2d(x, kernel.read(), bias, options.strides, options.padding, options.dilations,
+                       activation);
 }
 
-Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size,
-                  std::array<int64_t, 2> strides, Padding padding) {
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size, std::array<int64_t, 2> strides,
+                  Padding padding) {
   return cadre::max_pool2d(x, pool_size, strides, padding);
 }
 
-Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size,
-                  std::array<int64_t, 2> strides, Padding padding) {
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size, std::array<int64_t, 2> strides,
+                  Padding padding) {
   return cadre::avg_pool2d(x, pool_size, strides, padding);
 }
 
@@ -64,17 +68,25 @@ Tensor dropout(const Tensor& x, double rate, bool training) {
   return training ? cadre::dropout(x, rate) : x;
 }
 
-Tensor batch_norm(const std::string& name, const Tensor& x, bool training,
-                  const BatchNormOptions& options) {
-  int64_t channels = last_dim("batch_norm", name, x);
-  NameScope scope(name);
+namespace {
+
+// A batch-norm layer's variables, created on first use under `name`.
+struct BatchNormVariables {
+  Tensor gamma, beta;
+  Variable* moving_mean;
+  Variable* moving_variance;
+};
+
+BatchNormVariables batch_norm_variables(int64_t channels, const Tensor& x,
+                                        const BatchNormOptions& options) {
   DType dtype = x.dtype();
-  Tensor gamma = options.scale
-                     ? get_variable("gamma", Shape{channels}, initializers::ones(), dtype).read()
-                     : Tensor::ones(Shape{channels}, dtype, x.device());
-  Tensor beta = options.center
-                    ? get_variable("beta", Shape{channels}, initializers::zeros(), dtype).read()
-                    : Tensor::zeros(Shape{channels}, dtype, x.device());
+  BatchNormVariables v;
+  v.gamma = options.scale
+                ? get_variable("gamma", Shape{channels}, initializers::ones(), dtype).read()
+                : Tensor::ones(Shape{channels}, dtype, x.device());
+  v.beta = options.center
+               ? get_variable("beta", Shape{channels}, initializers::zeros(), dtype).read()
+               : Tensor::zeros(Shape{channels}, dtype, x.device());
   VariableSpec spec;
   spec.shape = Shape{channels};
   spec.dtype = dtype;
@@ -83,28 +95,68 @@ Tensor batch_norm(const std::string& name, const Tensor& x, bool training,
   spec.synchronization = Synchronization::kOnRead;
   spec.name = scoped_name("moving_mean");
   spec.initializer = initializers::zeros();
-  Variable& moving_mean = current_store().get_or_create(spec);
+  v.moving_mean = &current_store().get_or_create(spec);
   spec.name = scoped_name("moving_variance");
   spec.initializer = initializers::ones();
-  Variable& moving_variance = current_store().get_or_create(spec);
+  v.moving_variance = &current_store().get_or_create(spec);
+  return v;
+}
 
-  if (!training) {
-    return batch_norm_inference(x, gamma, beta, moving_mean.tensor(), moving_variance.tensor(),
-                                options.epsilon);
-  }
-  BatchNormResult r = batch_norm_training(x, gamma, beta, options.epsilon);
+void update_moving(BatchNormVariables& v, const Tensor& mean, const Tensor& variance,
+                   const BatchNormOptions& options) {
+  // With variables shared by the replicas, one replica updates them (plain batch_norm: with
+  // its own batch's statistics; sync_batch_norm: the global ones, the same everywhere).
+  if (!updates_variables_here()) return;
   NoGradScope no_grad;
   double m = options.momentum;
-  // Keras folds the batch variance in as computed (biased).
-  moving_mean.assign(moving_mean.tensor() * m + r.batch_mean * (1 - m));
-  moving_variance.assign(moving_variance.tensor() * m + r.batch_variance * (1 - m));
+  // Keras folds the batch variance in as computed (biased). read(): the compute device.
+  v.moving_mean->assign(v.moving_mean->read() * m + mean * (1 - m));
+  v.moving_variance->assign(v.moving_variance->read() * m + variance * (1 - m));
+}
+
+}  // namespace
+
+Tensor batch_norm(const std::string& name, const Tensor& x, bool training,
+                  const BatchNormOptions& options) {
+  int64_t channels = last_dim("batch_norm", name, x);
+  NameScope scope(name);
+  BatchNormVariables v = batch_norm_variables(channels, x, options);
+  if (!training) {
+    return batch_norm_inference(x, v.gamma, v.beta, v.moving_mean->read(),
+                                v.moving_variance->read(), options.epsilon);
+  }
+  BatchNormResult r = batch_norm_training(x, v.gamma, v.beta, options.epsilon);
+  update_moving(v, r.batch_mean, r.batch_variance, options);
   return r.y;
 }
 
+Tensor sync_batch_norm(const std::string& name, const Tensor& x, bool training,
+                       const BatchNormOptions& options) {
+  ReplicaCollective* collective = current_replica_collective();
+  if (!training || collective == nullptr || collective->num_replicas() == 1) {
+    return batch_norm(name, x, training, options);
+  }
+  int64_t channels = last_dim("sync_batch_norm", name, x);
+  NameScope scope(name);
+  BatchNormVariables v = batch_norm_variables(channels, x, options);
+  std::vector<int> axes;
+  for (int a = 0; a + 1 < x.rank(); ++a) axes.push_back(a);
+  Tensor count =
+      Tensor::full(Shape{1}, static_cast<double>(x.numel() / channels), x.dtype(), x.device());
+  // One collective for the sums, the sums of squares and the examples of every replica.
+  Tensor global = cross_replica_sum(concat({sum(x, axes), sum(square(x), axes), count}, 0));
+  Tensor n = slice(global, 0, 2 * channels, 2 * channels + 1);
+  Tensor mean = slice(global, 0, 0, channels) / n;
+  Tensor variance = slice(global, 0, channels, 2 * channels) / n - square(mean);
+  Tensor output = (x - mean) * rsqrt(variance + options.epsilon) * v.gamma + v.beta;
+  update_moving(v, mean, variance, options);
+  return output;
+}
 Tensor embedding(const std::string& name, const Tensor& ids, int64_t vocab_size, int64_t dim,
                  const Initializer& initializer) {
   if (vocab_size <= 0 || dim <= 0) {
-    throw InvalidArgumentError(str_cat("embedding '", name, "': vocab_size and dim must be positive"));
+    throw InvalidArgumentError(
+        str_cat("embedding '", name, "': vocab_size and dim must be positive"));
   }
   NameScope scope(name);
   Variable& table = get_variable("embeddings", Shape{vocab_size, dim}, initializer);

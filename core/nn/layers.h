@@ -48,10 +48,10 @@ Tensor conv2d(const std::string& name, const Tensor& x, int64_t filters,
               std::array<int64_t, 2> kernel_size, Activation activation = Activation::kNone,
               const Conv2DOptions& options = {});
 
-Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size,
-                  std::array<int64_t, 2> strides, Padding padding = Padding::kValid);
-Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size,
-                  std::array<int64_t, 2> strides, Padding padding = Padding::kValid);
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size, std::array<int64_t, 2> strides,
+                  Padding padding = Padding::kValid);
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> pool_size, std::array<int64_t, 2> strides,
+                  Padding padding = Padding::kValid);
 // [N, ...] -> [N, prod(...)].
 Tensor flatten(const Tensor& x);
 // Identity unless training.
@@ -60,8 +60,8 @@ Tensor dropout(const Tensor& x, double rate, bool training);
 struct BatchNormOptions {
   double momentum = 0.99;  // moving = moving * momentum + batch * (1 - momentum)
   double epsilon = 1e-3;
-  bool center = true;      // learn beta
-  bool scale = true;       // learn gamma
+  bool center = true;  // learn beta
+  bool scale = true;   // learn gamma
 };
 
 // Normalises over every axis but the last. In training, uses the batch's statistics and
@@ -70,6 +70,12 @@ struct BatchNormOptions {
 Tensor batch_norm(const std::string& name, const Tensor& x, bool training,
                   const BatchNormOptions& options = {});
 
+// batch_norm whose training statistics cover the global batch: summed over the replicas of
+// a multi-replica step (tf.keras's SyncBatchNormalization, PyTorch's SyncBatchNorm), so
+// that N replicas of batch B/N normalise as one device with batch B and their moving
+// statistics stay identical. Outside a multi-replica step it is batch_norm.
+Tensor sync_batch_norm(const std::string& name, const Tensor& x, bool training,
+                       const BatchNormOptions& options = {});
 // Rows of the table name/embeddings [vocab_size, dim] for integer ids of any shape: ids'
 // shape + [dim]. Its gradient is sparse (the rows looked up).
 Tensor embedding(const std::string& name, const Tensor& ids, int64_t vocab_size, int64_t dim,

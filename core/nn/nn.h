@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/nn/clipping.h"
+#include "core/nn/cross_replica.h"
 #include "core/nn/initializers.h"
 #include "core/nn/layers.h"
 #include "core/nn/losses.h"

@@ -161,8 +161,11 @@ TEST(StrategyTest, UnevenBatchesSplitAndAverageExactly) {
   EXPECT_THROW(small.next(), InvalidArgumentError);
 }
 
+enum class Norm { kNone, kBatch, kSyncBatch };
+
 // A custom training loop: the same global batches under each strategy.
-std::map<std::string, Tensor> train_custom(const Strategy& strategy, int steps) {
+std::map<std::string, Tensor> train_custom(const Strategy& strategy, int steps,
+                                           Norm norm = Norm::kNone) {
   auto variables = strategy.create_variables(5);
   auto optimizer = nn::optimizers::adam(0.05);
   int n = strategy.num_replicas_in_sync();
@@ -182,6 +185,8 @@ std::map<std::string, Tensor> train_custom(const Strategy& strategy, int steps) 
       const Element& batch = (*inputs)[ctx.replica_id()];
       GradientTape tape;
       Tensor h = nn::dense("h", batch.features.at("x"), 8, nn::tanh);
+      if (norm == Norm::kBatch) h = nn::batch_norm("bn", h, /*training=*/true);
+      if (norm == Norm::kSyncBatch) h = nn::sync_batch_norm("bn", h, /*training=*/true);
       Tensor loss = nn::mean_squared_error(batch.labels, nn::dense("out", h, 1));
       ctx.apply_gradients(*optimizer, tape.gradient(loss, ctx.trainable_sources()),
                           static_cast<double>(batch.labels.dim(0)));
@@ -190,9 +195,11 @@ std::map<std::string, Tensor> train_custom(const Strategy& strategy, int steps) 
   std::map<std::string, Tensor> values;
   for (nn::Variable* v : variables->primary().variables()) values[v->name()] = v->tensor();
   if (strategy.mirrors_variables()) {
-    // Every copy took the same updates.
+    // Every copy took the same updates (but plain batch norm's moving statistics, which
+    // follow each replica's own batch, as TensorFlow's on-read synchronised variables do).
     for (int r = 1; r < n; ++r) {
       for (nn::Variable* v : variables->store(r).variables()) {
+        if (norm == Norm::kBatch && !v->trainable()) continue;
         EXPECT_EQ(v->tensor().to_vector<float>(), values.at(v->name()).to_vector<float>())
             << v->name() << " on replica " << r;
       }
@@ -215,6 +222,22 @@ TEST(StrategyTest, MirroredAndCentralStorageTrainAsOneDeviceOnTheSameGlobalBatch
           << strategy->name() << " " << strategy->topology() << " " << name;
     }
   }
+}
+
+TEST(StrategyTest, SyncBatchNormNormalisesTheGlobalBatch) {
+  auto reference = train_custom(*OneDeviceStrategy::create(), 20, Norm::kBatch);
+  for (const auto& strategy : std::vector<std::shared_ptr<Strategy>>{
+           MirroredStrategy::create(cpus(2)), MirroredStrategy::create(cpus(3)),
+           CentralStorageStrategy::create(cpus(2))}) {
+    auto synced = train_custom(*strategy, 20, Norm::kSyncBatch);
+    for (const auto& [name, value] : reference) {
+      EXPECT_LT(max_abs_diff(synced.at(name), value), 1e-4)
+          << strategy->name() << " " << strategy->topology() << " " << name;
+    }
+  }
+  // Plain batch norm on replicas normalises each replica's part only: not the same model.
+  auto local = train_custom(*MirroredStrategy::create(cpus(2)), 20, Norm::kBatch);
+  EXPECT_GT(max_abs_diff(local.at("bn/moving_variance"), reference.at("bn/moving_variance")), 1e-3);
 }
 
 }  // namespace
