@@ -1,0 +1,65 @@
+// The coordination service of a training cluster, over gRPC: hosted by the chief (worker 0
+// without a chief), used by every training task through a CoordinationClient.
+//
+// - Registration: every task registers at start-up and waits until all have; the service
+//   logs every few seconds who has and has not arrived, and a registration that times out
+//   fails with a message naming the tasks that never came.
+// - Heartbeats: each client sends one every heartbeat_interval; a task silent for
+//   heartbeat_timeout is declared dead, and from then on every call of every task fails
+//   with AbortedError naming it, so the survivors stop instead of hanging in a collective.
+// - A key-value store (set, get with a timeout) for rendezvous, named barriers, and a
+//   shutdown barrier (a barrier named "shutdown").
+//
+// Errors reach callers as Cadre's typed errors: DeadlineExceededError (timeouts, naming
+// the missing tasks), AbortedError (a dead task), UnavailableError (no service at the
+// address, or a port that cannot be bound, naming it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strategies/cluster/cluster_spec.h"
+
+namespace cadre {
+
+struct CoordinationOptions {
+  double heartbeat_interval_seconds = 1;
+  double heartbeat_timeout_seconds = 10;
+  double log_every_seconds = 5;  // progress of registration and barriers
+};
+
+class CoordinationService {
+ public:
+  // Serves at `address` ("host:port"; port 0 picks a free one) for the training tasks of
+  // `tasks`. Throws UnavailableError naming the address when it cannot be bound.
+  static std::unique_ptr<CoordinationService> start(const std::string& address,
+                                                    std::vector<TaskId> tasks,
+                                                    CoordinationOptions options = {});
+  virtual ~CoordinationService() = default;
+  // The address it listens on, with the port chosen.
+  virtual std::string address() const = 0;
+  // Stops serving; waiting calls fail with UnavailableError.
+  virtual void stop() = 0;
+};
+
+// Thread-safe; every call takes a timeout.
+class CoordinationClient {
+ public:
+  static std::unique_ptr<CoordinationClient> connect(const std::string& address, TaskId task,
+                                                     CoordinationOptions options = {});
+  virtual ~CoordinationClient() = default;
+  // Registers this task and waits for every other one, then starts heartbeats.
+  virtual void register_task(double timeout_seconds) = 0;
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  virtual std::string get(const std::string& key, double timeout_seconds) = 0;
+  virtual void barrier(const std::string& name, double timeout_seconds) = 0;
+  // Stops the heartbeats (as a process that dies would).
+  virtual void stop_heartbeats() = 0;
+  // The failure the service reported for the cluster (a dead task), empty while healthy.
+  virtual std::string failure() const = 0;
+};
+
+}  // namespace cadre

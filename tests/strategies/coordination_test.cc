@@ -1,0 +1,110 @@
+// The coordination service on 127.0.0.1 with its clients as threads of this process:
+// registration, the key-value store, barriers, and every failure named.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "core/base/errors.h"
+#include "strategies/cluster/coordination_service.h"
+
+namespace cadre {
+namespace {
+
+const std::vector<TaskId> kTasks = {{"chief", 0}, {"worker", 0}, {"worker", 1}};
+
+CoordinationOptions fast() {
+  CoordinationOptions options;
+  options.heartbeat_interval_seconds = 0.1;
+  options.heartbeat_timeout_seconds = 1;
+  options.log_every_seconds = 0.5;
+  return options;
+}
+
+TEST(CoordinationTest, TasksRegisterShareKeysAndMeetAtBarriers) {
+  auto service = CoordinationService::start("127.0.0.1:0", kTasks, fast());
+  std::vector<std::future<std::string>> tasks;
+  for (const TaskId& task : kTasks) {
+    tasks.push_back(std::async(std::launch::async, [&, task] {
+      auto client = CoordinationClient::connect(service->address(), task, fast());
+      client->register_task(10);
+      if (task.type == "chief") client->set("gloo/rendezvous", "ring of 3");
+      std::string value = client->get("gloo/rendezvous", 10);
+      client->barrier("after_rendezvous", 10);
+      client->barrier("shutdown", 10);
+      EXPECT_EQ(client->failure(), "");
+      return value;
+    }));
+  }
+  for (auto& t : tasks) EXPECT_EQ(t.get(), "ring of 3");
+}
+
+TEST(CoordinationTest, RegistrationTimesOutNamingTheTasksThatNeverCame) {
+  auto service = CoordinationService::start("127.0.0.1:0", kTasks, fast());
+  auto chief = std::async(std::launch::async, [&] {
+    CoordinationClient::connect(service->address(), {"chief", 0}, fast())->register_task(1);
+  });
+  auto worker = CoordinationClient::connect(service->address(), {"worker", 0}, fast());
+  try {
+    worker->register_task(1);
+    FAIL();
+  } catch (const DeadlineExceededError& e) {
+    EXPECT_NE(std::string(e.what()).find("never registered: worker:1"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(chief.get(), DeadlineExceededError);
+}
+
+TEST(CoordinationTest, ADeadTaskIsNamedToTheSurvivorsWithinTheHeartbeatTimeout) {
+  auto service = CoordinationService::start("127.0.0.1:0", kTasks, fast());
+  std::vector<std::unique_ptr<CoordinationClient>> clients;
+  std::vector<std::future<void>> registering;
+  for (const TaskId& task : kTasks) {
+    clients.push_back(CoordinationClient::connect(service->address(), task, fast()));
+  }
+  for (auto& client : clients) {
+    registering.push_back(std::async(std::launch::async, [&client] { client->register_task(10); }));
+  }
+  for (auto& r : registering) r.get();
+  clients[2]->stop_heartbeats();  // worker:1 "dies"
+  auto start = std::chrono::steady_clock::now();
+  while (clients[0]->failure().empty() &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 3.0);
+  EXPECT_NE(clients[0]->failure().find("task worker:1 has sent no heartbeat"), std::string::npos)
+      << clients[0]->failure();
+  // A survivor waiting in a barrier is released with the same news.
+  try {
+    clients[1]->barrier("step_100", 10);
+    FAIL();
+  } catch (const AbortedError& e) {
+    EXPECT_NE(std::string(e.what()).find("worker:1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CoordinationTest, TimeoutsAndBadAddressesAreNamed) {
+  auto service = CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, fast());
+  auto client = CoordinationClient::connect(service->address(), {"worker", 0}, fast());
+  client->register_task(5);
+  try {
+    client->get("nccl/unique_id", 0.3);
+    FAIL();
+  } catch (const DeadlineExceededError& e) {
+    EXPECT_NE(std::string(e.what()).find("'nccl/unique_id'"), std::string::npos) << e.what();
+  }
+  // The port is taken: a clear bind error naming the address.
+  try {
+    CoordinationService::start(service->address(), {{"worker", 0}}, fast());
+    FAIL();
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find(service->address()), std::string::npos) << e.what();
+  }
+  auto stranger = CoordinationClient::connect(service->address(), {"worker", 7}, fast());
+  EXPECT_THROW(stranger->register_task(1), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace cadre
