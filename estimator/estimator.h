@@ -103,10 +103,11 @@ class Estimator {
             std::optional<WarmStartSettings> warm_start_from = std::nullopt);
   ~Estimator();
 
-  // Trains per TrainArgs and ends by saving a checkpoint. Returns at once, saying so, when
-  // max_steps is already reached. Throws InvalidArgumentError for a bad spec or a checkpoint
-  // of another model, NanLossDuringTrainingError on divergence (nothing saved after it).
-  void train(const InputFn& input_fn, const TrainArgs& args = {});
+  // Trains per TrainArgs and ends by saving a checkpoint (the chief). Returns the global step
+  // training ended at; returns at once, saying so, when max_steps is already reached. Throws
+  // InvalidArgumentError for a bad spec or a checkpoint of another model,
+  // NanLossDuringTrainingError on divergence (nothing saved after it).
+  int64_t train(const InputFn& input_fn, const TrainArgs& args = {});
   // Evaluates a checkpoint (NotFoundError when there is none) and writes the results as
   // summaries to the eval directory at the checkpoint's step.
   EvalResult evaluate(const InputFn& input_fn, const EvalArgs& args = {});

@@ -43,7 +43,7 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
       estimator_internal::open_checkpoint_for(config_.model_dir, args.checkpoint_path, "evaluate");
   std::shared_ptr<const Strategy> strategy = config_.eval_distribute;
   if (!strategy) strategy = OneDeviceStrategy::create();
-  const int replicas = strategy->num_replicas_in_sync();
+  const int replicas = strategy->num_local_replicas();
   // Every replica evaluates its own restored copy, also under a strategy that shares one
   // copy in training: metrics live in the store, and each replica updates its own.
   std::vector<std::unique_ptr<nn::VariableStore>> stores;

@@ -216,12 +216,18 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
   check_args(train_spec, eval_spec);
   const RunConfig& config = estimator.config();
   if (config.task_type == "evaluator") return run_evaluator(estimator, eval_spec);
-  if (config.task_type == "ps" || config.num_worker_replicas > 1) {
+  if (config.task_type == "ps" || config.num_ps_replicas > 0) {
     throw UnimplementedError(str_cat(
-        "train_and_evaluate: task ", config.task_type, ":", config.task_id, " of a cluster with ",
-        config.num_worker_replicas, " training tasks and ", config.num_ps_replicas,
-        " ps tasks needs the multi-worker runtime, which this build does not have yet; a "
-        "cluster of one chief (or one worker) and an evaluator works"));
+        "train_and_evaluate: task ", config.task_type, ":", config.task_id,
+        " belongs to a cluster with ps tasks, which needs ParameterServerStrategy; this build "
+        "does not have it yet"));
+  }
+  int workers = config.train_distribute ? config.train_distribute->num_workers() : 1;
+  if (config.num_worker_replicas > 1 && workers != config.num_worker_replicas) {
+    throw InvalidArgumentError(str_cat(
+        "train_and_evaluate: the cluster has ", config.num_worker_replicas,
+        " training tasks but RunConfig.train_distribute trains on ", workers,
+        " worker(s); set train_distribute = MultiWorkerMirroredStrategy::create(*config.cluster)"));
   }
   TrainAndEvaluateResult result;
   if (config.is_chief) mark_training_finished(estimator.model_dir(), std::nullopt);
@@ -235,12 +241,11 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
         std::make_shared<EvaluateOnSave>(estimator, eval_spec, eval_args_of(eval_spec), &result);
     train_args.saving_listeners = {listener};
   }
-  estimator.train(train_spec.input_fn, train_args);
+  int64_t step = estimator.train(train_spec.input_fn, train_args);
   if (listener) {
     listener->finish();
-  } else if (std::optional<std::string> latest = estimator.latest_checkpoint()) {
-    result.final_eval["global_step"] = static_cast<double>(
-        checkpoint::checkpoint_step(checkpoint::base_name(*latest), "model.ckpt").value_or(0));
+  } else {
+    result.final_eval["global_step"] = static_cast<double>(step);
   }
   if (config.is_chief && result.final_eval.count("global_step")) {
     mark_training_finished(estimator.model_dir(),

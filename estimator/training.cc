@@ -44,16 +44,22 @@ std::vector<nn::Variable*> variables_to_train(const nn::VariableStore& store, co
 
 // The random generator of each replica: replica r draws from stream r of the seed, so that
 // replica 0 of any strategy draws what a single device would.
-std::vector<Generator> replica_generators(uint64_t seed, int replicas,
+// The generator's name in checkpoints for a replica of the job.
+std::string generator_name(int global_replica) {
+  return global_replica == 0 ? std::string(estimator_internal::kGlobalGenerator)
+                             : str_cat("replica_", global_replica);
+}
+
+std::vector<Generator> replica_generators(uint64_t seed, const Strategy& strategy,
                                           const checkpoint::CheckpointReader* resume) {
   std::map<std::string, Generator::State> saved;
   if (resume) saved = resume->rng_states(/*verify=*/false);
   std::vector<Generator> generators;
-  for (int r = 0; r < replicas; ++r) {
-    auto it = saved.find(r == 0 ? std::string(estimator_internal::kGlobalGenerator)
-                                : str_cat("replica_", r));
-    generators.emplace_back(it != saved.end() ? it->second
-                                              : Generator(seed, static_cast<uint64_t>(r)).state());
+  for (int r = 0; r < strategy.num_local_replicas(); ++r) {
+    int global = strategy.worker_index() * strategy.num_local_replicas() + r;
+    auto it = saved.find(generator_name(global));
+    generators.emplace_back(
+        it != saved.end() ? it->second : Generator(seed, static_cast<uint64_t>(global)).state());
   }
   return generators;
 }
@@ -71,8 +77,7 @@ class TrainRun : public Run {
         max_steps_(max_steps),
         global_step_(resume ? resume->global_step() : 0),
         // Warm start takes variables only: the new run draws from its own seed.
-        generators_(
-            replica_generators(estimator.seed(), strategy_->num_replicas_in_sync(), resume.get())) {
+        generators_(replica_generators(estimator.seed(), *strategy_, resume.get())) {
     nn::VariableCreator creator = nn::default_variable_creator;
     if (resume) {
       // A resumed checkpoint was verified whole when it was chosen.
@@ -99,13 +104,15 @@ class TrainRun : public Run {
     checkpoint::CheckpointData data;
     data.global_step = global_step_;
     checkpoint::add_variables(variables_->primary(), &data);
+    // The chief saves its own replicas' generators (the other workers' continue from their
+    // seed streams on resume).
     for (size_t r = 0; r < generators_.size(); ++r) {
-      data.rng_states[r == 0 ? std::string(estimator_internal::kGlobalGenerator)
-                             : str_cat("replica_", r)] = generators_[r].state();
+      data.rng_states[generator_name(static_cast<int>(r))] = generators_[r].state();
     }
     if (iterator_) data.iterator_state = iterator_->save();
     data.attributes["strategy"] = strategy_->name();
-    data.attributes["topology"] = str_cat("1 worker, ", strategy_->topology());
+    data.attributes["topology"] =
+        str_cat(strategy_->num_workers(), " worker(s), ", strategy_->topology(), " each");
     return manager_->save(data);
   }
 
@@ -208,7 +215,7 @@ std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start(const WarmSt
 
 }  // namespace
 
-void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
+int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   if (config_.model_dir.empty()) throw InvalidArgumentError("train: RunConfig.model_dir is empty");
   if (args.steps && args.max_steps) {
     throw InvalidArgumentError(str_cat("train: steps (", *args.steps, ") and max_steps (",
@@ -233,7 +240,7 @@ void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   if (max_steps && start_step >= *max_steps) {
     LOG(INFO) << "global step " << start_step << " of " << resume->path()
               << " has already reached max_steps " << *max_steps << "; not training";
-    return;
+    return start_step;
   }
   std::shared_ptr<const checkpoint::CheckpointReader> warm;
   checkpoint::CheckpointSourceFn warm_names;
@@ -283,7 +290,7 @@ void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     RunContext context_;
     for (const auto& hook : hooks) hook->before_run(run, context_);
     std::optional<PerReplica<io::Element>> batch = iterator.next();
-    if (!batch || static_cast<int>(batch->size()) < strategy->num_replicas_in_sync()) {
+    if (!batch || static_cast<int>(batch->size()) < strategy->num_local_replicas()) {
       LOG(INFO) << "the training input ended at step " << run.global_step();
       break;
     }
@@ -303,6 +310,7 @@ void Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   for (const auto& hook : hooks) hook->end(run);
   if (manager) manager->close();
   if (io::SummaryWriter* writer = run.summary_writer()) writer->close();
+  return run.global_step();
 }
 
 }  // namespace cadre

@@ -217,8 +217,11 @@ class HierarchicalCopyAllReduce : public BucketedOps {
                                   const std::vector<Device>& destinations) override {
     // Level by level: slot r holds the sum of replicas [r, r + stride), scaled at the first
     // level.
+    if (values.size() == 1) {
+      Tensor scaled = weighted_sum({contiguous(values[0])}, scale, values[0].device());
+      return PerReplica<Tensor>(destinations.size(), to_device(scaled, destinations[0]));
+    }
     std::vector<Tensor> level(values.begin(), values.end());
-    std::vector<double> first_scale = scale;
     for (size_t stride = 1; stride < values.size(); stride *= 2) {
       for (size_t r = 0; r + stride < values.size(); r += 2 * stride) {
         std::vector<double> pair = stride == 1 ? std::vector<double>{scale[r], scale[r + 1]}

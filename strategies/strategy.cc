@@ -40,7 +40,7 @@ std::vector<Tensor> ReplicaContext::trainable_sources() {
 
 std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradient> values,
                                                  double weight) {
-  if (group_.size() == 1) {
+  if (group_.size() == 1 && strategy_.num_workers() == 1) {
     if (op == ReduceOp::kSum && weight != 1) {
       NoGradScope no_grad;
       for (Gradient& g : values) {
@@ -61,8 +61,32 @@ std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradie
   group_.arrive_and_wait([&] {
     std::vector<Device> destinations;
     for (int r = 0; r < group_.size(); ++r) destinations.push_back(strategy_.variable_device(r));
-    group_.outputs =
-        strategy_.cross_device_ops().batch_reduce(op, group_.inputs, group_.weights, destinations);
+    if (strategy_.num_workers() == 1) {
+      group_.outputs = strategy_.cross_device_ops().batch_reduce(op, group_.inputs, group_.weights,
+                                                                 destinations);
+      return;
+    }
+    // Within the worker first (the weighted sum on replica 0's device), then across workers,
+    // then the mean over every example of the job.
+    std::vector<Device> here(destinations.size(), destinations[0]);
+    std::vector<Gradient> sum = strategy_.cross_device_ops().batch_reduce(
+        ReduceOp::kSum, group_.inputs, group_.weights, here)[0];
+    double total = 0;
+    for (double w : group_.weights) total += w;
+    strategy_.cross_worker_sum(sum, total);
+    NoGradScope no_grad;
+    for (int r = 0; r < group_.size(); ++r) {
+      std::vector<Gradient> mine;
+      for (const Gradient& g : sum) {
+        if (!g.defined()) {
+          mine.emplace_back();
+          continue;
+        }
+        Tensor t = to_device(g.to_dense(), destinations[r]);
+        mine.emplace_back(op == ReduceOp::kMean ? t * (1.0 / total) : t);
+      }
+      group_.outputs[r] = std::move(mine);
+    }
   });
   return group_.outputs[replica_id_];
 }
@@ -194,7 +218,7 @@ std::string Strategy::topology() const {
 std::unique_ptr<DistributedVariables> Strategy::create_variables(
     uint64_t seed, nn::VariableCreator creator) const {
   std::vector<std::unique_ptr<nn::VariableStore>> stores;
-  int copies = mirrors_variables() ? num_replicas_in_sync() : 1;
+  int copies = mirrors_variables() ? num_local_replicas() : 1;
   for (int r = 0; r < copies; ++r) {
     Device device = variable_device(r);
     stores.push_back(std::make_unique<nn::VariableStore>(
@@ -203,7 +227,7 @@ std::unique_ptr<DistributedVariables> Strategy::create_variables(
           return creator(spec, s);
         }));
   }
-  return std::make_unique<DistributedVariables>(std::move(stores), num_replicas_in_sync());
+  return std::make_unique<DistributedVariables>(std::move(stores), num_local_replicas());
 }
 
 namespace {
@@ -229,7 +253,7 @@ class ContextCollective : public nn::ReplicaCollective {
 void Strategy::run_replicas(DistributedVariables& variables,
                             const std::function<void(ReplicaContext&)>& fn,
                             std::vector<Generator>* generators) const {
-  const int replicas = num_replicas_in_sync();
+  const int replicas = num_local_replicas();
   if (generators && static_cast<int>(generators->size()) != replicas) {
     throw InvalidArgumentError(
         str_cat("run: ", generators->size(), " generators for ", replicas, " replicas"));
@@ -317,6 +341,8 @@ Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
 
 io::InputContext Strategy::input_context() const {
   io::InputContext context;
+  context.num_input_pipelines = num_workers();
+  context.input_pipeline_id = worker_index();
   context.num_replicas_in_sync = num_replicas_in_sync();
   return context;
 }

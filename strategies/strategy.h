@@ -132,9 +132,18 @@ class Strategy {
   virtual ~Strategy();
   // "one_device", "mirrored", "central_storage".
   virtual std::string name() const = 0;
-  // The devices replicas compute on, one replica each.
+  // The devices of this process that replicas compute on, one replica each.
   const std::vector<Device>& devices() const { return devices_; }
-  int num_replicas_in_sync() const { return static_cast<int>(devices_.size()); }
+  int num_local_replicas() const { return static_cast<int>(devices_.size()); }
+  // Processes (workers) training together, and this one's index among them.
+  virtual int num_workers() const { return 1; }
+  virtual int worker_index() const { return 0; }
+  // Replicas of the whole job: the local ones on every worker.
+  int num_replicas_in_sync() const { return num_local_replicas() * num_workers(); }
+  // Across workers, in place: sums each value over the workers, and `weight` too (every
+  // worker calls it with the same values in the same order; collective). Nothing to do for a
+  // single worker.
+  virtual void cross_worker_sum(std::vector<Gradient>& values, double& weight) const {}
   // Where replica r's copy of the variables lives.
   virtual Device variable_device(int replica) const = 0;
   // Whether each replica holds its own copy of the variables.

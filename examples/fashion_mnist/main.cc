@@ -24,6 +24,7 @@
 #include "examples/fashion_mnist/models.h"
 #include "examples/program_main.h"
 #include "io/mnist.h"
+#include "strategies/multi_worker_mirrored_strategy.h"
 #include "strategies/strategy.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
@@ -81,7 +82,20 @@ Dataset eval_input_fn(const InputContext& context) {
 int run() {
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
   examples::check_model_name(FLAGS_model);
-  std::shared_ptr<Strategy> strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
+  RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
+  std::shared_ptr<Strategy> strategy;
+  if (FLAGS_strategy == "multi_worker_mirrored") {
+    if (!config.cluster) {
+      throw InvalidArgumentError("--strategy=multi_worker_mirrored needs TF_CONFIG (a cluster)");
+    }
+    // The evaluator does not train: it evaluates on one device.
+    strategy = config.task_type == "evaluator"
+                   ? strategy_from_flags("one_device", "")
+                   : std::shared_ptr<Strategy>(MultiWorkerMirroredStrategy::create(
+                         *config.cluster, parse_devices(FLAGS_devices)));
+  } else {
+    strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
+  }
   if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
     throw InvalidArgumentError(
         str_cat("--batch_size=", FLAGS_batch_size, " does not divide over the ",
@@ -94,13 +108,12 @@ int run() {
   if (FLAGS_eval_steps < 0) throw InvalidArgumentError("--eval_steps must be >= 0");
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
 
-  RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
   config.model_dir = FLAGS_model_dir;
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
   config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
   config.train_distribute = strategy;
-  config.eval_distribute = strategy;
+  if (strategy->num_workers() == 1) config.eval_distribute = strategy;
   Params params{{"model", FLAGS_model}, {"learning_rate", FLAGS_learning_rate}};
   Estimator estimator(model_fn, config, params);
 

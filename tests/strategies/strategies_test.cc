@@ -91,6 +91,18 @@ TEST(StrategyTest, AllReduceInsideRunIsIdenticalOnEveryReplica) {
   }
 }
 
+// One replica too: kSum scales by the weight (a worker's share before the cross-worker sum).
+TEST(StrategyTest, EveryCrossDeviceOpsWeighsASingleReplica) {
+  for (auto ops : {reduction_to_one_device(Device::cpu(0), 0), hierarchical_copy_all_reduce(0),
+                   hierarchical_copy_all_reduce()}) {
+    auto out = ops->batch_reduce(ReduceOp::kSum, {{Tensor::full({3}, 2.0)}}, {6}, {Device::cpu(0)});
+    EXPECT_EQ(out[0][0].dense().to_vector<float>(), (std::vector<float>{12, 12, 12}))
+        << ops->name();
+    out = ops->batch_reduce(ReduceOp::kMean, {{Tensor::full({3}, 2.0)}}, {6}, {Device::cpu(0)});
+    EXPECT_EQ(out[0][0].dense().to_vector<float>(), (std::vector<float>{2, 2, 2})) << ops->name();
+  }
+}
+
 TEST(StrategyTest, AFailingReplicaReleasesTheOthersAndItsErrorReachesTheCaller) {
   auto strategy = MirroredStrategy::create(cpus(2));
   auto variables = strategy->create_variables(1);

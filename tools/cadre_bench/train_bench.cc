@@ -74,7 +74,7 @@ class Trainer {
 
  private:
   void replicated_step(const Tensor& ids) {
-    int n = strategy_->num_replicas_in_sync();
+    int n = strategy_->num_local_replicas();
     int64_t per = FLAGS_batch_size / n;
     PerReplica<Tensor> losses = strategy_->run<Tensor>(*variables_, [&](ReplicaContext& ctx) {
       int r = ctx.replica_id();

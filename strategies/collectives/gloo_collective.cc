@@ -1,0 +1,116 @@
+#include "strategies/collectives/gloo_collective.h"
+
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre {
+
+namespace {
+
+// Gloo's rendezvous store on the coordination service's key-value store.
+class CoordinationStore : public gloo::rendezvous::Store {
+ public:
+  CoordinationStore(CoordinationClient& client, std::string prefix, double timeout_seconds)
+      : client_(client), prefix_(std::move(prefix)), timeout_(timeout_seconds) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    client_.set(prefix_ + "/" + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string value = client_.get(prefix_ + "/" + key, timeout_);
+    return {value.begin(), value.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, {}); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
+    for (const std::string& key : keys) client_.get(prefix_ + "/" + key, timeout_);
+  }
+
+ private:
+  CoordinationClient& client_;
+  std::string prefix_;
+  double timeout_;
+};
+
+class GlooCollective : public ProcessCollective {
+ public:
+  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context)
+      : context_(std::move(context)) {}
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+
+  void sum(float* data, size_t count) override { reduce(data, count); }
+  void sum(double* data, size_t count) override { reduce(data, count); }
+
+  void broadcast(void* data, size_t bytes, int root) override {
+    guard("broadcast", [&] {
+      gloo::BroadcastOptions options(context_);
+      options.setOutput(static_cast<char*>(data), bytes);
+      options.setRoot(root);
+      options.setTag(next_tag());
+      gloo::broadcast(options);
+    });
+  }
+
+ private:
+  template <typename T>
+  void reduce(T* data, size_t count) {
+    if (count == 0) return;
+    guard("all-reduce", [&] {
+      gloo::AllreduceOptions options(context_);
+      options.setOutput(data, count);
+      options.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
+      options.setTag(next_tag());
+      gloo::allreduce(options);
+    });
+  }
+
+  uint32_t next_tag() { return tag_++; }
+
+  template <typename F>
+  void guard(const char* what, F&& run) {
+    try {
+      run();
+    } catch (const gloo::IoException& e) {
+      throw UnavailableError(str_cat("gloo ", what, " across ", size(), " processes (this is rank ",
+                                     rank(), "): a peer is gone: ", e.what()));
+    } catch (const gloo::Exception& e) {
+      throw AbortedError(
+          str_cat("gloo ", what, " across ", size(), " processes failed: ", e.what()));
+    }
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  uint32_t tag_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessCollective> gloo_collective(CoordinationClient& client, int rank, int size,
+                                                   const std::string& host, double timeout_seconds,
+                                                   const std::string& prefix) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = host;
+  try {
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+    CoordinationStore store(client, prefix, timeout_seconds);
+    context->connectFullMesh(store, device);
+    return std::make_unique<GlooCollective>(std::move(context));
+  } catch (const gloo::Exception& e) {
+    throw UnavailableError(
+        str_cat("gloo: rank ", rank, " of ", size, " could not connect on ", host, ": ", e.what()));
+  }
+}
+
+}  // namespace cadre

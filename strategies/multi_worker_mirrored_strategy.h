@@ -1,0 +1,59 @@
+// MultiWorkerMirroredStrategy: MirroredStrategy on each training task of a cluster, with
+// gradients reduced within each worker first, then across workers by Gloo's ring
+// all-reduce over TCP (CPU tensors; NCCL for GPUs comes with the CUDA backend).
+//
+// create() joins the cluster: the chief (worker 0 without one) serves the coordination
+// service at its TF_CONFIG address, every training task registers with it (waiting for all
+// of them, with a timeout naming the absent ones), heartbeats start, and the Gloo mesh is
+// built through the service's key-value store. Variables start identical everywhere (the
+// same seed, or the same checkpoint), every worker makes the same updates, and each reads
+// its own shard of the input (InputContext: one pipeline per worker).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "strategies/cluster/cluster_spec.h"
+#include "strategies/cluster/coordination_service.h"
+#include "strategies/collectives/gloo_collective.h"
+#include "strategies/strategy.h"
+
+namespace cadre {
+
+struct MultiWorkerOptions {
+  // How long create() waits for every task to register.
+  double registration_timeout_seconds = 300;
+  // How long a collective waits for its peers.
+  double collective_timeout_seconds = 300;
+  CoordinationOptions coordination;
+};
+
+class MultiWorkerMirroredStrategy : public Strategy {
+ public:
+  // Throws InvalidArgumentError for a cluster with ps tasks or a task that does not train,
+  // DeadlineExceededError naming the tasks that never registered, UnavailableError when the
+  // chief's port cannot be bound.
+  static std::shared_ptr<MultiWorkerMirroredStrategy> create(const ClusterConfig& cluster,
+                                                             std::vector<Device> local_devices = {},
+                                                             MultiWorkerOptions options = {});
+  ~MultiWorkerMirroredStrategy() override;
+  std::string name() const override { return "multi_worker_mirrored"; }
+  Device variable_device(int replica) const override { return devices()[replica]; }
+  bool mirrors_variables() const override { return true; }
+  int num_workers() const override { return collective_->size(); }
+  int worker_index() const override { return collective_->rank(); }
+  void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
+  // The failure the coordination service reported (a dead task), empty while healthy.
+  std::string cluster_failure() const { return client_->failure(); }
+
+ private:
+  MultiWorkerMirroredStrategy(std::vector<Device> devices,
+                              std::unique_ptr<CoordinationService> service,
+                              std::unique_ptr<CoordinationClient> client,
+                              std::unique_ptr<ProcessCollective> collective);
+  std::unique_ptr<CoordinationService> service_;  // on the chief only
+  std::unique_ptr<CoordinationClient> client_;
+  std::unique_ptr<ProcessCollective> collective_;
+};
+
+}  // namespace cadre

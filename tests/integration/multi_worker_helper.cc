@@ -1,0 +1,57 @@
+// The program the multi-worker test runs once per task (TF_CONFIG from the environment):
+// trains the test classifier without dropout on a global batch of 12, sharded over the
+// workers, with MultiWorkerMirroredStrategy when the cluster has several training tasks.
+//
+//   multi_worker_helper MODEL_DIR MAX_STEPS
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "estimator/train_and_evaluate.h"
+#include "strategies/multi_worker_mirrored_strategy.h"
+#include "tests/estimator/test_model.h"
+
+namespace {
+
+cadre::Dataset sharded_batches(const cadre::InputContext& context) {
+  auto [x, y] = cadre::testing::classification_data(cadre::testing::kExamples);
+  return cadre::Dataset::from_tensor_slices(cadre::Features{{"x", x}}, y)
+      .shard(context.num_input_pipelines, context.input_pipeline_id)
+      .repeat()
+      .batch(context.per_replica_batch_size(12));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: multi_worker_helper MODEL_DIR MAX_STEPS\n";
+    return 2;
+  }
+  try {
+    cadre::RunConfig config = cadre::RunConfig::from_environment();
+    config.model_dir = argv[1];
+    config.tf_random_seed = 42;
+    config.save_checkpoints_steps = 10;
+    if (config.num_worker_replicas > 1) {
+      cadre::MultiWorkerOptions options;
+      options.registration_timeout_seconds = 60;
+      options.collective_timeout_seconds = 60;
+      options.coordination.heartbeat_timeout_seconds = 5;
+      config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
+          *config.cluster, {cadre::Device::cpu(0)}, options);
+    }
+    cadre::Estimator estimator(cadre::testing::classifier_fn, config, {{"dropout", 0.0}});
+    cadre::EvalSpec eval_spec(cadre::testing::eval_input, 0);
+    eval_spec.start_delay_secs = 0;
+    eval_spec.throttle_secs = 0;
+    cadre::TrainAndEvaluateResult result = cadre::train_and_evaluate(
+        estimator, cadre::TrainSpec(sharded_batches, std::atoll(argv[2])), eval_spec);
+    std::printf("{\"task\":\"%s\",\"global_step\":%lld}\n", config.task_type.c_str(),
+                static_cast<long long>(result.final_eval.at("global_step")));
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "multi_worker_helper: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,117 @@
+// A chief and a worker as two processes on 127.0.0.1 (TF_CONFIG each, the coordination
+// service on the chief's port, Gloo between them) train as one process does on the same
+// global batch; the chief alone writes model_dir; a worker that dies is named to the chief.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "checkpoint/reader.h"
+#include "checkpoint/state_file.h"
+#include "tests/io/temp_dir.h"
+
+namespace cadre {
+namespace {
+
+// A port nobody listens on right now (the kernel's choice for port 0).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+pid_t start(const std::string& tf_config, const std::string& model_dir, int steps,
+            const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!tf_config.empty()) ::setenv("TF_CONFIG", tf_config.c_str(), 1);
+    std::freopen(log.c_str(), "w", stderr);
+    std::string s = std::to_string(steps);
+    ::execl(CADRE_MULTI_WORKER_HELPER, CADRE_MULTI_WORKER_HELPER, model_dir.c_str(), s.c_str(),
+            nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string cluster_json(int chief_port, int worker_port) {
+  return "\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(chief_port) +
+         "\"], \"worker\": [\"127.0.0.1:" + std::to_string(worker_port) + "\"]}";
+}
+
+class MultiWorkerTest : public io::testing::TempDirTest {};
+
+TEST_F(MultiWorkerTest, AChiefAndAWorkerTrainAsOneProcessOnTheSameGlobalBatch) {
+  ASSERT_EQ(wait_for(start("", path("single"), 20, path("single.log"))), 0)
+      << read(path("single.log"));
+  std::string cluster = cluster_json(free_port(), free_port());
+  pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("multi"),
+                      20, path("chief.log"));
+  pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})",
+                       path("multi"), 20, path("worker.log"));
+  EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
+  EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+
+  auto single = checkpoint::CheckpointReader::open(path("single") + "/model.ckpt-20.h5");
+  auto multi = checkpoint::CheckpointReader::open(path("multi") + "/model.ckpt-20.h5");
+  ASSERT_EQ(single->variables().size(), multi->variables().size());
+  for (const auto& [name, info] : single->variables()) {
+    std::vector<double> a = single->read(name).to_vector<double>();
+    std::vector<double> b = multi->read(name).to_vector<double>();
+    ASSERT_EQ(a.size(), b.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << name << "[" << i << "]";
+  }
+  EXPECT_NE(read(path("worker.log")).find("input shard 1 of 2"), std::string::npos);
+  // Only the chief wrote checkpoints and summaries (the worker's copy is the chief's files).
+  EXPECT_EQ(multi->attributes().at("strategy"), "multi_worker_mirrored");
+}
+
+TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
+  std::string cluster = cluster_json(free_port(), free_port());
+  pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
+                      1000000, path("chief.log"));
+  pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", path("m"),
+                       1000000, path("worker.log"));
+  // Let them form the cluster and train a little, then kill the worker.
+  auto start_time = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(path("m") + "/model.ckpt-10.h5") &&
+         std::chrono::steady_clock::now() - start_time < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(worker, SIGKILL);
+  wait_for(worker);
+  auto killed = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_for(chief), 1);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_LT(seconds, 15.0);
+  std::string log = read(path("chief.log"));
+  EXPECT_TRUE(log.find("worker") != std::string::npos || log.find("peer") != std::string::npos)
+      << log.substr(log.size() > 2000 ? log.size() - 2000 : 0);
+}
+
+}  // namespace
+}  // namespace cadre
