@@ -1,0 +1,32 @@
+// A local cluster for one program: free loopback ports, TF_CONFIG per task, each task's
+// output prefixed with "[type:index] ", and restarts (../shared/CONTRACTS.md,
+// tools/cadre_launch).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cadre::launch {
+
+struct LaunchOptions {
+  int chief = 1;
+  int workers = 0;
+  int ps = 0;
+  int evaluator = 0;
+  // Times the training tasks are restarted, all together, after one of them dies (they
+  // resume from the last checkpoint).
+  int max_restarts = 0;
+  std::vector<std::string> command;  // the program and its arguments
+};
+
+// Runs the cluster until every training task and the evaluator have exited; returns 0 when
+// all of them succeeded, else 1 (after stopping the others). Throws InvalidArgumentError for
+// options that describe no cluster.
+int run_cluster(const LaunchOptions& options);
+
+// The TF_CONFIG of each task for the given ports, "type:index" -> JSON (for --explain and
+// tests).
+std::vector<std::pair<std::string, std::string>> tf_configs(const LaunchOptions& options,
+                                                            const std::vector<int>& ports);
+
+}  // namespace cadre::launch
