@@ -8,58 +8,27 @@
 
 namespace cadre {
 
-MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(
-    std::vector<Device> devices, std::unique_ptr<CoordinationService> service,
-    std::unique_ptr<CoordinationClient> client, std::unique_ptr<ProcessCollective> collective)
-    : Strategy(std::move(devices), hierarchical_copy_all_reduce()),
-      service_(std::move(service)),
-      client_(std::move(client)),
-      collective_(std::move(collective)) {}
-
-MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
-  // The chief's service outlives the others' last calls: wait for them briefly.
-  try {
-    client_->barrier("shutdown", 30);
-  } catch (const std::exception& e) {
-    LOG(WARNING) << "shutdown barrier: " << e.what();
-  }
-  client_->stop_heartbeats();
-  if (service_) service_->stop();
-}
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<Device> devices,
+                                                         std::unique_ptr<WorkerGroup> group)
+    : Strategy(std::move(devices), hierarchical_copy_all_reduce()), group_(std::move(group)) {}
 
 std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create(
     const ClusterConfig& cluster, std::vector<Device> local_devices, MultiWorkerOptions options) {
   check_no_ps(cluster, "MultiWorkerMirroredStrategy");
-  int rank = cluster.global_task_id();
-  if (rank < 0) {
-    throw InvalidArgumentError(str_cat("MultiWorkerMirroredStrategy: task ",
-                                       cluster.task.to_string(),
-                                       " does not train (only the chief and the workers do)"));
-  }
   if (local_devices.empty()) local_devices = parse_devices("");
-  std::vector<TaskId> tasks = cluster.training_tasks();
-  std::string chief_address = cluster.address(cluster.chief());
-  std::unique_ptr<CoordinationService> service;
-  if (cluster.is_chief()) {
-    service = CoordinationService::start(chief_address, tasks, options.coordination);
-  }
-  auto client = CoordinationClient::connect(chief_address, cluster.task, options.coordination);
-  client->register_task(options.registration_timeout_seconds);
-  std::string own = cluster.address(cluster.task);
-  std::string host = own.substr(0, own.rfind(':'));
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  auto collective = gloo_collective(*client, rank, static_cast<int>(tasks.size()), host,
-                                    options.collective_timeout_seconds);
-  LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << tasks.size() << " ("
+  for (const Device& d : local_devices) check_device(d);  // before joining anyone
+  std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);
+  int rank = group->collective->rank(), size = group->collective->size();
+  LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
             << cluster.task.to_string() << ") with " << local_devices.size()
-            << " local replica(s); input shard " << rank << " of " << tasks.size();
-  return std::shared_ptr<MultiWorkerMirroredStrategy>(new MultiWorkerMirroredStrategy(
-      std::move(local_devices), std::move(service), std::move(client), std::move(collective)));
+            << " local replica(s); input shard " << rank << " of " << size;
+  return std::shared_ptr<MultiWorkerMirroredStrategy>(
+      new MultiWorkerMirroredStrategy(std::move(local_devices), std::move(group)));
 }
 
 void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values,
                                                    double& weight) const {
-  if (std::string failure = client_->failure(); !failure.empty()) {
+  if (std::string failure = group_->client->failure(); !failure.empty()) {
     throw AbortedError(str_cat("the cluster failed: ", failure));
   }
   NoGradScope no_grad;
@@ -81,7 +50,7 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
     at += static_cast<size_t>(t.numel());
   }
   buffer[at] = weight;
-  collective_->sum(buffer.data(), buffer.size());
+  group_->collective->sum(buffer.data(), buffer.size());
   at = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i].defined()) continue;

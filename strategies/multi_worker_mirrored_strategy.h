@@ -14,19 +14,12 @@
 #include <vector>
 
 #include "strategies/cluster/cluster_spec.h"
-#include "strategies/cluster/coordination_service.h"
-#include "strategies/collectives/gloo_collective.h"
+#include "strategies/cluster/worker_group.h"
 #include "strategies/strategy.h"
 
 namespace cadre {
 
-struct MultiWorkerOptions {
-  // How long create() waits for every task to register.
-  double registration_timeout_seconds = 300;
-  // How long a collective waits for its peers.
-  double collective_timeout_seconds = 300;
-  CoordinationOptions coordination;
-};
+using MultiWorkerOptions = WorkerGroupOptions;
 
 class MultiWorkerMirroredStrategy : public Strategy {
  public:
@@ -36,24 +29,18 @@ class MultiWorkerMirroredStrategy : public Strategy {
   static std::shared_ptr<MultiWorkerMirroredStrategy> create(const ClusterConfig& cluster,
                                                              std::vector<Device> local_devices = {},
                                                              MultiWorkerOptions options = {});
-  ~MultiWorkerMirroredStrategy() override;
   std::string name() const override { return "multi_worker_mirrored"; }
   Device variable_device(int replica) const override { return devices()[replica]; }
   bool mirrors_variables() const override { return true; }
-  int num_workers() const override { return collective_->size(); }
-  int worker_index() const override { return collective_->rank(); }
+  int num_workers() const override { return group_->collective->size(); }
+  int worker_index() const override { return group_->collective->rank(); }
   void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
   // The failure the coordination service reported (a dead task), empty while healthy.
-  std::string cluster_failure() const { return client_->failure(); }
+  std::string cluster_failure() const { return group_->client->failure(); }
 
  private:
-  MultiWorkerMirroredStrategy(std::vector<Device> devices,
-                              std::unique_ptr<CoordinationService> service,
-                              std::unique_ptr<CoordinationClient> client,
-                              std::unique_ptr<ProcessCollective> collective);
-  std::unique_ptr<CoordinationService> service_;  // on the chief only
-  std::unique_ptr<CoordinationClient> client_;
-  std::unique_ptr<ProcessCollective> collective_;
+  MultiWorkerMirroredStrategy(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group);
+  std::unique_ptr<WorkerGroup> group_;
 };
 
 }  // namespace cadre

@@ -81,7 +81,7 @@ TEST_F(EvaluatorTest, AnEvaluatorStartedLateCatchesUpOnWhatRetentionKept) {
   EXPECT_EQ(evaluations(dir), (std::map<int64_t, int>{{30, 1}, {40, 1}}));  // the two kept
 }
 
-TEST_F(EvaluatorTest, ATrainingClusterIsRefusedUntilTheMultiWorkerRuntime) {
+TEST_F(EvaluatorTest, ATrainingClusterWithoutAMultiWorkerStrategyIsRefused) {
   std::string dir = path("model");
   pid_t pid = ::fork();
   if (pid == 0) {

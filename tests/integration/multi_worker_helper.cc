@@ -1,6 +1,7 @@
 // The program the multi-worker test runs once per task (TF_CONFIG from the environment):
 // trains the test classifier without dropout on a global batch of 12, sharded over the
-// workers, with MultiWorkerMirroredStrategy when the cluster has several training tasks.
+// workers, with MultiWorkerMirroredStrategy when the cluster has several training tasks
+// (else one device, or Mirrored on cpu:0 and cpu:1 with HELPER_STRATEGY=mirrored2).
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <iostream>
 
 #include "estimator/train_and_evaluate.h"
+#include "strategies/mirrored_strategy.h"
 #include "strategies/multi_worker_mirrored_strategy.h"
 #include "tests/estimator/test_model.h"
 
@@ -40,6 +42,9 @@ int main(int argc, char** argv) {
       options.coordination.heartbeat_timeout_seconds = 5;
       config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
           *config.cluster, {cadre::Device::cpu(0)}, options);
+    } else if (const char* s = std::getenv("HELPER_STRATEGY"); s && std::string(s) == "mirrored2") {
+      config.train_distribute =
+          cadre::MirroredStrategy::create({cadre::Device::cpu(0), cadre::Device::cpu(1)});
     }
     cadre::Estimator estimator(cadre::testing::classifier_fn, config, {{"dropout", 0.0}});
     cadre::EvalSpec eval_spec(cadre::testing::eval_input, 0);

@@ -34,10 +34,11 @@ int free_port() {
 }
 
 pid_t start(const std::string& tf_config, const std::string& model_dir, int steps,
-            const std::string& log) {
+            const std::string& log, const char* strategy = "") {
   pid_t pid = ::fork();
   if (pid == 0) {
     if (!tf_config.empty()) ::setenv("TF_CONFIG", tf_config.c_str(), 1);
+    ::setenv("HELPER_STRATEGY", strategy, 1);
     std::freopen(log.c_str(), "w", stderr);
     std::string s = std::to_string(steps);
     ::execl(CADRE_MULTI_WORKER_HELPER, CADRE_MULTI_WORKER_HELPER, model_dir.c_str(), s.c_str(),
@@ -88,6 +89,50 @@ TEST_F(MultiWorkerTest, AChiefAndAWorkerTrainAsOneProcessOnTheSameGlobalBatch) {
   EXPECT_NE(read(path("worker.log")).find("input shard 1 of 2"), std::string::npos);
   // Only the chief wrote checkpoints and summaries (the worker's copy is the chief's files).
   EXPECT_EQ(multi->attributes().at("strategy"), "multi_worker_mirrored");
+}
+
+// Two workers save, one process with Mirrored on 2 CPU devices resumes, and the reverse: the
+// global step, variables and optimizer slots carry over (the input position is each
+// worker's shard, which one pipeline can only approximate: the losses are compared loosely).
+TEST_F(MultiWorkerTest, TwoWorkersAndOneMirroredProcessResumeEachOther) {
+  ASSERT_EQ(wait_for(start("", path("ref"), 20, path("ref.log"))), 0);
+  auto reference = checkpoint::CheckpointReader::open(path("ref") + "/model.ckpt-20.h5");
+  auto two_workers = [&](const std::string& dir, int steps) {
+    std::string cluster = cluster_json(free_port(), free_port());
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, steps,
+                        path("chief.log"));
+    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, steps,
+                         path("worker.log"));
+    EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
+    EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+  };
+  // 2 workers -> Mirrored(2) in one process.
+  two_workers(path("a"), 10);
+  ASSERT_EQ(wait_for(start("", path("a"), 20, path("a.log"), "mirrored2")), 0)
+      << read(path("a.log"));
+  EXPECT_NE(read(path("a.log")).find("resuming from " + path("a") + "/model.ckpt-10.h5 at step 10"),
+            std::string::npos);
+  // Mirrored(2) in one process -> 2 workers.
+  ASSERT_EQ(wait_for(start("", path("b"), 10, path("b.log"), "mirrored2")), 0);
+  two_workers(path("b"), 20);
+  EXPECT_NE(
+      read(path("chief.log")).find("resuming from " + path("b") + "/model.ckpt-10.h5 at step 10"),
+      std::string::npos);
+  for (const std::string& dir : {path("a"), path("b")}) {
+    auto resumed = checkpoint::CheckpointReader::open(dir + "/model.ckpt-20.h5");
+    EXPECT_EQ(resumed->global_step(), 20);
+    ASSERT_EQ(resumed->variables().size(), reference->variables().size()) << dir;
+    for (const auto& [name, info] : reference->variables()) {
+      std::vector<double> a = reference->read(name).to_vector<double>();
+      std::vector<double> b = resumed->read(name).to_vector<double>();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+      // Measured: 0.008 against the uninterrupted run; a run that lost the 10 saved steps
+      // differs by 0.09.
+      EXPECT_LT(worst, 0.02) << dir << " " << name;
+    }
+  }
 }
 
 TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {

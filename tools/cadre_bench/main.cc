@@ -10,6 +10,7 @@
 
 #include "core/base/errors.h"
 #include "core/base/strings.h"
+#include "tools/cadre_bench/allreduce_bench.h"
 #include "tools/cadre_bench/ckpt_bench.h"
 #include "tools/cadre_bench/input_bench.h"
 #include "tools/cadre_bench/train_bench.h"
@@ -17,11 +18,15 @@
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "cadre_bench SUBCOMMAND [flags]\n"
-      "  train   training throughput of the Fashion-MNIST models (examples/sec)");
+      "  train      training throughput of the Fashion-MNIST models (examples/sec)\n"
+      "  input      the Fashion-MNIST input pipeline (elements/sec)\n"
+      "  ckpt       checkpoint save and restore (MiB/s)\n"
+      "  allreduce  Gloo all-reduce across TF_CONFIG's processes (GB/s)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   const std::map<std::string, int (*)()> subcommands = {
+      {"allreduce", cadre::bench::run_allreduce},
       {"ckpt", cadre::bench::run_ckpt},
       {"input", cadre::bench::run_input},
       {"train", cadre::bench::run_train}};

@@ -1,0 +1,36 @@
+// Joining the training tasks of a cluster: the chief (worker 0 without one) serves the
+// coordination service at its TF_CONFIG address, every training task registers with it and
+// heartbeats, and a Gloo mesh connects them through the service's key-value store.
+// MultiWorkerMirroredStrategy and `cadre_bench allreduce` stand on it.
+#pragma once
+
+#include <memory>
+
+#include "strategies/cluster/cluster_spec.h"
+#include "strategies/cluster/coordination_service.h"
+#include "strategies/collectives/gloo_collective.h"
+
+namespace cadre {
+
+struct WorkerGroupOptions {
+  double registration_timeout_seconds = 300;  // for every task to register
+  double collective_timeout_seconds = 300;    // for peers in one collective
+  CoordinationOptions coordination;
+};
+
+struct WorkerGroup {
+  std::unique_ptr<CoordinationService> service;  // on the chief only
+  std::unique_ptr<CoordinationClient> client;
+  std::unique_ptr<ProcessCollective> collective;  // rank = the task's global id
+
+  // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
+  // outlives the others' last calls; then stops heartbeats and the service.
+  ~WorkerGroup();
+};
+
+// Throws InvalidArgumentError for a task that does not train, DeadlineExceededError naming
+// the tasks that never registered, UnavailableError when the chief's port cannot be bound.
+std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
+                                               const WorkerGroupOptions& options = {});
+
+}  // namespace cadre
