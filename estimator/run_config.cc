@@ -1,6 +1,7 @@
 #include "estimator/run_config.h"
 
 #include <cstdlib>
+#include <map>
 
 #include "core/base/errors.h"
 #include "core/base/strings.h"
@@ -20,8 +21,19 @@ RunConfig RunConfig::for_cluster(const ClusterConfig& cluster) {
 
 RunConfig RunConfig::from_environment() {
   const char* text = std::getenv("TF_CONFIG");
-  if (text == nullptr || *text == '\0') return RunConfig();
-  return for_cluster(parse_tf_config(text));
+  if (text != nullptr && *text != '\0') return for_cluster(parse_tf_config(text));
+  // Under Slurm (srun), the job step is the cluster.
+  if (std::getenv("SLURM_PROCID") != nullptr && std::getenv("SLURM_NTASKS") != nullptr &&
+      std::string(std::getenv("SLURM_NTASKS")) != "1") {
+    std::map<std::string, std::string> env;
+    for (const char* name :
+         {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+          "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+      if (const char* value = std::getenv(name)) env[name] = value;
+    }
+    return for_cluster(cluster_from_slurm(env));
+  }
+  return RunConfig();
 }
 
 double RunConfig::checkpoint_secs() const {

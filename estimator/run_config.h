@@ -54,9 +54,10 @@ struct RunConfig {
 
   // A RunConfig whose cluster fields come from `cluster`.
   static RunConfig for_cluster(const ClusterConfig& cluster);
-  // Reads TF_CONFIG from the environment (local mode when it is unset or empty); throws
-  // InvalidArgumentError naming the field at fault. Call it at the edge of a program, in
-  // main, as the library reads no environment itself.
+  // Reads TF_CONFIG from the environment, else a Slurm job step of several tasks (see
+  // cluster_from_slurm), else local mode; throws InvalidArgumentError naming the field at
+  // fault. Call it at the edge of a program, in main, as the library reads no environment
+  // itself.
   static RunConfig from_environment();
 
   // Seconds between checkpoints after resolving the defaults (0 when steps are used).

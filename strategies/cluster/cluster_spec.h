@@ -63,6 +63,17 @@ class ClusterConfig {
 // host:port.
 ClusterConfig parse_tf_config(std::string_view json);
 
+// Slurm's view of a job step as a cluster (TensorFlow's SlurmClusterResolver): the tasks
+// SLURM_NTASKS, this one SLURM_PROCID, placed over the nodes of SLURM_STEP_NODELIST (or
+// SLURM_JOB_NODELIST; hostlist syntax "node[01-03,07],gpu5") per SLURM_STEP_TASKS_PER_NODE
+// (or SLURM_TASKS_PER_NODE; "2(x3),1"), each on port_base + its index on its node. Task 0 is
+// the chief, the others workers. `env` holds the variables (the caller reads them). Throws
+// InvalidArgumentError naming a missing or malformed variable.
+ClusterConfig cluster_from_slurm(const std::map<std::string, std::string>& env,
+                                 int port_base = 8888);
+// "node[01-03],gpu5" -> node01 node02 node03 gpu5.
+std::vector<std::string> expand_hostlist(const std::string& hostlist);
+
 // The single-process cluster of local mode (no TF_CONFIG): one worker, index 0.
 ClusterConfig local_cluster();
 

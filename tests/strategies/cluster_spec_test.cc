@@ -119,5 +119,32 @@ TEST(ClusterSpecTest, IPv6AddressesInBrackets) {
                  "is not host:port");
 }
 
+TEST(ClusterSpecTest, SlurmJobStepsBecomeClusters) {
+  EXPECT_EQ(expand_hostlist("node[01-03,07],gpu5"),
+            (std::vector<std::string>{"node01", "node02", "node03", "node07", "gpu5"}));
+  EXPECT_EQ(expand_hostlist("a,b[9-10]"), (std::vector<std::string>{"a", "b9", "b10"}));
+  EXPECT_THROW(expand_hostlist("node[3-1]"), InvalidArgumentError);
+  EXPECT_THROW(expand_hostlist("node[1-2"), InvalidArgumentError);
+  std::map<std::string, std::string> env{{"SLURM_PROCID", "2"},
+                                         {"SLURM_NTASKS", "3"},
+                                         {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                         {"SLURM_STEP_TASKS_PER_NODE", "2,1"}};
+  ClusterConfig c = cluster_from_slurm(env);
+  EXPECT_EQ(c.task.to_string(), "worker:1");
+  EXPECT_EQ(c.address({"chief", 0}), "n1:8888");
+  EXPECT_EQ(c.address({"worker", 0}), "n1:8889");
+  EXPECT_EQ(c.address({"worker", 1}), "n2:8888");
+  EXPECT_EQ(c.global_task_id(), 2);
+  env["SLURM_STEP_TASKS_PER_NODE"] = "1(x2)";
+  try {
+    cluster_from_slurm(env);
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("SLURM_NTASKS = 3"), std::string::npos) << e.what();
+  }
+  env.erase("SLURM_PROCID");
+  EXPECT_THROW(cluster_from_slurm(env), InvalidArgumentError);
+}
+
 }  // namespace
 }  // namespace cadre
