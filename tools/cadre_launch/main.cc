@@ -2,6 +2,7 @@
 //
 //   cadre_launch --chief=1 --workers=1 --evaluator=1 [--max_restarts=2] -- PROGRAM ARGS...
 //   cadre_launch --explain --chief=1 --workers=2 -- PROGRAM   (the TF_CONFIG of each task)
+//   cadre_launch --k8s_out=job.yaml --chief=1 --workers=2 --evaluator=1 -- PROGRAM ARGS...
 #include <gflags/gflags.h>
 
 #include <cstdio>
@@ -15,6 +16,9 @@ DEFINE_int32(ps, 0, "parameter-server tasks");
 DEFINE_int32(evaluator, 0, "evaluator tasks (0 or 1)");
 DEFINE_int32(max_restarts, 0, "restarts of the training tasks, together, after a failure");
 DEFINE_bool(explain, false, "print each task's TF_CONFIG (with placeholder ports) and exit");
+DEFINE_string(k8s_out, "", "write Kubernetes manifests for this cluster shape to FILE and exit");
+DEFINE_string(k8s_name, "cadre-job", "the job's name in the manifests");
+DEFINE_string(k8s_image, "cadre:latest", "the container image that holds PROGRAM");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
@@ -29,6 +33,19 @@ int main(int argc, char** argv) {
   options.max_restarts = FLAGS_max_restarts;
   for (int i = 1; i < argc; ++i) options.command.push_back(argv[i]);
   try {
+    if (!FLAGS_k8s_out.empty()) {
+      std::FILE* file = std::fopen(FLAGS_k8s_out.c_str(), "w");
+      if (file == nullptr) {
+        std::cerr << "cadre_launch: cannot write " << FLAGS_k8s_out << "\n";
+        return 1;
+      }
+      std::string text =
+          cadre::launch::kubernetes_manifests(options, FLAGS_k8s_name, FLAGS_k8s_image);
+      std::fwrite(text.data(), 1, text.size(), file);
+      std::fclose(file);
+      std::printf("wrote %s\n", FLAGS_k8s_out.c_str());
+      return 0;
+    }
     if (FLAGS_explain) {
       std::vector<int> ports;
       for (int i = 0; i < 8 + FLAGS_workers + FLAGS_ps; ++i) ports.push_back(20000 + i);
