@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "core/autodiff/tape.h"
 #include "core/base/strings.h"
 #include "core/ops/array.h"
@@ -13,10 +15,25 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<Device> dev
     : Strategy(std::move(devices), hierarchical_copy_all_reduce()), group_(std::move(group)) {}
 
 std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create(
-    const ClusterConfig& cluster, std::vector<Device> local_devices, MultiWorkerOptions options) {
+    const ClusterConfig& cluster, std::vector<Device> local_devices, MultiWorkerOptions options,
+    Communication communication) {
   check_no_ps(cluster, "MultiWorkerMirroredStrategy");
   if (local_devices.empty()) local_devices = parse_devices("");
   for (const Device& d : local_devices) check_device(d);  // before joining anyone
+  bool all_gpus = std::all_of(local_devices.begin(), local_devices.end(),
+                              [](const Device& d) { return d.is_gpu(); });
+  if (communication == Communication::kNccl && !all_gpus) {
+    throw InvalidArgumentError(
+        str_cat("MultiWorkerMirroredStrategy: NCCL communication needs GPU "
+                "devices, got ",
+                join(local_devices), "; use Communication::kRing (Gloo) for CPU devices"));
+  }
+  if (communication == Communication::kNccl ||
+      (communication == Communication::kAuto && all_gpus)) {
+    throw UnimplementedError(
+        "MultiWorkerMirroredStrategy: NCCL across workers comes with the CUDA backend (issue 9); "
+        "Communication::kRing reduces GPU gradients through host memory meanwhile");
+  }
   std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);
   int rank = group->collective->rank(), size = group->collective->size();
   LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("

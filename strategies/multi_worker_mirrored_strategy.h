@@ -21,14 +21,20 @@ namespace cadre {
 
 using MultiWorkerOptions = WorkerGroupOptions;
 
+// How workers exchange gradients (tf.distribute's CommunicationImplementation): Gloo's ring
+// over TCP for CPU tensors, NCCL for GPU tensors, or AUTO (NCCL when every local device is a
+// GPU, else RING).
+enum class Communication { kAuto, kRing, kNccl };
+
 class MultiWorkerMirroredStrategy : public Strategy {
  public:
   // Throws InvalidArgumentError for a cluster with ps tasks or a task that does not train,
   // DeadlineExceededError naming the tasks that never registered, UnavailableError when the
   // chief's port cannot be bound.
-  static std::shared_ptr<MultiWorkerMirroredStrategy> create(const ClusterConfig& cluster,
-                                                             std::vector<Device> local_devices = {},
-                                                             MultiWorkerOptions options = {});
+  // NCCL (or AUTO on GPUs) is an UnimplementedError until the CUDA backend brings NCCL.
+  static std::shared_ptr<MultiWorkerMirroredStrategy> create(
+      const ClusterConfig& cluster, std::vector<Device> local_devices = {},
+      MultiWorkerOptions options = {}, Communication communication = Communication::kAuto);
   std::string name() const override { return "multi_worker_mirrored"; }
   Device variable_device(int replica) const override { return devices()[replica]; }
   bool mirrors_variables() const override { return true; }

@@ -7,6 +7,7 @@
 
 #include "core/base/errors.h"
 #include "strategies/cluster/coordination_service.h"
+#include "strategies/multi_worker_mirrored_strategy.h"
 
 namespace cadre {
 namespace {
@@ -104,6 +105,19 @@ TEST(CoordinationTest, TimeoutsAndBadAddressesAreNamed) {
   }
   auto stranger = CoordinationClient::connect(service->address(), {"worker", 7}, fast());
   EXPECT_THROW(stranger->register_task(1), InvalidArgumentError);
+}
+
+TEST(CoordinationTest, MultiWorkerStrategyRefusesNcclOnCpusBeforeJoiningAnyone) {
+  ClusterConfig cluster = parse_tf_config(
+      R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+          "task": {"type": "worker", "index": 0}})");
+  EXPECT_THROW(
+      MultiWorkerMirroredStrategy::create(cluster, {Device::cpu(0)}, {}, Communication::kNccl),
+      InvalidArgumentError);
+  ClusterConfig with_ps = parse_tf_config(
+      R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:3"]},
+          "task": {"type": "chief", "index": 0}})");
+  EXPECT_THROW(MultiWorkerMirroredStrategy::create(with_ps), InvalidArgumentError);
 }
 
 }  // namespace
