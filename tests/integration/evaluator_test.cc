@@ -14,6 +14,7 @@
 #include "estimator/early_stopping.h"
 #include "estimator/train_and_evaluate.h"
 #include "io/event_file.h"
+#include "tests/integration/processes.h"
 #include "tests/io/temp_dir.h"
 
 namespace cadre {
@@ -22,24 +23,14 @@ namespace {
 constexpr char kCluster[] = R"("cluster": {"chief": ["127.0.0.1:1"]})";
 
 pid_t start(const std::string& type, const std::string& model_dir, int steps, int step_ms) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::string tf_config =
-        std::string("{") + kCluster + R"(, "task": {"type": ")" + type + R"(", "index": 0}})";
-    ::setenv("TF_CONFIG", tf_config.c_str(), 1);
-    std::string s = std::to_string(steps), ms = std::to_string(step_ms);
-    ::execl(CADRE_ROLE_HELPER, CADRE_ROLE_HELPER, model_dir.c_str(), s.c_str(), ms.c_str(),
-            nullptr);
-    ::_exit(127);
-  }
-  return pid;
+  std::string tf_config =
+      std::string("{") + kCluster + R"(, "task": {"type": ")" + type + R"(", "index": 0}})";
+  return testing::spawn(
+      {CADRE_ROLE_HELPER, model_dir, std::to_string(steps), std::to_string(step_ms)},
+      {{"TF_CONFIG", tf_config}});
 }
 
-int wait_for(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using testing::wait_for;
 
 // How many evaluations the eval directory records for each step.
 std::map<int64_t, int> evaluations(const std::string& model_dir) {
@@ -82,16 +73,10 @@ TEST_F(EvaluatorTest, AnEvaluatorStartedLateCatchesUpOnWhatRetentionKept) {
 }
 
 TEST_F(EvaluatorTest, ATrainingClusterWithoutAMultiWorkerStrategyIsRefused) {
-  std::string dir = path("model");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("TF_CONFIG",
-             R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
-                 "task": {"type": "worker", "index": 0}})",
-             1);
-    ::execl(CADRE_ROLE_HELPER, CADRE_ROLE_HELPER, dir.c_str(), "10", "0", nullptr);
-    ::_exit(127);
-  }
+  pid_t pid = testing::spawn({CADRE_ROLE_HELPER, path("model"), "10", "0"},
+                             {{"TF_CONFIG", R"({"cluster": {"chief": ["127.0.0.1:1"],
+                                                            "worker": ["127.0.0.1:2"]},
+                                               "task": {"type": "worker", "index": 0}})"}});
   EXPECT_EQ(wait_for(pid), 1);
 }
 
