@@ -2,8 +2,8 @@
 // cluster (one process per task, e.g. under cadre_launch), over the same coordination
 // service and Gloo mesh that MultiWorkerMirroredStrategy uses. --tensors=K splits --bytes
 // into K tensors which are packed into one buffer per call, as the strategy packs gradients
-// (the packing copies are timed too); --unfused reduces them one call each, as a peer
-// without buckets does. Without --bytes it sweeps 4 KiB to 256 MiB. On the chief, one JSON
+// (the packing copies are timed too; one tensor is reduced in place); --unfused reduces them
+// one call each, as a peer without buckets does. Without --bytes it sweeps 4 KiB to 256 MiB. On the chief, one JSON
 // line per size: {"bytes":N,"tensors":K,"time_ms":..,"algbw_gbps":..,"busbw_gbps":..}.
 #include "tools/cadre_bench/allreduce_bench.h"
 
@@ -64,7 +64,7 @@ int run_allreduce() {
     std::vector<std::vector<float>> tensors(k, std::vector<float>(per, 1.0f));
     std::vector<float> bucket(per * k);
     auto once = [&] {
-      if (FLAGS_unfused) {
+      if (FLAGS_unfused || k == 1) {  // one tensor needs no packing
         for (auto& t : tensors) collective.sum(t.data(), t.size());
         return;
       }
