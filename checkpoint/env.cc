@@ -11,26 +11,11 @@
 #include <cstring>
 
 #include "core/base/errors.h"
+#include "core/base/file_errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {
 namespace {
-
-[[noreturn]] void throw_io_error(std::string_view what, const std::string& path, int error) {
-  std::string message = str_cat(what, " ", path, ": ", std::strerror(error));
-  switch (error) {
-    case ENOENT:
-      throw NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      throw PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      throw ResourceExhaustedError(message);
-    default:
-      throw UnavailableError(message);
-  }
-}
 
 // Closes a file descriptor on every path out of a scope.
 class FileDescriptor {
@@ -56,8 +41,8 @@ class FileDescriptor {
 
 void sync_path(const std::string& path, int flags, std::string_view what) {
   FileDescriptor fd(path, flags);
-  if (fd.get() < 0) throw_io_error(str_cat("cannot open for ", what), path, errno);
-  if (::fsync(fd.get()) != 0) throw_io_error(what, path, errno);
+  if (fd.get() < 0) throw_file_error(str_cat("cannot open for ", what), path, errno);
+  if (::fsync(fd.get()) != 0) throw_file_error(what, path, errno);
 }
 
 class PosixEnv : public Env {
@@ -69,7 +54,7 @@ class PosixEnv : public Env {
 
   std::vector<std::string> list_dir(const std::string& dir) override {
     DIR* handle = ::opendir(dir.c_str());
-    if (handle == nullptr) throw_io_error("cannot list directory", dir, errno);
+    if (handle == nullptr) throw_file_error("cannot list directory", dir, errno);
     std::vector<std::string> names;
     while (const dirent* entry = ::readdir(handle)) {
       std::string_view name = entry->d_name;
@@ -81,14 +66,14 @@ class PosixEnv : public Env {
 
   std::string read_file(const std::string& path) override {
     FileDescriptor fd(path, O_RDONLY);
-    if (fd.get() < 0) throw_io_error("cannot open", path, errno);
+    if (fd.get() < 0) throw_file_error("cannot open", path, errno);
     std::string contents;
     char buffer[1 << 14];
     while (true) {
       ssize_t got = ::read(fd.get(), buffer, sizeof(buffer));
       if (got < 0) {
         if (errno == EINTR) continue;
-        throw_io_error("cannot read", path, errno);
+        throw_file_error("cannot read", path, errno);
       }
       if (got == 0) break;
       contents.append(buffer, static_cast<size_t>(got));
@@ -98,17 +83,17 @@ class PosixEnv : public Env {
 
   void write_file(const std::string& path, std::string_view contents) override {
     FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
-    if (fd.get() < 0) throw_io_error("cannot create", path, errno);
+    if (fd.get() < 0) throw_file_error("cannot create", path, errno);
     size_t done = 0;
     while (done < contents.size()) {
       ssize_t wrote = ::write(fd.get(), contents.data() + done, contents.size() - done);
       if (wrote < 0) {
         if (errno == EINTR) continue;
-        throw_io_error("cannot write", path, errno);
+        throw_file_error("cannot write", path, errno);
       }
       done += static_cast<size_t>(wrote);
     }
-    if (fd.close() != 0) throw_io_error("cannot write", path, errno);
+    if (fd.close() != 0) throw_file_error("cannot write", path, errno);
   }
 
   void sync_file(const std::string& path) override { sync_path(path, O_RDONLY, "fsync"); }
@@ -119,14 +104,14 @@ class PosixEnv : public Env {
 
   void rename_file(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) {
-      throw_io_error(str_cat("cannot rename to ", to, ":"), from, errno);
+      throw_file_error(str_cat("cannot rename to ", to, ":"), from, errno);
     }
   }
 
   bool remove_file(const std::string& path) override {
     if (::unlink(path.c_str()) == 0) return true;
     if (errno == ENOENT) return false;
-    throw_io_error("cannot remove", path, errno);
+    throw_file_error("cannot remove", path, errno);
   }
 
   void create_dir(const std::string& dir) override {
@@ -134,7 +119,7 @@ class PosixEnv : public Env {
     std::string parent = dir_name(dir);
     if (parent != dir && parent != ".") create_dir(parent);
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw_io_error("cannot create directory", dir, errno);
+      throw_file_error("cannot create directory", dir, errno);
     }
   }
 

@@ -39,7 +39,7 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   if (args.steps && *args.steps < 0) {
     throw InvalidArgumentError(str_cat("evaluate: steps must be >= 0, got ", *args.steps));
   }
-  std::shared_ptr<const checkpoint::CheckpointReader> reader =
+  auto [reader, verified] =
       estimator_internal::open_checkpoint_for(config_.model_dir, args.checkpoint_path, "evaluate");
   std::shared_ptr<const Strategy> strategy = config_.eval_distribute;
   if (!strategy) strategy = OneDeviceStrategy::create();
@@ -48,7 +48,8 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   // copy in training: metrics live in the store, and each replica updates its own.
   std::vector<std::unique_ptr<nn::VariableStore>> stores;
   for (int r = 0; r < replicas; ++r) {
-    nn::VariableCreator restore = checkpoint::restoring_creator(reader, checkpoint::same_names());
+    nn::VariableCreator restore =
+        checkpoint::restoring_creator(reader, checkpoint::same_names(), /*verify=*/!verified);
     Device device = strategy->devices()[r];
     stores.push_back(std::make_unique<nn::VariableStore>(
         seed_, [restore, device](const nn::VariableSpec& spec, uint64_t seed) {
@@ -147,15 +148,30 @@ std::optional<std::string> Estimator::latest_checkpoint() const {
   return checkpoint::latest_checkpoint(config_.model_dir);
 }
 
+namespace {
+
+// The latest checkpoint by the state file, opened without reading its data: listing names
+// needs only the index, and read() checks the one dataset it reads.
+std::unique_ptr<checkpoint::CheckpointReader> open_latest(const std::string& model_dir,
+                                                          std::string_view purpose) {
+  std::optional<std::string> latest = checkpoint::latest_checkpoint(model_dir);
+  if (!latest) {
+    throw NotFoundError(str_cat("cannot ", purpose, ": no checkpoint in model_dir ", model_dir));
+  }
+  return checkpoint::CheckpointReader::open(*latest);
+}
+
+}  // namespace
+
 std::vector<std::string> Estimator::get_variable_names() const {
-  auto reader = estimator_internal::open_checkpoint_for(config_.model_dir, "", "list variables");
+  auto reader = open_latest(config_.model_dir, "list variables");
   std::vector<std::string> names;
   for (const auto& [name, info] : reader->variables()) names.push_back(name);
   return names;
 }
 
 Tensor Estimator::get_variable_value(const std::string& name) const {
-  auto reader = estimator_internal::open_checkpoint_for(config_.model_dir, "", "read a variable");
+  auto reader = open_latest(config_.model_dir, "read a variable");
   return reader->read(name);
 }
 

@@ -62,9 +62,9 @@ StepResult combine_replicas(const std::vector<ReplicaOutput>& outputs, int64_t g
   return result;
 }
 
-std::shared_ptr<const checkpoint::CheckpointReader> open_checkpoint_for(
-    const std::string& model_dir, const std::string& path, std::string_view purpose) {
-  if (!path.empty()) return checkpoint::CheckpointReader::open(path);
+OpenedCheckpoint open_checkpoint_for(const std::string& model_dir, const std::string& path,
+                                     std::string_view purpose) {
+  if (!path.empty()) return {checkpoint::CheckpointReader::open(path), false};
   if (model_dir.empty()) {
     throw InvalidArgumentError(
         str_cat("cannot ", purpose, ": RunConfig.model_dir is empty and no checkpoint_path given"));
@@ -75,7 +75,7 @@ std::shared_ptr<const checkpoint::CheckpointReader> open_checkpoint_for(
     throw NotFoundError(str_cat("cannot ", purpose, ": no checkpoint in model_dir ", model_dir,
                                 " (train first, or pass a checkpoint_path)"));
   }
-  return reader;
+  return {std::move(reader), true};
 }
 
 }  // namespace cadre::estimator_internal

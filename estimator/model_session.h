@@ -57,9 +57,15 @@ struct ReplicaOutput {
 // global batch (the replicas' losses weighted by their batch sizes). `spec` is not set.
 StepResult combine_replicas(const std::vector<ReplicaOutput>& outputs, int64_t global_step);
 
-// The checkpoint an evaluate/predict/export call reads: `path` when given, else the latest
-// of model_dir. Throws NotFoundError naming model_dir when there is none.
-std::shared_ptr<const checkpoint::CheckpointReader> open_checkpoint_for(
-    const std::string& model_dir, const std::string& path, std::string_view purpose);
+// The checkpoint an evaluate/predict/export call reads: `path` when given, else the newest
+// intact one of model_dir, which is chosen by verifying every checksum (`verified`), so that
+// restoring from it need not check them again. Throws NotFoundError naming model_dir when
+// there is none.
+struct OpenedCheckpoint {
+  std::shared_ptr<const checkpoint::CheckpointReader> reader;
+  bool verified = false;
+};
+OpenedCheckpoint open_checkpoint_for(const std::string& model_dir, const std::string& path,
+                                     std::string_view purpose);
 
 }  // namespace cadre::estimator_internal

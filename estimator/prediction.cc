@@ -122,13 +122,14 @@ std::optional<std::map<std::string, Tensor>> Predictions::next() {
 }
 
 Predictions Estimator::predict(const InputFn& input_fn, const PredictArgs& args) {
-  auto reader =
+  auto [reader, verified] =
       estimator_internal::open_checkpoint_for(config_.model_dir, args.checkpoint_path, "predict");
   auto state = std::make_unique<Predictions::State>();
   state->model_fn = model_fn_;
   state->params = params_;
   state->keys = args.predict_keys;
-  state->session = std::make_unique<ModelSession>(seed_, reader, checkpoint::same_names(), true);
+  state->session =
+      std::make_unique<ModelSession>(seed_, reader, checkpoint::same_names(), !verified);
   state->run = std::make_unique<PredictRun>(config_, *state->session, reader->global_step());
   state->iterator.emplace(input_fn(io::InputContext{}).make_iterator());
   state->hooks = args.hooks;
@@ -147,9 +148,9 @@ std::string Estimator::export_model(const std::string& export_dir,
   if (serving_features.empty()) {
     throw InvalidArgumentError("export_model: serving_features is empty; give a batch of inputs");
   }
-  auto reader =
+  auto [reader, verified] =
       estimator_internal::open_checkpoint_for(config_.model_dir, checkpoint_path, "export");
-  ModelSession session(seed_, reader, checkpoint::same_names(), true);
+  ModelSession session(seed_, reader, checkpoint::same_names(), !verified);
   EstimatorSpec spec;
   {
     NoGradScope no_grad;

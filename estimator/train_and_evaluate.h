@@ -75,7 +75,9 @@ struct TrainAndEvaluateResult {
 //   evaluator_policy, catching up on those already there, resuming after the last step its
 //   eval directory records (a restarted evaluator redoes nothing), holding a lease on each
 //   so retention keeps it, and returns after evaluating the final checkpoint;
-// - several training tasks or ps tasks: UnimplementedError until the multi-worker runtime.
+// - several training tasks: they train together under RunConfig.train_distribute, which
+//   must be a MultiWorkerMirroredStrategy of the cluster (InvalidArgumentError otherwise);
+// - ps tasks: UnimplementedError until ParameterServerStrategy (issue 8).
 // Throws what train() and evaluate() throw.
 TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec& train_spec,
                                           const EvalSpec& eval_spec);

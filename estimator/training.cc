@@ -1,6 +1,8 @@
 // Estimator::train: the training loop and the Run its hooks see.
 #include <glog/logging.h>
 
+#include <map>
+#include <mutex>
 #include <regex>
 
 #include "checkpoint/manager.h"
@@ -42,14 +44,14 @@ std::vector<nn::Variable*> variables_to_train(const nn::VariableStore& store, co
   return chosen;
 }
 
-// The random generator of each replica: replica r draws from stream r of the seed, so that
-// replica 0 of any strategy draws what a single device would.
 // The generator's name in checkpoints for a replica of the job.
 std::string generator_name(int global_replica) {
   return global_replica == 0 ? std::string(estimator_internal::kGlobalGenerator)
                              : str_cat("replica_", global_replica);
 }
 
+// The random generator of each replica: replica r draws from stream r of the seed, so that
+// replica 0 of any strategy draws what a single device would.
 std::vector<Generator> replica_generators(uint64_t seed, const Strategy& strategy,
                                           const checkpoint::CheckpointReader* resume) {
   std::map<std::string, Generator::State> saved;
@@ -118,6 +120,21 @@ class TrainRun : public Run {
 
   void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
 
+  // variables_to_train, chosen again only when the store's trainable variables change (the
+  // regular expression is not matched against every name at every step). Replicas call it
+  // concurrently.
+  std::vector<nn::Variable*> chosen_variables(const nn::VariableStore& store, const TrainOp& op) {
+    if (op.variables.empty()) return store.trainable_variables();
+    size_t trainable = store.trainable_variables().size();
+    std::lock_guard<std::mutex> lock(chosen_mutex_);
+    Chosen& chosen = chosen_[{&store, op.variables}];
+    if (chosen.trainable != trainable) {
+      chosen.variables = variables_to_train(store, op);
+      chosen.trainable = trainable;
+    }
+    return chosen.variables;
+  }
+
   // One step on the replicas' inputs; returns its result (replica 0's spec stays alive in
   // *spec). The loss reported is the replicas' losses averaged by batch size, as the loss of
   // the global batch.
@@ -133,7 +150,7 @@ class TrainRun : public Run {
           out.spec = estimator_.model_fn()(batch.features, batch.labels, ModeKeys::kTrain,
                                            estimator_.params());
           out.spec.validate(ModeKeys::kTrain);
-          std::vector<nn::Variable*> variables = variables_to_train(ctx.store(), out.spec.train_op);
+          std::vector<nn::Variable*> variables = chosen_variables(ctx.store(), out.spec.train_op);
           std::vector<Tensor> sources;
           for (nn::Variable* v : variables) sources.push_back(v->tensor());
           std::vector<Gradient> gradients = tape.gradient(out.spec.loss, sources);
@@ -182,6 +199,12 @@ class TrainRun : public Run {
   std::unique_ptr<DistributedVariables> variables_;
   std::unique_ptr<io::SummaryWriter> writer_;
   DistributedIterator* iterator_ = nullptr;
+  struct Chosen {
+    size_t trainable = 0;
+    std::vector<nn::Variable*> variables;
+  };
+  std::mutex chosen_mutex_;
+  std::map<std::pair<const nn::VariableStore*, std::string>, Chosen> chosen_;  // GUARDED_BY
 };
 
 // Restores the input position unless the pipeline changed since the checkpoint, in which

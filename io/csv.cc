@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/base/strings.h"
-#include "io/file_errors.h"
+#include "core/base/file_errors.h"
 
 namespace cadre::io {
 namespace {

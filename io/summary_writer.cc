@@ -9,7 +9,7 @@
 
 #include "core/base/strings.h"
 #include "io/event_file.h"
-#include "io/file_errors.h"
+#include "core/base/file_errors.h"
 #include "io/proto/event.pb.h"
 #include "io/tfrecord.h"
 

@@ -8,7 +8,7 @@
 
 #include "core/base/strings.h"
 #include "io/crc32c.h"
-#include "io/file_errors.h"
+#include "core/base/file_errors.h"
 
 namespace cadre::io {
 namespace {

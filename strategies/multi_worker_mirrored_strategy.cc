@@ -58,7 +58,8 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
     dense[i] = contiguous(to_device(values[i].to_dense(), Device::cpu(0)).cast(DType::kFloat64));
     total += dense[i].numel();
   }
-  std::vector<double> buffer(static_cast<size_t>(total));
+  std::vector<double>& buffer = buffer_;
+  buffer.resize(static_cast<size_t>(total));
   size_t at = 0;
   for (const Tensor& t : dense) {
     if (!t.defined()) continue;

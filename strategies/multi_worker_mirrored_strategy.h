@@ -47,6 +47,8 @@ class MultiWorkerMirroredStrategy : public Strategy {
  private:
   MultiWorkerMirroredStrategy(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group);
   std::unique_ptr<WorkerGroup> group_;
+  // cross_worker_sum's buffer, kept from step to step (one replica thread at a time calls it).
+  mutable std::vector<double> buffer_;
 };
 
 }  // namespace cadre

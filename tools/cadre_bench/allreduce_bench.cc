@@ -3,8 +3,9 @@
 // service and Gloo mesh that MultiWorkerMirroredStrategy uses. --tensors=K splits --bytes
 // into K tensors which are packed into one buffer per call, as the strategy packs gradients
 // (the packing copies are timed too; one tensor is reduced in place); --unfused reduces them
-// one call each, as a peer without buckets does. Without --bytes it sweeps 4 KiB to 256 MiB. On the chief, one JSON
-// line per size: {"bytes":N,"tensors":K,"time_ms":..,"algbw_gbps":..,"busbw_gbps":..}.
+// one call each, as a peer without buckets does. Without --bytes it sweeps 4 KiB to 256 MiB. On the
+// chief, one JSON line per size:
+// {"bytes":N,"tensors":K,"time_ms":..,"algbw_gbps":..,"busbw_gbps":..}.
 #include "tools/cadre_bench/allreduce_bench.h"
 
 #include <gflags/gflags.h>
@@ -20,6 +21,7 @@
 #include "core/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/worker_group.h"
+#include "tools/cadre_bench/timing.h"
 
 DEFINE_int64(bytes, 0, "bytes reduced per call (0: sweep 4 KiB .. 256 MiB)");
 DEFINE_int32(tensors, 1, "tensors the bytes are split into");
@@ -27,14 +29,6 @@ DEFINE_bool(unfused, false, "one all-reduce per tensor instead of one packed buf
 DEFINE_int32(repeats, 5, "timed rounds; the median is reported");
 
 namespace cadre::bench {
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 int run_allreduce() {
   const char* text = std::getenv("TF_CONFIG");

@@ -14,23 +14,13 @@
 #include "checkpoint/restore.h"
 #include "core/base/errors.h"
 #include "core/base/strings.h"
+#include "tools/cadre_bench/timing.h"
 
 DEFINE_string(dir, "", "ckpt: directory for the benchmark's model_dir (on the disk to measure)");
 DEFINE_int32(mb, 1024, "ckpt: MiB of variables to save and restore");
 
 namespace cadre::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // A model-shaped set of float32 variables: 16 large kernels sharing the bytes, plus
 // biases, with values that differ everywhere (nothing compresses or dedups).

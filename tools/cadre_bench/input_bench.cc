@@ -16,6 +16,7 @@
 #include "examples/fashion_mnist/models.h"
 #include "io/dataset.h"
 #include "io/mnist.h"
+#include "tools/cadre_bench/timing.h"
 
 DECLARE_int32(batch_size);
 DECLARE_int32(threads);
@@ -27,17 +28,6 @@ DEFINE_bool(input_experiments, true,
 
 namespace cadre::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // Median over --windows windows of about --window_s seconds of `rate(batches)`, where
 // one_batch() pulls one batch and returns its number of elements.

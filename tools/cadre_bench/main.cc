@@ -25,11 +25,10 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
-  const std::map<std::string, int (*)()> subcommands = {
-      {"allreduce", cadre::bench::run_allreduce},
-      {"ckpt", cadre::bench::run_ckpt},
-      {"input", cadre::bench::run_input},
-      {"train", cadre::bench::run_train}};
+  const std::map<std::string, int (*)()> subcommands = {{"allreduce", cadre::bench::run_allreduce},
+                                                        {"ckpt", cadre::bench::run_ckpt},
+                                                        {"input", cadre::bench::run_input},
+                                                        {"train", cadre::bench::run_train}};
   std::string name = argc > 1 ? argv[1] : "";
   auto it = subcommands.find(name);
   if (it == subcommands.end()) {

@@ -20,6 +20,7 @@
 #include "examples/fashion_mnist/models.h"
 #include "io/idx.h"
 #include "strategies/strategy.h"
+#include "tools/cadre_bench/timing.h"
 
 DEFINE_string(model, "mlp", "mlp or cnn");
 DEFINE_int32(batch_size, 256, "global batch size");
@@ -108,10 +109,6 @@ class Trainer {
   std::unique_ptr<DistributedVariables> variables_;
   std::vector<Tensor> replica_images_, replica_labels_;
 };
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 }  // namespace
 

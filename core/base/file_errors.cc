@@ -1,4 +1,4 @@
-#include "io/file_errors.h"
+#include "core/base/file_errors.h"
 
 #include <cerrno>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "core/base/errors.h"
 #include "core/base/strings.h"
 
-namespace cadre::io {
+namespace cadre {
 
 void throw_file_error(std::string_view action, const std::string& path, int err) {
   std::string message = str_cat(action, " ", path, ": ", std::strerror(err));
@@ -26,4 +26,4 @@ void throw_file_error(std::string_view action, const std::string& path, int err)
   }
 }
 
-}  // namespace cadre::io
+}  // namespace cadre

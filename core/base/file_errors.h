@@ -4,11 +4,11 @@
 #include <string>
 #include <string_view>
 
-namespace cadre::io {
+namespace cadre {
 
 // Throws the error for errno value `err` (ENOENT: NotFoundError, EACCES/EPERM:
 // PermissionDeniedError, ENOSPC/EDQUOT: ResourceExhaustedError, else UnavailableError),
 // with a message such as "cannot open TFRecord file /x/y: No such file or directory".
 [[noreturn]] void throw_file_error(std::string_view action, const std::string& path, int err);
 
-}  // namespace cadre::io
+}  // namespace cadre

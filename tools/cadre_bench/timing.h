@@ -1,0 +1,21 @@
+// Timing helpers the benchmark subcommands share.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace cadre::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace cadre::bench
