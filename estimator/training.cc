@@ -88,6 +88,15 @@ class TrainRun : public Run {
       creator = checkpoint::restoring_creator(warm, std::move(warm_names), /*verify=*/true);
     }
     variables_ = strategy_->create_variables(estimator.seed(), creator);
+    // Workers start at the chief's step (and, through create_variables, from its variables),
+    // also when a worker cannot see the chief's checkpoints.
+    int64_t chief_step = strategy_->broadcast_from_chief(global_step_);
+    if (chief_step != global_step_) {
+      LOG(WARNING) << "this worker's model_dir is at step " << global_step_
+                   << "; taking the chief's global step " << chief_step
+                   << " (and the chief's variables)";
+      global_step_ = chief_step;
+    }
     if (manager_) writer_ = std::make_unique<io::SummaryWriter>(estimator.model_dir());
   }
 

@@ -6,8 +6,6 @@
 namespace cadre::io {
 namespace {
 
-using NodePtr = std::shared_ptr<const DatasetNode>;
-
 // Joins elements feature by feature; every element must carry the same feature names and
 // the same presence of labels.
 // `rows` is scratch space that the caller keeps from batch to batch, so that a batch
@@ -49,10 +47,10 @@ Element join_elements(const std::vector<Element>& elements, bool pad, double pad
   return out;
 }
 
-class BatchNode : public DatasetNode {
+class BatchNode : public UnaryNode<BatchNode> {
  public:
   BatchNode(NodePtr input, int64_t batch_size, bool drop_remainder, bool pad, double padding_value)
-      : input_(std::move(input)),
+      : UnaryNode(std::move(input)),
         batch_size_(batch_size),
         drop_remainder_(drop_remainder),
         pad_(pad),
@@ -62,6 +60,7 @@ class BatchNode : public DatasetNode {
           str_cat("batch: batch_size is ", batch_size, "; expected a positive number"));
     }
   }
+  std::string_view kind() const override { return pad_ ? "padded_batch" : "batch"; }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
@@ -69,7 +68,7 @@ class BatchNode : public DatasetNode {
       It(const BatchNode& n, const IteratorContext& c)
           : IteratorNode(n.pad_ ? "padded_batch" : "batch"),
             node_(n),
-            input_(n.input_->make_iterator(c)) {}
+            input_(n.input()->make_iterator(c)) {}
       std::optional<Element> next() override {
         elements_.clear();  // keeps its capacity from batch to batch
         while (static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
@@ -99,21 +98,21 @@ class BatchNode : public DatasetNode {
   }
 
  private:
-  NodePtr input_;
   int64_t batch_size_;
   bool drop_remainder_, pad_;
   double padding_value_;
 };
 
-class UnbatchNode : public DatasetNode {
+class UnbatchNode : public UnaryNode<UnbatchNode> {
  public:
-  explicit UnbatchNode(NodePtr input) : input_(std::move(input)) {}
+  explicit UnbatchNode(NodePtr input) : UnaryNode(std::move(input)) {}
+  std::string_view kind() const override { return "unbatch"; }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
      public:
       It(const UnbatchNode& n, const IteratorContext& c)
-          : IteratorNode("unbatch"), input_(n.input_->make_iterator(c)) {}
+          : IteratorNode("unbatch"), input_(n.input()->make_iterator(c)) {}
       std::optional<Element> next() override {
         while (!current_ || index_ >= rows_) {
           current_ = input_->next();
@@ -171,9 +170,6 @@ class UnbatchNode : public DatasetNode {
     };
     return std::make_unique<It>(*this, context);
   }
-
- private:
-  NodePtr input_;
 };
 
 }  // namespace

@@ -11,8 +11,6 @@
 namespace cadre::io {
 namespace {
 
-using NodePtr = std::shared_ptr<const DatasetNode>;
-
 // What the iterators of one in-memory cache share: the elements of the first complete pass.
 struct MemoryCache {
   std::mutex mutex;
@@ -25,6 +23,17 @@ class CacheNode : public DatasetNode {
   CacheNode(NodePtr input, std::string filename)
       : input_(std::move(input)), filename_(std::move(filename)) {}
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+  std::string_view kind() const override { return "cache"; }
+  // A file cache hides its input: the file holds what that input produced when written.
+  std::vector<NodePtr> inputs() const override {
+    if (filename_.empty()) return {input_};
+    return {};
+  }
+  // A new, empty memory cache over the new input.
+  NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
+    return std::make_shared<CacheNode>(inputs.at(0), filename_);
+  }
+  const NodePtr& input() const { return input_; }
 
   NodePtr input_;
   std::string filename_;
@@ -35,7 +44,7 @@ class MemoryCacheIterator : public IteratorNode {
  public:
   MemoryCacheIterator(const CacheNode& node, const IteratorContext& context)
       : IteratorNode("memory_cache"), node_(node), context_(context) {
-    if (!cache_complete()) input_ = node_.input_->make_iterator(context_);
+    if (!cache_complete()) input_ = node_.input()->make_iterator(context_);
   }
 
   std::optional<Element> next() override {
@@ -72,7 +81,7 @@ class MemoryCacheIterator : public IteratorNode {
       if (!cache_complete()) fill();  // another process filled it: fill ours the same way
       return;
     }
-    input_ = node_.input_->make_iterator(context_);
+    input_ = node_.input()->make_iterator(context_);
     input_->restore(r.child("input"));
     written_ = r.read_elements("written");
   }
@@ -91,7 +100,7 @@ class MemoryCacheIterator : public IteratorNode {
   }
 
   void fill() {
-    auto input = node_.input_->make_iterator(context_);
+    auto input = node_.input()->make_iterator(context_);
     written_.clear();
     while (auto e = input->next()) written_.push_back(std::move(*e));
     publish();
@@ -120,7 +129,7 @@ class FileCacheIterator : public IteratorNode {
     } else {
       // The writer opens (truncating the partial file) at the first element, so that a
       // restore before it can still continue a partial file.
-      input_ = node_.input_->make_iterator(context_);
+      input_ = node_.input()->make_iterator(context_);
     }
   }
 
@@ -183,7 +192,7 @@ class FileCacheIterator : public IteratorNode {
     }
     std::filesystem::resize_file(partial_, static_cast<uint64_t>(offset));
     writer_ = std::make_unique<TFRecordWriter>(partial_, /*append=*/true);
-    input_ = node_.input_->make_iterator(context_);
+    input_ = node_.input()->make_iterator(context_);
     input_->restore(r.child("input"));
   }
 

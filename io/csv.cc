@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/base/strings.h"
 #include "core/base/file_errors.h"
+#include "core/base/strings.h"
 
 namespace cadre::io {
 namespace {
@@ -148,7 +148,7 @@ Tensor parse_field(const CsvReader& reader, const CsvColumn& column, const std::
   return Tensor();
 }
 
-class CsvNode : public DatasetNode {
+class CsvNode : public FileSourceNode {
  public:
   CsvNode(std::vector<std::string> filenames, CsvOptions options)
       : filenames_(std::move(filenames)), options_(std::move(options)) {
@@ -161,6 +161,11 @@ class CsvNode : public DatasetNode {
     }
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+  std::string_view kind() const override { return "csv"; }
+  const std::vector<std::string>& files() const override { return filenames_; }
+  NodePtr with_files(std::vector<std::string> files) const override {
+    return std::make_shared<CsvNode>(std::move(files), options_);
+  }
 
   std::vector<std::string> filenames_;
   CsvOptions options_;

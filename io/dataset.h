@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "io/dataset_node.h"
+#include "io/dataset_options.h"
 #include "io/element.h"
 #include "io/iterator_state.h"
 
@@ -85,6 +86,11 @@ class Dataset {
   static Dataset range(int64_t start, int64_t stop, int64_t step = 1);
   // Byte-string elements (uint8 [n]), e.g. file names to interleave over.
   static Dataset from_strings(std::vector<std::string> strings);
+  // The names of the files matching a glob pattern ("data/train-*.tfrecord"), sorted, as
+  // byte strings. Unlike TensorFlow's, the order is not shuffled: shuffle afterwards with a
+  // seed (auto-sharding divides these files among workers, which must agree on the order).
+  // Throws NotFoundError when nothing matches.
+  static Dataset list_files(const std::string& pattern);
   // Elements from calls to a copy of `next` until it returns nullopt. Every iterator gets
   // its own copy, so a stateful callable restarts from its initial state. Iterator state
   // records how many elements were produced and restore replays that many, so resuming is
@@ -147,6 +153,9 @@ class Dataset {
   Dataset enumerate(int64_t start = 0, const std::string& name = "index") const;
   // This dataset's elements, then `other`'s.
   Dataset concatenate(const Dataset& other) const;
+  // The same elements, with options for the code that runs the pipeline (auto-sharding
+  // across workers: see dataset_options.h). Options set nearer the output win.
+  Dataset with_options(const DatasetOptions& options) const;
 
   Iterator make_iterator() const;
   const std::shared_ptr<const DatasetNode>& node() const { return node_; }

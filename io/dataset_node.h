@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/element.h"
 #include "io/iterator_state.h"
@@ -52,10 +54,48 @@ class IteratorNode {
   std::string_view kind_;
 };
 
+class DatasetNode;
+using NodePtr = std::shared_ptr<const DatasetNode>;
+
 class DatasetNode {
  public:
   virtual ~DatasetNode() = default;
   virtual std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const = 0;
+
+  // What rewrites of a pipeline (auto-sharding across workers) walk and rebuild it by.
+  // The stage's name, as its iterators report it ("batch").
+  virtual std::string_view kind() const = 0;
+  // Its inputs in order; none for a source, and none for a stage that hides its input from
+  // rewrites (a file cache, whose file holds what the input produced when it was written).
+  virtual std::vector<NodePtr> inputs() const { return {}; }
+  // The same stage over other inputs, as many as inputs() returned. Only asked of stages
+  // that have inputs; the default throws InternalError.
+  virtual NodePtr with_inputs(std::vector<NodePtr> inputs) const;
+};
+
+// A stage with one input. Self must be copyable: with_inputs copies it onto the new input.
+template <typename Self>
+class UnaryNode : public DatasetNode {
+ public:
+  explicit UnaryNode(NodePtr input) : input_(std::move(input)) {}
+  std::vector<NodePtr> inputs() const override { return {input_}; }
+  NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
+    auto copy = std::make_shared<Self>(static_cast<const Self&>(*this));
+    copy->input_ = std::move(inputs.at(0));
+    return copy;
+  }
+  const NodePtr& input() const { return input_; }
+
+ protected:
+  NodePtr input_;
+};
+
+// A source that reads a list of files, which auto-sharding divides among workers.
+class FileSourceNode : public DatasetNode {
+ public:
+  virtual const std::vector<std::string>& files() const = 0;
+  // The same source over other files.
+  virtual NodePtr with_files(std::vector<std::string> files) const = 0;
 };
 
 // Mixes a pass number into an epoch key (for repeat).

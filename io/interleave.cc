@@ -6,13 +6,11 @@
 namespace cadre::io {
 namespace {
 
-using NodePtr = std::shared_ptr<const DatasetNode>;
-
-class InterleaveNode : public DatasetNode {
+class InterleaveNode : public UnaryNode<InterleaveNode> {
  public:
   InterleaveNode(NodePtr input, Dataset::InterleaveFn fn, int64_t cycle_length,
                  int64_t block_length)
-      : input_(std::move(input)),
+      : UnaryNode(std::move(input)),
         fn_(std::move(fn)),
         cycle_length_(cycle_length),
         block_length_(block_length) {
@@ -23,8 +21,8 @@ class InterleaveNode : public DatasetNode {
     }
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+  std::string_view kind() const override { return "interleave"; }
 
-  NodePtr input_;
   Dataset::InterleaveFn fn_;
   int64_t cycle_length_, block_length_;
 };
@@ -35,7 +33,7 @@ class InterleaveIterator : public IteratorNode {
       : IteratorNode("interleave"),
         node_(node),
         context_(context),
-        input_(node.input_->make_iterator(context)),
+        input_(node.input()->make_iterator(context)),
         slots_(static_cast<size_t>(node.cycle_length_)) {}
 
   std::optional<Element> next() override {

@@ -14,12 +14,10 @@
 namespace cadre::io {
 namespace {
 
-using NodePtr = std::shared_ptr<const DatasetNode>;
-
-class MapNode : public DatasetNode {
+class MapNode : public UnaryNode<MapNode> {
  public:
   MapNode(NodePtr input, Dataset::MapFn fn, int num_parallel_calls, bool deterministic)
-      : input_(std::move(input)), fn_(std::move(fn)), deterministic_(deterministic) {
+      : UnaryNode(std::move(input)), fn_(std::move(fn)), deterministic_(deterministic) {
     if (!fn_) throw InvalidArgumentError("map: empty function");
     if (num_parallel_calls == kAutotune) num_parallel_calls = hardware_threads();
     if (num_parallel_calls <= 0) {
@@ -30,8 +28,8 @@ class MapNode : public DatasetNode {
   }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+  std::string_view kind() const override { return "map"; }
 
-  NodePtr input_;
   Dataset::MapFn fn_;
   int num_parallel_calls_ = 1;
   bool deterministic_;
@@ -40,7 +38,7 @@ class MapNode : public DatasetNode {
 class MapIterator : public IteratorNode {
  public:
   MapIterator(const MapNode& node, const IteratorContext& context)
-      : IteratorNode("map"), node_(node), input_(node.input_->make_iterator(context)) {}
+      : IteratorNode("map"), node_(node), input_(node.input()->make_iterator(context)) {}
 
   std::optional<Element> next() override {
     auto e = input_->next();
@@ -64,7 +62,7 @@ class ParallelMapIterator : public IteratorNode {
   ParallelMapIterator(const MapNode& node, const IteratorContext& context)
       : IteratorNode("parallel_map"),
         node_(node),
-        input_(node.input_->make_iterator(context)),
+        input_(node.input()->make_iterator(context)),
         capacity_(2 * static_cast<size_t>(node.num_parallel_calls_)) {}
 
   ~ParallelMapIterator() override { stop_workers(); }

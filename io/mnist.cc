@@ -43,6 +43,7 @@ void scale_into(const uint8_t* src, float* dst, int64_t n) {
 
 class MnistNode : public DatasetNode {
  public:
+  std::string_view kind() const override { return "mnist"; }
   MnistNode(const ImagesAndLabels& data, ImageFormat format)
       : labels_(cast(data.labels, DType::kInt64)) {
     Tensor pixels = data.images.contiguous();

@@ -13,23 +13,21 @@
 namespace cadre::io {
 namespace {
 
-using NodePtr = std::shared_ptr<const DatasetNode>;
-
 constexpr int64_t kMaxAutotuneBuffer = 16;
 constexpr auto kSpin = std::chrono::microseconds(200);
 
-class PrefetchNode : public DatasetNode {
+class PrefetchNode : public UnaryNode<PrefetchNode> {
  public:
   PrefetchNode(NodePtr input, int64_t buffer_size)
-      : input_(std::move(input)), buffer_size_(buffer_size) {
+      : UnaryNode(std::move(input)), buffer_size_(buffer_size) {
     if (buffer_size <= 0 && buffer_size != kAutotune) {
       throw InvalidArgumentError(str_cat("prefetch: buffer_size is ", buffer_size,
                                          "; expected a positive number or kAutotune"));
     }
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+  std::string_view kind() const override { return "prefetch"; }
 
-  NodePtr input_;
   int64_t buffer_size_;
 };
 
@@ -45,7 +43,7 @@ class PrefetchIterator : public IteratorNode {
  public:
   PrefetchIterator(const PrefetchNode& node, const IteratorContext& context)
       : IteratorNode("prefetch"),
-        input_(node.input_->make_iterator(context)),
+        input_(node.input()->make_iterator(context)),
         autotune_(node.buffer_size_ == kAutotune),
         limit_(autotune_ ? 1 : node.buffer_size_) {}
 

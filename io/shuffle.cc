@@ -8,20 +8,18 @@
 namespace cadre::io {
 namespace {
 
-using NodePtr = std::shared_ptr<const DatasetNode>;
-
-class ShuffleNode : public DatasetNode {
+class ShuffleNode : public UnaryNode<ShuffleNode> {
  public:
   ShuffleNode(NodePtr input, int64_t buffer_size, uint64_t seed, bool reshuffle)
-      : input_(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {
+      : UnaryNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {
     if (buffer_size <= 0) {
       throw InvalidArgumentError(
           str_cat("shuffle: buffer_size is ", buffer_size, "; expected a positive number"));
     }
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
+  std::string_view kind() const override { return "shuffle"; }
 
-  NodePtr input_;
   int64_t buffer_size_;
   uint64_t seed_;
   bool reshuffle_;
@@ -32,7 +30,7 @@ class ShuffleIterator : public IteratorNode {
   ShuffleIterator(const ShuffleNode& node, const IteratorContext& context)
       : IteratorNode("shuffle"),
         node_(node),
-        input_(node.input_->make_iterator(context)),
+        input_(node.input()->make_iterator(context)),
         // Each pass of an enclosing repeat draws from its own stream of the seed.
         generator_(node.seed_, node.reshuffle_ ? context.epoch_key : 0) {}
 

@@ -1,5 +1,9 @@
 // Dataset sources held in memory or computed: from_tensors, from_tensor_slices, range,
-// from_strings, from_generator.
+// from_strings, list_files, from_generator.
+#include <glob.h>
+
+#include <algorithm>
+
 #include "core/base/strings.h"
 #include "io/dataset.h"
 #include "io/tensor_rows.h"
@@ -10,6 +14,7 @@ namespace {
 class TensorsNode : public DatasetNode {
  public:
   explicit TensorsNode(Element element) : element_(std::move(element)) {}
+  std::string_view kind() const override { return "from_tensors"; }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
     class It : public IteratorNode {
@@ -36,6 +41,7 @@ class TensorsNode : public DatasetNode {
 
 class SlicesNode : public DatasetNode {
  public:
+  std::string_view kind() const override { return "from_tensor_slices"; }
   SlicesNode(Features features, Tensor labels)
       : features_(std::move(features)), labels_(std::move(labels)) {
     std::vector<std::string> described;
@@ -92,6 +98,7 @@ class RangeNode : public DatasetNode {
   RangeNode(int64_t start, int64_t stop, int64_t step) : start_(start), stop_(stop), step_(step) {
     if (step == 0) throw InvalidArgumentError("range: step must not be 0");
   }
+  std::string_view kind() const override { return "range"; }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
     class It : public IteratorNode {
@@ -122,6 +129,7 @@ class GeneratorNode : public DatasetNode {
   explicit GeneratorNode(Dataset::GeneratorFn fn) : fn_(std::move(fn)) {
     if (!fn_) throw InvalidArgumentError("from_generator: empty function");
   }
+  std::string_view kind() const override { return "generator"; }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
     class It : public IteratorNode {
@@ -167,6 +175,53 @@ class GeneratorNode : public DatasetNode {
   Dataset::GeneratorFn fn_;
 };
 
+// Byte-string elements (uint8 [n]) from a list, for from_strings and list_files.
+class StringsIterator : public IteratorNode {
+ public:
+  StringsIterator(std::string_view kind, const std::vector<std::string>& strings)
+      : IteratorNode(kind), strings_(strings) {}
+  std::optional<Element> next() override {
+    if (index_ >= strings_.size()) return std::nullopt;
+    return Element(bytes_tensor(strings_[index_++]));
+  }
+  void save_state(StateWriter& w) override { w.write_int("index", static_cast<int64_t>(index_)); }
+  void restore_state(const StateReader& r) override {
+    index_ = static_cast<size_t>(r.read_int("index"));
+  }
+
+ private:
+  const std::vector<std::string>& strings_;
+  size_t index_ = 0;
+};
+
+class StringsNode : public DatasetNode {
+ public:
+  explicit StringsNode(std::vector<std::string> strings) : strings_(std::move(strings)) {}
+  std::string_view kind() const override { return "from_strings"; }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
+    return std::make_unique<StringsIterator>("from_strings", strings_);
+  }
+
+ private:
+  std::vector<std::string> strings_;
+};
+
+class ListFilesNode : public FileSourceNode {
+ public:
+  explicit ListFilesNode(std::vector<std::string> files) : files_(std::move(files)) {}
+  std::string_view kind() const override { return "list_files"; }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
+    return std::make_unique<StringsIterator>("list_files", files_);
+  }
+  const std::vector<std::string>& files() const override { return files_; }
+  NodePtr with_files(std::vector<std::string> files) const override {
+    return std::make_shared<ListFilesNode>(std::move(files));
+  }
+
+ private:
+  std::vector<std::string> files_;
+};
+
 }  // namespace
 
 Dataset Dataset::from_tensors(Element element) {
@@ -188,12 +243,22 @@ Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
 }
 
 Dataset Dataset::from_strings(std::vector<std::string> strings) {
-  auto list = std::make_shared<std::vector<std::string>>(std::move(strings));
-  // A generator over a shared immutable list: copies restart at index 0.
-  return from_generator([list, i = size_t{0}]() mutable -> std::optional<Element> {
-    if (i >= list->size()) return std::nullopt;
-    return Element(bytes_tensor((*list)[i++]));
-  });
+  return Dataset(std::make_shared<StringsNode>(std::move(strings)));
+}
+
+Dataset Dataset::list_files(const std::string& pattern) {
+  glob_t matches{};
+  int status = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &matches);
+  std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
+  ::globfree(&matches);
+  if (status == GLOB_NOMATCH || (status == 0 && files.empty())) {
+    throw NotFoundError(str_cat("list_files: no file matches '", pattern, "'"));
+  }
+  if (status != 0) {
+    throw UnavailableError(str_cat("list_files: cannot read the directories of '", pattern, "'"));
+  }
+  std::sort(files.begin(), files.end());
+  return Dataset(std::make_shared<ListFilesNode>(std::move(files)));
 }
 
 Dataset Dataset::from_generator(GeneratorFn next) {

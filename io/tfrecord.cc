@@ -6,9 +6,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/base/file_errors.h"
 #include "core/base/strings.h"
 #include "io/crc32c.h"
-#include "core/base/file_errors.h"
 
 namespace cadre::io {
 namespace {
@@ -162,9 +162,14 @@ void TFRecordReader::seek(uint64_t offset) { offset_ = offset; }
 
 namespace {
 
-class TFRecordNode : public DatasetNode {
+class TFRecordNode : public FileSourceNode {
  public:
   explicit TFRecordNode(std::vector<std::string> filenames) : filenames_(std::move(filenames)) {}
+  std::string_view kind() const override { return "tfrecord"; }
+  const std::vector<std::string>& files() const override { return filenames_; }
+  NodePtr with_files(std::vector<std::string> files) const override {
+    return std::make_shared<TFRecordNode>(std::move(files));
+  }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
     class It : public IteratorNode {

@@ -2,11 +2,10 @@
 // repeat, enumerate, concatenate, zip.
 #include "core/base/strings.h"
 #include "io/dataset.h"
+#include "io/shard_node.h"
 
 namespace cadre::io {
 namespace {
-
-using NodePtr = std::shared_ptr<const DatasetNode>;
 
 // A stage with one input, created with the stage's own context.
 class UnaryIterator : public IteratorNode {
@@ -21,17 +20,18 @@ class UnaryIterator : public IteratorNode {
   std::unique_ptr<IteratorNode> input_;
 };
 
-class FilterNode : public DatasetNode {
+class FilterNode : public UnaryNode<FilterNode> {
  public:
   FilterNode(NodePtr input, Dataset::Predicate predicate)
-      : input_(std::move(input)), predicate_(std::move(predicate)) {
+      : UnaryNode(std::move(input)), predicate_(std::move(predicate)) {
     if (!predicate_) throw InvalidArgumentError("filter: empty predicate");
   }
+  std::string_view kind() const override { return "filter"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public UnaryIterator {
      public:
       It(const FilterNode& n, const IteratorContext& c)
-          : UnaryIterator("filter", n.input_, c), node_(n) {}
+          : UnaryIterator("filter", n.input(), c), node_(n) {}
       std::optional<Element> next() override {
         while (auto e = input_->next()) {
           if (node_.predicate_(*e)) return e;
@@ -48,20 +48,20 @@ class FilterNode : public DatasetNode {
   }
 
  private:
-  NodePtr input_;
   Dataset::Predicate predicate_;
 };
 
 // take (limit >= 0 elements, then end) and skip (drop the first `count`).
-class TakeSkipNode : public DatasetNode {
+class TakeSkipNode : public UnaryNode<TakeSkipNode> {
  public:
   TakeSkipNode(NodePtr input, int64_t count, bool take)
-      : input_(std::move(input)), count_(count), take_(take) {}
+      : UnaryNode(std::move(input)), count_(count), take_(take) {}
+  std::string_view kind() const override { return take_ ? "take" : "skip"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public UnaryIterator {
      public:
       It(const TakeSkipNode& n, const IteratorContext& c)
-          : UnaryIterator(n.take_ ? "take" : "skip", n.input_, c), node_(n) {}
+          : UnaryIterator(n.take_ ? "take" : "skip", n.input(), c), node_(n) {}
       std::optional<Element> next() override {
         if (node_.take_) {
           if (node_.count_ >= 0 && seen_ >= node_.count_) return std::nullopt;
@@ -93,58 +93,14 @@ class TakeSkipNode : public DatasetNode {
   }
 
  private:
-  NodePtr input_;
   int64_t count_;
   bool take_;
 };
 
-class ShardNode : public DatasetNode {
+class RepeatNode : public UnaryNode<RepeatNode> {
  public:
-  ShardNode(NodePtr input, int64_t num_shards, int64_t index)
-      : input_(std::move(input)), num_shards_(num_shards), index_(index) {
-    if (num_shards <= 0 || index < 0 || index >= num_shards) {
-      throw InvalidArgumentError(str_cat("shard(", num_shards, ", ", index,
-                                         "): expected num_shards > 0 and 0 <= index < num_shards"));
-    }
-  }
-  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
-    class It : public UnaryIterator {
-     public:
-      It(const ShardNode& n, const IteratorContext& c)
-          : UnaryIterator("shard", n.input_, c), node_(n) {}
-      std::optional<Element> next() override {
-        // position_ counts input elements consumed; ours are those at index mod num_shards.
-        while (true) {
-          auto e = input_->next();
-          if (!e) return std::nullopt;
-          int64_t position = position_++;
-          if (position % node_.num_shards_ == node_.index_) return e;
-        }
-      }
-      void save_state(StateWriter& w) override {
-        w.write_int("position", position_);
-        save_input(w);
-      }
-      void restore_state(const StateReader& r) override {
-        position_ = r.read_int("position");
-        restore_input(r);
-      }
-
-     private:
-      const ShardNode& node_;
-      int64_t position_ = 0;
-    };
-    return std::make_unique<It>(*this, context);
-  }
-
- private:
-  NodePtr input_;
-  int64_t num_shards_, index_;
-};
-
-class RepeatNode : public DatasetNode {
- public:
-  RepeatNode(NodePtr input, int64_t count) : input_(std::move(input)), count_(count) {}
+  RepeatNode(NodePtr input, int64_t count) : UnaryNode(std::move(input)), count_(count) {}
+  std::string_view kind() const override { return "repeat"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
      public:
@@ -188,7 +144,7 @@ class RepeatNode : public DatasetNode {
         if (node_.count_ >= 0 && pass_ >= node_.count_) return;
         IteratorContext c = context_;
         c.epoch_key = next_epoch_key(context_.epoch_key, pass_);
-        input_ = node_.input_->make_iterator(c);
+        input_ = node_.input()->make_iterator(c);
       }
 
       const RepeatNode& node_;
@@ -200,19 +156,19 @@ class RepeatNode : public DatasetNode {
   }
 
  private:
-  NodePtr input_;
   int64_t count_;
 };
 
-class EnumerateNode : public DatasetNode {
+class EnumerateNode : public UnaryNode<EnumerateNode> {
  public:
   EnumerateNode(NodePtr input, int64_t start, std::string name)
-      : input_(std::move(input)), start_(start), name_(std::move(name)) {}
+      : UnaryNode(std::move(input)), start_(start), name_(std::move(name)) {}
+  std::string_view kind() const override { return "enumerate"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public UnaryIterator {
      public:
       It(const EnumerateNode& n, const IteratorContext& c)
-          : UnaryIterator("enumerate", n.input_, c), node_(n), next_index_(n.start_) {}
+          : UnaryIterator("enumerate", n.input(), c), node_(n), next_index_(n.start_) {}
       std::optional<Element> next() override {
         auto e = input_->next();
         if (!e) return e;
@@ -240,7 +196,6 @@ class EnumerateNode : public DatasetNode {
   }
 
  private:
-  NodePtr input_;
   int64_t start_;
   std::string name_;
 };
@@ -248,6 +203,11 @@ class EnumerateNode : public DatasetNode {
 class ConcatenateNode : public DatasetNode {
  public:
   ConcatenateNode(NodePtr first, NodePtr second) : inputs_{std::move(first), std::move(second)} {}
+  std::string_view kind() const override { return "concatenate"; }
+  std::vector<NodePtr> inputs() const override { return {inputs_[0], inputs_[1]}; }
+  NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
+    return std::make_shared<ConcatenateNode>(inputs.at(0), inputs.at(1));
+  }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
      public:
@@ -289,6 +249,11 @@ class ZipNode : public DatasetNode {
  public:
   explicit ZipNode(std::vector<NodePtr> inputs) : inputs_(std::move(inputs)) {
     if (inputs_.empty()) throw InvalidArgumentError("zip: no datasets given");
+  }
+  std::string_view kind() const override { return "zip"; }
+  std::vector<NodePtr> inputs() const override { return inputs_; }
+  NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
+    return std::make_shared<ZipNode>(std::move(inputs));
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
@@ -347,6 +312,44 @@ class ZipNode : public DatasetNode {
 };
 
 }  // namespace
+
+ShardNode::ShardNode(NodePtr input, int64_t num_shards, int64_t index)
+    : UnaryNode(std::move(input)), num_shards_(num_shards), index_(index) {
+  if (num_shards <= 0 || index < 0 || index >= num_shards) {
+    throw InvalidArgumentError(str_cat("shard(", num_shards, ", ", index,
+                                       "): expected num_shards > 0 and 0 <= index < num_shards"));
+  }
+}
+
+std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& context) const {
+  class It : public UnaryIterator {
+   public:
+    It(const ShardNode& n, const IteratorContext& c)
+        : UnaryIterator("shard", n.input(), c), node_(n) {}
+    std::optional<Element> next() override {
+      // position_ counts input elements consumed; ours are those at index mod num_shards.
+      while (true) {
+        auto e = input_->next();
+        if (!e) return std::nullopt;
+        int64_t position = position_++;
+        if (position % node_.num_shards_ == node_.index_) return e;
+      }
+    }
+    void save_state(StateWriter& w) override {
+      w.write_int("position", position_);
+      save_input(w);
+    }
+    void restore_state(const StateReader& r) override {
+      position_ = r.read_int("position");
+      restore_input(r);
+    }
+
+   private:
+    const ShardNode& node_;
+    int64_t position_ = 0;
+  };
+  return std::make_unique<It>(*this, context);
+}
 
 Dataset Dataset::filter(Predicate predicate) const {
   return Dataset(std::make_shared<FilterNode>(node_, std::move(predicate)));

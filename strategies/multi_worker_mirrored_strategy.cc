@@ -3,6 +3,10 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 
 #include "core/autodiff/tape.h"
 #include "core/base/strings.h"
@@ -10,9 +14,70 @@
 
 namespace cadre {
 
+namespace {
+
+// The chief's initial values, as local replica 0 received them, for the other local
+// replicas of one create_variables call.
+class InitialValues {
+ public:
+  void publish(const std::string& name, Tensor value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    values_[name] = std::move(value);
+    published_.notify_all();
+  }
+  Tensor wait(const std::string& name, double timeout_seconds) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!published_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                             [&] { return values_.count(name) > 0; })) {
+      throw DeadlineExceededError(str_cat(
+          "variable ", name, ": replica 0 did not create it within ", timeout_seconds, " s"));
+    }
+    return values_.at(name);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable published_;
+  std::map<std::string, Tensor> values_;  // GUARDED_BY(mutex_)
+};
+
+}  // namespace
+
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<Device> devices,
-                                                         std::unique_ptr<WorkerGroup> group)
-    : Strategy(std::move(devices), hierarchical_copy_all_reduce()), group_(std::move(group)) {}
+                                                         std::unique_ptr<WorkerGroup> group,
+                                                         double timeout_seconds)
+    : Strategy(std::move(devices), hierarchical_copy_all_reduce()),
+      group_(std::move(group)),
+      timeout_seconds_(timeout_seconds) {}
+
+std::vector<nn::VariableCreator> MultiWorkerMirroredStrategy::copy_creators(
+    nn::VariableCreator creator, int copies) const {
+  auto initial = std::make_shared<InitialValues>();
+  std::vector<nn::VariableCreator> creators;
+  creators.push_back([this, creator, initial](const nn::VariableSpec& spec, uint64_t seed) {
+    std::shared_ptr<nn::Variable> variable = creator(spec, seed);
+    NoGradScope no_grad;
+    Tensor host = contiguous(to_device(variable->tensor(), Device::cpu(0)));
+    if (host.shares_buffer_with(variable->tensor())) host = host.clone();
+    group_->collective->broadcast(host.raw_data(), host.nbytes(), /*root=*/0);
+    variable->assign(host);
+    initial->publish(spec.name, host);
+    return variable;
+  });
+  for (int r = 1; r < copies; ++r) {
+    creators.push_back([this, creator, initial](const nn::VariableSpec& spec, uint64_t seed) {
+      std::shared_ptr<nn::Variable> variable = creator(spec, seed);
+      variable->assign(initial->wait(spec.name, timeout_seconds_));
+      return variable;
+    });
+  }
+  return creators;
+}
+
+int64_t MultiWorkerMirroredStrategy::broadcast_from_chief(int64_t value) const {
+  group_->collective->broadcast(&value, sizeof value, /*root=*/0);
+  return value;
+}
 
 std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create(
     const ClusterConfig& cluster, std::vector<Device> local_devices, MultiWorkerOptions options,
@@ -37,10 +102,9 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
   std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);
   int rank = group->collective->rank(), size = group->collective->size();
   LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
-            << cluster.task.to_string() << ") with " << local_devices.size()
-            << " local replica(s); input shard " << rank << " of " << size;
-  return std::shared_ptr<MultiWorkerMirroredStrategy>(
-      new MultiWorkerMirroredStrategy(std::move(local_devices), std::move(group)));
+            << cluster.task.to_string() << ") with " << local_devices.size() << " local replica(s)";
+  return std::shared_ptr<MultiWorkerMirroredStrategy>(new MultiWorkerMirroredStrategy(
+      std::move(local_devices), std::move(group), options.collective_timeout_seconds));
 }
 
 void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values,

@@ -41,12 +41,23 @@ class MultiWorkerMirroredStrategy : public Strategy {
   int num_workers() const override { return group_->collective->size(); }
   int worker_index() const override { return group_->collective->rank(); }
   void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
+  int64_t broadcast_from_chief(int64_t value) const override;
   // The failure the coordination service reported (a dead task), empty while healthy.
   std::string cluster_failure() const { return group_->client->failure(); }
 
+ protected:
+  // Every variable starts as the chief's (TensorFlow's MultiWorkerMirrored initializes by
+  // broadcast): local replica 0 makes it and replaces its value by the chief's in a
+  // broadcast (all workers create variables in the same order, as they run the same
+  // model_fn); the other local replicas take replica 0's value.
+  std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
+                                                 int copies) const override;
+
  private:
-  MultiWorkerMirroredStrategy(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group);
+  MultiWorkerMirroredStrategy(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group,
+                              double timeout_seconds);
   std::unique_ptr<WorkerGroup> group_;
+  double timeout_seconds_;
   // cross_worker_sum's buffer, kept from step to step (one replica thread at a time calls it).
   mutable std::vector<double> buffer_;
 };

@@ -1,5 +1,8 @@
 #include "strategies/strategy.h"
 
+#include <glog/logging.h>
+
+#include <algorithm>
 #include <set>
 
 #include "core/autodiff/tape.h"
@@ -9,6 +12,7 @@
 #include "core/ops/array.h"
 #include "core/ops/math.h"
 #include "core/runtime/threading.h"
+#include "io/auto_shard.h"
 #include "strategies/replica_group.h"
 
 namespace cadre {
@@ -118,8 +122,11 @@ void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradi
 // ---------------------------------------------------------------- DistributedIterator
 
 DistributedIterator::DistributedIterator(io::Iterator iterator, std::vector<Device> devices,
-                                         bool split_batches)
-    : iterator_(std::move(iterator)), devices_(std::move(devices)), split_(split_batches) {}
+                                         bool split_batches, BatchSplit split)
+    : iterator_(std::move(iterator)),
+      devices_(std::move(devices)),
+      split_(split_batches),
+      batch_split_(split) {}
 
 namespace {
 
@@ -170,22 +177,23 @@ std::optional<PerReplica<io::Element>> DistributedIterator::next() {
   std::optional<io::Element> batch = iterator_.next();
   if (!batch) return std::nullopt;
   int64_t rows = rows_in(*batch);
-  if (rows < replicas) {
+  const int total = batch_split_.total;
+  if (rows < total) {
     throw InvalidArgumentError(str_cat(
-        "distribute_dataset: a batch of ", rows, " examples cannot feed ", replicas,
-        " replicas; use a global batch of at least ", replicas, " (or drop_remainder in batch)"));
+        "distribute_dataset: a batch of ", rows, " examples cannot feed ", total,
+        " replicas; use a global batch of at least ", total, " (or drop_remainder in batch)"));
   }
-  int64_t base = rows / replicas, extra = rows % replicas, at = 0;
+  int64_t base = rows / total, extra = rows % total;
+  auto start_of = [&](int64_t g) { return g * base + std::min<int64_t>(g, extra); };
   for (int r = 0; r < replicas; ++r) {
-    int64_t n = base + (r < extra ? 1 : 0);
-    out.push_back(rows_of(*batch, at, at + n, devices_[r]));
-    at += n;
+    int64_t g = batch_split_.first + r;
+    out.push_back(rows_of(*batch, start_of(g), start_of(g + 1), devices_[r]));
   }
   return out;
 }
 
 DistributedIterator DistributedDataset::make_iterator() const {
-  return DistributedIterator(dataset_.make_iterator(), devices_, split_);
+  return DistributedIterator(dataset_.make_iterator(), devices_, split_, batch_split_);
 }
 
 // ---------------------------------------------------------------- Strategy
@@ -219,10 +227,11 @@ std::unique_ptr<DistributedVariables> Strategy::create_variables(
     uint64_t seed, nn::VariableCreator creator) const {
   std::vector<std::unique_ptr<nn::VariableStore>> stores;
   int copies = mirrors_variables() ? num_local_replicas() : 1;
+  std::vector<nn::VariableCreator> creators = copy_creators(std::move(creator), copies);
   for (int r = 0; r < copies; ++r) {
     Device device = variable_device(r);
     stores.push_back(std::make_unique<nn::VariableStore>(
-        seed, [device, creator](const nn::VariableSpec& spec, uint64_t s) {
+        seed, [device, creator = creators[r]](const nn::VariableSpec& spec, uint64_t s) {
           DeviceScope scope(device);
           return creator(spec, s);
         }));
@@ -348,11 +357,19 @@ io::InputContext Strategy::input_context() const {
 }
 
 DistributedDataset Strategy::distribute_dataset(const io::Dataset& dataset) const {
-  return DistributedDataset(dataset, devices_, /*split_batches=*/true);
+  BatchSplit split{worker_index() * num_local_replicas(), num_replicas_in_sync()};
+  return DistributedDataset(dataset, devices_, /*split_batches=*/true, split);
 }
 
 DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& input_fn) const {
-  return DistributedDataset(input_fn(input_context()), devices_, /*split_batches=*/false);
+  io::Dataset dataset = input_fn(input_context());
+  if (num_workers() > 1) {
+    io::ShardedDataset sharded = io::auto_shard(dataset, num_workers(), worker_index());
+    LOG(INFO) << "input of worker " << worker_index() << " of " << num_workers() << ": "
+              << sharded.plan;
+    dataset = std::move(sharded.dataset);
+  }
+  return DistributedDataset(std::move(dataset), devices_, /*split_batches=*/false);
 }
 
 std::vector<Device> parse_devices(const std::string& text) {

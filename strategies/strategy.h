@@ -94,15 +94,24 @@ class ReplicaContext {
 };
 
 // Per-replica elements of a distributed dataset: element r feeds replica r.
+// How a worker's replicas take their share of each global batch: this worker's replicas
+// are replicas [first, first + devices) of `total` in the job.
+struct BatchSplit {
+  int first = 0;
+  int total = 1;
+};
+
 class DistributedIterator {
  public:
-  // Element r is delivered on devices[r].
-  DistributedIterator(io::Iterator iterator, std::vector<Device> devices, bool split_batches);
+  // Element r is delivered on devices[r]. With split_batches, each element is a global
+  // batch that `split` divides over the job's replicas.
+  DistributedIterator(io::Iterator iterator, std::vector<Device> devices, bool split_batches,
+                      BatchSplit split = {});
   // The next step's inputs, or nullopt at the end of the data. Splitting a global batch of
-  // B examples over N replicas gives the first B % N replicas one example more than the
-  // others (their weights in apply_gradients keep the average exact); a batch smaller than
-  // N is an InvalidArgumentError. From a function, each replica takes the next element; a
-  // step that cannot be filled ends the data.
+  // B examples over N replicas (of every worker) gives the first B % N replicas one example
+  // more than the others (their weights in apply_gradients keep the average exact); a batch
+  // smaller than N is an InvalidArgumentError. From a function, each replica takes the next
+  // element; a step that cannot be filled ends the data.
   std::optional<PerReplica<io::Element>> next();
   io::IteratorState save() { return iterator_.save(); }
   void restore(const io::IteratorState& state) { iterator_.restore(state); }
@@ -111,18 +120,24 @@ class DistributedIterator {
   io::Iterator iterator_;
   std::vector<Device> devices_;
   bool split_;
+  BatchSplit batch_split_;
 };
 
 class DistributedDataset {
  public:
-  DistributedDataset(io::Dataset dataset, std::vector<Device> devices, bool split_batches)
-      : dataset_(std::move(dataset)), devices_(std::move(devices)), split_(split_batches) {}
+  DistributedDataset(io::Dataset dataset, std::vector<Device> devices, bool split_batches,
+                     BatchSplit split = {})
+      : dataset_(std::move(dataset)),
+        devices_(std::move(devices)),
+        split_(split_batches),
+        batch_split_(split) {}
   DistributedIterator make_iterator() const;
 
  private:
   io::Dataset dataset_;
   std::vector<Device> devices_;
   bool split_;
+  BatchSplit batch_split_;
 };
 
 using InputFn = std::function<io::Dataset(const io::InputContext& context)>;
@@ -144,6 +159,8 @@ class Strategy {
   // worker calls it with the same values in the same order; collective). Nothing to do for a
   // single worker.
   virtual void cross_worker_sum(std::vector<Gradient>& values, double& weight) const {}
+  // The chief's `value` on every worker (collective), e.g. the step a run starts at.
+  virtual int64_t broadcast_from_chief(int64_t value) const { return value; }
   // Where replica r's copy of the variables lives.
   virtual Device variable_device(int replica) const = 0;
   // Whether each replica holds its own copy of the variables.
@@ -154,7 +171,8 @@ class Strategy {
 
   // Stores for a run; `creator` makes each variable (e.g. restoring it from a checkpoint),
   // called once per replica for mirrored variables, each time with that replica's device as
-  // the default device, so that every copy starts from the same value.
+  // the default device, so that every copy starts from the same value (across workers, the
+  // chief's: see copy_creators).
   std::unique_ptr<DistributedVariables> create_variables(
       uint64_t seed, nn::VariableCreator creator = nn::default_variable_creator) const;
 
@@ -180,17 +198,26 @@ class Strategy {
   // The replicas' values concatenated along `axis`, on the first device.
   Tensor gather(const PerReplica<Tensor>& values, int axis = 0) const;
 
-  // What input_fn learns: one pipeline (this process), num_replicas_in_sync replicas.
+  // What input_fn learns: one pipeline per worker (this one's index among them), and
+  // num_replicas_in_sync replicas.
   io::InputContext input_context() const;
-  // Global batches split over the replicas.
+  // Global batches split over the replicas of every worker: each worker reads the whole
+  // dataset and keeps its replicas' rows of each batch.
   DistributedDataset distribute_dataset(const io::Dataset& dataset) const;
-  // input_fn(input_context()) produces per-replica batches; replicas take turns.
+  // input_fn(input_context()) produces per-replica batches; replicas take turns. With
+  // several workers the pipeline is auto-sharded (io/auto_shard.h) by the policy in its
+  // options, so that each worker reads a disjoint part of the input; the plan is logged.
   DistributedDataset distribute_datasets_from_function(const InputFn& input_fn) const;
 
  protected:
   // Throws InvalidArgumentError listing the available devices for an unknown device, one
   // named twice, or none.
   Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops);
+  // The creator of each of `copies` stores of one create_variables call, given the caller's.
+  virtual std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
+                                                         int copies) const {
+    return std::vector<nn::VariableCreator>(static_cast<size_t>(copies), creator);
+  }
 
  private:
   std::vector<Device> devices_;

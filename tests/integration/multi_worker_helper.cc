@@ -1,7 +1,9 @@
 // The program the multi-worker test runs once per task (TF_CONFIG from the environment):
 // trains the test classifier without dropout on a global batch of 12, sharded over the
 // workers, with MultiWorkerMirroredStrategy when the cluster has several training tasks
-// (else one device, or Mirrored on cpu:0 and cpu:1 with HELPER_STRATEGY=mirrored2).
+// (else one device, or Mirrored on cpu:0 and cpu:1 with HELPER_STRATEGY=mirrored2). With
+// HELPER_INPUT=unsharded the input_fn leaves sharding to the strategy's auto-sharding;
+// HELPER_SEED replaces the seed 42.
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
 #include <cstdio>
@@ -17,10 +19,12 @@ namespace {
 
 cadre::Dataset sharded_batches(const cadre::InputContext& context) {
   auto [x, y] = cadre::testing::classification_data(cadre::testing::kExamples);
-  return cadre::Dataset::from_tensor_slices(cadre::Features{{"x", x}}, y)
-      .shard(context.num_input_pipelines, context.input_pipeline_id)
-      .repeat()
-      .batch(context.per_replica_batch_size(12));
+  cadre::Dataset examples = cadre::Dataset::from_tensor_slices(cadre::Features{{"x", x}}, y);
+  const char* input = std::getenv("HELPER_INPUT");
+  if (!input || std::string(input) != "unsharded") {
+    examples = examples.shard(context.num_input_pipelines, context.input_pipeline_id);
+  }
+  return examples.repeat().batch(context.per_replica_batch_size(12));
 }
 
 }  // namespace
@@ -34,6 +38,9 @@ int main(int argc, char** argv) {
     cadre::RunConfig config = cadre::RunConfig::from_environment();
     config.model_dir = argv[1];
     config.tf_random_seed = 42;
+    if (const char* seed = std::getenv("HELPER_SEED"); seed && *seed) {
+      config.tf_random_seed = std::atoll(seed);
+    }
     config.save_checkpoints_steps = 10;
     if (config.num_worker_replicas > 1) {
       cadre::MultiWorkerOptions options;

@@ -35,8 +35,10 @@ int free_port() {
 }
 
 pid_t start(const std::string& tf_config, const std::string& model_dir, int steps,
-            const std::string& log, const char* strategy = "") {
-  std::vector<std::pair<std::string, std::string>> env{{"HELPER_STRATEGY", strategy}};
+            const std::string& log, const char* strategy = "", const char* input = "",
+            const char* seed = "") {
+  std::vector<std::pair<std::string, std::string>> env{
+      {"HELPER_STRATEGY", strategy}, {"HELPER_INPUT", input}, {"HELPER_SEED", seed}};
   if (!tf_config.empty()) env.emplace_back("TF_CONFIG", tf_config);
   return testing::spawn({CADRE_MULTI_WORKER_HELPER, model_dir, std::to_string(steps)}, env, log);
 }
@@ -53,31 +55,61 @@ std::string cluster_json(int chief_port, int worker_port) {
          "\"], \"worker\": [\"127.0.0.1:" + std::to_string(worker_port) + "\"]}";
 }
 
-class MultiWorkerTest : public io::testing::TempDirTest {};
+class MultiWorkerTest : public io::testing::TempDirTest {
+ protected:
+  // A chief and a worker train to step 20 in `dir`; every variable then equals a single
+  // process's after 20 steps of the same global batches.
+  void expect_two_workers_match_one_process(const std::string& dir, const char* input,
+                                            const char* worker_seed = "") {
+    ASSERT_EQ(wait_for(start("", path("single"), 20, path("single.log"))), 0)
+        << read(path("single.log"));
+    std::string cluster = cluster_json(free_port(), free_port());
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 20,
+                        path("chief.log"), "", input);
+    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 20,
+                         path("worker.log"), "", input, worker_seed);
+    EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
+    EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+
+    auto single = checkpoint::CheckpointReader::open(path("single") + "/model.ckpt-20.h5");
+    auto multi = checkpoint::CheckpointReader::open(dir + "/model.ckpt-20.h5");
+    ASSERT_EQ(single->variables().size(), multi->variables().size());
+    for (const auto& [name, info] : single->variables()) {
+      std::vector<double> a = single->read(name).to_vector<double>();
+      std::vector<double> b = multi->read(name).to_vector<double>();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_NEAR(a[i], b[i], 1e-5) << name << "[" << i << "]";
+      }
+    }
+    // Only the chief wrote checkpoints and summaries (the worker's copy is the chief's files).
+    EXPECT_EQ(multi->attributes().at("strategy"), "multi_worker_mirrored");
+  }
+};
 
 TEST_F(MultiWorkerTest, AChiefAndAWorkerTrainAsOneProcessOnTheSameGlobalBatch) {
-  ASSERT_EQ(wait_for(start("", path("single"), 20, path("single.log"))), 0)
-      << read(path("single.log"));
-  std::string cluster = cluster_json(free_port(), free_port());
-  pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("multi"),
-                      20, path("chief.log"));
-  pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})",
-                       path("multi"), 20, path("worker.log"));
-  EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
-  EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+  expect_two_workers_match_one_process(path("multi"), "");
+  EXPECT_NE(read(path("worker.log"))
+                .find("input of worker 1 of 2: the input_fn shards by itself: shard(2, 1)"),
+            std::string::npos)
+      << read(path("worker.log"));
+}
 
-  auto single = checkpoint::CheckpointReader::open(path("single") + "/model.ckpt-20.h5");
-  auto multi = checkpoint::CheckpointReader::open(path("multi") + "/model.ckpt-20.h5");
-  ASSERT_EQ(single->variables().size(), multi->variables().size());
-  for (const auto& [name, info] : single->variables()) {
-    std::vector<double> a = single->read(name).to_vector<double>();
-    std::vector<double> b = multi->read(name).to_vector<double>();
-    ASSERT_EQ(a.size(), b.size()) << name;
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << name << "[" << i << "]";
-  }
-  EXPECT_NE(read(path("worker.log")).find("input shard 1 of 2"), std::string::npos);
-  // Only the chief wrote checkpoints and summaries (the worker's copy is the chief's files).
-  EXPECT_EQ(multi->attributes().at("strategy"), "multi_worker_mirrored");
+// An input_fn that does not shard is divided by auto-sharding (DATA: the pipeline reads no
+// files), each worker taking alternate per-replica batches, which together are the global
+// batches of one process.
+TEST_F(MultiWorkerTest, AnUnshardedInputIsAutoShardedByData) {
+  expect_two_workers_match_one_process(path("multi"), "unsharded");
+  EXPECT_NE(read(path("chief.log"))
+                .find("input of worker 0 of 2: DATA: elements 0, 2, 4, ... of the 'batch' stage"),
+            std::string::npos)
+      << read(path("chief.log"));
+}
+
+// A worker with another seed still starts from the chief's variables (broadcast when they
+// are created), so the pair trains as one process with the chief's seed.
+TEST_F(MultiWorkerTest, WorkersStartFromTheChiefsVariables) {
+  expect_two_workers_match_one_process(path("multi"), "", /*worker_seed=*/"7");
 }
 
 // Two workers save, one process with Mirrored on 2 CPU devices resumes, and the reverse: the
@@ -122,6 +154,26 @@ TEST_F(MultiWorkerTest, TwoWorkersAndOneMirroredProcessResumeEachOther) {
       EXPECT_LT(worst, 0.02) << dir << " " << name;
     }
   }
+}
+
+// A worker whose model_dir lacks the chief's checkpoints (a machine of its own) resumes
+// at the chief's step with the chief's variables instead of starting over.
+TEST_F(MultiWorkerTest, AWorkerThatCannotSeeTheCheckpointsTakesTheChiefsStep) {
+  auto run = [&](const std::string& worker_dir, int steps) {
+    std::string cluster = cluster_json(free_port(), free_port());
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
+                        steps, path("chief.log"));
+    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", worker_dir,
+                         steps, path("worker.log"));
+    EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
+    EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+  };
+  run(path("m"), 10);
+  run(path("elsewhere"), 20);
+  EXPECT_NE(read(path("worker.log")).find("taking the chief's global step 10"), std::string::npos)
+      << read(path("worker.log"));
+  EXPECT_EQ(checkpoint::CheckpointReader::open(path("m") + "/model.ckpt-20.h5")->global_step(), 20);
+  EXPECT_FALSE(std::filesystem::exists(path("m") + "/model.ckpt-30.h5"));
 }
 
 TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {

@@ -173,6 +173,24 @@ TEST(StrategyTest, UnevenBatchesSplitAndAverageExactly) {
   EXPECT_THROW(small.next(), InvalidArgumentError);
 }
 
+// Across workers, each worker's replicas take their rows of the global batch: with 2
+// workers of 2 replicas, 10 rows split 3, 3, 2, 2 and the second worker keeps 6..7 and 8..9.
+TEST(StrategyTest, AGlobalBatchIsSplitOverTheReplicasOfEveryWorker) {
+  Tensor x = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{10, 1});
+  io::Dataset data = Dataset::from_tensor_slices(Features{{"x", x}}).batch(10);
+  std::vector<std::vector<float>> rows;
+  for (int worker = 0; worker < 2; ++worker) {
+    DistributedDataset dataset(data, cpus(2), /*split_batches=*/true, BatchSplit{2 * worker, 4});
+    auto batch = dataset.make_iterator().next();
+    ASSERT_TRUE(batch.has_value());
+    for (const Element& e : *batch) rows.push_back(e.features.at("x").to_vector<float>());
+  }
+  EXPECT_EQ(rows, (std::vector<std::vector<float>>{{0, 1, 2}, {3, 4, 5}, {6, 7}, {8, 9}}));
+  DistributedDataset too_small(Dataset::from_tensor_slices(Features{{"x", x}}).batch(3), cpus(2),
+                               true, BatchSplit{2, 4});
+  EXPECT_THROW(too_small.make_iterator().next(), InvalidArgumentError);
+}
+
 enum class Norm { kNone, kBatch, kSyncBatch };
 
 // A custom training loop: the same global batches under each strategy.
