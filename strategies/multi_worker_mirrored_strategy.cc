@@ -113,34 +113,41 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
     throw AbortedError(str_cat("the cluster failed: ", failure));
   }
   NoGradScope no_grad;
-  // One buffer of doubles for everything (dense; sparse gradients densified), the weight
-  // last: one ring all-reduce per step.
+  // One flat buffer for everything (dense; sparse gradients densified), the weight last: one
+  // ring all-reduce per step. Float32 gradients travel as float32 (half the bytes of
+  // doubles), anything else as float64. The sums are views of the buffer: no copies out.
+  bool all_float = true;
   int64_t total = 1;
   std::vector<Tensor> dense(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i].defined()) continue;
-    dense[i] = contiguous(to_device(values[i].to_dense(), Device::cpu(0)).cast(DType::kFloat64));
+    dense[i] = to_device(values[i].to_dense(), Device::cpu(0));
+    all_float &= dense[i].dtype() == DType::kFloat32;
     total += dense[i].numel();
   }
-  std::vector<double>& buffer = buffer_;
-  buffer.resize(static_cast<size_t>(total));
-  size_t at = 0;
+  DType dtype = all_float ? DType::kFloat32 : DType::kFloat64;
+  Tensor flat = Tensor::empty(Shape{total}, dtype, Device::cpu(0));
+  int64_t at = 0;
   for (const Tensor& t : dense) {
     if (!t.defined()) continue;
-    const double* src = t.data<double>();
-    std::copy(src, src + t.numel(), buffer.begin() + static_cast<std::ptrdiff_t>(at));
-    at += static_cast<size_t>(t.numel());
+    flat.slice(0, at, at + t.numel()).reshape(t.shape().to_vector()).assign(t);
+    at += t.numel();
   }
-  buffer[at] = weight;
-  group_->collective->sum(buffer.data(), buffer.size());
+  flat.slice(0, at, at + 1).assign(Tensor::scalar(weight).reshape({1}));
+  if (all_float) {
+    group_->collective->sum(flat.data<float>(), static_cast<size_t>(total));
+  } else {
+    group_->collective->sum(flat.data<double>(), static_cast<size_t>(total));
+  }
   at = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i].defined()) continue;
-    Tensor summed = Tensor::from_bytes(buffer.data() + at, dense[i].shape(), DType::kFloat64);
-    values[i] = to_device(summed.cast(values[i].dtype()), values[i].device());
-    at += static_cast<size_t>(dense[i].numel());
+    Tensor summed = flat.slice(0, at, at + dense[i].numel()).reshape(dense[i].shape().to_vector());
+    if (summed.dtype() != values[i].dtype()) summed = summed.cast(values[i].dtype());
+    values[i] = to_device(summed, values[i].device());
+    at += dense[i].numel();
   }
-  weight = buffer[at];
+  weight = flat.slice(0, at, at + 1).item<double>();
 }
 
 }  // namespace cadre

@@ -58,8 +58,6 @@ class MultiWorkerMirroredStrategy : public Strategy {
                               double timeout_seconds);
   std::unique_ptr<WorkerGroup> group_;
   double timeout_seconds_;
-  // cross_worker_sum's buffer, kept from step to step (one replica thread at a time calls it).
-  mutable std::vector<double> buffer_;
 };
 
 }  // namespace cadre

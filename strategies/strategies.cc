@@ -53,19 +53,4 @@ std::shared_ptr<CentralStorageStrategy> CentralStorageStrategy::create(
       new CentralStorageStrategy(or_default(std::move(compute_devices)), parameter_device));
 }
 
-std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices) {
-  if (name == "one_device") return OneDeviceStrategy::create(parse_devices(devices).front());
-  if (name == "mirrored") return MirroredStrategy::create(parse_devices(devices));
-  if (name == "central_storage") return CentralStorageStrategy::create(parse_devices(devices));
-  if (name == "multi_worker_mirrored" || name == "parameter_server") {
-    throw UnimplementedError(str_cat("strategy ", name,
-                                     " is not in this build yet (it needs the "
-                                     "multi-worker runtime); available: one_device, mirrored, "
-                                     "central_storage"));
-  }
-  throw InvalidArgumentError(str_cat("unknown strategy '", name,
-                                     "'; expected one_device, mirrored, "
-                                     "central_storage, multi_worker_mirrored or parameter_server"));
-}
-
 }  // namespace cadre

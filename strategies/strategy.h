@@ -231,10 +231,4 @@ class Strategy {
 // InvalidArgumentError naming the bad entry and listing the available devices.
 std::vector<Device> parse_devices(const std::string& text);
 
-// The strategy a program's --strategy and --devices flags name: one_device (the first
-// device), mirrored, central_storage (variables on cpu:0). Throws InvalidArgumentError
-// listing the names for an unknown one, UnimplementedError for the multi-worker ones
-// this build does not have yet.
-std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices);
-
 }  // namespace cadre

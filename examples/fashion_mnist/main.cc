@@ -24,8 +24,7 @@
 #include "examples/fashion_mnist/models.h"
 #include "examples/program_main.h"
 #include "io/mnist.h"
-#include "strategies/multi_worker_mirrored_strategy.h"
-#include "strategies/strategy.h"
+#include "strategies/strategy_from_flags.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
 DEFINE_string(model, "mlp", "mlp (784-256-256-10) or cnn");
@@ -83,19 +82,8 @@ int run() {
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
   examples::check_model_name(FLAGS_model);
   RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
-  std::shared_ptr<Strategy> strategy;
-  if (FLAGS_strategy == "multi_worker_mirrored") {
-    if (!config.cluster) {
-      throw InvalidArgumentError("--strategy=multi_worker_mirrored needs TF_CONFIG (a cluster)");
-    }
-    // The evaluator does not train: it evaluates on one device.
-    strategy = config.task_type == "evaluator"
-                   ? strategy_from_flags("one_device", "")
-                   : std::shared_ptr<Strategy>(MultiWorkerMirroredStrategy::create(
-                         *config.cluster, parse_devices(FLAGS_devices)));
-  } else {
-    strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
-  }
+  std::shared_ptr<Strategy> strategy = strategy_from_flags(
+      FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr);
   if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
     throw InvalidArgumentError(
         str_cat("--batch_size=", FLAGS_batch_size, " does not divide over the ",

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "core/autodiff/tape.h"
@@ -19,7 +21,7 @@
 #include "core/tensor/caching_allocator.h"
 #include "examples/fashion_mnist/models.h"
 #include "io/idx.h"
-#include "strategies/strategy.h"
+#include "strategies/strategy_from_flags.h"
 #include "tools/cadre_bench/timing.h"
 
 DEFINE_string(model, "mlp", "mlp or cnn");
@@ -28,7 +30,8 @@ DEFINE_int32(steps, 0, "measured steps in all (0: windows of about --window_s se
 DEFINE_int32(windows, 7, "timing windows; the median is reported");
 DEFINE_double(window_s, 1.0, "seconds per window when --steps is 0");
 DEFINE_int32(threads, 0, "intra-op threads (0: every core, or CADRE_NUM_THREADS)");
-DEFINE_string(strategy, "one_device", "one_device, mirrored or central_storage");
+DEFINE_string(strategy, "one_device",
+              "one_device, mirrored, central_storage or multi_worker_mirrored (under TF_CONFIG)");
 DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
 
@@ -74,12 +77,14 @@ class Trainer {
   float last_loss() const { return last_loss_.item<float>(); }
 
  private:
+  // Every worker draws the same global batch; each replica of each worker trains on its rows.
   void replicated_step(const Tensor& ids) {
-    int n = strategy_->num_local_replicas();
-    int64_t per = FLAGS_batch_size / n;
+    int64_t per = FLAGS_batch_size / strategy_->num_replicas_in_sync();
+    int first = strategy_->worker_index() * strategy_->num_local_replicas();
     PerReplica<Tensor> losses = strategy_->run<Tensor>(*variables_, [&](ReplicaContext& ctx) {
       int r = ctx.replica_id();
-      Tensor mine = ids.slice(0, r * per, (r + 1) * per).to(ctx.device());
+      int64_t g = first + r;
+      Tensor mine = ids.slice(0, g * per, (g + 1) * per).to(ctx.device());
       GradientTape tape;
       Tensor logits = examples::model_logits(FLAGS_model, gather(replica_images_[r], mine));
       Tensor loss = nn::sparse_softmax_cross_entropy(gather(replica_labels_[r], mine), logits);
@@ -119,7 +124,11 @@ int run_train() {
   }
   std::shared_ptr<Strategy> strategy;
   if (FLAGS_strategy != "one_device") {
-    strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices);
+    std::optional<ClusterConfig> cluster;
+    if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
+      cluster = parse_tf_config(tf_config);
+    }
+    strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices, cluster ? &*cluster : nullptr);
     if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
       throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size,
                                          " does not divide over ", strategy->num_replicas_in_sync(),
@@ -141,6 +150,8 @@ int run_train() {
   double warmup = seconds_since(start);
   int per_window = FLAGS_steps > 0 ? std::max(1, FLAGS_steps / FLAGS_windows)
                                    : std::max(5, static_cast<int>(FLAGS_window_s * 20 / warmup));
+  // Workers train in lockstep: they must agree on the number of steps.
+  if (strategy) per_window = static_cast<int>(strategy->broadcast_from_chief(per_window));
   cpu_allocator().reset_peak();
   std::vector<double> rates, step_ms;
   for (int w = 0; w < FLAGS_windows; ++w) {

@@ -1,0 +1,38 @@
+#include "strategies/strategy_from_flags.h"
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+#include "strategies/central_storage_strategy.h"
+#include "strategies/mirrored_strategy.h"
+#include "strategies/multi_worker_mirrored_strategy.h"
+#include "strategies/one_device_strategy.h"
+
+namespace cadre {
+
+std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices,
+                                              const ClusterConfig* cluster) {
+  constexpr char kNames[] =
+      "one_device, mirrored, central_storage, multi_worker_mirrored or parameter_server";
+  if (cluster && cluster->task.type == "evaluator") {
+    return OneDeviceStrategy::create(parse_devices(devices).front());
+  }
+  if (name == "one_device") return OneDeviceStrategy::create(parse_devices(devices).front());
+  if (name == "mirrored") return MirroredStrategy::create(parse_devices(devices));
+  if (name == "central_storage") return CentralStorageStrategy::create(parse_devices(devices));
+  if (name == "multi_worker_mirrored") {
+    if (!cluster) {
+      throw InvalidArgumentError(
+          "strategy multi_worker_mirrored needs a cluster: set TF_CONFIG (or run under "
+          "cadre_launch or Slurm)");
+    }
+    return MultiWorkerMirroredStrategy::create(*cluster, parse_devices(devices));
+  }
+  if (name == "parameter_server") {
+    throw UnimplementedError(
+        "strategy parameter_server is not in this build yet; available: one_device, mirrored, "
+        "central_storage, multi_worker_mirrored");
+  }
+  throw InvalidArgumentError(str_cat("unknown strategy '", name, "'; expected ", kNames));
+}
+
+}  // namespace cadre
