@@ -156,13 +156,16 @@ std::string human_count(double value) {
 
 void StepCounterHook::after_run(Run& run, const StepResult& result, RunContext& context) {
   examples_since_ += result.batch_size;
+  ++steps_since_;
   if (!timer_.should_trigger(result.global_step)) return;
   auto since = timer_.update_last_triggered_step(result.global_step);
-  int64_t examples = examples_since_;
-  examples_since_ = 0;
+  double per_step = static_cast<double>(examples_since_) / static_cast<double>(steps_since_);
+  examples_since_ = steps_since_ = 0;
   if (!since || since->first <= 0) return;  // the first trigger only starts the clock
   steps_per_sec_ = since->second / since->first;
-  examples_per_sec_ = examples / since->first;
+  // The global step also counts other workers' steps (parameter servers): the job's rate
+  // is its step rate times the examples a step takes.
+  examples_per_sec_ = steps_per_sec_ * per_step;
   if (io::SummaryWriter* writer = run.summary_writer()) {
     writer->scalar("global_step/sec", steps_per_sec_, result.global_step);
     writer->scalar("examples/sec", examples_per_sec_, result.global_step);

@@ -90,7 +90,7 @@ class StepCounterHook : public Hook {
 
  private:
   StepTimer timer_;
-  int64_t examples_since_ = 0;
+  int64_t examples_since_ = 0, steps_since_ = 0;  // this process's steps
   double steps_per_sec_ = 0;
   double examples_per_sec_ = 0;
 };

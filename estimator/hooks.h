@@ -60,7 +60,9 @@ class RunContext {
 // What one step produced.
 struct StepResult {
   int64_t global_step = 0;  // after the step
-  int64_t batch_size = 0;   // examples in the step
+  // Examples in the step: the global batch of the workers that step together (with
+  // parameter servers, this worker's batch).
+  int64_t batch_size = 0;
   // The step's loss (TRAIN, EVAL); NaN in PREDICT.
   double loss = 0;
   const EstimatorSpec* spec = nullptr;

@@ -11,6 +11,8 @@
 #include "checkpoint/watcher.h"
 #include "core/base/strings.h"
 #include "estimator/early_stopping.h"
+#include "strategies/parameter_server_strategy.h"
+#include "strategies/ps/ps_server.h"
 
 namespace cadre {
 
@@ -197,6 +199,21 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
   return result;
 }
 
+// A ps task serves variables until the job ends (the launcher or orchestrator stops it).
+[[noreturn]] void serve_parameters(const RunConfig& config) {
+  ps::ServerOptions options;
+  options.task = config.cluster->task.to_string();
+  if (auto* strategy =
+          dynamic_cast<const ParameterServerStrategy*>(config.train_distribute.get())) {
+    options.max_message_bytes = strategy->options().max_message_bytes;
+  }
+  std::unique_ptr<ps::ParameterServer> server =
+      ps::ParameterServer::start(config.cluster->address(config.cluster->task), options);
+  LOG(INFO) << options.task << ": serving variables until the job ends";
+  server->wait();
+  throw AbortedError(str_cat(options.task, ": the parameter server stopped"));
+}
+
 }  // namespace
 
 std::optional<int64_t> read_training_finished(const std::string& model_dir) {
@@ -216,11 +233,13 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
   check_args(train_spec, eval_spec);
   const RunConfig& config = estimator.config();
   if (config.task_type == "evaluator") return run_evaluator(estimator, eval_spec);
-  if (config.task_type == "ps" || config.num_ps_replicas > 0) {
-    throw UnimplementedError(str_cat(
-        "train_and_evaluate: task ", config.task_type, ":", config.task_id,
-        " belongs to a cluster with ps tasks, which needs ParameterServerStrategy; this build "
-        "does not have it yet"));
+  if (config.task_type == "ps") serve_parameters(config);
+  if (config.num_ps_replicas > 0 &&
+      !dynamic_cast<const ParameterServerStrategy*>(config.train_distribute.get())) {
+    throw InvalidArgumentError(
+        str_cat("train_and_evaluate: the cluster has ", config.num_ps_replicas,
+                " ps task(s), which serve ParameterServerStrategy; set train_distribute = "
+                "ParameterServerStrategy::create(*config.cluster)"));
   }
   int workers = config.train_distribute ? config.train_distribute->num_workers() : 1;
   if (config.num_worker_replicas > 1 && workers != config.num_worker_replicas) {

@@ -76,8 +76,10 @@ struct TrainAndEvaluateResult {
 //   eval directory records (a restarted evaluator redoes nothing), holding a lease on each
 //   so retention keeps it, and returns after evaluating the final checkpoint;
 // - several training tasks: they train together under RunConfig.train_distribute, which
-//   must be a MultiWorkerMirroredStrategy of the cluster (InvalidArgumentError otherwise);
-// - ps tasks: UnimplementedError until ParameterServerStrategy (issue 8).
+//   must be a MultiWorkerMirroredStrategy or ParameterServerStrategy of the cluster
+//   (InvalidArgumentError otherwise);
+// - a ps task: serves its variables until the process is stopped (it does not return);
+//   a cluster with ps tasks needs ParameterServerStrategy (InvalidArgumentError otherwise).
 // Throws what train() and evaluate() throw.
 TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec& train_spec,
                                           const EvalSpec& eval_spec);

@@ -114,7 +114,8 @@ class TrainRun : public Run {
     }
     checkpoint::CheckpointData data;
     data.global_step = global_step_;
-    checkpoint::add_variables(variables_->primary(), &data);
+    std::shared_ptr<const nn::VariableStore> logical = strategy_->variables_to_save(*variables_);
+    checkpoint::add_variables(*logical, &data);
     // The chief saves its own replicas' generators (the other workers' continue from their
     // seed streams on resume).
     for (size_t r = 0; r < generators_.size(); ++r) {
@@ -169,7 +170,7 @@ class TrainRun : public Run {
           return out;
         },
         &generators_);
-    ++global_step_;
+    global_step_ = strategy_->global_step_after(*variables_, global_step_);
     StepResult result = estimator_internal::combine_replicas(steps, global_step_);
     *spec = std::move(steps[0].spec);
     // Summaries describe the global batch: each scalar averaged over the replicas by their
@@ -195,6 +196,7 @@ class TrainRun : public Run {
       }
     }
     result.spec = spec;
+    result.batch_size *= strategy_->num_workers_in_sync();
     return result;
   }
 

@@ -44,7 +44,8 @@ std::vector<Tensor> ReplicaContext::trainable_sources() {
 
 std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradient> values,
                                                  double weight) {
-  if (group_.size() == 1 && strategy_.num_workers() == 1) {
+  const bool across_workers = strategy_.num_workers_in_sync() > 1;
+  if (group_.size() == 1 && !across_workers) {
     if (op == ReduceOp::kSum && weight != 1) {
       NoGradScope no_grad;
       for (Gradient& g : values) {
@@ -65,7 +66,7 @@ std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradie
   group_.arrive_and_wait([&] {
     std::vector<Device> destinations;
     for (int r = 0; r < group_.size(); ++r) destinations.push_back(strategy_.variable_device(r));
-    if (strategy_.num_workers() == 1) {
+    if (!across_workers) {
       group_.outputs = strategy_.cross_device_ops().batch_reduce(op, group_.inputs, group_.weights,
                                                                  destinations);
       return;
@@ -115,7 +116,8 @@ void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradi
   // One shared copy: replica 0 updates it while the others wait, so that none reads it
   // half-updated in the next step.
   barrier();
-  if (replica_id_ == 0) optimizer.apply_gradients(std::move(reduced), variables);
+  if (replica_id_ == 0)
+    strategy_.update_shared(variables_, optimizer, std::move(reduced), variables);
   barrier();
 }
 
@@ -223,6 +225,17 @@ std::string Strategy::topology() const {
                  join(devices_));
 }
 
+void Strategy::update_shared(DistributedVariables&, nn::Optimizer& optimizer,
+                             std::vector<Gradient> gradients,
+                             const std::vector<nn::Variable*>& targets) const {
+  optimizer.apply_gradients(std::move(gradients), targets);
+}
+
+std::shared_ptr<const nn::VariableStore> Strategy::variables_to_save(
+    DistributedVariables& variables) const {
+  return std::shared_ptr<const nn::VariableStore>(std::shared_ptr<void>(), &variables.primary());
+}
+
 std::unique_ptr<DistributedVariables> Strategy::create_variables(
     uint64_t seed, nn::VariableCreator creator) const {
   std::vector<std::unique_ptr<nn::VariableStore>> stores;
@@ -267,6 +280,7 @@ void Strategy::run_replicas(DistributedVariables& variables,
     throw InvalidArgumentError(
         str_cat("run: ", generators->size(), " generators for ", replicas, " replicas"));
   }
+  before_run(variables);
   ReplicaGroup group(replicas);
   auto body = [&](int r) {
     DeviceScope device_scope(devices_[r]);
@@ -357,8 +371,15 @@ io::InputContext Strategy::input_context() const {
 }
 
 DistributedDataset Strategy::distribute_dataset(const io::Dataset& dataset) const {
-  BatchSplit split{worker_index() * num_local_replicas(), num_replicas_in_sync()};
-  return DistributedDataset(dataset, devices_, /*split_batches=*/true, split);
+  if (num_workers_in_sync() == num_workers()) {
+    BatchSplit split{worker_index() * num_local_replicas(), num_replicas_in_sync()};
+    return DistributedDataset(dataset, devices_, /*split_batches=*/true, split);
+  }
+  // Workers that step on their own each take their own batches.
+  io::ShardedDataset sharded = io::auto_shard(dataset, num_workers(), worker_index());
+  LOG(INFO) << "input of worker " << worker_index() << " of " << num_workers() << ": "
+            << sharded.plan;
+  return DistributedDataset(sharded.dataset, devices_, /*split_batches=*/true);
 }
 
 DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& input_fn) const {

@@ -47,6 +47,7 @@ class ReplicaThreads;
 class DistributedVariables {
  public:
   DistributedVariables(std::vector<std::unique_ptr<nn::VariableStore>> stores, int replicas);
+  virtual ~DistributedVariables() = default;
   // Replica r's view.
   nn::VariableStore& store(int replica);
   // The logical variables, as checkpoints hold them (replica 0's copies).
@@ -153,8 +154,11 @@ class Strategy {
   // Processes (workers) training together, and this one's index among them.
   virtual int num_workers() const { return 1; }
   virtual int worker_index() const { return 0; }
-  // Replicas of the whole job: the local ones on every worker.
-  int num_replicas_in_sync() const { return num_local_replicas() * num_workers(); }
+  // Workers whose replicas step together, reducing their gradients: every worker for the
+  // collective strategies, 1 with parameter servers (each worker steps on its own).
+  virtual int num_workers_in_sync() const { return num_workers(); }
+  // Replicas that share one global batch: the local ones of every worker in sync.
+  int num_replicas_in_sync() const { return num_local_replicas() * num_workers_in_sync(); }
   // Across workers, in place: sums each value over the workers, and `weight` too (every
   // worker calls it with the same values in the same order; collective). Nothing to do for a
   // single worker.
@@ -173,8 +177,25 @@ class Strategy {
   // called once per replica for mirrored variables, each time with that replica's device as
   // the default device, so that every copy starts from the same value (across workers, the
   // chief's: see copy_creators).
-  std::unique_ptr<DistributedVariables> create_variables(
+  virtual std::unique_ptr<DistributedVariables> create_variables(
       uint64_t seed, nn::VariableCreator creator = nn::default_variable_creator) const;
+
+  // The parts of a training step that depend on where variables live. run() calls
+  // before_run first (parameter servers: pull the variables); apply_gradients ends in
+  // update_shared for variables the replicas share (one call, on replica 0, after the
+  // reduction; by default the optimizer updates them here); global_step_after gives the
+  // step reached after a step taken at `step` (here step + 1); variables_to_save gives the
+  // logical variables for a checkpoint (whole tensors, slots included; here the primary
+  // store).
+  virtual void before_run(DistributedVariables& variables) const {}
+  virtual void update_shared(DistributedVariables& variables, nn::Optimizer& optimizer,
+                             std::vector<Gradient> gradients,
+                             const std::vector<nn::Variable*>& targets) const;
+  virtual int64_t global_step_after(DistributedVariables& variables, int64_t step) const {
+    return step + 1;
+  }
+  virtual std::shared_ptr<const nn::VariableStore> variables_to_save(
+      DistributedVariables& variables) const;
 
   // Runs fn on every replica, each on its own thread with its device, its share of the
   // intra-op threads, its variable store and `generators[r]` (when given) current. Returns

@@ -6,6 +6,7 @@
 #include "strategies/mirrored_strategy.h"
 #include "strategies/multi_worker_mirrored_strategy.h"
 #include "strategies/one_device_strategy.h"
+#include "strategies/parameter_server_strategy.h"
 
 namespace cadre {
 
@@ -28,9 +29,10 @@ std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std
     return MultiWorkerMirroredStrategy::create(*cluster, parse_devices(devices));
   }
   if (name == "parameter_server") {
-    throw UnimplementedError(
-        "strategy parameter_server is not in this build yet; available: one_device, mirrored, "
-        "central_storage, multi_worker_mirrored");
+    // Without a cluster, TensorFlow's local parameter-server mode: variables on the CPU,
+    // computation on the local devices, which is central storage.
+    if (!cluster) return CentralStorageStrategy::create(parse_devices(devices));
+    return ParameterServerStrategy::create(*cluster, parse_devices(devices));
   }
   throw InvalidArgumentError(str_cat("unknown strategy '", name, "'; expected ", kNames));
 }

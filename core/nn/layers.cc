@@ -159,8 +159,13 @@ Tensor embedding(const std::string& name, const Tensor& ids, int64_t vocab_size,
         str_cat("embedding '", name, "': vocab_size and dim must be positive"));
   }
   NameScope scope(name);
-  Variable& table = get_variable("embeddings", Shape{vocab_size, dim}, initializer);
-  return gather(table.read(), ids, 0);
+  VariableSpec spec;
+  spec.name = scoped_name("embeddings");
+  spec.shape = Shape{vocab_size, dim};
+  spec.initializer = initializer;
+  spec.row_access = true;
+  Variable& table = current_store().get_or_create(spec);
+  return gather(table.read_rows(ids), ids, 0);
 }
 
 }  // namespace cadre::nn

@@ -5,6 +5,7 @@
 
 #include "core/autodiff/tape.h"
 #include "core/nn/clipping.h"
+#include "core/nn/optimizer_config.h"
 #include "core/nn/variable_store.h"
 #include "core/ops/array.h"
 #include "core/ops/indexing.h"
@@ -16,7 +17,7 @@ namespace cadre::nn {
 Optimizer::Optimizer(std::string name, LearningRate learning_rate, OptimizerOptions options)
     : name_(std::move(name)), learning_rate_(std::move(learning_rate)), options_(options) {}
 
-Variable& Optimizer::iterations_variable() const {
+VariableSpec Optimizer::iterations_spec() const {
   VariableSpec spec;
   spec.name = name_ + "/iterations";
   spec.shape = Shape{};
@@ -24,50 +25,58 @@ Variable& Optimizer::iterations_variable() const {
   spec.trainable = false;
   spec.aggregation = Aggregation::kOnlyFirstReplica;
   spec.initializer = initializers::zeros();
+  return spec;
+}
+
+Variable& Optimizer::iterations_variable() const {
   DeviceScope on_host(Device::cpu(0));
-  return current_store().get_or_create(spec);
+  return current_store().get_or_create(iterations_spec());
 }
 
 int64_t Optimizer::iterations() const { return iterations_variable().tensor().item<int64_t>(); }
 
 double Optimizer::current_learning_rate() const { return learning_rate_.at(iterations()); }
 
-Variable& Optimizer::slot(const Variable& var, const SlotSpec& slot_spec) const {
+namespace {
+
+VariableSpec slot_spec_of(const Variable& var, const std::string& optimizer,
+                          const std::string& slot, double initial_value) {
   VariableSpec spec;
-  spec.name = var.name() + "/" + name_ + "/" + slot_spec.name;
+  spec.name = var.name() + "/" + optimizer + "/" + slot;
   spec.shape = var.shape();
   spec.dtype = var.dtype();
   spec.trainable = false;
   spec.aggregation = var.spec().aggregation;
   spec.synchronization = var.spec().synchronization;
   spec.slot_of = var.name();
-  spec.initializer = initializers::constant(slot_spec.initial_value);
-  DeviceScope on_variable_device(var.device());
-  return current_store().get_or_create(spec);
+  spec.initializer = initializers::constant(initial_value);
+  return spec;
 }
 
-void Optimizer::apply_gradients(std::vector<Gradient> gradients,
-                                const std::vector<Variable*>& variables) {
-  if (gradients.size() != variables.size()) {
-    throw InvalidArgumentError(str_cat(name_, ".apply_gradients: ", gradients.size(),
-                                       " gradients for ", variables.size(), " variables"));
+}  // namespace
+
+std::vector<VariableSpec> Optimizer::slot_variable_specs(const Variable& var) const {
+  std::vector<VariableSpec> specs;
+  for (const SlotSpec& s : slot_specs()) {
+    specs.push_back(slot_spec_of(var, name_, s.name, s.initial_value));
   }
+  return specs;
+}
+
+Variable& Optimizer::slot(const Variable& var, const SlotSpec& slot_spec) const {
+  DeviceScope on_variable_device(var.device());
+  return current_store().get_or_create(
+      slot_spec_of(var, name_, slot_spec.name, slot_spec.initial_value));
+}
+
+OptimizerConfig Optimizer::config() const {
+  throw UnimplementedError(str_cat("optimizer ", name_,
+                                   " has no config(): parameter servers apply only optimizers "
+                                   "that can be described as data (sgd, adam, adagrad, rmsprop)"));
+}
+
+void Optimizer::clip_gradients(std::vector<Gradient>& gradients) const {
   NoGradScope no_grad;
-  for (size_t i = 0; i < gradients.size(); ++i) {
-    const Gradient& g = gradients[i];
-    if (!g.defined()) continue;
-    const Variable& v = *variables[i];
-    if (g.shape() != v.shape() || g.dtype() != v.dtype() || g.device() != v.device()) {
-      throw InvalidArgumentError(str_cat(name_, ": the gradient for '", v.name(), "' is ",
-                                         g.dtype(), " ", g.shape(), " on ", g.device(),
-                                         "; the variable is ", v.dtype(), " ", v.shape(), " on ",
-                                         v.device()));
-    }
-    if (!is_floating(v.dtype())) {
-      throw InvalidArgumentError(str_cat(name_, ": variable '", v.name(), "' has dtype ",
-                                         v.dtype(), "; only floating-point variables train"));
-    }
-  }
   if (options_.global_clipnorm > 0) clip_by_global_norm(gradients, options_.global_clipnorm);
   for (Gradient& g : gradients) {
     if (!g.defined()) continue;
@@ -86,12 +95,41 @@ void Optimizer::apply_gradients(std::vector<Gradient> gradients,
       }
     }
   }
+}
 
+void Optimizer::apply_gradients(std::vector<Gradient> gradients,
+                                const std::vector<Variable*>& variables) {
+  if (gradients.size() != variables.size()) {
+    throw InvalidArgumentError(str_cat(name_, ".apply_gradients: ", gradients.size(),
+                                       " gradients for ", variables.size(), " variables"));
+  }
+  NoGradScope no_grad;
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    const Gradient& g = gradients[i];
+    if (!g.defined()) continue;
+    const Variable& v = *variables[i];
+    if (g.shape() != v.shape() || g.dtype() != v.dtype() || g.device() != v.device()) {
+      throw InvalidArgumentError(str_cat(
+          name_, ": the gradient for '", v.name(), "' is ", g.dtype(), " ", g.shape(), " on ",
+          g.device(), "; the variable is ", v.dtype(), " ", v.shape(), " on ", v.device()));
+    }
+    if (!is_floating(v.dtype())) {
+      throw InvalidArgumentError(str_cat(name_, ": variable '", v.name(), "' has dtype ", v.dtype(),
+                                         "; only floating-point variables train"));
+    }
+  }
+  clip_gradients(gradients);
   Variable& counter = iterations_variable();
   int64_t step = counter.tensor().item<int64_t>() + 1;
+  apply_updates(gradients, variables, step);
+  counter.tensor().assign(Tensor::full(Shape{}, double(step), DType::kInt64, Device::cpu(0)));
+}
+
+void Optimizer::apply_updates(const std::vector<Gradient>& gradients,
+                              const std::vector<Variable*>& variables, int64_t step) {
+  NoGradScope no_grad;
   double lr = learning_rate_.at(step - 1);
   std::vector<SlotSpec> specs = slot_specs();
-
   std::vector<Tensor> dense_vars, dense_grads;
   std::vector<std::vector<Tensor>> dense_slots(specs.size());
   for (size_t i = 0; i < gradients.size(); ++i) {
@@ -108,7 +146,6 @@ void Optimizer::apply_gradients(std::vector<Gradient> gradients,
     for (size_t k = 0; k < specs.size(); ++k) dense_slots[k].push_back(slots[k]);
   }
   if (!dense_vars.empty()) apply_dense(dense_vars, dense_grads, dense_slots, lr, step);
-  counter.tensor().assign(Tensor::full(Shape{}, double(step), DType::kInt64, Device::cpu(0)));
 }
 
 void Optimizer::apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots,

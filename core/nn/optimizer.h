@@ -19,6 +19,8 @@ class GradientTape;
 
 namespace cadre::nn {
 
+struct OptimizerConfig;
+
 struct OptimizerOptions {
   double global_clipnorm = 0;  // > 0: clip all gradients together by this global norm
   double clipnorm = 0;         // > 0: clip each gradient by its own norm
@@ -47,6 +49,20 @@ class Optimizer {
   // Gradients of `loss` on `tape` with respect to `variables` (default: the current store's
   // trainable variables), then apply_gradients.
   void minimize(GradientTape& tape, const Tensor& loss, std::vector<Variable*> variables = {});
+
+  // The parts of apply_gradients, for code that applies updates elsewhere (parameter
+  // servers): clipping per options(), in place; and one update of each variable at step
+  // `step` (1 for the first) with slots from the current store, without clipping and without
+  // advancing iterations(). The caller serialises updates of the same variable.
+  void clip_gradients(std::vector<Gradient>& gradients) const;
+  void apply_updates(const std::vector<Gradient>& gradients,
+                     const std::vector<Variable*>& variables, int64_t step);
+  // The specs of var's slots and of the step counter, as the current store would create them.
+  std::vector<VariableSpec> slot_variable_specs(const Variable& var) const;
+  VariableSpec iterations_spec() const;
+  // The optimizer as data (optimizer_config.h), for parameter servers. The built-in
+  // optimizers have one; the default throws UnimplementedError naming the need.
+  virtual OptimizerConfig config() const;
 
  protected:
   struct SlotSpec {

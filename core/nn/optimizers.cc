@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/kernels/optimizer.h"
+#include "core/nn/optimizer_config.h"
 #include "core/ops/array.h"
 #include "core/ops/indexing.h"
 #include "core/ops/math.h"
@@ -12,10 +13,29 @@ namespace {
 
 Device device_of(std::span<Tensor> vars) { return vars.front().device(); }
 
+// The config fields every optimizer shares: its kind, learning rate and clipping.
+OptimizerConfig base_config(const Optimizer& optimizer, std::string kind) {
+  OptimizerConfig config;
+  config.kind = std::move(kind);
+  if (optimizer.learning_rate().is_schedule()) {
+    config.schedule = optimizer.learning_rate().schedule()->config();
+  } else {
+    config.numbers["learning_rate"] = optimizer.learning_rate().at(0);
+  }
+  config.options = optimizer.options();
+  return config;
+}
+
 class Sgd : public Optimizer {
  public:
   Sgd(LearningRate lr, double momentum, bool nesterov, OptimizerOptions options)
       : Optimizer("SGD", std::move(lr), options), momentum_(momentum), nesterov_(nesterov) {}
+  OptimizerConfig config() const override {
+    OptimizerConfig c = base_config(*this, "sgd");
+    c.numbers["momentum"] = momentum_;
+    c.numbers["nesterov"] = nesterov_ ? 1 : 0;
+    return c;
+  }
 
  protected:
   std::vector<SlotSpec> slot_specs() const override {
@@ -28,8 +48,8 @@ class Sgd : public Optimizer {
     std::span<Tensor> momenta = momentum_ == 0 ? std::span<Tensor>() : std::span<Tensor>(slots[0]);
     kernels::sgd_update.get(device_of(vars))(vars, grads, momenta, p);
   }
-  void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots,
-                    double lr, int64_t step) override {
+  void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots, double lr,
+                    int64_t step) override {
     if (momentum_ != 0) return Optimizer::apply_sparse(var, grad, slots, lr, step);
     scatter_add_inplace(var, grad.indices, mul(grad.values, scalar_like(grad.values, -lr)));
   }
@@ -42,7 +62,17 @@ class Sgd : public Optimizer {
 class Adam : public Optimizer {
  public:
   Adam(LearningRate lr, double beta1, double beta2, double epsilon, OptimizerOptions options)
-      : Optimizer("Adam", std::move(lr), options), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+      : Optimizer("Adam", std::move(lr), options),
+        beta1_(beta1),
+        beta2_(beta2),
+        epsilon_(epsilon) {}
+  OptimizerConfig config() const override {
+    OptimizerConfig c = base_config(*this, "adam");
+    c.numbers["beta1"] = beta1_;
+    c.numbers["beta2"] = beta2_;
+    c.numbers["epsilon"] = epsilon_;
+    return c;
+  }
 
  protected:
   std::vector<SlotSpec> slot_specs() const override { return {{"m", 0.0}, {"v", 0.0}}; }
@@ -62,6 +92,12 @@ class Adagrad : public Optimizer {
  public:
   Adagrad(LearningRate lr, double initial, double epsilon, OptimizerOptions options)
       : Optimizer("Adagrad", std::move(lr), options), initial_(initial), epsilon_(epsilon) {}
+  OptimizerConfig config() const override {
+    OptimizerConfig c = base_config(*this, "adagrad");
+    c.numbers["initial_accumulator_value"] = initial_;
+    c.numbers["epsilon"] = epsilon_;
+    return c;
+  }
 
  protected:
   std::vector<SlotSpec> slot_specs() const override { return {{"accumulator", initial_}}; }
@@ -71,8 +107,8 @@ class Adagrad : public Optimizer {
     kernels::adagrad_update.get(device_of(vars))(vars, grads, slots[0], p);
   }
   // Only the touched rows: accumulator rows grow by g^2, then w -= lr g / (sqrt(acc) + eps).
-  void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots,
-                    double lr, int64_t) override {
+  void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots, double lr,
+                    int64_t) override {
     IndexedSlices g = deduplicate(grad);
     Tensor& accum = slots[0];
     scatter_add_inplace(accum, g.indices, square(g.values));
@@ -91,7 +127,18 @@ class RmsProp : public Optimizer {
   RmsProp(LearningRate lr, double rho, double momentum, double epsilon, bool centered,
           OptimizerOptions options)
       : Optimizer("RMSprop", std::move(lr), options),
-        rho_(rho), momentum_(momentum), epsilon_(epsilon), centered_(centered) {}
+        rho_(rho),
+        momentum_(momentum),
+        epsilon_(epsilon),
+        centered_(centered) {}
+  OptimizerConfig config() const override {
+    OptimizerConfig c = base_config(*this, "rmsprop");
+    c.numbers["rho"] = rho_;
+    c.numbers["momentum"] = momentum_;
+    c.numbers["epsilon"] = epsilon_;
+    c.numbers["centered"] = centered_ ? 1 : 0;
+    return c;
+  }
 
  protected:
   std::vector<SlotSpec> slot_specs() const override {
@@ -135,8 +182,8 @@ std::shared_ptr<Optimizer> adam(LearningRate learning_rate, double beta1, double
                                 double epsilon, OptimizerOptions options) {
   check_rate("adam", learning_rate);
   if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
-    throw InvalidArgumentError(str_cat("adam: beta1 and beta2 must be in [0, 1), got ", beta1,
-                                       " and ", beta2));
+    throw InvalidArgumentError(
+        str_cat("adam: beta1 and beta2 must be in [0, 1), got ", beta1, " and ", beta2));
   }
   return std::make_shared<Adam>(std::move(learning_rate), beta1, beta2, epsilon, options);
 }

@@ -18,8 +18,8 @@ std::shared_ptr<Optimizer> adam(LearningRate learning_rate = 0.001, double beta1
 // Slot accumulator (starting at initial_accumulator_value); sparse gradients update only
 // the rows they touch.
 std::shared_ptr<Optimizer> adagrad(LearningRate learning_rate = 0.001,
-                                   double initial_accumulator_value = 0.1,
-                                   double epsilon = 1e-7, OptimizerOptions options = {});
+                                   double initial_accumulator_value = 0.1, double epsilon = 1e-7,
+                                   OptimizerOptions options = {});
 // Slots rms, momentum (when momentum > 0) and mg (when centered).
 std::shared_ptr<Optimizer> rmsprop(LearningRate learning_rate = 0.001, double rho = 0.9,
                                    double momentum = 0, double epsilon = 1e-7,

@@ -6,6 +6,7 @@
 
 #include "core/base/errors.h"
 #include "core/base/strings.h"
+#include "core/nn/optimizer_config.h"
 
 namespace cadre::nn {
 namespace {
@@ -14,6 +15,14 @@ class ExponentialDecay : public LearningRateSchedule {
  public:
   ExponentialDecay(double initial, int64_t steps, double rate, bool staircase)
       : initial_(initial), steps_(steps), rate_(rate), staircase_(staircase) {}
+  ScheduleConfig config() const override {
+    return {"exponential_decay",
+            {{"initial", initial_},
+             {"decay_steps", static_cast<double>(steps_)},
+             {"decay_rate", rate_},
+             {"staircase", staircase_ ? 1.0 : 0.0}},
+            {}};
+  }
   double operator()(int64_t step) const override {
     double p = static_cast<double>(step) / static_cast<double>(steps_);
     if (staircase_) p = std::floor(p);
@@ -31,6 +40,12 @@ class PiecewiseConstant : public LearningRateSchedule {
  public:
   PiecewiseConstant(std::vector<int64_t> boundaries, std::vector<double> values)
       : boundaries_(std::move(boundaries)), values_(std::move(values)) {}
+  ScheduleConfig config() const override {
+    return {"piecewise_constant",
+            {},
+            {{"boundaries", std::vector<double>(boundaries_.begin(), boundaries_.end())},
+             {"values", values_}}};
+  }
   double operator()(int64_t step) const override {
     auto it = std::lower_bound(boundaries_.begin(), boundaries_.end(), step);
     return values_[static_cast<size_t>(it - boundaries_.begin())];
@@ -45,6 +60,12 @@ class CosineDecay : public LearningRateSchedule {
  public:
   CosineDecay(double initial, int64_t steps, double alpha)
       : initial_(initial), steps_(steps), alpha_(alpha) {}
+  ScheduleConfig config() const override {
+    return {
+        "cosine_decay",
+        {{"initial", initial_}, {"decay_steps", static_cast<double>(steps_)}, {"alpha", alpha_}},
+        {}};
+  }
   double operator()(int64_t step) const override {
     double progress = static_cast<double>(std::min(step, steps_)) / static_cast<double>(steps_);
     double cosine = 0.5 * (1 + std::cos(std::numbers::pi * progress));
@@ -59,11 +80,17 @@ class CosineDecay : public LearningRateSchedule {
 
 }  // namespace
 
+ScheduleConfig LearningRateSchedule::config() const {
+  throw UnimplementedError(
+      "this learning-rate schedule has no config(): parameter servers apply only schedules "
+      "that can be described as data (exponential_decay, piecewise_constant, cosine_decay)");
+}
+
 std::shared_ptr<LearningRateSchedule> exponential_decay(double initial, int64_t decay_steps,
                                                         double decay_rate, bool staircase) {
   if (decay_steps <= 0) {
-    throw InvalidArgumentError(str_cat("exponential_decay: decay_steps must be positive, got ",
-                                       decay_steps));
+    throw InvalidArgumentError(
+        str_cat("exponential_decay: decay_steps must be positive, got ", decay_steps));
   }
   return std::make_shared<ExponentialDecay>(initial, decay_steps, decay_rate, staircase);
 }
@@ -77,8 +104,8 @@ std::shared_ptr<LearningRateSchedule> piecewise_constant(std::vector<int64_t> bo
   }
   if (!std::is_sorted(boundaries.begin(), boundaries.end()) ||
       std::adjacent_find(boundaries.begin(), boundaries.end()) != boundaries.end()) {
-    throw InvalidArgumentError(str_cat("piecewise_constant: boundaries [", join(boundaries),
-                                       "] must increase"));
+    throw InvalidArgumentError(
+        str_cat("piecewise_constant: boundaries [", join(boundaries), "] must increase"));
   }
   return std::make_shared<PiecewiseConstant>(std::move(boundaries), std::move(values));
 }

@@ -7,16 +7,20 @@
 
 namespace cadre::nn {
 
+struct ScheduleConfig;
+
 class LearningRateSchedule {
  public:
   virtual ~LearningRateSchedule() = default;
   virtual double operator()(int64_t step) const = 0;
+  // The schedule as data (optimizer_config.h), for parameter servers. The built-in
+  // schedules have one; the default throws UnimplementedError naming the need.
+  virtual ScheduleConfig config() const;
 };
 
 // initial * rate^(step / decay_steps), the exponent floored when staircase.
 std::shared_ptr<LearningRateSchedule> exponential_decay(double initial, int64_t decay_steps,
-                                                        double decay_rate,
-                                                        bool staircase = false);
+                                                        double decay_rate, bool staircase = false);
 // values[i] while step <= boundaries[i] (and values.back() after the last boundary);
 // values has one more element than boundaries, which must increase.
 std::shared_ptr<LearningRateSchedule> piecewise_constant(std::vector<int64_t> boundaries,
@@ -33,6 +37,7 @@ class LearningRate {
       : schedule_(std::move(schedule)) {}
   double at(int64_t step) const { return schedule_ ? (*schedule_)(step) : value_; }
   bool is_schedule() const { return schedule_ != nullptr; }
+  const std::shared_ptr<LearningRateSchedule>& schedule() const { return schedule_; }
 
  private:
   double value_ = 0;

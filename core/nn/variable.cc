@@ -9,6 +9,16 @@ Variable::Variable(VariableSpec spec, Tensor value)
     : spec_(std::move(spec)), value_(std::move(value)) {}
 
 Tensor Variable::read() const {
+  if (remote_) remote_->fetch(value_);
+  return watched();
+}
+
+Tensor Variable::read_rows(const Tensor& ids) const {
+  if (remote_) remote_->fetch_rows(value_, ids);
+  return watched();
+}
+
+Tensor Variable::watched() const {
   if (spec_.trainable && autodiff::any_tape_active()) autodiff::watch_on_active_tapes(value_);
   Device here = default_device();
   if (value_.device() == here) return value_;

@@ -26,6 +26,20 @@ struct VariableSpec {
   Synchronization synchronization = Synchronization::kAuto;
   // The variable this one is a slot of (an optimizer's "m" of "hidden1/kernel"), else empty.
   std::string slot_of;
+  // Read by row lookups (an embedding table): where the variable lives elsewhere (parameter
+  // servers), a step fetches only the rows it looks up.
+  bool row_access = false;
+};
+
+// Where a variable's value lives when it is not here (on parameter servers): the variable's
+// tensor is then a local copy that reads bring up to date through this source. Thread-safe.
+class RemoteSource {
+ public:
+  virtual ~RemoteSource() = default;
+  // Brings all of `local` up to date (writing into its buffer).
+  virtual void fetch(Tensor local) = 0;
+  // Brings rows `ids` (int32/int64, any shape; axis 0 of the variable) of `local` up to date.
+  virtual void fetch_rows(Tensor local, const Tensor& ids) = 0;
 };
 
 // Not synchronised: a variable is read and written by the replica thread that owns it
@@ -46,15 +60,24 @@ class Variable {
   // read while a GradientTape is recording on this thread is watched by it, so its gradient
   // (on the variable's own device) can be taken.
   Tensor read() const;
+  // Like read(), for lookups of rows `ids` along axis 0: of a remote variable only those
+  // rows are brought up to date (the others may be stale).
+  Tensor read_rows(const Tensor& ids) const;
   // The value without watching (optimizers, checkpoints, metrics).
   Tensor& tensor() { return value_; }
   const Tensor& tensor() const { return value_; }
   // Copies `value` in (same shape; converted to this variable's dtype and device).
   void assign(const Tensor& value);
 
+  // Makes this variable a local copy of a remote one: reads fetch through `source`.
+  void set_remote(std::shared_ptr<RemoteSource> source) { remote_ = std::move(source); }
+
  private:
+  Tensor watched() const;
+
   VariableSpec spec_;
   Tensor value_;
+  std::shared_ptr<RemoteSource> remote_;
 };
 
 }  // namespace cadre::nn

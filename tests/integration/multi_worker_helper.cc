@@ -1,7 +1,9 @@
-// The program the multi-worker test runs once per task (TF_CONFIG from the environment):
+// The program the multi-worker tests run once per task (TF_CONFIG from the environment):
 // trains the test classifier without dropout on a global batch of 12, sharded over the
-// workers, with MultiWorkerMirroredStrategy when the cluster has several training tasks
-// (else one device, or Mirrored on cpu:0 and cpu:1 with HELPER_STRATEGY=mirrored2). With
+// workers, with ParameterServerStrategy when the cluster has ps tasks (its variables sliced
+// small, so that even this model is partitioned), MultiWorkerMirroredStrategy when it has
+// several training tasks (else one device, or Mirrored on cpu:0 and cpu:1 with
+// HELPER_STRATEGY=mirrored2). With
 // HELPER_INPUT=unsharded the input_fn leaves sharding to the strategy's auto-sharding;
 // HELPER_SEED replaces the seed 42.
 //
@@ -13,6 +15,7 @@
 #include "estimator/train_and_evaluate.h"
 #include "strategies/mirrored_strategy.h"
 #include "strategies/multi_worker_mirrored_strategy.h"
+#include "strategies/parameter_server_strategy.h"
 #include "tests/estimator/test_model.h"
 
 namespace {
@@ -42,7 +45,14 @@ int main(int argc, char** argv) {
       config.tf_random_seed = std::atoll(seed);
     }
     config.save_checkpoints_steps = 10;
-    if (config.num_worker_replicas > 1) {
+    if (config.num_ps_replicas > 0) {
+      cadre::ParameterServerOptions options;
+      options.placement.min_slice_bytes = 64;
+      options.connect_timeout_seconds = 60;
+      options.init_timeout_seconds = 60;
+      config.train_distribute =
+          cadre::ParameterServerStrategy::create(*config.cluster, {cadre::Device::cpu(0)}, options);
+    } else if (config.num_worker_replicas > 1) {
       cadre::MultiWorkerOptions options;
       options.registration_timeout_seconds = 60;
       options.collective_timeout_seconds = 60;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "core/base/errors.h"
@@ -61,6 +62,7 @@ struct Child {
   std::string partial;  // output not yet ended by a newline
   bool done = false;
   int status = 0;
+  bool reported = false;  // its failure was told (and the cluster went on without it)
 };
 
 void print_line(const std::string& prefix, const std::string& line) {
@@ -181,6 +183,10 @@ class Cluster {
     while (true) {
       pump_output(200);
       reap();
+      if (options_.ps > 0) {
+        if (std::optional<int> status = step_with_ps(restarts)) return *status;
+        continue;
+      }
       bool failed_training = false, failed_other = false;
       for (Child& c : children_) {
         if (!c.done || c.status == 0) continue;
@@ -224,6 +230,56 @@ class Cluster {
   }
 
  private:
+  // One look at a parameter-server cluster, whose workers train on their own: a worker that
+  // dies is restarted alone (it rejoins) or, with no restarts left, left behind while the
+  // others finish; a ps task or the chief that dies takes the variables or the checkpoints
+  // with it, so the whole cluster restarts and resumes from the last checkpoint. Returns the
+  // exit status once the cluster is done.
+  std::optional<int> step_with_ps(int& restarts) {
+    for (Child& c : children_) {
+      if (!c.done || c.status == 0 || c.reported) continue;
+      bool lone_worker = c.task.type == "worker";
+      if (restarts < options_.max_restarts && (lone_worker || c.task.type != "evaluator")) {
+        ++restarts;
+        if (lone_worker) {
+          print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
+                                 "); restarting it (restart ", restarts, " of ",
+                                 options_.max_restarts, ")"));
+          stop(c);
+          start(c);
+        } else {
+          print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
+                                 "); restarting the cluster, which resumes from the last "
+                                 "checkpoint (restart ",
+                                 restarts, " of ", options_.max_restarts, ")"));
+          for (Child& other : children_) {
+            if (other.task.type != "evaluator") stop(other);
+          }
+          for (Child& other : children_) {
+            if (other.task.type != "evaluator") start(other);
+          }
+        }
+        return std::nullopt;
+      }
+      print_line("",
+                 str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status), ")",
+                         lone_worker ? "; the others go on without it" : "; stopping the cluster"));
+      c.reported = true;
+      if (!lone_worker) {
+        kill_all();
+        return 1;
+      }
+    }
+    bool finished = true, all_succeeded = true;
+    for (const Child& c : children_) {
+      if (c.task.type != "ps" && !c.done) finished = false;
+      if (c.done && c.status != 0) all_succeeded = false;
+    }
+    if (!finished) return std::nullopt;
+    kill_all();
+    return all_succeeded ? 0 : 1;
+  }
+
   static std::string describe(int status) {
     if (WIFEXITED(status)) return str_cat("exit status ", WEXITSTATUS(status));
     if (WIFSIGNALED(status)) return str_cat("killed by signal ", WTERMSIG(status));
@@ -258,6 +314,7 @@ class Cluster {
     c.out = fds[0];
     c.done = false;
     c.status = 0;
+    c.reported = false;
     c.partial.clear();
     print_line("", str_cat("started ", c.task.name(), " pid=", pid));
   }

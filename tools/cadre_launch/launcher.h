@@ -13,8 +13,11 @@ struct LaunchOptions {
   int workers = 0;
   int ps = 0;
   int evaluator = 0;
-  // Times the training tasks are restarted, all together, after one of them dies (they
-  // resume from the last checkpoint).
+  // Restarts after a task dies. Collective strategies (no ps tasks): the training tasks
+  // restart together and resume from the last checkpoint. With ps tasks: a worker restarts
+  // alone and rejoins; a ps task or the chief restarts the whole cluster, which resumes from
+  // the last checkpoint. Without restarts left, a dead worker of a ps cluster is left
+  // behind (the others finish; the exit status is 1); any other death stops the cluster.
   int max_restarts = 0;
   std::vector<std::string> command;  // the program and its arguments
 };

@@ -1,0 +1,34 @@
+// Optimizers and learning-rate schedules as data (tf.keras's get_config / from_config), so
+// that a parameter server can build the optimizer a worker's model_fn made and apply its
+// updates where the variables live.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/nn/optimizer.h"
+
+namespace cadre::nn {
+
+struct ScheduleConfig {
+  std::string kind;  // "exponential_decay", "piecewise_constant", "cosine_decay"
+  std::map<std::string, double> numbers;
+  std::map<std::string, std::vector<double>> lists;
+};
+
+struct OptimizerConfig {
+  std::string kind;                        // "sgd", "adam", "adagrad", "rmsprop"
+  std::map<std::string, double> numbers;   // hyperparameters; learning_rate when constant
+  std::optional<ScheduleConfig> schedule;  // the learning rate when it is a schedule
+  OptimizerOptions options;                // clipping
+};
+
+// The optimizer or schedule a config describes. Throws InvalidArgumentError naming an
+// unknown kind or a missing number.
+std::shared_ptr<Optimizer> optimizer_from_config(const OptimizerConfig& config);
+std::shared_ptr<LearningRateSchedule> schedule_from_config(const ScheduleConfig& config);
+
+}  // namespace cadre::nn

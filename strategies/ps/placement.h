@@ -1,0 +1,55 @@
+// Where a parameter-server cluster keeps each variable: on the least-loaded ps task (by
+// bytes) or round robin, and, for a variable large enough, in row slices on several ps
+// tasks (TensorFlow's min_max_variable_partitioner). Every worker computes the same plan,
+// since every worker creates the same variables in the same order (the same model_fn).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor/dtype.h"
+#include "core/tensor/shape.h"
+
+namespace cadre::ps {
+
+struct PlacementOptions {
+  enum class Policy { kGreedy, kRoundRobin };
+  Policy policy = Policy::kGreedy;
+  // A variable is cut into row slices of at least this many bytes each, one per ps task at
+  // most (and at most max_shards; 0: no limit but the ps count).
+  int64_t min_slice_bytes = 256 << 10;
+  int max_shards = 0;
+};
+
+// Rows [first_row, first_row + rows) of a variable, on ps task `ps` under `name` (the
+// variable's own name when whole, "<name>/part_<k>" for slice k).
+struct Slice {
+  int ps = 0;
+  std::string name;
+  int64_t first_row = 0;
+  int64_t rows = 0;
+};
+
+// Not thread-safe.
+class Placement {
+ public:
+  // Throws InvalidArgumentError for no ps tasks or negative options.
+  Placement(int num_ps, PlacementOptions options = {});
+  // The slices of the next variable; whole variables (and scalars) are one slice.
+  std::vector<Slice> place(const std::string& name, const Shape& shape, DType dtype);
+  // The plan so far, a line per ps task: its variables and bytes.
+  std::string describe() const;
+  const std::vector<int64_t>& bytes_per_ps() const { return bytes_; }
+
+ private:
+  int pick(const std::vector<bool>& taken);
+
+  int num_ps_;
+  PlacementOptions options_;
+  std::vector<int64_t> bytes_;
+  std::vector<std::vector<std::string>> names_;
+  int next_ = 0;  // round robin
+};
+
+}  // namespace cadre::ps

@@ -1,0 +1,118 @@
+#include "strategies/ps/ps_client.h"
+
+#include <glog/logging.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre::ps {
+namespace {
+
+std::chrono::system_clock::time_point after(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
+
+// Slack for calls that wait on the server for their own timeout.
+constexpr double kMargin = 10;
+
+}  // namespace
+
+PsClient::PsClient(int index, std::string address, ClientOptions options)
+    : index_(index),
+      address_(std::move(address)),
+      name_(str_cat("ps:", index, " (", address_, ")")),
+      options_(options) {
+  grpc::ChannelArguments args;
+  int limit = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = ParameterServerService::NewStub(channel_);
+}
+
+void PsClient::wait_until_ready(double timeout_seconds) {
+  auto start = std::chrono::steady_clock::now();
+  while (true) {
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited >= timeout_seconds) {
+      throw DeadlineExceededError(str_cat("parameter server ", name_, " did not answer within ",
+                                          timeout_seconds, " s (is it running at that address?)"));
+    }
+    if (channel_->WaitForConnected(after(std::min(10.0, timeout_seconds - waited)))) return;
+    LOG(INFO) << "waiting for parameter server " << name_ << " ("
+              << static_cast<int>(waited + std::min(10.0, timeout_seconds - waited)) << " s)";
+  }
+}
+
+template <typename Request, typename Response, typename Method>
+Response PsClient::call(const char* what, const Request& request, Method method,
+                        double timeout_seconds) {
+  int64_t size = static_cast<int64_t>(request.ByteSizeLong());
+  if (size > options_.max_message_bytes) {
+    throw ResourceExhaustedError(
+        str_cat(what, " to parameter server ", name_, ": ", size,
+                " bytes, over the message limit of ", options_.max_message_bytes,
+                " (ParameterServerOptions.max_message_bytes; partition large variables with "
+                "smaller PlacementOptions.min_slice_bytes)"));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(after(timeout_seconds));
+  Response response;
+  grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+  bytes_sent_ += size;
+  if (!status.ok()) {
+    std::string message =
+        str_cat(what, " at parameter server ", name_, ": ", status.error_message());
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      message +=
+          "; training cannot go on without it (restart the cluster: training resumes "
+          "from the last checkpoint)";
+    }
+    throw_error(static_cast<ErrorCode>(status.error_code()), message);
+  }
+  bytes_received_ += static_cast<int64_t>(response.ByteSizeLong());
+  return response;
+}
+
+CreateResponse PsClient::create(const CreateRequest& request) {
+  double timeout = request.has_initial_value() ? options_.rpc_timeout_seconds
+                                               : request.timeout_seconds() + kMargin;
+  return call<CreateRequest, CreateResponse>("creating a variable", request,
+                                             &ParameterServerService::Stub::Create, timeout);
+}
+
+PullResponse PsClient::pull(const PullRequest& request) {
+  return call<PullRequest, PullResponse>("pulling variables", request,
+                                         &ParameterServerService::Stub::Pull,
+                                         options_.rpc_timeout_seconds);
+}
+
+PushResponse PsClient::push(const PushRequest& request) {
+  return call<PushRequest, PushResponse>(
+      "pushing gradients", request, &ParameterServerService::Stub::Push,
+      std::max(options_.rpc_timeout_seconds, request.timeout_seconds() + kMargin));
+}
+
+int64_t PsClient::global_step(std::optional<int64_t> set, double timeout_seconds) {
+  GlobalStepRequest request;
+  request.set_set(set.has_value());
+  request.set_value(set.value_or(0));
+  request.set_timeout_seconds(timeout_seconds);
+  return call<GlobalStepRequest, GlobalStepResponse>("the global step", request,
+                                                     &ParameterServerService::Stub::GlobalStep,
+                                                     timeout_seconds + kMargin)
+      .value();
+}
+
+ReadResponse PsClient::read(const ReadRequest& request) {
+  return call<ReadRequest, ReadResponse>("reading variables", request,
+                                         &ParameterServerService::Stub::Read,
+                                         options_.rpc_timeout_seconds);
+}
+
+}  // namespace cadre::ps

@@ -1,0 +1,60 @@
+// One parameter-server task as a worker sees it: its RPCs with deadlines, message-size
+// checks, and errors that name the task. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "strategies/ps/ps.grpc.pb.h"
+
+namespace cadre::ps {
+
+struct ClientOptions {
+  // Requests larger than this fail before they are sent (ResourceExhaustedError).
+  int64_t max_message_bytes = int64_t{256} << 20;
+  // For calls that do not wait for the chief.
+  double rpc_timeout_seconds = 60;
+};
+
+class PsClient {
+ public:
+  PsClient(int index, std::string address, ClientOptions options = {});
+  // "ps:1 (127.0.0.1:2223)"
+  const std::string& name() const { return name_; }
+  int index() const { return index_; }
+
+  // Returns once the task answers; logs every 10 s while waiting. Throws
+  // DeadlineExceededError naming the task and its address after `timeout_seconds`.
+  void wait_until_ready(double timeout_seconds);
+
+  // The RPCs of ps.proto. Errors are Cadre's, with the ps's code: UnavailableError when the
+  // task is gone, InvalidArgumentError for a bad request, DeadlineExceededError, ... each
+  // naming the task. Calls that wait for the chief (create without a value, a worker's first
+  // push) take the request's timeout_seconds plus a margin as their deadline.
+  CreateResponse create(const CreateRequest& request);
+  PullResponse pull(const PullRequest& request);
+  PushResponse push(const PushRequest& request);
+  // Sets the global step (the chief), or waits until it is set and returns it.
+  int64_t global_step(std::optional<int64_t> set, double timeout_seconds);
+  ReadResponse read(const ReadRequest& request);
+
+  // Bytes of requests sent and responses received so far.
+  int64_t bytes_sent() const { return bytes_sent_; }
+  int64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  template <typename Request, typename Response, typename Method>
+  Response call(const char* what, const Request& request, Method method, double timeout_seconds);
+
+  int index_;
+  std::string address_, name_;
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<ParameterServerService::Stub> stub_;
+  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};
+};
+
+}  // namespace cadre::ps

@@ -1,0 +1,78 @@
+// The variables of one training run under ParameterServerStrategy, as a worker holds them:
+// local copies in one host store that the replicas share, of variables that live on the ps
+// tasks, and what keeps the two together: creation on the ps tasks (the chief's values),
+// pulls before each step, pushes of gradients, and the logical view for checkpoints.
+// Internal to the strategies module.
+#pragma once
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/nn/optimizer.h"
+#include "strategies/parameter_server_strategy.h"
+#include "strategies/ps/placement.h"
+#include "strategies/ps/ps_client.h"
+
+namespace cadre::ps {
+
+class RowCache;
+
+class PsVariables : public DistributedVariables {
+ public:
+  // `clients` (one per ps task, in index order) outlive this object. The chief creates
+  // variables with `base` (restoring them or initialising them) and gives the ps tasks their
+  // values; other workers take the ps tasks' values.
+  PsVariables(const std::vector<std::unique_ptr<PsClient>>& clients,
+              const ParameterServerOptions& options, bool chief, uint64_t seed,
+              nn::VariableCreator base, int replicas);
+  ~PsVariables() override;
+
+  // Brings the local copies of the variables up to date (row-access ones lazily, by the rows
+  // each step looks up).
+  void pull();
+  // Clips `gradients` as `optimizer` says and pushes them for `targets`; the ps tasks apply
+  // the update. Records the global step ps 0 reports.
+  void push(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
+            const std::vector<nn::Variable*>& targets);
+  int64_t global_step() const;
+  void set_global_step(int64_t step);
+  // The logical variables, slots and step counters, read from the ps tasks and joined into
+  // whole tensors, and the chief's local (non-trainable) variables.
+  std::shared_ptr<nn::VariableStore> gather();
+
+ private:
+  struct Remote {
+    std::shared_ptr<nn::Variable> variable;  // the local copy
+    std::vector<Slice> slices;
+    std::shared_ptr<RowCache> rows;  // for row-access variables
+  };
+
+  std::shared_ptr<nn::Variable> create(const nn::VariableSpec& spec, uint64_t seed);
+  std::shared_ptr<nn::Variable> create_remote(const nn::VariableSpec& spec, uint64_t seed);
+  // The chief's optimizer state for the targets whose state it has not sent yet.
+  void add_optimizer_state(nn::Optimizer& optimizer, const std::vector<nn::Variable*>& targets,
+                           std::vector<PushRequest>& requests);
+
+  const std::vector<std::unique_ptr<PsClient>>& clients_;
+  ParameterServerOptions options_;
+  bool chief_;
+  uint64_t seed_;
+  nn::VariableCreator base_;
+
+  mutable std::mutex mutex_;
+  Placement placement_;  // GUARDED_BY(mutex_)
+  std::map<std::string, std::shared_future<std::shared_ptr<nn::Variable>>> creating_;  // same
+  std::vector<std::string> order_;         // GUARDED_BY(mutex_)
+  std::map<std::string, Remote> remote_;   // GUARDED_BY(mutex_)
+  std::set<std::string> state_sent_;       // "<optimizer>/<variable>" (the chief's)
+  std::set<std::string> iterations_sent_;  // "<optimizer>/<ps>" (the chief's)
+  int64_t global_step_ = 0;                // GUARDED_BY(mutex_)
+  bool plan_logged_ = false;
+};
+
+}  // namespace cadre::ps
