@@ -271,11 +271,24 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
 
   // The state of the optimizer a push describes, made when first seen or changed.
   OptimizerState& optimizer_for(const OptimizerSpec& spec) {  // EXCLUSIVE_LOCKS_REQUIRED(mutex_)
-    std::string config = spec.SerializeAsString();
+    // Keyed by the config in a canonical order: protobuf serialises maps in any order, and
+    // workers must be recognised as using the same optimizer.
+    nn::OptimizerConfig parsed = from_proto(spec);
+    std::string config = parsed.kind;
+    for (const auto& [key, value] : parsed.numbers) config += str_cat(";", key, "=", value);
+    if (parsed.schedule) {
+      config += str_cat(";schedule=", parsed.schedule->kind);
+      for (const auto& [key, value] : parsed.schedule->numbers) {
+        config += str_cat(";", key, "=", value);
+      }
+      for (const auto& [key, values] : parsed.schedule->lists) {
+        config += str_cat(";", key, "=[", join(values), "]");
+      }
+    }
     if (auto known = names_.find(config); known != names_.end()) {
       return optimizers_.at(known->second);
     }
-    std::shared_ptr<nn::Optimizer> made = nn::optimizer_from_config(from_proto(spec));
+    std::shared_ptr<nn::Optimizer> made = nn::optimizer_from_config(parsed);
     OptimizerState& state = optimizers_[made->name()];
     names_[config] = made->name();
     state.config = config;
@@ -316,7 +329,7 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     {
       std::unique_lock<std::mutex> lock(mutex_);
       OptimizerState& state = optimizer_for(request.optimizer());
-      const std::string& name = state.optimizer->name();
+      const std::string name = state.optimizer->name();
       if (request.from_chief()) take_optimizer_state(request, name, state);
       if (request.max_staleness() > 0 && global_step_ &&
           *global_step_ - request.pulled_step() > request.max_staleness()) {
