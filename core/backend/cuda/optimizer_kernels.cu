@@ -40,17 +40,13 @@ void update_all(std::span<Tensor> vars, std::span<const Tensor> grads, std::span
     unsigned grid = static_cast<unsigned>(std::min<int64_t>(table.total_blocks, 65535));
     update_kernel<T, Rule><<<grid, kBlock, 0, stream_of(vars[0].device())>>>(table, rule);
     check(cudaGetLastError(), what);
-    table.count = 0;
-    table.total_blocks = 0;
+    table.clear();
   };
   for (size_t i = 0; i < vars.size(); ++i) {
     if (vars[i].dtype() != dtype_of<T> || vars[i].numel() == 0) continue;
-    if (table.count == p::UpdateTable<T>::kCapacity) launch();
-    int64_t n = vars[i].numel();
-    table.entries[table.count++] = {mut<T>(vars[i]),   ptr<T>(grads[i]), slot<T>(s0, i),
-                                    slot<T>(s1, i),    slot<T>(s2, i),   n,
-                                    table.total_blocks};
-    table.total_blocks += (n + kElementsPerBlock - 1) / kElementsPerBlock;
+    if (table.full()) launch();
+    table.add(mut<T>(vars[i]), ptr<T>(grads[i]), slot<T>(s0, i), slot<T>(s1, i), slot<T>(s2, i),
+              vars[i].numel(), kElementsPerBlock);
   }
   launch();
 }

@@ -93,6 +93,17 @@ struct UpdateTable {
   int count = 0;
   int64_t total_blocks = 0;
 
+  bool full() const { return count == kCapacity; }
+  // Appends a variable of n > 0 elements, giving it ceil(n / elements_per_block) blocks.
+  void add(T* w, const T* g, T* s0, T* s1, T* s2, int64_t n, int64_t elements_per_block) {
+    entries[count++] = {w, g, s0, s1, s2, n, total_blocks};
+    total_blocks += (n + elements_per_block - 1) / elements_per_block;
+  }
+  void clear() {
+    count = 0;
+    total_blocks = 0;
+  }
+
   // The entry whose run holds `block`: the last with first_block <= block.
   CADRE_HOST_DEVICE int locate(int64_t block) const {
     int lo = 0, hi = count - 1;
