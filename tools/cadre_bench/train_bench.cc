@@ -15,8 +15,9 @@
 #include "core/ops/indexing.h"
 #include "core/ops/math.h"
 #include "core/ops/random.h"
+#include "core/runtime/precision.h"
 #include "core/runtime/threading.h"
-#include "core/tensor/caching_allocator.h"
+#include "core/tensor/device_backend.h"
 #include "examples/fashion_mnist/models.h"
 #include "io/idx.h"
 #include "strategies/strategy.h"
@@ -29,7 +30,8 @@ DEFINE_int32(windows, 7, "timing windows; the median is reported");
 DEFINE_double(window_s, 1.0, "seconds per window when --steps is 0");
 DEFINE_int32(threads, 0, "intra-op threads (0: every core, or CADRE_NUM_THREADS)");
 DEFINE_string(strategy, "one_device", "one_device, mirrored or central_storage");
-DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1");
+DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1 or gpu:0");
+DEFINE_string(float32_precision, "float32", "GPU products: float32, tf32 or bf16");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
 
 namespace cadre::bench {
@@ -128,6 +130,7 @@ int run_train() {
   }
   Device device = strategy ? strategy->devices()[0] : parse_devices(FLAGS_devices).front();
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
+  set_float32_precision(parse_float32_precision(FLAGS_float32_precision));
   DeviceScope on_device(device);
 
   io::ImagesAndLabels data = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);
@@ -141,7 +144,7 @@ int run_train() {
   double warmup = seconds_since(start);
   int per_window = FLAGS_steps > 0 ? std::max(1, FLAGS_steps / FLAGS_windows)
                                    : std::max(5, static_cast<int>(FLAGS_window_s * 20 / warmup));
-  cpu_allocator().reset_peak();
+  reset_peak_memory(device);
   std::vector<double> rates, step_ms;
   for (int w = 0; w < FLAGS_windows; ++w) {
     auto t0 = std::chrono::steady_clock::now();
@@ -155,7 +158,7 @@ int run_train() {
   std::vector<double> sorted = rates;
   std::sort(sorted.begin(), sorted.end());
   std::sort(step_ms.begin(), step_ms.end());
-  AllocatorStats mem = cpu_allocator().stats();
+  AllocatorStats mem = memory_stats(device);
   std::printf(
       "{\"model\":\"%s\",\"strategy\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
       "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"min\":%.0f,\"max\":%.0f,"
