@@ -10,6 +10,14 @@
 
 namespace cadre {
 
+Transfer::Pending::~Pending() {
+  try {
+    event->wait();
+  } catch (const std::exception&) {
+    // The copy's error was for the handles' owners to see; the memory is safe to free now.
+  }
+}
+
 Tensor empty_pinned(const Shape& shape, DType dtype) {
   DeviceBackend* gpu = device_backend(DeviceType::kGPU);
   Allocator& allocator = gpu != nullptr ? gpu->pinned_host_allocator() : cpu_allocator();
@@ -34,7 +42,7 @@ AsyncCopy to_device_async(const Tensor& src, Device device) {
   }
   Tensor out = Tensor::empty(src.shape(), src.dtype(), device);
   if (out.nbytes() == 0) return {out, Transfer()};
-  std::shared_ptr<CopyEvent> event =
+  std::unique_ptr<CopyEvent> event =
       device_backend(device.type)
           ->copy_from_host_async(device.index, host.raw_data(), out.raw_data(), out.nbytes());
   return {out, Transfer(std::move(event), {host, out})};
@@ -66,7 +74,7 @@ Transfer to_host_async(const Tensor& src, const Tensor& dst) {
       std::memcpy(dst.raw_data(), from.raw_data(), dst.nbytes());
     return Transfer();
   }
-  std::shared_ptr<CopyEvent> event =
+  std::unique_ptr<CopyEvent> event =
       device_backend(device.type)
           ->copy_to_host_async(device.index, from.raw_data(), dst.raw_data(), dst.nbytes());
   return Transfer(std::move(event), {from, dst});

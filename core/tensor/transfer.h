@@ -27,22 +27,30 @@ namespace cadre {
 Tensor empty_pinned(const Shape& shape, DType dtype);
 
 // The handle of an asynchronous copy. Copyable; keeps the copy's tensors alive until the
-// last handle goes. A default-constructed Transfer is complete.
+// last handle goes, and that last handle waits for the copy if it is still running, so
+// that pinned memory is never reused under a transfer. A default-constructed Transfer is
+// complete.
 class Transfer {
  public:
   Transfer() = default;
-  Transfer(std::shared_ptr<CopyEvent> event, std::vector<Tensor> keep_alive)
-      : event_(std::move(event)), keep_alive_(std::move(keep_alive)) {}
+  Transfer(std::unique_ptr<CopyEvent> event, std::vector<Tensor> keep_alive)
+      : pending_(std::make_shared<Pending>(std::move(event), std::move(keep_alive))) {}
   // Whether the copy has finished; never blocks.
-  bool ready() const { return event_ == nullptr || event_->ready(); }
+  bool ready() const { return pending_ == nullptr || pending_->event->ready(); }
   // Blocks until the copy has finished; throws the error it ended with.
   void wait() const {
-    if (event_ != nullptr) event_->wait();
+    if (pending_ != nullptr) pending_->event->wait();
   }
 
  private:
-  std::shared_ptr<CopyEvent> event_;
-  std::vector<Tensor> keep_alive_;
+  struct Pending {
+    Pending(std::unique_ptr<CopyEvent> e, std::vector<Tensor> k)
+        : event(std::move(e)), keep_alive(std::move(k)) {}
+    ~Pending();
+    std::unique_ptr<CopyEvent> event;
+    std::vector<Tensor> keep_alive;
+  };
+  std::shared_ptr<Pending> pending_;
 };
 
 struct AsyncCopy {
