@@ -30,11 +30,15 @@ Runtimes& runtimes() {
 }  // namespace
 
 DeviceRuntime::DeviceRuntime(int device) : device_(device) {
+  int previous = 0;
+  check(cudaGetDevice(&previous), "cudaGetDevice");
   check(cudaSetDevice(device), "cudaSetDevice");
   // Non-blocking: no implicit synchronisation with the legacy default stream, which
   // nothing in Cadre uses.
-  check(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  cudaError_t status = cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking);
+  if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking);
+  cudaSetDevice(previous);
+  check(status, "cudaStreamCreateWithFlags");
 }
 
 cudaEvent_t DeviceRuntime::acquire_event() {

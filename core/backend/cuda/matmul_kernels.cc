@@ -12,7 +12,10 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/backend/cuda/cuda_error.h"
 #include "core/backend/cuda/kernels.h"
@@ -27,24 +30,6 @@ using kernels::Activation;
 using kernels::MatmulParams;
 
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
-
-struct Handles {
-  cublasHandle_t blas = nullptr;
-  cublasLtHandle_t lt = nullptr;
-};
-
-// Per thread and device: a cuBLAS handle's math mode is changed per call, which is not
-// safe on a handle shared between threads.
-Handles& handles_for(int device) {
-  thread_local std::unordered_map<int, Handles> table;
-  auto it = table.find(device);
-  if (it != table.end()) return it->second;
-  Handles h;
-  check(cublasCreate(&h.blas), "cublasCreate");
-  check(cublasSetStream(h.blas, runtime(device).compute()), "cublasSetStream");
-  check(cublasLtCreate(&h.lt), "cublasLtCreate");
-  return table.emplace(device, h).first->second;
-}
 
 cublasComputeType_t float32_compute_type() {
   switch (float32_precision()) {
@@ -111,11 +96,68 @@ struct LtPlan {
   size_t workspace = 0;
 };
 
-// The plan for a key, built once per thread and device (descriptors are cheap but the
-// heuristic query is not).
-const LtPlan& lt_plan(int device, cublasLtHandle_t lt, const LtKey& key) {
-  thread_local std::unordered_map<int, std::unordered_map<LtKey, LtPlan, LtKeyHash>> cache;
-  auto& plans = cache[device];
+// A cuBLAS and a cuBLASLt handle bound to a device's compute stream, with the cuBLASLt
+// plans made on them. A call leases one from its device's pool and gives it back: a handle
+// is used by one thread at a time (its math mode and plans' bias pointers change per
+// call), and threads that come and go leave no handles behind.
+struct Handles {
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  std::unordered_map<LtKey, LtPlan, LtKeyHash> plans;
+};
+
+class HandlePool {
+ public:
+  std::unique_ptr<Handles> acquire(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& free = free_[device];
+      if (!free.empty()) {
+        std::unique_ptr<Handles> h = std::move(free.back());
+        free.pop_back();
+        return h;
+      }
+    }
+    auto h = std::make_unique<Handles>();
+    check(cublasCreate(&h->blas), "cublasCreate");
+    check(cublasSetStream(h->blas, runtime(device).compute()), "cublasSetStream");
+    check(cublasLtCreate(&h->lt), "cublasLtCreate");
+    return h;
+  }
+  void release(int device, std::unique_ptr<Handles> h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[device].push_back(std::move(h));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<int, std::vector<std::unique_ptr<Handles>>> free_;  // GUARDED_BY(mutex_)
+};
+
+HandlePool& handle_pool() {
+  static auto* pool = new HandlePool;  // never destroyed: handles outlive static tensors
+  return *pool;
+}
+
+class Lease {
+ public:
+  explicit Lease(int device) : device_(device), handles_(handle_pool().acquire(device)) {}
+  ~Lease() { handle_pool().release(device_, std::move(handles_)); }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  Handles& operator*() { return *handles_; }
+  Handles* operator->() { return handles_.get(); }
+
+ private:
+  int device_;
+  std::unique_ptr<Handles> handles_;
+};
+
+// The plan for a key, built once per handle (descriptors are cheap but the heuristic query
+// is not).
+const LtPlan& lt_plan(Handles& h, const LtKey& key) {
+  cublasLtHandle_t lt = h.lt;
+  auto& plans = h.plans;
   auto it = plans.find(key);
   if (it != plans.end()) return it->second;
   LtPlan plan;
@@ -174,8 +216,7 @@ const LtPlan& lt_plan(int device, cublasLtHandle_t lt, const LtKey& key) {
 // Returns false when cuBLASLt has no algorithm for the problem.
 bool matmul_lt(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
                const MatmulParams& p, const Dims& d) {
-  int device = out.device().index;
-  Handles& h = handles_for(device);
+  Lease h(out.device().index);
   LtKey key{d.m,
             d.k,
             d.n,
@@ -188,7 +229,7 @@ bool matmul_lt(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out
             alignment_of(b.raw_data()),
             alignment_of(out.raw_data()),
             bias.defined() ? alignment_of(bias.raw_data()) : 256u};
-  const LtPlan& plan = lt_plan(device, h.lt, key);
+  const LtPlan& plan = lt_plan(*h, key);
   if (!plan.usable) return false;
   if (bias.defined()) {
     const void* bias_ptr = bias.raw_data();
@@ -202,7 +243,7 @@ bool matmul_lt(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out
         Tensor::empty(Shape{static_cast<int64_t>(plan.workspace)}, DType::kUInt8, out.device());
   }
   float one = 1.f, zero = 0.f;
-  check(cublasLtMatmul(h.lt, plan.desc, &one, b.raw_data(), plan.a, a.raw_data(), plan.b, &zero,
+  check(cublasLtMatmul(h->lt, plan.desc, &one, b.raw_data(), plan.a, a.raw_data(), plan.b, &zero,
                        out.raw_data(), plan.c, out.raw_data(), plan.c, &plan.algo,
                        workspace.defined() ? workspace.raw_data() : nullptr, plan.workspace,
                        stream_of(out.device())),
@@ -214,7 +255,8 @@ bool matmul_lt(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out
 
 void matmul_blas(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
                  const MatmulParams& p, const Dims& d) {
-  cublasHandle_t handle = handles_for(out.device().index).blas;
+  Lease lease(out.device().index);
+  cublasHandle_t handle = lease->blas;
   bool f32 = a.dtype() == DType::kFloat32;
   cudaDataType type = f32 ? CUDA_R_32F : CUDA_R_64F;
   cublasComputeType_t compute = f32 ? float32_compute_type() : CUBLAS_COMPUTE_64F;
