@@ -3,7 +3,7 @@
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/cuda/portable/op_math.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/indexing.h"
 #include "core/kernels/linalg.h"

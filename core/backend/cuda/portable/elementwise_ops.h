@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/backend/cuda/portable/offsets.h"
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/cuda/portable/op_math.h"
 
 namespace cadre::backend::cuda::portable {
 
