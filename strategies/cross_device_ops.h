@@ -46,8 +46,10 @@ std::shared_ptr<CrossDeviceOps> reduction_to_one_device(Device reduce_to = Devic
 // device of its first operand, and copies the total back down the tree.
 std::shared_ptr<CrossDeviceOps> hierarchical_copy_all_reduce(
     size_t bucket_bytes = kDefaultBucketBytes);
-// NCCL across the local GPUs. Throws UnimplementedError when a device is not a GPU or
-// Cadre was built without CUDA: the NCCL kernels come with the CUDA backend.
+// NCCL across the local GPUs (one communicator per GPU from ncclCommInitAll, one group call
+// per bucket, results left on each replica's GPU). Throws UnimplementedError when Cadre was
+// built without CUDA; batch_reduce throws InvalidArgumentError when a value is not on a GPU
+// or two replicas share one.
 std::shared_ptr<CrossDeviceOps> nccl_all_reduce(size_t bucket_bytes = kDefaultBucketBytes);
 
 }  // namespace cadre

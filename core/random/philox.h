@@ -6,11 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CADRE_HOST_DEVICE __host__ __device__
-#else
-#define CADRE_HOST_DEVICE
-#endif
+#include "core/base/host_device.h"
 
 namespace cadre::philox {
 
@@ -48,8 +44,8 @@ CADRE_HOST_DEVICE inline Block generate(uint64_t key, uint32_t c0, uint32_t c1, 
 // Block number `block` of a stream; `attempt` selects an independent block for rejection
 // sampling.
 CADRE_HOST_DEVICE inline Block block(uint64_t key, uint64_t block, uint32_t attempt = 0) {
-  return generate(key, static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                  attempt, 0);
+  return generate(key, static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), attempt,
+                  0);
 }
 
 // [0, 1) with 24 random bits.

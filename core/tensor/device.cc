@@ -30,8 +30,8 @@ std::string lower(std::string_view text) {
 [[noreturn]] void throw_unknown(std::string_view text, std::string_view why) {
   std::vector<std::string> names;
   for (const Device& d : available_devices()) names.push_back(d.to_string());
-  throw InvalidArgumentError(str_cat("unknown device '", text, "': ", why,
-                                     "; available devices: ", join(names)));
+  throw InvalidArgumentError(
+      str_cat("unknown device '", text, "': ", why, "; available devices: ", join(names)));
 }
 
 }  // namespace
@@ -70,8 +70,8 @@ void check_device(const Device& device) {
   if (device.index < 0) throw_unknown(device.to_string(), "negative index");
   if (device.is_cpu()) {
     if (device.index >= num_cpu_devices()) {
-      throw_unknown(device.to_string(), str_cat("this process has ", num_cpu_devices(),
-                                                " logical CPU devices"));
+      throw_unknown(device.to_string(),
+                    str_cat("this process has ", num_cpu_devices(), " logical CPU devices"));
     }
     return;
   }
@@ -81,7 +81,11 @@ void check_device(const Device& device) {
   }
   int gpus = num_gpus();
   if (device.index >= gpus) {
-    throw_unknown(device.to_string(), str_cat("this machine has ", gpus, " GPUs"));
+    std::string reason = device_backend(DeviceType::kGPU)->unavailable_reason();
+    throw_unknown(device.to_string(),
+                  gpus == 0 && !reason.empty()
+                      ? str_cat("this machine has no usable GPU (", reason, ")")
+                      : str_cat("this machine has ", gpus, gpus == 1 ? " GPU" : " GPUs"));
   }
 }
 

@@ -35,8 +35,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_creation_device(device);
-  auto buffer = std::make_shared<Buffer>(
-      device, static_cast<size_t>(shape.num_elements()) * dtype_size(dtype));
+  std::shared_ptr<Buffer> buffer;
+  try {
+    buffer = std::make_shared<Buffer>(
+        device, static_cast<size_t>(shape.num_elements()) * dtype_size(dtype));
+  } catch (const ResourceExhaustedError& e) {
+    // The allocator knows the bytes; the caller's tensor is what a person can act on.
+    throw ResourceExhaustedError(
+        str_cat(e.what(), " for a ", dtype_name(dtype), " tensor of shape ", shape));
+  }
   return view_of(std::move(buffer), shape, shape.contiguous_strides(), 0, dtype);
 }
 
@@ -77,8 +84,8 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
   return view_of(std::move(buffer), shape, shape.contiguous_strides(), 0, dtype);
 }
 
-Tensor Tensor::view_of(std::shared_ptr<Buffer> buffer, const Shape& shape,
-                       const Strides& strides, int64_t offset, DType dtype) {
+Tensor Tensor::view_of(std::shared_ptr<Buffer> buffer, const Shape& shape, const Strides& strides,
+                       int64_t offset, DType dtype) {
   auto impl = std::make_shared<Impl>();
   impl->buffer = std::move(buffer);
   impl->shape = shape;
@@ -105,25 +112,31 @@ bool Tensor::shares_buffer_with(const Tensor& other) const {
 
 void* Tensor::raw_data() const {
   const Impl& i = impl();
-  return static_cast<char*>(i.buffer->data()) + i.offset * static_cast<int64_t>(dtype_size(i.dtype));
+  return static_cast<char*>(i.buffer->data()) +
+         i.offset * static_cast<int64_t>(dtype_size(i.dtype));
 }
 
 void Tensor::check_dtype_for_access(DType requested) const {
   if (requested != dtype()) {
-    throw InvalidArgumentError(str_cat("data<", dtype_name(requested),
-                                       ">: the tensor holds ", dtype_name(dtype())));
+    throw InvalidArgumentError(
+        str_cat("data<", dtype_name(requested), ">: the tensor holds ", dtype_name(dtype())));
   }
 }
 
 Tensor Tensor::to_host_contiguous() const {
   Tensor t = *this;
-  if (t.dtype() == DType::kBFloat16 || t.dtype() == DType::kFloat16) t = cadre::cast(t, DType::kFloat32);
+  if (t.dtype() == DType::kBFloat16 || t.dtype() == DType::kFloat16)
+    t = cadre::cast(t, DType::kFloat32);
   if (!t.device().is_cpu()) t = cadre::to_device(t, Device::cpu(0));
   return cadre::contiguous(t);
 }
 
-Tensor Tensor::reshape(const std::vector<int64_t>& dims) const { return cadre::reshape(*this, dims); }
-Tensor Tensor::transpose(const std::vector<int>& perm) const { return cadre::transpose(*this, perm); }
+Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
+  return cadre::reshape(*this, dims);
+}
+Tensor Tensor::transpose(const std::vector<int>& perm) const {
+  return cadre::transpose(*this, perm);
+}
 Tensor Tensor::t() const {
   if (rank() != 2) {
     throw InvalidArgumentError(str_cat("t: expected a 2-D tensor, got shape ", shape()));
@@ -143,8 +156,8 @@ Tensor Tensor::cast(DType dtype) const { return cadre::cast(*this, dtype); }
 
 void Tensor::assign(const Tensor& source) {
   if (source.shape() != shape()) {
-    throw InvalidArgumentError(str_cat("assign: source shape ", source.shape(),
-                                       " differs from the target's ", shape()));
+    throw InvalidArgumentError(
+        str_cat("assign: source shape ", source.shape(), " differs from the target's ", shape()));
   }
   Tensor src = source;
   if (src.dtype() != dtype()) src = cadre::cast(src, dtype());

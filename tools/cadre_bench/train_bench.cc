@@ -17,8 +17,9 @@
 #include "core/ops/indexing.h"
 #include "core/ops/math.h"
 #include "core/ops/random.h"
+#include "core/runtime/precision.h"
 #include "core/runtime/threading.h"
-#include "core/tensor/caching_allocator.h"
+#include "core/tensor/device_backend.h"
 #include "examples/fashion_mnist/models.h"
 #include "io/idx.h"
 #include "strategies/strategy_from_flags.h"
@@ -32,7 +33,8 @@ DEFINE_double(window_s, 1.0, "seconds per window when --steps is 0");
 DEFINE_int32(threads, 0, "intra-op threads (0: every core, or CADRE_NUM_THREADS)");
 DEFINE_string(strategy, "one_device",
               "one_device, mirrored, central_storage or multi_worker_mirrored (under TF_CONFIG)");
-DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1");
+DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1 or gpu:0");
+DEFINE_string(float32_precision, "float32", "GPU products: float32, tf32 or bf16");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
 
 namespace cadre::bench {
@@ -137,6 +139,7 @@ int run_train() {
   }
   Device device = strategy ? strategy->devices()[0] : parse_devices(FLAGS_devices).front();
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
+  set_float32_precision(parse_float32_precision(FLAGS_float32_precision));
   DeviceScope on_device(device);
 
   io::ImagesAndLabels data = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);
@@ -152,7 +155,7 @@ int run_train() {
                                    : std::max(5, static_cast<int>(FLAGS_window_s * 20 / warmup));
   // Workers train in lockstep: they must agree on the number of steps.
   if (strategy) per_window = static_cast<int>(strategy->broadcast_from_chief(per_window));
-  cpu_allocator().reset_peak();
+  reset_peak_memory(device);
   std::vector<double> rates, step_ms;
   for (int w = 0; w < FLAGS_windows; ++w) {
     auto t0 = std::chrono::steady_clock::now();
@@ -166,7 +169,7 @@ int run_train() {
   std::vector<double> sorted = rates;
   std::sort(sorted.begin(), sorted.end());
   std::sort(step_ms.begin(), step_ms.end());
-  AllocatorStats mem = cpu_allocator().stats();
+  AllocatorStats mem = memory_stats(device);
   std::printf(
       "{\"model\":\"%s\",\"strategy\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
       "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"min\":%.0f,\"max\":%.0f,"

@@ -1,0 +1,133 @@
+// CUDA 2-D convolution (NHWC input, [KH, KW, in, out] filters) as matrix products over an
+// im2col matrix (core/backend/cuda/portable/conv_ops.h): the product runs on cuBLASLt or
+// cuBLAS tensor cores with the bias and ReLU fused, and the filter needs no reorder. The
+// batch is processed in chunks of images so that the im2col workspace stays bounded. A 1x1
+// convolution with unit stride and no padding is a plain product over the pixels.
+#include <algorithm>
+
+#include "core/backend/cuda/for_each.h"
+#include "core/backend/cuda/kernels.h"
+#include "core/backend/cuda/portable/conv_ops.h"
+#include "core/kernels/nn.h"
+
+namespace cadre::backend::cuda {
+namespace {
+
+using kernels::Conv2DParams;
+using kernels::MatmulParams;
+using portable::ConvGeometry;
+
+// Bytes of im2col workspace per buffer; larger batches are processed in chunks.
+constexpr int64_t kWorkspaceBytes = int64_t{128} << 20;
+
+// A contiguous [rows, cols] view of t's memory starting `offset` elements into it.
+Tensor matrix_view(const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
+  Shape shape{rows, cols};
+  return Tensor::view_of(t.buffer(), shape, shape.contiguous_strides(), t.offset() + offset,
+                         t.dtype());
+}
+
+int64_t images_per_chunk(const ConvGeometry& g, size_t element_bytes) {
+  int64_t per_image = g.oh * g.ow * g.taps() * static_cast<int64_t>(element_bytes);
+  return std::clamp<int64_t>(kWorkspaceBytes / std::max<int64_t>(1, per_image), 1, g.n);
+}
+
+template <typename T>
+void im2col(const Tensor& x, const ConvGeometry& g, int64_t n0, int64_t images, Tensor& cols) {
+  for_each(x.device(), images * g.oh * g.ow * g.taps(),
+           portable::Im2ColElement<T>{ptr<T>(x), mut<T>(cols), g, n0}, "conv2d (im2col)");
+}
+
+void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+            const Conv2DParams& p) {
+  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64) {
+    throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
+  }
+  DeviceGuard guard(y.device());
+  ConvGeometry g = portable::conv_geometry(x.shape(), w.shape(), y.shape(), p);
+  MatmulParams mp;
+  mp.activation = p.activation;
+  Tensor filters = matrix_view(w, 0, g.taps(), g.o);
+  if (portable::conv_is_pointwise(g)) {
+    Tensor out = matrix_view(y, 0, g.n * g.oh * g.ow, g.o);
+    gemm(matrix_view(x, 0, g.n * g.h * g.w, g.c), filters, bias, out, mp);
+    return;
+  }
+  int64_t chunk = images_per_chunk(g, dtype_size(x.dtype()));
+  int64_t pixels = g.oh * g.ow;
+  Tensor cols = Tensor::empty(Shape{chunk * pixels, g.taps()}, x.dtype(), x.device());
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    int64_t images = std::min(chunk, g.n - n0);
+    visit_float_dtype(x.dtype(), "conv2d",
+                      [&]<typename T>() { im2col<T>(x, g, n0, images, cols); });
+    Tensor out = matrix_view(y, n0 * pixels * g.o, images * pixels, g.o);
+    gemm(matrix_view(cols, 0, images * pixels, g.taps()), filters, bias, out, mp);
+  }
+}
+
+void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                 Tensor& db, const Conv2DParams& p) {
+  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64) {
+    throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
+  }
+  DeviceGuard guard(dy.device());
+  ConvGeometry g = portable::conv_geometry(x.shape(), w.shape(), dy.shape(), p);
+  int64_t pixels = g.oh * g.ow;
+  if (db.defined()) {
+    reduce_3d(kernels::ReduceOp::kSum, dy.device(), dy.dtype(), dy.raw_data(), 1, g.n * pixels, g.o,
+              db.raw_data());
+  }
+  if (!dx.defined() && !dw.defined()) return;
+  Tensor filters = matrix_view(w, 0, g.taps(), g.o);
+  MatmulParams transpose_b;  // dcols = dy · w^T
+  transpose_b.transpose_b = true;
+  MatmulParams transpose_a;  // dw = cols^T · dy
+  transpose_a.transpose_a = true;
+  if (portable::conv_is_pointwise(g)) {
+    Tensor dy2 = matrix_view(dy, 0, g.n * pixels, g.o);
+    if (dx.defined()) {
+      Tensor dx2 = matrix_view(dx, 0, g.n * pixels, g.c);
+      gemm(dy2, filters, Tensor(), dx2, transpose_b);
+    }
+    if (dw.defined()) {
+      Tensor dw2 = matrix_view(dw, 0, g.taps(), g.o);
+      gemm(matrix_view(x, 0, g.n * pixels, g.c), dy2, Tensor(), dw2, transpose_a);
+    }
+    return;
+  }
+  int64_t chunk = images_per_chunk(g, dtype_size(x.dtype()));
+  Tensor cols = dw.defined() ? Tensor::empty(Shape{chunk * pixels, g.taps()}, x.dtype(), x.device())
+                             : Tensor();
+  Tensor dcols = dx.defined()
+                     ? Tensor::empty(Shape{chunk * pixels, g.taps()}, x.dtype(), x.device())
+                     : Tensor();
+  Tensor dw2 = dw.defined() ? matrix_view(dw, 0, g.taps(), g.o) : Tensor();
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    int64_t images = std::min(chunk, g.n - n0);
+    Tensor dy_chunk = matrix_view(dy, n0 * pixels * g.o, images * pixels, g.o);
+    visit_float_dtype(x.dtype(), "conv2d_grad", [&]<typename T>() {
+      if (dw.defined()) {
+        im2col<T>(x, g, n0, images, cols);
+        MatmulParams mp = transpose_a;
+        mp.accumulate = n0 > 0;  // dw sums over every chunk
+        gemm(matrix_view(cols, 0, images * pixels, g.taps()), dy_chunk, Tensor(), dw2, mp);
+      }
+      if (dx.defined()) {
+        Tensor dcols_chunk = matrix_view(dcols, 0, images * pixels, g.taps());
+        gemm(dy_chunk, filters, Tensor(), dcols_chunk, transpose_b);
+        for_each(dx.device(), images * g.h * g.w * g.c,
+                 portable::Col2ImElement<T>{ptr<T>(dcols), mut<T>(dx), g, n0},
+                 "conv2d_grad (col2im)");
+      }
+    });
+  }
+}
+
+}  // namespace
+
+void register_conv_kernels() {
+  kernels::conv2d.set(DeviceType::kGPU, &conv2d);
+  kernels::conv2d_grad.set(DeviceType::kGPU, &conv2d_grad);
+}
+
+}  // namespace cadre::backend::cuda

@@ -1,0 +1,34 @@
+// dtype -> element type dispatch for the CUDA kernels, with the 16-bit float types as the
+// portable storage structs the kernels convert with (core/backend/cuda/portable/).
+#pragma once
+
+#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/tensor/dtype.h"
+#include "core/tensor/tensor.h"
+
+namespace cadre::backend::cuda {
+
+// fn.template operator()<T>() for every dtype, bfloat16 and float16 included.
+template <typename Fn>
+decltype(auto) visit_storage(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return fn.template operator()<portable::Bf16>();
+    case DType::kFloat16:
+      return fn.template operator()<portable::Half>();
+    default:
+      return visit_dtype(dtype, "cast", fn);
+  }
+}
+
+// fn(const I* indices) for int32 or int64 indices.
+template <typename Fn>
+void visit_index(const Tensor& indices, Fn&& fn) {
+  if (indices.dtype() == DType::kInt64) {
+    fn(static_cast<const int64_t*>(indices.raw_data()));
+  } else {
+    fn(static_cast<const int32_t*>(indices.raw_data()));
+  }
+}
+
+}  // namespace cadre::backend::cuda

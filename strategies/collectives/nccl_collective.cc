@@ -1,0 +1,373 @@
+// NCCL communicators (built with CUDA only; nccl_unavailable.cc otherwise).
+#include "strategies/collectives/nccl_collective.h"
+
+#include <cuda_runtime.h>
+#include <glog/logging.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/backend/cuda/device_runtime.h"
+#include "core/base/errors.h"
+#include "core/base/strings.h"
+#include "strategies/cluster/coordination_service.h"
+
+namespace cadre {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Throws the typed error for a failed NCCL call, naming the call and NCCL's own account.
+void check_nccl(ncclResult_t result, std::string_view call, ncclComm_t comm = nullptr) {
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  std::string message = str_cat(call, " failed: ", ncclGetErrorString(result));
+  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') {
+    message = str_cat(message, " (", last, ")");
+  }
+  switch (result) {
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      throw InvalidArgumentError(message);
+    case ncclRemoteError:
+      throw UnavailableError(str_cat(message, "; a peer failed"));
+    case ncclSystemError:
+      throw UnavailableError(message);
+    default:
+      throw InternalError(message);
+  }
+}
+
+void check_cuda(cudaError_t status, std::string_view call) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();
+  throw InternalError(str_cat(call, " failed: ", cudaGetErrorString(status)));
+}
+
+// Makes `device` current for the scope.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~CurrentDevice() { cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kUInt8:
+      return ncclUint8;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat16:
+      return ncclFloat16;
+    default:
+      break;
+  }
+  throw_unsupported_dtype("NCCL all-reduce", dtype,
+                          "float32, float64, int32, int64, uint8, bfloat16, float16");
+}
+
+void check_gpu(const Device& device, const char* what) {
+  check_device(device);
+  if (!device.is_gpu()) {
+    throw InvalidArgumentError(str_cat(what, ": NCCL needs GPU devices, got ", device));
+  }
+}
+
+class NcclCollective : public GpuCollective {
+ public:
+  NcclCollective(const std::string& unique_id, int rank, int size, Device device,
+                 NcclOptions options)
+      : rank_(rank), size_(size), device_(device), options_(std::move(options)) {
+    ncclUniqueId id;
+    std::memcpy(id.internal, unique_id.data(), sizeof id.internal);
+    CurrentDevice current(device_.index);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // every wait is ours, with a deadline
+    check_nccl(ncclCommInitRankConfig(&comm_, size, id, rank, &config), "ncclCommInitRankConfig");
+    try {
+      wait_for_comm("joining the communicator (ncclCommInitRankConfig)");
+    } catch (...) {
+      abort("joining failed");
+      throw;
+    }
+  }
+
+  ~NcclCollective() override {
+    if (comm_ == nullptr) return;  // aborted
+    CurrentDevice current(device_.index);
+    {
+      // Finalize flushes outstanding work; bounded like any wait, then destroyed.
+      try {
+        check_nccl(ncclCommFinalize(comm_), "ncclCommFinalize", comm_);
+        wait_for_comm("finalizing the communicator");
+        ncclCommDestroy(comm_);
+        return;
+      } catch (const std::exception& e) {
+        LOG(WARNING) << "NCCL rank " << rank_ << ": " << e.what() << "; aborting instead";
+      }
+    }
+    abort("destroying the communicator after a failed finalize");
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return device_; }
+
+  void sum(float* data, size_t count) override { all_reduce(data, count, ncclFloat32); }
+  void sum(double* data, size_t count) override { all_reduce(data, count, ncclFloat64); }
+  void sum(const Tensor& tensor) override {
+    if (tensor.device() != device_ || !tensor.is_contiguous()) {
+      throw InvalidArgumentError(str_cat("NCCL sum: expected a contiguous tensor on ", device_,
+                                         ", got one on ", tensor.device()));
+    }
+    all_reduce(tensor.raw_data(), static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()));
+  }
+
+  void broadcast(void* data, size_t bytes, int root) override {
+    run("ncclBroadcast", [&](cudaStream_t stream) {
+      return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream);
+    });
+  }
+
+  void abort(const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_) return;
+    aborted_ = true;
+    abort_reason_ = reason;
+    LOG(WARNING) << "NCCL rank " << rank_ << " of " << size_ << " on " << device_
+                 << ": aborting the communicator: " << reason;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+ private:
+  void all_reduce(void* data, size_t count, ncclDataType_t type) {
+    if (count == 0) return;
+    run("ncclAllReduce", [&](cudaStream_t stream) {
+      return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream);
+    });
+  }
+
+  // Enqueues `op` on the device's compute stream and waits for it with the deadline.
+  template <typename Op>
+  void run(const char* call, Op&& op) {
+    CurrentDevice current(device_.index);
+    backend::cuda::DeviceRuntime& rt = backend::cuda::runtime(device_.index);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      throw_if_aborted_locked(call);
+      check_nccl(op(rt.compute()), call, comm_);
+    }
+    wait_for_comm(call);  // a non-blocking communicator may still be enqueuing
+    cudaEvent_t done = rt.record(rt.compute());
+    try {
+      wait(call, [&] {
+        cudaError_t status = cudaEventQuery(done);
+        if (status == cudaErrorNotReady) {
+          cudaGetLastError();
+          return false;
+        }
+        check_cuda(status, str_cat(call, " (waiting for the device)"));
+        return true;
+      });
+    } catch (...) {
+      rt.release_event(done);
+      throw;
+    }
+    rt.release_event(done);
+  }
+
+  // NCCL's state of the communicator: ncclInProgress while an operation is being enqueued
+  // (or the communicator built), an error once one occurred. Throws AbortedError after an
+  // abort.
+  ncclResult_t state(std::string_view what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw_if_aborted_locked(what);
+    ncclResult_t state = ncclSuccess;
+    check_nccl(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError", comm_);
+    return state;
+  }
+
+  // Waits until the communicator is no longer in progress.
+  void wait_for_comm(std::string_view what) {
+    wait(what, [&] {
+      ncclResult_t s = state(what);
+      if (s == ncclInProgress) return false;
+      check_nccl(s, what, nullptr);
+      return true;
+    });
+  }
+
+  // Polls `done` until it is true, checking for NCCL's asynchronous errors (a peer's
+  // connection lost), reported peer failures and the deadline; aborts on any of them.
+  template <typename Done>
+  void wait(std::string_view what, Done&& done) {
+    auto deadline = Clock::now() + std::chrono::duration<double>(options_.timeout_seconds);
+    for (int spins = 0;; ++spins) {
+      try {
+        if (done()) return;
+        ncclResult_t s = state(what);
+        if (s != ncclSuccess && s != ncclInProgress) check_nccl(s, what, nullptr);
+      } catch (const AbortedError&) {
+        throw;
+      } catch (const Error& e) {
+        abort(e.what());
+        throw AbortedError(
+            str_cat("NCCL rank ", rank_, " of ", size_, " on ", device_, ": ", e.what()));
+      }
+      if (options_.peer_failure) {
+        if (std::string failure = options_.peer_failure(); !failure.empty()) {
+          abort(failure);
+          throw AbortedError(str_cat("NCCL rank ", rank_, " of ", size_, " on ", device_, ": ",
+                                     what, " interrupted: ", failure));
+        }
+      }
+      if (Clock::now() > deadline) {
+        std::string reason = str_cat(what, " did not finish within ", options_.timeout_seconds,
+                                     " s (a peer may be gone or stalled)");
+        abort(reason);
+        throw DeadlineExceededError(
+            str_cat("NCCL rank ", rank_, " of ", size_, " on ", device_, ": ", reason));
+      }
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  void throw_if_aborted_locked(std::string_view what) {
+    if (!aborted_) return;
+    throw AbortedError(str_cat("NCCL rank ", rank_, " of ", size_, " on ", device_, ": ", what,
+                               " on an aborted communicator (", abort_reason_, ")"));
+  }
+
+  int rank_, size_;
+  Device device_;
+  NcclOptions options_;
+  std::mutex mutex_;           // NCCL calls on comm_ and abort() exclude each other
+  ncclComm_t comm_ = nullptr;  // GUARDED_BY(mutex_) once constructed
+  bool aborted_ = false;       // GUARDED_BY(mutex_)
+  std::string abort_reason_;   // GUARDED_BY(mutex_)
+};
+
+class NcclGroup : public LocalNcclGroup {
+ public:
+  explicit NcclGroup(std::vector<Device> devices) : devices_(std::move(devices)) {
+    std::vector<int> ids;
+    for (const Device& d : devices_) ids.push_back(d.index);
+    comms_.resize(devices_.size());
+    check_nccl(ncclCommInitAll(comms_.data(), static_cast<int>(ids.size()), ids.data()),
+               "ncclCommInitAll");
+  }
+  ~NcclGroup() override {
+    for (ncclComm_t comm : comms_) ncclCommDestroy(comm);
+  }
+
+  const std::vector<Device>& devices() const override { return devices_; }
+
+  void all_reduce_sum(const std::vector<Tensor>& buffers) override {
+    if (buffers.size() != devices_.size()) {
+      throw InternalError(str_cat("NCCL all-reduce over ", devices_.size(), " devices got ",
+                                  buffers.size(), " buffers"));
+    }
+    for (size_t r = 0; r < buffers.size(); ++r) {
+      const Tensor& b = buffers[r];
+      if (b.device() != devices_[r] || !b.is_contiguous() || b.shape() != buffers[0].shape() ||
+          b.dtype() != buffers[0].dtype()) {
+        throw InternalError(str_cat("NCCL all-reduce: buffer ", r, " (", b.dtype(), b.shape(),
+                                    " on ", b.device(), ") does not match"));
+      }
+    }
+    if (buffers[0].numel() == 0) return;
+    ncclDataType_t type = nccl_type(buffers[0].dtype());
+    auto count = static_cast<size_t>(buffers[0].numel());
+    // One thread drives every device of the group: the calls must be grouped.
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (size_t r = 0; r < buffers.size(); ++r) {
+      cudaStream_t stream = backend::cuda::runtime(devices_[r].index).compute();
+      ncclResult_t result = ncclAllReduce(buffers[r].raw_data(), buffers[r].raw_data(), count, type,
+                                          ncclSum, comms_[r], stream);
+      if (result != ncclSuccess) {
+        ncclGroupEnd();
+        check_nccl(result, "ncclAllReduce", comms_[r]);
+      }
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+ private:
+  std::vector<Device> devices_;
+  std::vector<ncclComm_t> comms_;
+};
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+std::string nccl_unique_id() {
+  ncclUniqueId id;
+  check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  return std::string(id.internal, sizeof id.internal);
+}
+
+std::unique_ptr<GpuCollective> nccl_collective(const std::string& unique_id, int rank, int size,
+                                               Device device, NcclOptions options) {
+  check_gpu(device, "nccl_collective");
+  if (unique_id.size() != NCCL_UNIQUE_ID_BYTES) {
+    throw InvalidArgumentError(str_cat("nccl_collective: the unique id has ", unique_id.size(),
+                                       " bytes, expected ", NCCL_UNIQUE_ID_BYTES,
+                                       " (from nccl_unique_id())"));
+  }
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw InvalidArgumentError(
+        str_cat("nccl_collective: rank ", rank, " is not in [0, ", size, ")"));
+  }
+  return std::make_unique<NcclCollective>(unique_id, rank, size, device, std::move(options));
+}
+
+std::unique_ptr<GpuCollective> nccl_collective(CoordinationClient& store, int rank, int size,
+                                               Device device, double timeout_seconds,
+                                               const std::string& prefix) {
+  check_gpu(device, "nccl_collective");
+  std::string key = prefix + "/unique_id";
+  std::string id;
+  if (rank == 0) {
+    id = nccl_unique_id();
+    store.set(key, id);
+  } else {
+    id = store.get(key, timeout_seconds);
+  }
+  NcclOptions options;
+  options.timeout_seconds = timeout_seconds;
+  options.peer_failure = [&store] { return store.failure(); };
+  return nccl_collective(id, rank, size, device, std::move(options));
+}
+
+std::unique_ptr<LocalNcclGroup> local_nccl_group(const std::vector<Device>& devices) {
+  if (devices.empty()) throw InvalidArgumentError("local_nccl_group: no devices");
+  std::set<int> seen;
+  for (const Device& d : devices) {
+    check_gpu(d, "local_nccl_group");
+    if (!seen.insert(d.index).second) {
+      throw InvalidArgumentError(str_cat("local_nccl_group: ", d, " appears twice"));
+    }
+  }
+  return std::make_unique<NcclGroup>(devices);
+}
+
+}  // namespace cadre

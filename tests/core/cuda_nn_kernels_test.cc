@@ -1,0 +1,305 @@
+// The matmul, softmax, cross-entropy, convolution, pooling, batch-norm and optimizer
+// kernels on gpu:0 against cpu:0, forward and backward, on fresh random inputs and
+// poisoned outputs. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include "core/kernels/linalg.h"
+#include "core/kernels/nn.h"
+#include "core/kernels/optimizer.h"
+#include "core/runtime/precision.h"
+#include "tests/core/cuda_test_util.h"
+
+namespace cadre {
+namespace {
+
+using kernels::Activation;
+using testing::Both;
+using testing::CudaTest;
+using testing::kGpu;
+using testing::kHost;
+using testing::matches;
+using testing::matches_scaled;
+using testing::poisoned_both;
+using testing::random_both;
+using testing::ulps;
+
+// Restores float32 products when a test ends.
+struct PrecisionScope {
+  explicit PrecisionScope(Float32Precision p) { set_float32_precision(p); }
+  ~PrecisionScope() { set_float32_precision(Float32Precision::kFloat32); }
+};
+
+TEST_F(CudaTest, MatmulEveryLayoutEpilogueAndPrecision) {
+  const int64_t m = 129, k = 257, n = 65;
+  struct Mode {
+    Float32Precision precision;
+    double tolerance;
+  };
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    std::vector<Mode> modes = {
+        {Float32Precision::kFloat32, dtype == DType::kFloat32 ? 2e-6 : 1e-14}};
+    if (dtype == DType::kFloat32) {
+      modes.push_back({Float32Precision::kTF32, 4e-3});
+      modes.push_back({Float32Precision::kBFloat16, 3e-2});
+    }
+    for (const Mode& mode : modes) {
+      PrecisionScope precision(mode.precision);
+      for (int64_t batch : {0, 4}) {  // 0: plain matrices
+        for (bool shared_b : {false, true}) {
+          if (batch == 0 && shared_b) continue;
+          for (bool ta : {false, true}) {
+            for (bool tb : {false, true}) {
+              Shape as = ta ? Shape{k, m} : Shape{m, k}, bs = tb ? Shape{n, k} : Shape{k, n};
+              Shape cs{m, n};
+              if (batch > 0) {
+                as = Shape{batch, as[0], as[1]};
+                if (!shared_b) bs = Shape{batch, bs[0], bs[1]};
+                cs = Shape{batch, m, n};
+              }
+              Both a = random_both(as, dtype, 1), b = random_both(bs, dtype, 2);
+              Both bias = random_both({n}, dtype, 3);
+              for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kSigmoid,
+                                     Activation::kTanh, Activation::kElu}) {
+                for (bool with_bias : {false, true}) {
+                  kernels::MatmulParams params{ta, tb, false, act, 0.5};
+                  Both out = poisoned_both(cs, dtype);
+                  kernels::matmul.get(kGpu)(a.gpu, b.gpu, with_bias ? bias.gpu : Tensor(), out.gpu,
+                                            params);
+                  kernels::matmul.get(kHost)(a.cpu, b.cpu, with_bias ? bias.cpu : Tensor(), out.cpu,
+                                             params);
+                  EXPECT_TRUE(matches_scaled(out, mode.tolerance))
+                      << dtype << " " << float32_precision_name(mode.precision) << " batch "
+                      << batch << " ta " << ta << " tb " << tb << " act " << static_cast<int>(act)
+                      << " bias " << with_bias;
+                }
+              }
+              // out += a·b keeps what out held.
+              kernels::MatmulParams accumulate{ta, tb, true, Activation::kNone, 0};
+              Both out = random_both(cs, dtype, 4);
+              kernels::matmul.get(kGpu)(a.gpu, b.gpu, Tensor(), out.gpu, accumulate);
+              kernels::matmul.get(kHost)(a.cpu, b.cpu, Tensor(), out.cpu, accumulate);
+              EXPECT_TRUE(matches_scaled(out, mode.tolerance)) << "accumulate";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaTest, SoftmaxAndCrossEntropyForwardAndBackward) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (Shape shape : {Shape{300, 10}, Shape{7, 3000}, Shape{1, 1}}) {
+      Both x = random_both(shape, dtype, 5), dy = random_both(shape, dtype, 6);
+      for (bool log : {false, true}) {
+        Both y = poisoned_both(shape, dtype), dx = poisoned_both(shape, dtype);
+        kernels::softmax.get(kGpu)(x.gpu, y.gpu, log);
+        kernels::softmax.get(kHost)(x.cpu, y.cpu, log);
+        EXPECT_TRUE(matches(y, ulps(dtype, 16), ulps(dtype, 4))) << shape << " log " << log;
+        kernels::softmax_grad.get(kGpu)(y.gpu, dy.gpu, dx.gpu, log);
+        kernels::softmax_grad.get(kHost)(y.cpu, dy.cpu, dx.cpu, log);
+        EXPECT_TRUE(matches(dx, ulps(dtype, 64), ulps(dtype, 64))) << shape << " log " << log;
+      }
+      for (DType label_dtype : {DType::kInt32, DType::kInt64}) {
+        Both labels = testing::both(cast(
+            floor(random_uniform({shape[0]}, 0, double(shape[1]), DType::kFloat64)), label_dtype));
+        Both loss = poisoned_both({shape[0]}, dtype), probs = poisoned_both(shape, dtype);
+        kernels::sparse_xent.get(kGpu)(x.gpu, labels.gpu, loss.gpu, probs.gpu);
+        kernels::sparse_xent.get(kHost)(x.cpu, labels.cpu, loss.cpu, probs.cpu);
+        EXPECT_TRUE(matches(loss, ulps(dtype, 16), ulps(dtype, 16))) << shape;
+        EXPECT_TRUE(matches(probs, ulps(dtype, 16), ulps(dtype, 4))) << shape;
+        Both dloss = random_both({shape[0]}, dtype, 7), dlogits = poisoned_both(shape, dtype);
+        kernels::sparse_xent_grad.get(kGpu)(probs.gpu, labels.gpu, dloss.gpu, dlogits.gpu);
+        kernels::sparse_xent_grad.get(kHost)(probs.cpu, labels.cpu, dloss.cpu, dlogits.cpu);
+        EXPECT_TRUE(matches(dlogits, ulps(dtype, 16), ulps(dtype, 16))) << shape;
+      }
+    }
+  }
+}
+
+struct ConvCase {
+  Shape x, w;
+  std::array<int64_t, 2> strides, dilations, pad_begin, pad_end;
+  Activation act;
+  bool bias;
+};
+
+TEST_F(CudaTest, ConvolutionForwardAndBackward) {
+  const ConvCase cases[] = {
+      {{4, 28, 28, 1}, {3, 3, 1, 32}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, Activation::kRelu, true},
+      {{3, 9, 11, 5}, {5, 3, 5, 7}, {2, 1}, {1, 2}, {2, 2}, {2, 2}, Activation::kNone, true},
+      {{2, 8, 8, 16}, {1, 1, 16, 8}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, Activation::kNone, false},
+      // Large enough that the im2col matrix is built in several chunks of images.
+      {{64, 64, 64, 64}, {3, 3, 64, 16}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, Activation::kRelu, true},
+  };
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (const ConvCase& c : cases) {
+      if (dtype == DType::kFloat64 && c.x[0] == 64) continue;  // the CPU's float64 loops are slow
+      kernels::Conv2DParams params;
+      params.strides = c.strides;
+      params.dilations = c.dilations;
+      params.pad_begin = c.pad_begin;
+      params.pad_end = c.pad_end;
+      params.activation = c.act;
+      int64_t oh = (c.x[1] + c.pad_begin[0] + c.pad_end[0] - ((c.w[0] - 1) * c.dilations[0] + 1)) /
+                       c.strides[0] +
+                   1;
+      int64_t ow = (c.x[2] + c.pad_begin[1] + c.pad_end[1] - ((c.w[1] - 1) * c.dilations[1] + 1)) /
+                       c.strides[1] +
+                   1;
+      Shape ys{c.x[0], oh, ow, c.w[3]};
+      Both x = random_both(c.x, dtype, 8), w = random_both(c.w, dtype, 9);
+      Both bias = random_both({c.w[3]}, dtype, 10), dy = random_both(ys, dtype, 11);
+      double tolerance = dtype == DType::kFloat32 ? 2e-6 : 1e-13;
+      Both y = poisoned_both(ys, dtype);
+      kernels::conv2d.get(kGpu)(x.gpu, w.gpu, c.bias ? bias.gpu : Tensor(), y.gpu, params);
+      kernels::conv2d.get(kHost)(x.cpu, w.cpu, c.bias ? bias.cpu : Tensor(), y.cpu, params);
+      EXPECT_TRUE(matches_scaled(y, tolerance)) << c.x << " " << c.w << " " << dtype;
+      Both dx = poisoned_both(c.x, dtype), dw = poisoned_both(c.w, dtype);
+      Both db = poisoned_both({c.w[3]}, dtype);
+      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, dx.gpu, dw.gpu, db.gpu, params);
+      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, dx.cpu, dw.cpu, db.cpu, params);
+      EXPECT_TRUE(matches_scaled(dx, tolerance)) << "dx " << c.x << " " << c.w;
+      EXPECT_TRUE(matches_scaled(dw, tolerance)) << "dw " << c.x << " " << c.w;
+      EXPECT_TRUE(matches_scaled(db, tolerance)) << "db " << c.x << " " << c.w;
+      // Only some gradients asked for.
+      Both dx_only = poisoned_both(c.x, dtype);
+      Both none_w, none_b;
+      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, dx_only.gpu, none_w.gpu, none_b.gpu,
+                                     params);
+      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, dx_only.cpu, none_w.cpu, none_b.cpu,
+                                      params);
+      EXPECT_TRUE(matches_scaled(dx_only, tolerance)) << "dx alone";
+    }
+  }
+}
+
+TEST_F(CudaTest, PoolingForwardAndBackward) {
+  Shape xs{4, 13, 14, 6};
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (auto kind : {kernels::PoolKind::kMax, kernels::PoolKind::kAvg}) {
+      kernels::Pool2DParams params;
+      params.kind = kind;
+      params.window = {3, 3};
+      params.strides = {2, 2};
+      params.pad_begin = {1, 1};
+      params.pad_end = {1, 1};
+      Shape ys{4, 7, 7, 6};
+      bool max = kind == kernels::PoolKind::kMax;
+      Both x = random_both(xs, dtype, 12), dy = random_both(ys, dtype, 13);
+      Both y = poisoned_both(ys, dtype), arg = poisoned_both(ys, DType::kInt32);
+      Both no_arg;
+      Both& argmax = max ? arg : no_arg;
+      kernels::pool2d.get(kGpu)(x.gpu, y.gpu, argmax.gpu, params);
+      kernels::pool2d.get(kHost)(x.cpu, y.cpu, argmax.cpu, params);
+      // Windows are summed in the CPU's order: the same bits.
+      EXPECT_TRUE(matches(y, 0)) << "max " << max;
+      if (max) EXPECT_TRUE(matches(arg, 0));
+      Both dx = poisoned_both(xs, dtype);
+      kernels::pool2d_grad.get(kGpu)(dy.gpu, argmax.gpu, dx.gpu, params);
+      kernels::pool2d_grad.get(kHost)(dy.cpu, argmax.cpu, dx.cpu, params);
+      EXPECT_TRUE(matches(dx, 0)) << "max " << max;
+    }
+  }
+}
+
+TEST_F(CudaTest, BatchNormTrainingInferenceAndGradients) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (Shape shape : {Shape{2048, 24}, Shape{3, 70}, Shape{100000, 3}}) {
+      int64_t c = shape[1];
+      Both x = random_both(shape, dtype, 14), gamma = random_both({c}, dtype, 15);
+      Both beta = random_both({c}, dtype, 16), dy = random_both(shape, dtype, 17);
+      Both y = poisoned_both(shape, dtype), mean = poisoned_both({c}, dtype);
+      Both var = poisoned_both({c}, dtype), inv = poisoned_both({c}, dtype);
+      kernels::batch_norm_train.get(kGpu)(x.gpu, gamma.gpu, beta.gpu, 1e-3, y.gpu, mean.gpu,
+                                          var.gpu, inv.gpu);
+      kernels::batch_norm_train.get(kHost)(x.cpu, gamma.cpu, beta.cpu, 1e-3, y.cpu, mean.cpu,
+                                           var.cpu, inv.cpu);
+      double tolerance = ulps(dtype, 64);
+      for (const Both* t : {&y, &mean, &var, &inv}) {
+        EXPECT_TRUE(matches(*t, tolerance, tolerance)) << shape << " " << dtype;
+      }
+      Both z = poisoned_both(shape, dtype);
+      kernels::batch_norm_infer.get(kGpu)(x.gpu, gamma.gpu, beta.gpu, mean.gpu, var.gpu, 1e-3,
+                                          z.gpu);
+      kernels::batch_norm_infer.get(kHost)(x.cpu, gamma.cpu, beta.cpu, mean.cpu, var.cpu, 1e-3,
+                                           z.cpu);
+      EXPECT_TRUE(matches(z, tolerance, tolerance)) << "inference " << shape;
+      Both dx = poisoned_both(shape, dtype), dgamma = poisoned_both({c}, dtype);
+      Both dbeta = poisoned_both({c}, dtype);
+      kernels::batch_norm_grad.get(kGpu)(x.gpu, dy.gpu, gamma.gpu, mean.gpu, inv.gpu, dx.gpu,
+                                         dgamma.gpu, dbeta.gpu);
+      kernels::batch_norm_grad.get(kHost)(x.cpu, dy.cpu, gamma.cpu, mean.cpu, inv.cpu, dx.cpu,
+                                          dgamma.cpu, dbeta.cpu);
+      EXPECT_TRUE(matches_scaled(dx, tolerance)) << "dx " << shape;
+      EXPECT_TRUE(matches_scaled(dgamma, tolerance)) << "dgamma " << shape;
+      EXPECT_TRUE(matches_scaled(dbeta, tolerance)) << "dbeta " << shape;
+    }
+  }
+}
+
+// 130 variables (more than one launch's table), float32 and float64, three steps of each
+// optimizer on both devices.
+TEST_F(CudaTest, FusedOptimizersOverManyVariables) {
+  struct Model {
+    std::vector<Tensor> vars, grads, s0, s1, s2;
+  };
+  auto make = [](Device device) {
+    Model m;
+    for (int i = 0; i < 130; ++i) {
+      DType dtype = i % 10 == 9 ? DType::kFloat64 : DType::kFloat32;
+      int64_t n = i == 0 ? 1 : (i * 37) % 5000 + 1;
+      auto value = [&](uint64_t seed) {
+        return testing::random_values({n}, dtype, seed * 1000 + i, false).to(device);
+      };
+      m.vars.push_back(value(1));
+      m.grads.push_back(value(2));
+      m.s0.push_back(abs(value(3)));
+      m.s1.push_back(abs(value(4)));
+      m.s2.push_back(value(5) * 0.1);
+    }
+    return m;
+  };
+  auto compare = [](const Model& g, const Model& c, const char* what) {
+    for (size_t i = 0; i < g.vars.size(); ++i) {
+      double tolerance = ulps(g.vars[i].dtype(), 32);
+      ASSERT_TRUE(matches(g.vars[i], c.vars[i], tolerance, tolerance)) << what << " variable " << i;
+      ASSERT_TRUE(matches(g.s0[i], c.s0[i], tolerance, tolerance)) << what << " slot 0 of " << i;
+      ASSERT_TRUE(matches(g.s1[i], c.s1[i], tolerance, tolerance)) << what << " slot 1 of " << i;
+      ASSERT_TRUE(matches(g.s2[i], c.s2[i], tolerance, tolerance)) << what << " slot 2 of " << i;
+    }
+  };
+  for (int which = 0; which < 6; ++which) {
+    Model g = make(kGpu), c = make(kHost);
+    for (int step = 0; step < 3; ++step) {
+      for (Model* m : {&g, &c}) {
+        Device d = m->vars[0].device();
+        switch (which) {
+          case 0:
+            kernels::sgd_update.get(d)(m->vars, m->grads, m->s0, {0.1, 0, false});
+            break;
+          case 1:
+            kernels::sgd_update.get(d)(m->vars, m->grads, m->s0, {0.1, 0.9, true});
+            break;
+          case 2:
+            kernels::adam_update.get(d)(m->vars, m->grads, m->s0, m->s1, {0.01, 0.9, 0.999, 1e-7});
+            break;
+          case 3:
+            kernels::adagrad_update.get(d)(m->vars, m->grads, m->s0, {0.1, 1e-7});
+            break;
+          case 4:
+            kernels::rmsprop_update.get(d)(m->vars, m->grads, m->s0, m->s1, m->s2,
+                                           {0.01, 0.9, 0.5, 1e-7, true});
+            break;
+          default:
+            kernels::rmsprop_update.get(d)(m->vars, m->grads, m->s0, m->s1, m->s2,
+                                           {0.01, 0.9, 0, 1e-7, false});
+        }
+      }
+    }
+    compare(g, c, std::to_string(which).c_str());
+  }
+}
+
+}  // namespace
+}  // namespace cadre
