@@ -11,6 +11,7 @@
 #include "core/autodiff/tape.h"
 #include "core/base/strings.h"
 #include "core/ops/array.h"
+#include "strategies/collectives/nccl_collective.h"
 
 namespace cadre {
 
@@ -45,10 +46,14 @@ class InitialValues {
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<Device> devices,
                                                          std::unique_ptr<WorkerGroup> group,
+                                                         std::unique_ptr<GpuCollective> gpus,
                                                          double timeout_seconds)
     : Strategy(std::move(devices), hierarchical_copy_all_reduce()),
       group_(std::move(group)),
+      gpus_(std::move(gpus)),
       timeout_seconds_(timeout_seconds) {}
+
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
 
 std::vector<nn::VariableCreator> MultiWorkerMirroredStrategy::copy_creators(
     nn::VariableCreator creator, int copies) const {
@@ -93,18 +98,28 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
                 "devices, got ",
                 join(local_devices), "; use Communication::kRing (Gloo) for CPU devices"));
   }
-  if (communication == Communication::kNccl ||
-      (communication == Communication::kAuto && all_gpus)) {
+  bool nccl = communication == Communication::kNccl ||
+              (communication == Communication::kAuto && all_gpus && nccl_available());
+  if (nccl && !nccl_available()) {
     throw UnimplementedError(
-        "MultiWorkerMirroredStrategy: NCCL across workers comes with the CUDA backend (issue 9); "
-        "Communication::kRing reduces GPU gradients through host memory meanwhile");
+        "MultiWorkerMirroredStrategy: Communication::kNccl needs a build with CUDA and NCCL; "
+        "Communication::kRing reduces GPU gradients through host memory");
   }
   std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);
   int rank = group->collective->rank(), size = group->collective->size();
+  std::unique_ptr<GpuCollective> gpus;
+  if (nccl) {
+    // One rank per worker, on its first GPU: gradients are summed within the worker first
+    // (onto that GPU), then across workers, as TensorFlow's hierarchical all-reduce does.
+    gpus = nccl_collective(*group->client, rank, size, local_devices[0],
+                           options.collective_timeout_seconds);
+  }
   LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
-            << cluster.task.to_string() << ") with " << local_devices.size() << " local replica(s)";
-  return std::shared_ptr<MultiWorkerMirroredStrategy>(new MultiWorkerMirroredStrategy(
-      std::move(local_devices), std::move(group), options.collective_timeout_seconds));
+            << cluster.task.to_string() << ") with " << local_devices.size()
+            << " local replica(s); gradients across workers by " << (gpus ? "NCCL" : "Gloo");
+  return std::shared_ptr<MultiWorkerMirroredStrategy>(
+      new MultiWorkerMirroredStrategy(std::move(local_devices), std::move(group), std::move(gpus),
+                                      options.collective_timeout_seconds));
 }
 
 void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values,
@@ -114,19 +129,21 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
   }
   NoGradScope no_grad;
   // One flat buffer for everything (dense; sparse gradients densified), the weight last: one
-  // ring all-reduce per step. Float32 gradients travel as float32 (half the bytes of
-  // doubles), anything else as float64. The sums are views of the buffer: no copies out.
+  // all-reduce per step, by NCCL on the GPU that holds the worker's sum, else by Gloo's ring
+  // on the host. Float32 gradients travel as float32 (half the bytes of doubles), anything
+  // else as float64. The sums are views of the buffer: no copies out.
+  const Device home = gpus_ ? gpus_->device() : Device::cpu(0);
   bool all_float = true;
   int64_t total = 1;
   std::vector<Tensor> dense(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i].defined()) continue;
-    dense[i] = to_device(values[i].to_dense(), Device::cpu(0));
+    dense[i] = to_device(values[i].to_dense(), home);
     all_float &= dense[i].dtype() == DType::kFloat32;
     total += dense[i].numel();
   }
   DType dtype = all_float ? DType::kFloat32 : DType::kFloat64;
-  Tensor flat = Tensor::empty(Shape{total}, dtype, Device::cpu(0));
+  Tensor flat = Tensor::empty(Shape{total}, dtype, home);
   int64_t at = 0;
   for (const Tensor& t : dense) {
     if (!t.defined()) continue;
@@ -134,7 +151,9 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
     at += t.numel();
   }
   flat.slice(0, at, at + 1).assign(Tensor::scalar(weight).reshape({1}));
-  if (all_float) {
+  if (gpus_) {
+    gpus_->sum(flat);
+  } else if (all_float) {
     group_->collective->sum(flat.data<float>(), static_cast<size_t>(total));
   } else {
     group_->collective->sum(flat.data<double>(), static_cast<size_t>(total));

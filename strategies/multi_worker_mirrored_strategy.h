@@ -1,6 +1,6 @@
 // MultiWorkerMirroredStrategy: MirroredStrategy on each training task of a cluster, with
 // gradients reduced within each worker first, then across workers by Gloo's ring
-// all-reduce over TCP (CPU tensors; NCCL for GPUs comes with the CUDA backend).
+// all-reduce over TCP for CPU tensors, or NCCL between the workers' GPUs.
 //
 // create() joins the cluster: the chief (worker 0 without one) serves the coordination
 // service at its TF_CONFIG address, every training task registers with it (waiting for all
@@ -19,6 +19,8 @@
 
 namespace cadre {
 
+class GpuCollective;
+
 using MultiWorkerOptions = WorkerGroupOptions;
 
 // How workers exchange gradients (tf.distribute's CommunicationImplementation): Gloo's ring
@@ -31,7 +33,8 @@ class MultiWorkerMirroredStrategy : public Strategy {
   // Throws InvalidArgumentError for a cluster with ps tasks or a task that does not train,
   // DeadlineExceededError naming the tasks that never registered, UnavailableError when the
   // chief's port cannot be bound.
-  // NCCL (or AUTO on GPUs) is an UnimplementedError until the CUDA backend brings NCCL.
+  // NCCL without a CUDA build is an UnimplementedError (AUTO then falls back to the ring).
+  ~MultiWorkerMirroredStrategy() override;
   static std::shared_ptr<MultiWorkerMirroredStrategy> create(
       const ClusterConfig& cluster, std::vector<Device> local_devices = {},
       MultiWorkerOptions options = {}, Communication communication = Communication::kAuto);
@@ -55,8 +58,9 @@ class MultiWorkerMirroredStrategy : public Strategy {
 
  private:
   MultiWorkerMirroredStrategy(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group,
-                              double timeout_seconds);
+                              std::unique_ptr<GpuCollective> gpus, double timeout_seconds);
   std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else Gloo through the host
   double timeout_seconds_;
 };
 

@@ -113,4 +113,16 @@ int64_t ParameterServerStrategy::bytes_received() const {
   return total;
 }
 
+int64_t ParameterServerStrategy::bytes_pushed() const {
+  int64_t total = 0;
+  for (const auto& c : clients_) total += c->bytes_pushed();
+  return total;
+}
+
+int64_t ParameterServerStrategy::bytes_pulled() const {
+  int64_t total = 0;
+  for (const auto& c : clients_) total += c->bytes_pulled();
+  return total;
+}
+
 }  // namespace cadre

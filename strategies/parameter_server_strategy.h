@@ -75,9 +75,13 @@ class ParameterServerStrategy : public Strategy {
 
   const ParameterServerOptions& options() const { return options_; }
   const ClusterConfig& cluster() const { return cluster_; }
-  // Bytes sent to and received from the ps tasks so far, requests and responses whole.
+  // Bytes sent to and received from the ps tasks so far, requests and responses whole; and
+  // of them, the pushes of gradients and the pulls of values (creation and checkpoint reads
+  // aside).
   int64_t bytes_sent() const;
   int64_t bytes_received() const;
+  int64_t bytes_pushed() const;
+  int64_t bytes_pulled() const;
 
  private:
   ParameterServerStrategy(std::vector<Device> devices, ClusterConfig cluster,

@@ -87,15 +87,19 @@ CreateResponse PsClient::create(const CreateRequest& request) {
 }
 
 PullResponse PsClient::pull(const PullRequest& request) {
-  return call<PullRequest, PullResponse>("pulling variables", request,
-                                         &ParameterServerService::Stub::Pull,
-                                         options_.rpc_timeout_seconds);
+  PullResponse response = call<PullRequest, PullResponse>("pulling variables", request,
+                                                          &ParameterServerService::Stub::Pull,
+                                                          options_.rpc_timeout_seconds);
+  bytes_pulled_ += static_cast<int64_t>(response.ByteSizeLong());
+  return response;
 }
 
 PushResponse PsClient::push(const PushRequest& request) {
-  return call<PushRequest, PushResponse>(
+  PushResponse response = call<PushRequest, PushResponse>(
       "pushing gradients", request, &ParameterServerService::Stub::Push,
       std::max(options_.rpc_timeout_seconds, request.timeout_seconds() + kMargin));
+  bytes_pushed_ += static_cast<int64_t>(request.ByteSizeLong());
+  return response;
 }
 
 int64_t PsClient::global_step(std::optional<int64_t> set, double timeout_seconds) {

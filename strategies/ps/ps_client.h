@@ -41,9 +41,12 @@ class PsClient {
   int64_t global_step(std::optional<int64_t> set, double timeout_seconds);
   ReadResponse read(const ReadRequest& request);
 
-  // Bytes of requests sent and responses received so far.
+  // Bytes of requests sent and responses received so far; of them, the gradients pushed
+  // (push requests) and the values pulled (pull responses).
   int64_t bytes_sent() const { return bytes_sent_; }
   int64_t bytes_received() const { return bytes_received_; }
+  int64_t bytes_pushed() const { return bytes_pushed_; }
+  int64_t bytes_pulled() const { return bytes_pulled_; }
 
  private:
   template <typename Request, typename Response, typename Method>
@@ -54,7 +57,7 @@ class PsClient {
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServerService::Stub> stub_;
-  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0}, bytes_pushed_{0}, bytes_pulled_{0};
 };
 
 }  // namespace cadre::ps

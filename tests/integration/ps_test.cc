@@ -147,6 +147,38 @@ TEST_F(PsClusterTest, TwoPsTwoWorkersAChiefAndAnEvaluatorTrainFashionMnist) {
   EXPECT_EQ(reader->attributes().at("strategy"), "parameter_server");
 }
 
+// examples/embedding_classifier on 2 ps tasks: each step moves the rows its batch looks up
+// (about 2,000 of them), not the 16 MiB table, and the model learns (chance is 0.5).
+TEST_F(PsClusterTest, TheEmbeddingClassifierMovesRowsNotTheTable) {
+  std::string command = std::string(CADRE_LAUNCH) +
+                        " --chief=1 --workers=1 --ps=2 --evaluator=1 -- " +
+                        CADRE_EMBEDDING_CLASSIFIER + " --model_dir=" + path("m") +
+                        " --max_steps=1500 --save_checkpoints_steps=1500 --vocab_size=262144"
+                        " --examples=200000 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::string output;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe)) output += line;
+  int status = ::pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << tail(output);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      output, m,
+      std::regex(
+          R"(\[worker:0\] \{.*"table_bytes":(\d+),"pushed_bytes_per_step":(\d+),"pulled_bytes_per_step":(\d+))")))
+      << tail(output);
+  int64_t table = std::stoll(m[1]), pushed = std::stoll(m[2]), pulled = std::stoll(m[3]);
+  EXPECT_EQ(table, 262144 * 16 * 4);
+  // 256 examples of 8 ids: at most 2,048 rows of 64 bytes (plus their ids) each way.
+  EXPECT_LT(pushed, 2048 * 80 + 8192) << "pushed per step";
+  EXPECT_LT(pulled, 2048 * 80 + 8192) << "pulled per step";
+  EXPECT_GT(pushed, 1000 * 64) << "pushed per step";
+  ASSERT_TRUE(
+      std::regex_search(output, m, std::regex(R"(\[evaluator:0\] \{.*"accuracy":([0-9.]+))")))
+      << tail(output);
+  EXPECT_GT(std::stod(m[1]), 0.65);
+}
+
 // A checkpoint saved with 2 ps tasks resumes with 3, then under MultiWorkerMirrored; and one
 // saved under MultiWorkerMirrored resumes with 2 ps tasks. Every time the variables, slots
 // and step counters carry over whole.

@@ -240,6 +240,32 @@ TEST_F(ParameterServerTest, AWorkersFirstPushWaitsForTheChiefsOptimizerState) {
   EXPECT_NEAR(read(*client_, "b").to_vector<float>()[0], -0.1, 1e-6);
 }
 
+TEST_F(ParameterServerTest, GradientsStalerThanTheBoundAreDropped) {
+  Tensor initial = Tensor::zeros(Shape{3});
+  client_->create(create_request("v", &initial, Shape{3}));
+  client_->global_step(100, 10);
+  auto sgd = nn::optimizers::sgd(1.0);
+  ps::PushRequest state = push_request(*sgd, true);
+  add_fresh_state(state, *sgd, "v", initial);
+  client_->push(state);
+  auto push_from = [&](int64_t pulled_step) {
+    ps::PushRequest request = push_request(*sgd, false);
+    add_dense(request, "v", Tensor::full(Shape{3}, -1.0));
+    request.set_pulled_step(pulled_step);
+    request.set_max_staleness(5);
+    request.set_increment_global_step(true);
+    return client_->push(request);
+  };
+  ps::PushResponse stale = push_from(94);  // 6 steps behind
+  EXPECT_TRUE(stale.dropped());
+  EXPECT_EQ(stale.global_step(), 100);
+  EXPECT_EQ(read(*client_, "v").to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  ps::PushResponse fresh = push_from(95);  // 5 behind: within the bound
+  EXPECT_FALSE(fresh.dropped());
+  EXPECT_EQ(fresh.global_step(), 101);
+  EXPECT_EQ(read(*client_, "v").to_vector<float>(), (std::vector<float>{1, 1, 1}));
+}
+
 TEST_F(ParameterServerTest, BadGradientsAndOversizedMessagesAreClearErrors) {
   Tensor initial = Tensor::zeros(Shape{2, 2});
   client_->create(create_request("w", &initial, Shape{2, 2}));

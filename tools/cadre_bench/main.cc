@@ -13,6 +13,7 @@
 #include "tools/cadre_bench/allreduce_bench.h"
 #include "tools/cadre_bench/ckpt_bench.h"
 #include "tools/cadre_bench/input_bench.h"
+#include "tools/cadre_bench/ps_bench.h"
 #include "tools/cadre_bench/train_bench.h"
 
 int main(int argc, char** argv) {
@@ -21,13 +22,15 @@ int main(int argc, char** argv) {
       "  train      training throughput of the Fashion-MNIST models (examples/sec)\n"
       "  input      the Fashion-MNIST input pipeline (elements/sec)\n"
       "  ckpt       checkpoint save and restore (MiB/s)\n"
-      "  allreduce  Gloo all-reduce across TF_CONFIG's processes (GB/s)");
+      "  allreduce  Gloo all-reduce across TF_CONFIG's processes (GB/s)\n"
+      "  ps         pulls and pushes to TF_CONFIG's ps tasks (per second, MiB/s)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   const std::map<std::string, int (*)()> subcommands = {{"allreduce", cadre::bench::run_allreduce},
                                                         {"ckpt", cadre::bench::run_ckpt},
                                                         {"input", cadre::bench::run_input},
+                                                        {"ps", cadre::bench::run_ps},
                                                         {"train", cadre::bench::run_train}};
   std::string name = argc > 1 ? argv[1] : "";
   auto it = subcommands.find(name);

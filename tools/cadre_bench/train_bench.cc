@@ -23,6 +23,7 @@
 #include "examples/fashion_mnist/models.h"
 #include "io/idx.h"
 #include "strategies/strategy_from_flags.h"
+#include "tools/cadre_bench/ps_bench.h"
 #include "tools/cadre_bench/timing.h"
 
 DEFINE_string(model, "mlp", "mlp or cnn");
@@ -54,6 +55,7 @@ class Trainer {
         strategy_(std::move(strategy)) {
     if (strategy_) {
       variables_ = strategy_->create_variables(0);
+      strategy_->broadcast_from_chief(0);  // the start step: every worker takes the chief's
       for (const Device& d : strategy_->devices()) {
         replica_images_.push_back(images_.to(d));
         replica_labels_.push_back(labels_.to(d));
@@ -79,10 +81,13 @@ class Trainer {
   float last_loss() const { return last_loss_.item<float>(); }
 
  private:
-  // Every worker draws the same global batch; each replica of each worker trains on its rows.
+  // Workers in sync draw the same global batch and each replica of each worker trains on its
+  // rows; workers of parameter servers each train on a batch of their own.
   void replicated_step(const Tensor& ids) {
     int64_t per = FLAGS_batch_size / strategy_->num_replicas_in_sync();
-    int first = strategy_->worker_index() * strategy_->num_local_replicas();
+    int first = strategy_->num_workers_in_sync() > 1
+                    ? strategy_->worker_index() * strategy_->num_local_replicas()
+                    : 0;
     PerReplica<Tensor> losses = strategy_->run<Tensor>(*variables_, [&](ReplicaContext& ctx) {
       int r = ctx.replica_id();
       int64_t g = first + r;
@@ -120,6 +125,7 @@ class Trainer {
 }  // namespace
 
 int run_train() {
+  if (serve_if_ps()) return 0;  // a ps task of --strategy=parameter_server
   examples::check_model_name(FLAGS_model);
   if (FLAGS_batch_size <= 0 || FLAGS_windows <= 0) {
     throw InvalidArgumentError("--batch_size and --windows must be positive");
@@ -153,8 +159,10 @@ int run_train() {
   double warmup = seconds_since(start);
   int per_window = FLAGS_steps > 0 ? std::max(1, FLAGS_steps / FLAGS_windows)
                                    : std::max(5, static_cast<int>(FLAGS_window_s * 20 / warmup));
-  // Workers train in lockstep: they must agree on the number of steps.
-  if (strategy) per_window = static_cast<int>(strategy->broadcast_from_chief(per_window));
+  // Workers that train in lockstep must agree on the number of steps.
+  if (strategy && strategy->num_workers_in_sync() > 1) {
+    per_window = static_cast<int>(strategy->broadcast_from_chief(per_window));
+  }
   reset_peak_memory(device);
   std::vector<double> rates, step_ms;
   for (int w = 0; w < FLAGS_windows; ++w) {
