@@ -7,31 +7,47 @@
 #include "checkpoint/lease.h"
 #include "core/base/errors.h"
 #include "core/base/strings.h"
+#include "core/tensor/transfer.h"
 
 namespace cadre::checkpoint {
 namespace {
 
-Tensor host_copy(const Tensor& tensor) {
-  // clone() of a host tensor is a contiguous copy; a device tensor's copy to the host is
-  // already a new buffer.
-  return tensor.device().is_cpu() ? tensor.clone() : tensor.to(Device::cpu()).contiguous();
-}
+// Host copies of tensors: host tensors cloned at once, device tensors copied into pinned
+// host memory on their devices' copy streams, all started before any is waited for.
+class HostCopies {
+ public:
+  Tensor add(const Tensor& tensor) {
+    if (tensor.device().is_cpu()) return tensor.clone();
+    Tensor host = empty_pinned(tensor.shape(), tensor.dtype());
+    transfers_.push_back(to_host_async(tensor.contiguous(), host));
+    return host;
+  }
+  void wait() {
+    for (const Transfer& t : transfers_) t.wait();
+  }
+
+ private:
+  std::vector<Transfer> transfers_;
+};
 
 }  // namespace
 
 CheckpointData copy_to_host(const CheckpointData& data) {
   CheckpointData copy;
+  HostCopies copies;
   copy.global_step = data.global_step;
-  for (const auto& [name, value] : data.variables) copy.variables[name] = host_copy(value);
+  for (const auto& [name, value] : data.variables) copy.variables[name] = copies.add(value);
   for (const auto& [name, parts] : data.partitioned_variables) {
     std::vector<Tensor>& copied = copy.partitioned_variables[name];
-    for (const Tensor& part : parts) copied.push_back(host_copy(part));
+    for (const Tensor& part : parts) copied.push_back(copies.add(part));
   }
   copy.slot_of = data.slot_of;
   copy.rng_states = data.rng_states;
-  for (const auto& [name, value] : data.iterator_state)
-    copy.iterator_state[name] = host_copy(value);
+  for (const auto& [name, value] : data.iterator_state) {
+    copy.iterator_state[name] = copies.add(value);
+  }
   copy.attributes = data.attributes;
+  copies.wait();
   return copy;
 }
 

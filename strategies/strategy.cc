@@ -12,6 +12,7 @@
 #include "core/ops/array.h"
 #include "core/ops/math.h"
 #include "core/runtime/threading.h"
+#include "core/tensor/transfer.h"
 #include "io/auto_shard.h"
 #include "strategies/replica_group.h"
 
@@ -132,22 +133,37 @@ DistributedIterator::DistributedIterator(io::Iterator iterator, std::vector<Devi
 
 namespace {
 
+// `value` on `device`. A GPU gets it through pinned host memory on its copy stream, which
+// its kernels wait for on the device (the host does not); `transfers` keeps the copies
+// alive until the iterator's next step.
+Tensor stage(const Tensor& value, Device device, std::vector<Transfer>& transfers) {
+  if (!device.is_gpu() || !value.device().is_cpu()) return to_device(value, device);
+  Tensor pinned = empty_pinned(value.shape(), value.dtype());
+  pinned.assign(value);
+  AsyncCopy copy = to_device_async(pinned, device);
+  transfers.push_back(copy.transfer);
+  return copy.tensor;
+}
+
 // Rows [begin, end) of every feature and of the labels, on `device`.
-io::Element rows_of(const io::Element& element, int64_t begin, int64_t end, Device device) {
+io::Element rows_of(const io::Element& element, int64_t begin, int64_t end, Device device,
+                    std::vector<Transfer>& transfers) {
   io::Element part;
   for (const auto& [name, value] : element.features) {
-    part.features.set(name, to_device(value.slice(0, begin, end), device));
+    part.features.set(name, stage(value.slice(0, begin, end), device, transfers));
   }
-  if (element.labels.defined())
-    part.labels = to_device(element.labels.slice(0, begin, end), device);
+  if (element.labels.defined()) {
+    part.labels = stage(element.labels.slice(0, begin, end), device, transfers);
+  }
   return part;
 }
 
-io::Element on_device(io::Element element, Device device) {
+io::Element on_device(io::Element element, Device device, std::vector<Transfer>& transfers) {
   io::Element moved;
-  for (const auto& [name, value] : element.features)
-    moved.features.set(name, to_device(value, device));
-  if (element.labels.defined()) moved.labels = to_device(element.labels, device);
+  for (const auto& [name, value] : element.features) {
+    moved.features.set(name, stage(value, device, transfers));
+  }
+  if (element.labels.defined()) moved.labels = stage(element.labels, device, transfers);
   return moved;
 }
 
@@ -164,6 +180,7 @@ int64_t rows_in(const io::Element& element) {
 }  // namespace
 
 std::optional<PerReplica<io::Element>> DistributedIterator::next() {
+  transfers_.clear();  // the previous step's copies: done, or waited for here
   NoGradScope no_grad;
   const int replicas = static_cast<int>(devices_.size());
   PerReplica<io::Element> out;
@@ -171,7 +188,7 @@ std::optional<PerReplica<io::Element>> DistributedIterator::next() {
     for (int r = 0; r < replicas; ++r) {
       std::optional<io::Element> element = iterator_.next();
       if (!element) break;
-      out.push_back(on_device(std::move(*element), devices_[r]));
+      out.push_back(on_device(std::move(*element), devices_[r], transfers_));
     }
     if (out.empty()) return std::nullopt;
     return out;
@@ -189,7 +206,7 @@ std::optional<PerReplica<io::Element>> DistributedIterator::next() {
   auto start_of = [&](int64_t g) { return g * base + std::min<int64_t>(g, extra); };
   for (int r = 0; r < replicas; ++r) {
     int64_t g = batch_split_.first + r;
-    out.push_back(rows_of(*batch, start_of(g), start_of(g + 1), devices_[r]));
+    out.push_back(rows_of(*batch, start_of(g), start_of(g + 1), devices_[r], transfers_));
   }
   return out;
 }

@@ -32,6 +32,7 @@
 #include "core/nn/optimizer.h"
 #include "core/nn/variable_store.h"
 #include "core/random/generator.h"
+#include "core/tensor/transfer.h"
 #include "io/dataset.h"
 #include "io/input_context.h"
 #include "strategies/cross_device_ops.h"
@@ -122,6 +123,7 @@ class DistributedIterator {
   std::vector<Device> devices_;
   bool split_;
   BatchSplit batch_split_;
+  std::vector<Transfer> transfers_;  // copies to GPUs of the last step's inputs
 };
 
 class DistributedDataset {

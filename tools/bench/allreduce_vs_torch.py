@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""Cadre's Gloo all-reduce beside PyTorch's, alternating, several rounds per size.
+
+Two processes on 127.0.0.1 each side: `cadre_launch --chief=1 --workers=1 -- cadre_bench
+allreduce --bytes=N` and ../shared/peers/torch_gloo_allreduce.py --bytes N, one after the
+other for each size, --rounds times over (so that drift on a shared machine hits both
+alike). Prints a Markdown table of the medians of the rounds and the ratio.
+
+  /usr/bin/python3 tools/bench/allreduce_vs_torch.py --build build --rounds 5
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = os.path.join(HERE, "..", "..", "..", "shared", "peers", "torch_gloo_allreduce.py")
+
+
+def last_json(text):
+    for line in reversed(text.splitlines()):
+        start = line.find("{")
+        if start >= 0:
+            try:
+                return json.loads(line[start:])
+            except json.JSONDecodeError:
+                continue
+    raise RuntimeError("no JSON line in:\n" + text[-2000:])
+
+
+def cadre(build, nbytes, tensors):
+    cmd = [os.path.join(build, "tools", "cadre_launch"), "--chief=1", "--workers=1", "--",
+           os.path.join(build, "tools", "cadre_bench"), "allreduce", f"--bytes={nbytes}",
+           f"--tensors={tensors}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(out.stdout[-2000:] + out.stderr[-2000:])
+    return last_json(out.stdout)
+
+
+def torch(nbytes, tensors):
+    cmd = ["/usr/bin/python3", PEER, "--bytes", str(nbytes), "--tensors", str(tensors)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(out.stdout[-2000:] + out.stderr[-2000:])
+    return last_json(out.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sizes", default=",".join(str(4096 * 4 ** i) for i in range(9)))
+    ap.add_argument("--tensors", type=int, default=1)
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    ours = {n: [] for n in sizes}
+    peer = {n: [] for n in sizes}
+    for r in range(a.rounds):
+        for n in sizes:
+            ours[n].append(cadre(a.build, n, a.tensors)["time_ms"])
+            peer[n].append(torch(n, a.tensors)["time_ms"])
+            print(f"round {r + 1} bytes {n}: cadre {ours[n][-1]:.3f} ms, "
+                  f"pytorch {peer[n][-1]:.3f} ms", flush=True)
+    print("\n| bytes | tensors | Cadre ms | Cadre busbw GB/s | PyTorch ms | PyTorch busbw GB/s "
+          "| Cadre / PyTorch busbw |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for n in sizes:
+        c, t = statistics.median(ours[n]), statistics.median(peer[n])
+        cb, tb = n / c / 1e6, n / t / 1e6  # busbw for 2 processes equals algbw
+        print(f"| {n} | {a.tensors} | {c:.3f} | {cb:.4f} | {t:.3f} | {tb:.4f} | {cb / tb:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
