@@ -101,28 +101,28 @@ std::shared_ptr<const nn::VariableStore> ParameterServerStrategy::variables_to_s
   return ps_variables(variables).gather();
 }
 
+namespace {
+
+int64_t total(const std::vector<std::unique_ptr<ps::PsClient>>& clients,
+              int64_t (ps::PsClient::*count)() const) {
+  int64_t sum = 0;
+  for (const auto& c : clients) sum += (*c.*count)();
+  return sum;
+}
+
+}  // namespace
+
 int64_t ParameterServerStrategy::bytes_sent() const {
-  int64_t total = 0;
-  for (const auto& c : clients_) total += c->bytes_sent();
-  return total;
+  return total(clients_, &ps::PsClient::bytes_sent);
 }
-
 int64_t ParameterServerStrategy::bytes_received() const {
-  int64_t total = 0;
-  for (const auto& c : clients_) total += c->bytes_received();
-  return total;
+  return total(clients_, &ps::PsClient::bytes_received);
 }
-
 int64_t ParameterServerStrategy::bytes_pushed() const {
-  int64_t total = 0;
-  for (const auto& c : clients_) total += c->bytes_pushed();
-  return total;
+  return total(clients_, &ps::PsClient::bytes_pushed);
 }
-
 int64_t ParameterServerStrategy::bytes_pulled() const {
-  int64_t total = 0;
-  for (const auto& c : clients_) total += c->bytes_pulled();
-  return total;
+  return total(clients_, &ps::PsClient::bytes_pulled);
 }
 
 }  // namespace cadre

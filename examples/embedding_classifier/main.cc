@@ -24,6 +24,7 @@
 #include "estimator/estimator.h"
 #include "estimator/train_and_evaluate.h"
 #include "examples/program_main.h"
+#include "examples/result_line.h"
 #include "io/dataset.h"
 #include "strategies/parameter_server_strategy.h"
 #include "strategies/strategy_from_flags.h"
@@ -144,13 +145,7 @@ int run() {
                     ",\"pushed_bytes_per_step\":", ps->bytes_pushed() / steps->steps,
                     ",\"pulled_bytes_per_step\":", ps->bytes_pulled() / steps->steps);
   }
-  for (const char* metric : {"accuracy", "loss"}) {
-    if (result.final_eval.count(metric)) {
-      char value[32];
-      std::snprintf(value, sizeof value, "%.4f", result.final_eval.at(metric));
-      line += str_cat(",\"", metric, "\":", value);
-    }
-  }
+  line += examples::metrics_json(result.final_eval);
   std::printf("%s}\n", line.c_str());
   return 0;
 }

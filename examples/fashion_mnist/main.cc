@@ -23,6 +23,7 @@
 #include "estimator/train_and_evaluate.h"
 #include "examples/fashion_mnist/models.h"
 #include "examples/program_main.h"
+#include "examples/result_line.h"
 #include "io/mnist.h"
 #include "strategies/strategy_from_flags.h"
 
@@ -114,13 +115,7 @@ int run() {
   std::string line =
       str_cat("{\"task\":\"", config.cluster ? config.task_type : "local", "\",\"model\":\"",
               FLAGS_model, "\",\"global_step\":", static_cast<int64_t>(eval.at("global_step")));
-  for (const char* metric : {"accuracy", "loss"}) {
-    if (eval.count(metric)) {
-      char value[32];
-      std::snprintf(value, sizeof value, "%.4f", eval.at(metric));
-      line += str_cat(",\"", metric, "\":", value);
-    }
-  }
+  line += examples::metrics_json(eval);
   std::printf("%s}\n", line.c_str());
   return 0;
 }

@@ -14,8 +14,8 @@
 #include "estimator/early_stopping.h"
 #include "estimator/train_and_evaluate.h"
 #include "io/event_file.h"
-#include "tests/integration/processes.h"
 #include "tests/io/temp_dir.h"
+#include "tests/support/processes.h"
 
 namespace cadre {
 namespace {

@@ -13,30 +13,16 @@
 #include "estimator/train_and_evaluate.h"
 #include "strategies/cluster/cluster_spec.h"
 #include "tests/io/temp_dir.h"
+#include "tests/support/processes.h"
 #include "tools/cadre_launch/launcher.h"
 
 namespace cadre {
 namespace {
 
-struct Launch {
-  int status = -1;
-  std::string output;
-};
-
 // Runs cadre_launch; calls on_line for each output line (which may kill a task).
 template <typename F>
-Launch launch(const std::string& args, F on_line) {
-  std::string command = std::string(CADRE_LAUNCH) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  Launch result;
-  char line[4096];
-  while (std::fgets(line, sizeof line, pipe)) {
-    result.output += line;
-    on_line(std::string(line));
-  }
-  int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+testing::CommandResult launch(const std::string& args, F on_line) {
+  return testing::run_command(std::string(CADRE_LAUNCH) + " " + args + " 2>&1", on_line);
 }
 
 std::string program(const std::string& model_dir, int steps) {
@@ -48,8 +34,8 @@ std::string program(const std::string& model_dir, int steps) {
 class LaunchTest : public io::testing::TempDirTest {};
 
 TEST_F(LaunchTest, AChiefAWorkerAndAnEvaluatorRunToTheEnd) {
-  Launch run = launch("--chief=1 --workers=1 --evaluator=1" + program(path("m"), 200),
-                      [](const std::string&) {});
+  testing::CommandResult run = launch(
+      "--chief=1 --workers=1 --evaluator=1" + program(path("m"), 200), [](const std::string&) {});
   EXPECT_EQ(run.status, 0) << run.output.substr(run.output.size() > 3000 ? run.output.size() - 3000
                                                                          : 0);
   for (const char* expected : {"started chief:0 pid=", "started worker:0 pid=",
@@ -66,19 +52,20 @@ TEST_F(LaunchTest, AChiefAWorkerAndAnEvaluatorRunToTheEnd) {
 
 TEST_F(LaunchTest, AKilledWorkerIsRestartedWithTheChiefAndTrainingFinishes) {
   bool killed = false;
-  Launch run = launch("--chief=1 --workers=1 --max_restarts=2" + program(path("m"), 400),
-                      [&](const std::string& line) {
-                        static std::regex started(R"(started worker:0 pid=(\d+))");
-                        static pid_t worker = -1;
-                        std::smatch m;
-                        if (std::regex_search(line, m, started)) worker = std::stoi(m[1]);
-                        // After the first checkpoint, once.
-                        if (!killed && worker > 0 &&
-                            line.find("saved checkpoint for step 100") != std::string::npos) {
-                          ::kill(worker, SIGKILL);
-                          killed = true;
-                        }
-                      });
+  testing::CommandResult run =
+      launch("--chief=1 --workers=1 --max_restarts=2" + program(path("m"), 400),
+             [&](const std::string& line) {
+               static std::regex started(R"(started worker:0 pid=(\d+))");
+               static pid_t worker = -1;
+               std::smatch m;
+               if (std::regex_search(line, m, started)) worker = std::stoi(m[1]);
+               // After the first checkpoint, once.
+               if (!killed && worker > 0 &&
+                   line.find("saved checkpoint for step 100") != std::string::npos) {
+                 ::kill(worker, SIGKILL);
+                 killed = true;
+               }
+             });
   EXPECT_TRUE(killed);
   EXPECT_EQ(run.status, 0) << run.output.substr(run.output.size() > 3000 ? run.output.size() - 3000
                                                                          : 0);
@@ -90,7 +77,7 @@ TEST_F(LaunchTest, AKilledWorkerIsRestartedWithTheChiefAndTrainingFinishes) {
 }
 
 TEST_F(LaunchTest, WithoutRestartsAFailureStopsTheClusterWithAnError) {
-  Launch run =
+  testing::CommandResult run =
       launch("--chief=1 --workers=1 -- " + std::string(CADRE_FASHION_MNIST) +
                  " --model_dir=" + path("m") + " --strategy=multi_worker_mirrored --model=nope",
              [](const std::string&) {});
@@ -125,12 +112,7 @@ TEST(KubernetesTest, EveryPodDerivesAValidTfConfigFromItsOrdinal) {
       at = newline + 1;
     }
     std::string command = "HOSTNAME=" + hostname + " sh -c '" + script + "echo \"$TF_CONFIG\"'";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    char buffer[4096] = {0};
-    std::string out;
-    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
-    ::pclose(pipe);
-    ClusterConfig config = parse_tf_config(out);
+    ClusterConfig config = parse_tf_config(testing::run_command(command).output);
     EXPECT_EQ(config.task.type, type);
     EXPECT_EQ(config.task.index, hostname.back() - '0');
     EXPECT_EQ(config.num_worker_replicas(), 3);

@@ -2,9 +2,7 @@
 // service on the chief's port, Gloo between them) train as one process does on the same
 // global batch; the chief alone writes model_dir; a worker that dies is named to the chief.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,24 +13,13 @@
 
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
-#include "tests/integration/processes.h"
 #include "tests/io/temp_dir.h"
+#include "tests/support/processes.h"
 
 namespace cadre {
 namespace {
 
-// A port nobody listens on right now (the kernel's choice for port 0).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using testing::free_port;
 
 pid_t start(const std::string& tf_config, const std::string& model_dir, int steps,
             const std::string& log, const char* strategy = "", const char* input = "",

@@ -3,9 +3,7 @@
 // MultiWorkerMirrored; a killed worker leaves the job finishing; a killed ps under
 // cadre_launch --max_restarts restarts the cluster, which finishes from the last checkpoint.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,26 +17,16 @@
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
 #include "estimator/train_and_evaluate.h"
-#include "tests/integration/processes.h"
 #include "tests/io/temp_dir.h"
+#include "tests/support/processes.h"
 
 namespace cadre {
 namespace {
 
+using testing::free_port;
+
 using testing::spawn;
 using testing::wait_for;
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string read(const std::string& path) {
   std::ifstream in(path);
@@ -125,12 +113,8 @@ TEST_F(PsClusterTest, TwoPsTwoWorkersAChiefAndAnEvaluatorTrainFashionMnist) {
                         " --model_dir=" + path("m") +
                         " --strategy=parameter_server --max_steps=5000 "
                         "--save_checkpoints_steps=2500 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::string output;
-  char line[4096];
-  while (std::fgets(line, sizeof line, pipe)) output += line;
-  int status = ::pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << tail(output);
+  auto [status, output] = testing::run_command(command);
+  ASSERT_EQ(status, 0) << tail(output);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       output, m,
@@ -155,12 +139,8 @@ TEST_F(PsClusterTest, TheEmbeddingClassifierMovesRowsNotTheTable) {
                         CADRE_EMBEDDING_CLASSIFIER + " --model_dir=" + path("m") +
                         " --max_steps=1500 --save_checkpoints_steps=1500 --vocab_size=262144"
                         " --examples=200000 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::string output;
-  char line[4096];
-  while (std::fgets(line, sizeof line, pipe)) output += line;
-  int status = ::pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << tail(output);
+  auto [status, output] = testing::run_command(command);
+  ASSERT_EQ(status, 0) << tail(output);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       output, m,
@@ -245,25 +225,19 @@ TEST_F(PsClusterTest, AKilledPsRestartsTheClusterWhichFinishesFromTheLastCheckpo
   std::string command = std::string(CADRE_LAUNCH) +
                         " --chief=1 --workers=1 --ps=2 --max_restarts=2 -- " +
                         CADRE_MULTI_WORKER_HELPER + " " + path("m") + " 400 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::string output;
-  char line[4096];
   pid_t ps1 = -1;
   bool killed = false;
   std::regex started(R"(started ps:1 pid=(\d+))");
-  while (std::fgets(line, sizeof line, pipe)) {
-    output += line;
+  auto [status, output] = testing::run_command(command, [&](const std::string& line) {
     std::smatch m;
-    std::string text(line);
-    if (std::regex_search(text, m, started)) ps1 = std::stoi(m[1]);
+    if (std::regex_search(line, m, started)) ps1 = std::stoi(m[1]);
     if (!killed && ps1 > 0 && std::filesystem::exists(path("m") + "/checkpoint")) {
       ::kill(ps1, SIGKILL);
       killed = true;
     }
-  }
-  int status = ::pclose(pipe);
+  });
   EXPECT_TRUE(killed);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << tail(output);
+  EXPECT_EQ(status, 0) << tail(output);
   EXPECT_NE(output.find("cadre_launch: ps:1 failed (killed by signal 9); restarting the cluster"),
             std::string::npos)
       << tail(output);

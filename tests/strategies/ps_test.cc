@@ -3,9 +3,6 @@
 // on the server, atomically; every bad input named), and ParameterServerStrategy training
 // as one device does.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <future>
 #include <thread>
@@ -22,9 +19,12 @@
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_server.h"
 #include "strategies/ps/tensor_data.h"
+#include "tests/support/processes.h"
 
 namespace cadre {
 namespace {
+
+using testing::free_port;
 
 using ps::Placement;
 using ps::PlacementOptions;
@@ -69,19 +69,6 @@ TEST(PlacementTest, RoundRobinTakesTurns) {
 }
 
 // ---------------------------------------------------------------- the service
-
-// A port nobody listens on right now.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 ps::CreateRequest create_request(const std::string& name, const Tensor* value, Shape shape,
                                  double timeout = 10) {

@@ -33,18 +33,26 @@ def cadre(build, nbytes, tensors):
     cmd = [os.path.join(build, "tools", "cadre_launch"), "--chief=1", "--workers=1", "--",
            os.path.join(build, "tools", "cadre_bench"), "allreduce", f"--bytes={nbytes}",
            f"--tensors={tensors}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(out.stdout[-2000:] + out.stderr[-2000:])
-    return last_json(out.stdout)
+    return run(cmd)
+
+
+def run(cmd, tries=2):
+    """The command's last JSON line; a run that fails or hangs (the peer has hung here, its
+    processes gone and the parent still waiting) is tried again, then given up as None."""
+    for _ in range(tries):
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+        except subprocess.TimeoutExpired:
+            print("timed out: " + " ".join(cmd), flush=True)
+            continue
+        if out.returncode == 0:
+            return last_json(out.stdout)
+        print(f"exit {out.returncode}: {' '.join(cmd)}\n{out.stderr[-1000:]}", flush=True)
+    return None
 
 
 def torch(nbytes, tensors):
-    cmd = ["/usr/bin/python3", PEER, "--bytes", str(nbytes), "--tensors", str(tensors)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(out.stdout[-2000:] + out.stderr[-2000:])
-    return last_json(out.stdout)
+    return run(["/usr/bin/python3", PEER, "--bytes", str(nbytes), "--tensors", str(tensors)])
 
 
 def main():
@@ -59,14 +67,18 @@ def main():
     peer = {n: [] for n in sizes}
     for r in range(a.rounds):
         for n in sizes:
-            ours[n].append(cadre(a.build, n, a.tensors)["time_ms"])
-            peer[n].append(torch(n, a.tensors)["time_ms"])
-            print(f"round {r + 1} bytes {n}: cadre {ours[n][-1]:.3f} ms, "
-                  f"pytorch {peer[n][-1]:.3f} ms", flush=True)
+            c, t = cadre(a.build, n, a.tensors), torch(n, a.tensors)
+            if c: ours[n].append(c["time_ms"])
+            if t: peer[n].append(t["time_ms"])
+            print(f"round {r + 1} bytes {n}: cadre {c and c['time_ms']} ms, "
+                  f"pytorch {t and t['time_ms']} ms", flush=True)
     print("\n| bytes | tensors | Cadre ms | Cadre busbw GB/s | PyTorch ms | PyTorch busbw GB/s "
           "| Cadre / PyTorch busbw |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for n in sizes:
+        if not ours[n] or not peer[n]:
+            print(f"| {n} | {a.tensors} | {len(ours[n])} and {len(peer[n])} runs finished | | | | |")
+            continue
         c, t = statistics.median(ours[n]), statistics.median(peer[n])
         cb, tb = n / c / 1e6, n / t / 1e6  # busbw for 2 processes equals algbw
         print(f"| {n} | {a.tensors} | {c:.3f} | {cb:.4f} | {t:.3f} | {tb:.4f} | {cb / tb:.2f} |")
