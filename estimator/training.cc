@@ -68,7 +68,7 @@ std::vector<Generator> replica_generators(uint64_t seed, const Strategy& strateg
 
 class TrainRun : public Run {
  public:
-  TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy,
+  TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy, int64_t start_step,
            std::shared_ptr<const checkpoint::CheckpointReader> resume,
            std::shared_ptr<const checkpoint::CheckpointReader> warm,
            checkpoint::CheckpointSourceFn warm_names, checkpoint::CheckpointManager* manager,
@@ -77,7 +77,7 @@ class TrainRun : public Run {
         strategy_(std::move(strategy)),
         manager_(manager),
         max_steps_(max_steps),
-        global_step_(resume ? resume->global_step() : 0),
+        global_step_(start_step),
         // Warm start takes variables only: the new run draws from its own seed.
         generators_(replica_generators(estimator.seed(), *strategy_, resume.get())) {
     nn::VariableCreator creator = nn::default_variable_creator;
@@ -88,15 +88,6 @@ class TrainRun : public Run {
       creator = checkpoint::restoring_creator(warm, std::move(warm_names), /*verify=*/true);
     }
     variables_ = strategy_->create_variables(estimator.seed(), creator);
-    // Workers start at the chief's step (and, through create_variables, from its variables),
-    // also when a worker cannot see the chief's checkpoints.
-    int64_t chief_step = strategy_->broadcast_from_chief(global_step_);
-    if (chief_step != global_step_) {
-      LOG(WARNING) << "this worker's model_dir is at step " << global_step_
-                   << "; taking the chief's global step " << chief_step
-                   << " (and the chief's variables)";
-      global_step_ = chief_step;
-    }
     if (manager_) writer_ = std::make_unique<io::SummaryWriter>(estimator.model_dir());
   }
 
@@ -268,12 +259,23 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   }
   std::shared_ptr<const checkpoint::CheckpointReader> resume =
       checkpoint::open_latest_intact(config_.model_dir);
+  std::shared_ptr<const Strategy> strategy = config_.train_distribute;
+  if (!strategy) strategy = OneDeviceStrategy::create();
+  // Every training task starts at the chief's step (with the chief's variables, through
+  // create_variables), also one that cannot see the chief's checkpoints; and all decide from
+  // that step whether anything is left to train, so that none waits for a chief that is done.
   int64_t start_step = resume ? resume->global_step() : 0;
+  if (int64_t chief_step = strategy->broadcast_from_chief(start_step); chief_step != start_step) {
+    LOG(WARNING) << "this worker's model_dir is at step " << start_step
+                 << "; taking the chief's global step " << chief_step
+                 << " (and the chief's variables)";
+    start_step = chief_step;
+  }
   std::optional<int64_t> max_steps = args.max_steps;
   if (args.steps) max_steps = start_step + *args.steps;
   if (max_steps && start_step >= *max_steps) {
-    LOG(INFO) << "global step " << start_step << " of " << resume->path()
-              << " has already reached max_steps " << *max_steps << "; not training";
+    LOG(INFO) << "global step " << start_step << " has already reached max_steps " << *max_steps
+              << "; not training";
     return start_step;
   }
   std::shared_ptr<const checkpoint::CheckpointReader> warm;
@@ -289,9 +291,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   }
   if (resume) LOG(INFO) << "resuming from " << resume->path() << " at step " << start_step;
 
-  std::shared_ptr<const Strategy> strategy = config_.train_distribute;
-  if (!strategy) strategy = OneDeviceStrategy::create();
-  TrainRun run(*this, strategy, resume, warm, warm_names, manager.get(), max_steps);
+  TrainRun run(*this, strategy, start_step, resume, warm, warm_names, manager.get(), max_steps);
   DistributedIterator iterator =
       strategy->distribute_datasets_from_function(input_fn).make_iterator();
   if (resume) restore_input(iterator, *resume);

@@ -161,6 +161,13 @@ TEST_F(MultiWorkerTest, AWorkerThatCannotSeeTheCheckpointsTakesTheChiefsStep) {
       << read(path("worker.log"));
   EXPECT_EQ(checkpoint::CheckpointReader::open(path("m") + "/model.ckpt-20.h5")->global_step(), 20);
   EXPECT_FALSE(std::filesystem::exists(path("m") + "/model.ckpt-30.h5"));
+  // Started again when the chief is already at max_steps: the worker learns so from the
+  // chief and neither trains nor waits for the other.
+  auto again = std::chrono::steady_clock::now();
+  run(path("elsewhere"), 20);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count(), 30);
+  EXPECT_NE(read(path("worker.log")).find("has already reached max_steps 20"), std::string::npos)
+      << read(path("worker.log"));
 }
 
 TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
