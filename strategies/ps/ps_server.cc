@@ -18,6 +18,7 @@
 #include "core/nn/optimizer_config.h"
 #include "core/nn/variable_store.h"
 #include "core/ops/indexing.h"
+#include "core/ops/math.h"
 #include "strategies/ps/optimizer_proto.h"
 #include "strategies/ps/ps.grpc.pb.h"
 #include "strategies/ps/tensor_data.h"
@@ -363,6 +364,7 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
       gradients.push_back(gradient_of(request.items(static_cast<int>(i)), *entries[i]));
     }
     if (!entries.empty()) apply(*optimizer, entries, gradients, step);
+    for (const NamedTensor& delta : request.deltas()) add_delta(delta);
     if (request.increment_global_step()) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!global_step_) {
@@ -401,6 +403,25 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     }
     if (request.has_initial_iterations()) state.iterations = request.initial_iterations();
     changed_.notify_all();
+  }
+
+  // variable += delta, for a non-trainable variable.
+  void add_delta(const NamedTensor& delta) {
+    Entry& entry = initialised(delta.name());
+    std::string what = str_cat(options_.task, ": the update of '", delta.name(), "'");
+    if (entry.def.trainable()) {
+      throw InvalidArgumentError(str_cat(what,
+                                         " adds to a trainable variable; those take "
+                                         "gradients through the optimizer"));
+    }
+    Tensor value = from_proto(delta.value(), what);
+    if (value.shape() != entry.shape || value.dtype() != entry.dtype) {
+      throw InvalidArgumentError(str_cat(what, " is ", describe(value.dtype(), value.shape()),
+                                         "; the variable is ", describe(entry.dtype, entry.shape)));
+    }
+    std::lock_guard<std::mutex> hold(entry.mutex);
+    NoGradScope no_grad;
+    entry.variable->assign(entry.variable->tensor() + value);
   }
 
   // One update of the entries, each locked (in name order, so that pushes sharing

@@ -11,6 +11,8 @@
 #include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
 #include "core/ops/indexing.h"
+#include "core/ops/math.h"
+#include "core/ops/reduce.h"
 #include "strategies/ps/optimizer_proto.h"
 #include "strategies/ps/tensor_data.h"
 
@@ -55,6 +57,13 @@ Tensor rows_of(const Tensor& t, const Slice& slice) {
 }
 
 Tensor host(const Tensor& t) { return t.to(Device::cpu(0)).contiguous(); }
+
+// Trainable variables live on the ps tasks, and so do non-trainable floating-point ones
+// (batch norm's moving statistics), which every worker's steps update; integer counters
+// stay with each worker.
+bool on_ps(const nn::VariableSpec& spec) {
+  return spec.trainable || (spec.slot_of.empty() && is_floating(spec.dtype));
+}
 
 std::vector<int64_t> ids_of(const Tensor& ids) {
   NoGradScope no_grad;
@@ -174,7 +183,7 @@ PsVariables::~PsVariables() = default;
 
 std::shared_ptr<nn::Variable> PsVariables::create(const nn::VariableSpec& spec, uint64_t seed) {
   DeviceScope on_host(Device::cpu(0));
-  if (!spec.trainable) return base_(spec, seed);  // stays on this worker
+  if (!on_ps(spec)) return base_(spec, seed);  // stays on this worker
   std::promise<std::shared_ptr<nn::Variable>> made;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -216,7 +225,7 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
     def->set_first_row(s.first_row);
     def->set_dtype(static_cast<int32_t>(spec.dtype));
     for (int d = 0; d < spec.shape.rank(); ++d) def->add_shape(d == 0 ? s.rows : spec.shape[d]);
-    def->set_trainable(true);
+    def->set_trainable(spec.trainable);
     if (chief_) to_proto(rows_of(value, s), request.mutable_initial_value());
     request.set_want_value(!chief_ && !spec.row_access);
     request.set_timeout_seconds(options_.init_timeout_seconds);
@@ -226,7 +235,7 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
     }
   });
   auto variable = std::make_shared<nn::Variable>(spec, value);
-  Remote remote{variable, slices, nullptr};
+  Remote remote{variable, slices, nullptr, spec.trainable ? Tensor() : value.clone()};
   if (spec.row_access && spec.shape.rank() > 0) {
     remote.rows = std::make_shared<RowCache>(clients_, slices, spec.shape[0]);
     variable->set_remote(remote.rows);
@@ -269,6 +278,27 @@ void PsVariables::pull() {
       write_rows(variable->tensor(), value, variable->tensor().rank() == 0 ? 0 : slice->first_row);
     }
   });
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [name, r] : remote_) {
+    if (r.synced.defined()) r.synced.assign(r.variable->tensor());
+  }
+}
+
+void PsVariables::add_deltas(std::vector<PushRequest>& requests) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& name : order_) {
+    Remote& r = remote_.at(name);
+    if (!r.synced.defined()) continue;
+    Tensor now = host(r.variable->tensor());
+    if (!any(not_equal(now, r.synced)).item<bool>()) continue;
+    Tensor delta = now - r.synced;
+    for (const Slice& s : r.slices) {
+      NamedTensor* item = requests[static_cast<size_t>(s.ps)].add_deltas();
+      item->set_name(s.name);
+      to_proto(rows_of(delta, s), item->mutable_value());
+    }
+    r.synced.assign(now);
+  }
 }
 
 void PsVariables::add_optimizer_state(nn::Optimizer& optimizer,
@@ -364,11 +394,13 @@ void PsVariables::push(nn::Optimizer& optimizer, std::vector<Gradient> gradients
       to_proto(cadre::gather(values, Tensor::from_vector(positions), 0), item->mutable_values());
     }
   }
+  add_deltas(requests);
   if (chief_) add_optimizer_state(optimizer, targets, requests);
   std::vector<int> which{0};
   for (size_t p = 1; p < clients_.size(); ++p) {
     const PushRequest& r = requests[p];
-    if (r.items_size() > 0 || r.slots_size() > 0 || r.has_initial_iterations()) {
+    if (r.items_size() > 0 || r.deltas_size() > 0 || r.slots_size() > 0 ||
+        r.has_initial_iterations()) {
       which.push_back(static_cast<int>(p));
     }
   }
@@ -502,8 +534,8 @@ std::shared_ptr<nn::VariableStore> PsVariables::gather() {
     spec.trainable = false;
     add(spec, Tensor::scalar<int64_t>(v));
   }
-  // This worker's own variables (non-trainable ones stay on each worker); a local step
-  // counter that a hook made is the ps tasks' above.
+  // This worker's own variables (integer counters); a local step counter that a hook made is
+  // the ps tasks' above.
   for (nn::Variable* v : primary().variables()) {
     if (remote.count(v->name()) || store->find(v->name())) continue;
     store->add(std::shared_ptr<nn::Variable>(std::shared_ptr<void>(), v));

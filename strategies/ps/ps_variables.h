@@ -42,7 +42,8 @@ class PsVariables : public DistributedVariables {
   int64_t global_step() const;
   void set_global_step(int64_t step);
   // The logical variables, slots and step counters, read from the ps tasks and joined into
-  // whole tensors, and the chief's local (non-trainable) variables.
+  // whole tensors, and the chief's local variables (integer counters that are not
+  // trainable).
   std::shared_ptr<nn::VariableStore> gather();
 
  private:
@@ -50,10 +51,15 @@ class PsVariables : public DistributedVariables {
     std::shared_ptr<nn::Variable> variable;  // the local copy
     std::vector<Slice> slices;
     std::shared_ptr<RowCache> rows;  // for row-access variables
+    // A non-trainable variable's value as last pulled or pushed: the step's change to it is
+    // pushed as the difference.
+    Tensor synced;
   };
 
   std::shared_ptr<nn::Variable> create(const nn::VariableSpec& spec, uint64_t seed);
   std::shared_ptr<nn::Variable> create_remote(const nn::VariableSpec& spec, uint64_t seed);
+  // The changes this step made to non-trainable variables, as deltas in `requests`.
+  void add_deltas(std::vector<PushRequest>& requests);
   // The chief's optimizer state for the targets whose state it has not sent yet.
   void add_optimizer_state(nn::Optimizer& optimizer, const std::vector<nn::Variable*>& targets,
                            std::vector<PushRequest>& requests);

@@ -367,8 +367,10 @@ ParameterServerOptions small_slices() {
   return options;
 }
 
-// `steps` steps of a small regression model with Adam on `strategy`, on 8 rows a step.
-void train(const Strategy& strategy, DistributedVariables& variables, int steps, int offset = 0) {
+// `steps` steps of a small regression model with Adam on `strategy`, on 8 rows a step; with
+// batch norm (whose moving statistics are non-trainable variables) after the hidden layer.
+void train(const Strategy& strategy, DistributedVariables& variables, int steps, int offset = 0,
+           bool batch_norm = false) {
   auto adam = nn::optimizers::adam(0.05);
   for (int step = 0; step < steps; ++step) {
     std::vector<float> xs(8 * 3), ys(8);
@@ -380,6 +382,7 @@ void train(const Strategy& strategy, DistributedVariables& variables, int steps,
     strategy.run_replicas(variables, [&](ReplicaContext& ctx) {
       GradientTape tape;
       Tensor h = nn::dense("h", x, 16, nn::tanh);
+      if (batch_norm) h = nn::batch_norm("bn", h, /*training=*/true, {.momentum = 0.8});
       Tensor loss = nn::mean_squared_error(y, nn::dense("out", h, 1));
       ctx.apply_gradients(*adam, tape.gradient(loss, ctx.trainable_sources()), 8);
     });
@@ -438,6 +441,44 @@ TEST(ParameterServerStrategyTest, AWorkerWaitsForTheChiefAndBothUpdateTheSameVar
   ps::PsClient ps0(0, cluster.servers[0]->address());
   EXPECT_EQ(ps0.global_step(std::nullopt, 5), 25);
   EXPECT_EQ(saved->find("Adam/iterations")->tensor().item<int64_t>(), 20);
+}
+
+// Batch norm's moving statistics live on the ps tasks like the weights: a chief and then a
+// worker, taking turns, end where one device that ran both their steps ends, and the
+// checkpoint has the statistics both moved.
+TEST(ParameterServerStrategyTest, MovingStatisticsAreSharedAndEveryWorkerMovesThem) {
+  Cluster cluster = start_servers(2);
+  auto chief = ParameterServerStrategy::create(
+      parse_tf_config(cluster.json(R"({"type": "chief", "index": 0})", 1)), {Device::cpu(0)},
+      small_slices());
+  auto worker = ParameterServerStrategy::create(
+      parse_tf_config(cluster.json(R"({"type": "worker", "index": 0})", 1)), {Device::cpu(0)},
+      small_slices());
+  auto chief_variables = chief->create_variables(11);
+  chief->broadcast_from_chief(0);
+  auto worker_variables = worker->create_variables(99);
+  worker->broadcast_from_chief(0);
+  for (int turn = 0; turn < 3; ++turn) {
+    train(*chief, *chief_variables, 2, 10 * turn, /*batch_norm=*/true);
+    train(*worker, *worker_variables, 2, 10 * turn + 5, /*batch_norm=*/true);
+  }
+
+  auto one = OneDeviceStrategy::create(Device::cpu(0));
+  auto reference = one->create_variables(11);
+  for (int turn = 0; turn < 3; ++turn) {
+    train(*one, *reference, 2, 10 * turn, /*batch_norm=*/true);
+    train(*one, *reference, 2, 10 * turn + 5, /*batch_norm=*/true);
+  }
+  std::shared_ptr<const nn::VariableStore> saved = chief->variables_to_save(*chief_variables);
+  for (const char* name : {"bn/moving_mean", "bn/moving_variance", "bn/gamma", "h/kernel"}) {
+    nn::Variable* got = saved->find(name);
+    ASSERT_NE(got, nullptr) << name;
+    std::vector<double> a = reference->primary().find(name)->tensor().to_vector<double>(),
+                        b = got->tensor().to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << name << "[" << i << "]";
+  }
+  // The statistics moved away from their initial zeros and ones.
+  EXPECT_GT(std::abs(saved->find("bn/moving_mean")->tensor().to_vector<double>()[0]), 1e-3);
 }
 
 TEST(ParameterServerStrategyTest, EmbeddingsPullAndPushOnlyTheRowsLookedUp) {
