@@ -50,20 +50,20 @@ struct WarmStartSettings {
 struct TrainArgs {
   // Train this many steps beyond the restored global step, or up to this global step;
   // at most one of the two. Neither: until the input ends or a hook stops.
-  std::optional<int64_t> steps;
-  std::optional<int64_t> max_steps;
-  Hooks hooks;
-  CheckpointSaverListeners saving_listeners;
+  std::optional<int64_t> steps{};
+  std::optional<int64_t> max_steps{};
+  Hooks hooks{};
+  CheckpointSaverListeners saving_listeners{};
 };
 
 struct EvalArgs {
   // Batches to evaluate; unset or 0: until the input ends.
-  std::optional<int64_t> steps;
+  std::optional<int64_t> steps{};
   // A checkpoint file; empty: the latest in model_dir.
-  std::string checkpoint_path;
+  std::string checkpoint_path{};
   // Results go to model_dir/eval (empty name) or model_dir/eval_<name>.
-  std::string name;
-  Hooks hooks;
+  std::string name{};
+  Hooks hooks{};
 };
 
 // The directory under model_dir that evaluate(name) writes to: "eval" or "eval_<name>".
@@ -74,9 +74,9 @@ using EvalResult = std::map<std::string, double>;
 
 struct PredictArgs {
   // Prediction keys to return; empty: all.
-  std::vector<std::string> predict_keys;
-  std::string checkpoint_path;
-  Hooks hooks;
+  std::vector<std::string> predict_keys{};
+  std::string checkpoint_path{};
+  Hooks hooks{};
 };
 
 // A lazy stream of per-example predictions: batches are read and model_fn run only as

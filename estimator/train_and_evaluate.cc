@@ -185,7 +185,7 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
   }
   if (result.final_eval.empty()) {
     // Restarted after the final evaluation: report the recorded one.
-    for (const std::string& tag : {"loss", "accuracy"}) {
+    for (const char* tag : {"loss", "accuracy"}) {
       auto recorded = read_eval_history(eval_dir, tag);
       if (!recorded.empty()) {
         result.final_eval[tag] = recorded.back().second;

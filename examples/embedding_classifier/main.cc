@@ -9,8 +9,8 @@
 // its batch looks up and pushes only their gradients: each training task's last line
 // reports the bytes it pushed and pulled per step beside the table's size.
 //
-//   cadre_launch --chief=1 --workers=1 --ps=2 --evaluator=1 -- \
-//     embedding_classifier --model_dir=runs/clicks --strategy=parameter_server
+//   cadre_launch --chief=1 --workers=1 --ps=2 --evaluator=1 --
+//     embedding_classifier --model_dir=runs/clicks --strategy=parameter_server  (one line)
 //   [chief:0] {"task":"chief","global_step":3000,"table_bytes":33554432,
 //              "pushed_bytes_per_step":...,"pulled_bytes_per_step":...}
 #include <gflags/gflags.h>
