@@ -17,15 +17,15 @@ enum class Synchronization { kAuto, kOnWrite, kOnRead };
 
 // What a variable creator needs to make a variable.
 struct VariableSpec {
-  std::string name;  // full name, name scopes applied: "hidden1/kernel"
-  Shape shape;
+  std::string name{};  // full name, name scopes applied: "hidden1/kernel"
+  Shape shape{};
   DType dtype = DType::kFloat32;
-  Initializer initializer;
+  Initializer initializer{};
   bool trainable = true;
   Aggregation aggregation = Aggregation::kNone;
   Synchronization synchronization = Synchronization::kAuto;
   // The variable this one is a slot of (an optimizer's "m" of "hidden1/kernel"), else empty.
-  std::string slot_of;
+  std::string slot_of{};
   // Read by row lookups (an embedding table): where the variable lives elsewhere (parameter
   // servers), a step fetches only the rows it looks up.
   bool row_access = false;

@@ -194,7 +194,9 @@ TEST_F(CudaTest, PoolingForwardAndBackward) {
       kernels::pool2d.get(kHost)(x.cpu, y.cpu, argmax.cpu, params);
       // Windows are summed in the CPU's order: the same bits.
       EXPECT_TRUE(matches(y, 0)) << "max " << max;
-      if (max) EXPECT_TRUE(matches(arg, 0));
+      if (max) {
+        EXPECT_TRUE(matches(arg, 0));
+      }
       Both dx = poisoned_both(xs, dtype);
       kernels::pool2d_grad.get(kGpu)(dy.gpu, argmax.gpu, dx.gpu, params);
       kernels::pool2d_grad.get(kHost)(dy.cpu, argmax.cpu, dx.cpu, params);

@@ -100,7 +100,7 @@ void add_dense(ps::PushRequest& request, const std::string& name, const Tensor& 
 // The chief's optimizer state for `name`: its slots (zeros, as fresh) and step counter 0.
 void add_fresh_state(ps::PushRequest& request, const nn::Optimizer& optimizer,
                      const std::string& name, const Tensor& value) {
-  nn::Variable stand_in(nn::VariableSpec{name, value.shape()}, value);
+  nn::Variable stand_in(nn::VariableSpec{.name = name, .shape = value.shape()}, value);
   for (const nn::VariableSpec& slot : optimizer.slot_variable_specs(stand_in)) {
     ps::NamedTensor* t = request.add_slots();
     t->set_name(slot.name);

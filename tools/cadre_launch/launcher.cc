@@ -58,8 +58,8 @@ int free_port() {
 struct Child {
   Task task;
   pid_t pid = -1;
-  int out = -1;         // the read end of its stdout and stderr
-  std::string partial;  // output not yet ended by a newline
+  int out = -1;           // the read end of its stdout and stderr
+  std::string partial{};  // output not yet ended by a newline
   bool done = false;
   int status = 0;
   bool reported = false;  // its failure was told (and the cluster went on without it)
@@ -170,7 +170,7 @@ class Cluster {
     // One budget of cores for the machine: the training tasks share it.
     threads_ = std::max(1, hardware_threads() / std::max(1, trainers));
     for (size_t i = 0; i < tasks.size(); ++i) {
-      children_.push_back({tasks[i]});
+      children_.push_back(Child{.task = tasks[i]});
       tf_config_[tasks[i].name()] = configs[i].second;
     }
   }
