@@ -367,6 +367,12 @@ ParameterServerOptions small_slices() {
   return options;
 }
 
+// The strategy of `task` in `cluster` with one worker beside the chief.
+std::shared_ptr<ParameterServerStrategy> strategy_of(const Cluster& cluster, const char* task) {
+  return ParameterServerStrategy::create(parse_tf_config(cluster.json(task, 1)), {Device::cpu(0)},
+                                         small_slices());
+}
+
 // `steps` steps of a small regression model with Adam on `strategy`, on 8 rows a step; with
 // batch norm (whose moving statistics are non-trainable variables) after the hidden layer.
 void train(const Strategy& strategy, DistributedVariables& variables, int steps, int offset = 0,
@@ -419,12 +425,8 @@ TEST(ParameterServerStrategyTest, OneWorkerWithTwoPsTrainsAsOneDevice) {
 
 TEST(ParameterServerStrategyTest, AWorkerWaitsForTheChiefAndBothUpdateTheSameVariables) {
   Cluster cluster = start_servers(2);
-  auto chief = ParameterServerStrategy::create(
-      parse_tf_config(cluster.json(R"({"type": "chief", "index": 0})", 1)), {Device::cpu(0)},
-      small_slices());
-  auto worker = ParameterServerStrategy::create(
-      parse_tf_config(cluster.json(R"({"type": "worker", "index": 0})", 1)), {Device::cpu(0)},
-      small_slices());
+  auto chief = strategy_of(cluster, R"({"type": "chief", "index": 0})");
+  auto worker = strategy_of(cluster, R"({"type": "worker", "index": 0})");
   auto worker_run = std::async(std::launch::async, [&] {
     auto variables = worker->create_variables(99);  // another seed: it takes the chief's values
     int64_t step = worker->broadcast_from_chief(-1);
@@ -448,12 +450,8 @@ TEST(ParameterServerStrategyTest, AWorkerWaitsForTheChiefAndBothUpdateTheSameVar
 // checkpoint has the statistics both moved.
 TEST(ParameterServerStrategyTest, MovingStatisticsAreSharedAndEveryWorkerMovesThem) {
   Cluster cluster = start_servers(2);
-  auto chief = ParameterServerStrategy::create(
-      parse_tf_config(cluster.json(R"({"type": "chief", "index": 0})", 1)), {Device::cpu(0)},
-      small_slices());
-  auto worker = ParameterServerStrategy::create(
-      parse_tf_config(cluster.json(R"({"type": "worker", "index": 0})", 1)), {Device::cpu(0)},
-      small_slices());
+  auto chief = strategy_of(cluster, R"({"type": "chief", "index": 0})");
+  auto worker = strategy_of(cluster, R"({"type": "worker", "index": 0})");
   auto chief_variables = chief->create_variables(11);
   chief->broadcast_from_chief(0);
   auto worker_variables = worker->create_variables(99);
