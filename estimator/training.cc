@@ -289,7 +289,9 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     warm_names = checkpoint::warm_start_names(options);
     LOG(INFO) << "warm-starting from " << warm->path();
   }
-  if (resume) LOG(INFO) << "resuming from " << resume->path() << " at step " << start_step;
+  if (resume) {
+    LOG(INFO) << "resuming from " << resume->path() << " (step " << resume->global_step() << ")";
+  }
 
   TrainRun run(*this, strategy, start_step, resume, warm, warm_names, manager.get(), max_steps);
   DistributedIterator iterator =

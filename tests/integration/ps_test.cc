@@ -219,6 +219,47 @@ TEST_F(PsClusterTest, AKilledWorkerLeavesTheJobFinishing) {
   EXPECT_GE(read_training_finished(path("m")).value_or(0), 600);
 }
 
+// Under cadre_launch --max_restarts=1, a worker killed with SIGKILL is restarted alone: it
+// rejoins while the chief trains on (the chief is not restarted) and the job finishes.
+TEST_F(PsClusterTest, AKilledWorkerIsRestartedAloneAndRejoins) {
+  std::string command = std::string(CADRE_LAUNCH) +
+                        " --chief=1 --workers=1 --ps=1 --max_restarts=1 -- " +
+                        CADRE_MULTI_WORKER_HELPER + " " + path("m") + " 8000 2>&1";
+  pid_t worker = -1;
+  bool killed = false;
+  std::regex started(R"(started worker:0 pid=(\d+))");
+  auto [status, output] = testing::run_command(command, [&](const std::string& line) {
+    std::smatch m;
+    if (!killed && std::regex_search(line, m, started)) worker = std::stoi(m[1]);
+    if (!killed && worker > 0 && std::filesystem::exists(path("m") + "/checkpoint")) {
+      ::kill(worker, SIGKILL);
+      killed = true;
+    }
+  });
+  EXPECT_TRUE(killed);
+  EXPECT_EQ(status, 0) << tail(output);
+  EXPECT_NE(output.find("cadre_launch: worker:0 failed (killed by signal 9); restarting it"),
+            std::string::npos)
+      << tail(output);
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count("started chief:0"), 1u) << tail(output);
+  EXPECT_EQ(count("started worker:0"), 2u) << tail(output);
+  // The new worker took the chief's step before the end and trained to it.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      output, m, std::regex(R"(\[worker:0\].*taking the chief's global step (\d+))")))
+      << tail(output);
+  EXPECT_LT(std::stoi(m[1]), 8000);
+  EXPECT_NE(output.find(R"([worker:0] {"task":"worker","global_step":)"), std::string::npos)
+      << tail(output);
+}
+
 // Under cadre_launch --max_restarts=2, a ps task killed with SIGKILL restarts the whole
 // cluster (its variables are gone), which resumes from the last checkpoint and finishes.
 TEST_F(PsClusterTest, AKilledPsRestartsTheClusterWhichFinishesFromTheLastCheckpoint) {
