@@ -290,7 +290,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     LOG(INFO) << "warm-starting from " << warm->path();
   }
   if (resume) {
-    LOG(INFO) << "resuming from " << resume->path() << " (step " << resume->global_step() << ")";
+    LOG(INFO) << "resuming from " << resume->path() << " at step " << resume->global_step();
   }
 
   TrainRun run(*this, strategy, start_step, resume, warm, warm_names, manager.get(), max_steps);
