@@ -36,8 +36,7 @@ class LaunchTest : public io::testing::TempDirTest {};
 TEST_F(LaunchTest, AChiefAWorkerAndAnEvaluatorRunToTheEnd) {
   testing::CommandResult run = launch(
       "--chief=1 --workers=1 --evaluator=1" + program(path("m"), 200), [](const std::string&) {});
-  EXPECT_EQ(run.status, 0) << run.output.substr(run.output.size() > 3000 ? run.output.size() - 3000
-                                                                         : 0);
+  EXPECT_EQ(run.status, 0) << testing::tail(run.output);
   for (const char* expected : {"started chief:0 pid=", "started worker:0 pid=",
                                "started evaluator:0 pid=", "[worker:0] ", "[chief:0] "}) {
     EXPECT_NE(run.output.find(expected), std::string::npos) << expected;
@@ -46,29 +45,19 @@ TEST_F(LaunchTest, AChiefAWorkerAndAnEvaluatorRunToTheEnd) {
       run.output,
       std::regex(
           R"(\[evaluator:0\] \{"task":"evaluator","model":"mlp","global_step":200,"accuracy":0\.[5-9])")))
-      << run.output.substr(run.output.size() > 2000 ? run.output.size() - 2000 : 0);
+      << testing::tail(run.output, 2000);
   EXPECT_EQ(read_training_finished(path("m")), 200);
 }
 
 TEST_F(LaunchTest, AKilledWorkerIsRestartedWithTheChiefAndTrainingFinishes) {
-  bool killed = false;
+  // After the first checkpoint, once.
+  testing::KillTaskOnce kill("worker:0", [](const std::string& line) {
+    return line.find("saved checkpoint for step 100") != std::string::npos;
+  });
   testing::CommandResult run =
-      launch("--chief=1 --workers=1 --max_restarts=2" + program(path("m"), 400),
-             [&](const std::string& line) {
-               static std::regex started(R"(started worker:0 pid=(\d+))");
-               static pid_t worker = -1;
-               std::smatch m;
-               if (std::regex_search(line, m, started)) worker = std::stoi(m[1]);
-               // After the first checkpoint, once.
-               if (!killed && worker > 0 &&
-                   line.find("saved checkpoint for step 100") != std::string::npos) {
-                 ::kill(worker, SIGKILL);
-                 killed = true;
-               }
-             });
-  EXPECT_TRUE(killed);
-  EXPECT_EQ(run.status, 0) << run.output.substr(run.output.size() > 3000 ? run.output.size() - 3000
-                                                                         : 0);
+      launch("--chief=1 --workers=1 --max_restarts=2" + program(path("m"), 400), std::ref(kill));
+  EXPECT_TRUE(kill.killed());
+  EXPECT_EQ(run.status, 0) << testing::tail(run.output);
   EXPECT_NE(run.output.find("restarting the training tasks together (restart 1 of 2)"),
             std::string::npos);
   EXPECT_NE(run.output.find("resuming from"), std::string::npos);

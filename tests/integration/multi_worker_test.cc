@@ -20,6 +20,7 @@ namespace cadre {
 namespace {
 
 using testing::free_port;
+using testing::read_log;
 
 pid_t start(const std::string& tf_config, const std::string& model_dir, int steps,
             const std::string& log, const char* strategy = "", const char* input = "",
@@ -31,11 +32,6 @@ pid_t start(const std::string& tf_config, const std::string& model_dir, int step
 }
 
 using testing::wait_for;
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string cluster_json(int chief_port, int worker_port) {
   return "\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(chief_port) +
@@ -49,14 +45,14 @@ class MultiWorkerTest : public io::testing::TempDirTest {
   void expect_two_workers_match_one_process(const std::string& dir, const char* input,
                                             const char* worker_seed = "") {
     ASSERT_EQ(wait_for(start("", path("single"), 20, path("single.log"))), 0)
-        << read(path("single.log"));
+        << read_log(path("single.log"));
     std::string cluster = cluster_json(free_port(), free_port());
     pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 20,
                         path("chief.log"), "", input);
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 20,
                          path("worker.log"), "", input, worker_seed);
-    EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
-    EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+    EXPECT_EQ(wait_for(worker), 0) << read_log(path("worker.log"));
+    EXPECT_EQ(wait_for(chief), 0) << read_log(path("chief.log"));
 
     auto single = checkpoint::CheckpointReader::open(path("single") + "/model.ckpt-20.h5");
     auto multi = checkpoint::CheckpointReader::open(dir + "/model.ckpt-20.h5");
@@ -76,10 +72,10 @@ class MultiWorkerTest : public io::testing::TempDirTest {
 
 TEST_F(MultiWorkerTest, AChiefAndAWorkerTrainAsOneProcessOnTheSameGlobalBatch) {
   expect_two_workers_match_one_process(path("multi"), "");
-  EXPECT_NE(read(path("worker.log"))
+  EXPECT_NE(read_log(path("worker.log"))
                 .find("input of worker 1 of 2: the input_fn shards by itself: shard(2, 1)"),
             std::string::npos)
-      << read(path("worker.log"));
+      << read_log(path("worker.log"));
 }
 
 // An input_fn that does not shard is divided by auto-sharding (DATA: the pipeline reads no
@@ -87,10 +83,10 @@ TEST_F(MultiWorkerTest, AChiefAndAWorkerTrainAsOneProcessOnTheSameGlobalBatch) {
 // batches of one process.
 TEST_F(MultiWorkerTest, AnUnshardedInputIsAutoShardedByData) {
   expect_two_workers_match_one_process(path("multi"), "unsharded");
-  EXPECT_NE(read(path("chief.log"))
+  EXPECT_NE(read_log(path("chief.log"))
                 .find("input of worker 0 of 2: DATA: elements 0, 2, 4, ... of the 'batch' stage"),
             std::string::npos)
-      << read(path("chief.log"));
+      << read_log(path("chief.log"));
 }
 
 // A worker with another seed still starts from the chief's variables (broadcast when they
@@ -111,21 +107,22 @@ TEST_F(MultiWorkerTest, TwoWorkersAndOneMirroredProcessResumeEachOther) {
                         path("chief.log"));
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, steps,
                          path("worker.log"));
-    EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
-    EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+    EXPECT_EQ(wait_for(worker), 0) << read_log(path("worker.log"));
+    EXPECT_EQ(wait_for(chief), 0) << read_log(path("chief.log"));
   };
   // 2 workers -> Mirrored(2) in one process.
   two_workers(path("a"), 10);
   ASSERT_EQ(wait_for(start("", path("a"), 20, path("a.log"), "mirrored2")), 0)
-      << read(path("a.log"));
-  EXPECT_NE(read(path("a.log")).find("resuming from " + path("a") + "/model.ckpt-10.h5 at step 10"),
-            std::string::npos);
+      << read_log(path("a.log"));
+  EXPECT_NE(
+      read_log(path("a.log")).find("resuming from " + path("a") + "/model.ckpt-10.h5 at step 10"),
+      std::string::npos);
   // Mirrored(2) in one process -> 2 workers.
   ASSERT_EQ(wait_for(start("", path("b"), 10, path("b.log"), "mirrored2")), 0);
   two_workers(path("b"), 20);
-  EXPECT_NE(
-      read(path("chief.log")).find("resuming from " + path("b") + "/model.ckpt-10.h5 at step 10"),
-      std::string::npos);
+  EXPECT_NE(read_log(path("chief.log"))
+                .find("resuming from " + path("b") + "/model.ckpt-10.h5 at step 10"),
+            std::string::npos);
   for (const std::string& dir : {path("a"), path("b")}) {
     auto resumed = checkpoint::CheckpointReader::open(dir + "/model.ckpt-20.h5");
     EXPECT_EQ(resumed->global_step(), 20);
@@ -152,13 +149,14 @@ TEST_F(MultiWorkerTest, AWorkerThatCannotSeeTheCheckpointsTakesTheChiefsStep) {
                         steps, path("chief.log"));
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", worker_dir,
                          steps, path("worker.log"));
-    EXPECT_EQ(wait_for(worker), 0) << read(path("worker.log"));
-    EXPECT_EQ(wait_for(chief), 0) << read(path("chief.log"));
+    EXPECT_EQ(wait_for(worker), 0) << read_log(path("worker.log"));
+    EXPECT_EQ(wait_for(chief), 0) << read_log(path("chief.log"));
   };
   run(path("m"), 10);
   run(path("elsewhere"), 20);
-  EXPECT_NE(read(path("worker.log")).find("taking the chief's global step 10"), std::string::npos)
-      << read(path("worker.log"));
+  EXPECT_NE(read_log(path("worker.log")).find("taking the chief's global step 10"),
+            std::string::npos)
+      << read_log(path("worker.log"));
   EXPECT_EQ(checkpoint::CheckpointReader::open(path("m") + "/model.ckpt-20.h5")->global_step(), 20);
   EXPECT_FALSE(std::filesystem::exists(path("m") + "/model.ckpt-30.h5"));
   // Started again when the chief is already at max_steps: the worker learns so from the
@@ -166,8 +164,9 @@ TEST_F(MultiWorkerTest, AWorkerThatCannotSeeTheCheckpointsTakesTheChiefsStep) {
   auto again = std::chrono::steady_clock::now();
   run(path("elsewhere"), 20);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count(), 30);
-  EXPECT_NE(read(path("worker.log")).find("has already reached max_steps 20"), std::string::npos)
-      << read(path("worker.log"));
+  EXPECT_NE(read_log(path("worker.log")).find("has already reached max_steps 20"),
+            std::string::npos)
+      << read_log(path("worker.log"));
 }
 
 TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
@@ -188,11 +187,11 @@ TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
   EXPECT_EQ(wait_for(chief), 1);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_LT(seconds, 15.0);
-  std::string log = read(path("chief.log"));
+  std::string log = read_log(path("chief.log"));
   // Named by the coordination service's heartbeats, or by Gloo when the connection broke.
   bool named = log.find("task worker:0 has sent no heartbeat") != std::string::npos ||
                log.find("a peer is gone") != std::string::npos;
-  EXPECT_TRUE(named) << log.substr(log.size() > 2000 ? log.size() - 2000 : 0);
+  EXPECT_TRUE(named) << testing::tail(log, 2000);
 }
 
 }  // namespace

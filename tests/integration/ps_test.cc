@@ -24,18 +24,11 @@ namespace cadre {
 namespace {
 
 using testing::free_port;
+using testing::read_log;
+using testing::tail;
 
 using testing::spawn;
 using testing::wait_for;
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string tail(const std::string& text, size_t n = 3000) {
-  return text.size() > n ? text.substr(text.size() - n) : text;
-}
 
 std::string list(int count) {
   std::string out;
@@ -76,12 +69,12 @@ class HelperCluster {
       workers.push_back(start("worker", i, model_dir, steps, logs + "-worker" + std::to_string(i)));
     }
     pid_t chief = start("chief", 0, model_dir, steps, logs + "-chief");
-    EXPECT_EQ(wait_for(chief), 0) << tail(read(logs + "-chief"));
+    EXPECT_EQ(wait_for(chief), 0) << tail(read_log(logs + "-chief"));
     for (size_t i = 0; i < workers.size(); ++i) {
-      EXPECT_EQ(wait_for(workers[i]), 0) << tail(read(logs + "-worker" + std::to_string(i)));
+      EXPECT_EQ(wait_for(workers[i]), 0) << tail(read_log(logs + "-worker" + std::to_string(i)));
     }
     stop_ps();
-    return read(logs + "-chief");
+    return read_log(logs + "-chief");
   }
   void stop_ps() {
     for (pid_t pid : ps_pids_) {
@@ -103,7 +96,14 @@ std::unique_ptr<checkpoint::CheckpointReader> latest(const std::string& model_di
   return checkpoint::CheckpointReader::open(*path);
 }
 
-class PsClusterTest : public io::testing::TempDirTest {};
+class PsClusterTest : public io::testing::TempDirTest {
+ protected:
+  // Whether model_dir m has its first checkpoint (whatever the line): when to kill a task.
+  std::function<bool(const std::string&)> checkpointed() const {
+    return
+        [this](const std::string&) { return std::filesystem::exists(path("m") + "/checkpoint"); };
+  }
+};
 
 // cadre_launch with 2 ps tasks, a chief, 2 workers and an evaluator trains the Fashion-MNIST
 // MLP asynchronously; hidden1/kernel is sliced over both ps tasks and checkpointed whole.
@@ -214,8 +214,8 @@ TEST_F(PsClusterTest, AKilledWorkerLeavesTheJobFinishing) {
   }
   ::kill(worker1, SIGKILL);
   EXPECT_EQ(wait_for(worker1), 128 + SIGKILL);
-  EXPECT_EQ(wait_for(chief), 0) << tail(read(path("chief")));
-  EXPECT_EQ(wait_for(worker0), 0) << tail(read(path("worker0")));
+  EXPECT_EQ(wait_for(chief), 0) << tail(read_log(path("chief")));
+  EXPECT_EQ(wait_for(worker0), 0) << tail(read_log(path("worker0")));
   EXPECT_GE(read_training_finished(path("m")).value_or(0), 600);
 }
 
@@ -225,18 +225,9 @@ TEST_F(PsClusterTest, AKilledWorkerIsRestartedAloneAndRejoins) {
   std::string command = std::string(CADRE_LAUNCH) +
                         " --chief=1 --workers=1 --ps=1 --max_restarts=1 -- " +
                         CADRE_MULTI_WORKER_HELPER + " " + path("m") + " 8000 2>&1";
-  pid_t worker = -1;
-  bool killed = false;
-  std::regex started(R"(started worker:0 pid=(\d+))");
-  auto [status, output] = testing::run_command(command, [&](const std::string& line) {
-    std::smatch m;
-    if (!killed && std::regex_search(line, m, started)) worker = std::stoi(m[1]);
-    if (!killed && worker > 0 && std::filesystem::exists(path("m") + "/checkpoint")) {
-      ::kill(worker, SIGKILL);
-      killed = true;
-    }
-  });
-  EXPECT_TRUE(killed);
+  testing::KillTaskOnce kill("worker:0", checkpointed());
+  auto [status, output] = testing::run_command(command, std::ref(kill));
+  EXPECT_TRUE(kill.killed());
   EXPECT_EQ(status, 0) << tail(output);
   EXPECT_NE(output.find("cadre_launch: worker:0 failed (killed by signal 9); restarting it"),
             std::string::npos)
@@ -266,18 +257,9 @@ TEST_F(PsClusterTest, AKilledPsRestartsTheClusterWhichFinishesFromTheLastCheckpo
   std::string command = std::string(CADRE_LAUNCH) +
                         " --chief=1 --workers=1 --ps=2 --max_restarts=2 -- " +
                         CADRE_MULTI_WORKER_HELPER + " " + path("m") + " 400 2>&1";
-  pid_t ps1 = -1;
-  bool killed = false;
-  std::regex started(R"(started ps:1 pid=(\d+))");
-  auto [status, output] = testing::run_command(command, [&](const std::string& line) {
-    std::smatch m;
-    if (std::regex_search(line, m, started)) ps1 = std::stoi(m[1]);
-    if (!killed && ps1 > 0 && std::filesystem::exists(path("m") + "/checkpoint")) {
-      ::kill(ps1, SIGKILL);
-      killed = true;
-    }
-  });
-  EXPECT_TRUE(killed);
+  testing::KillTaskOnce kill("ps:1", checkpointed());
+  auto [status, output] = testing::run_command(command, std::ref(kill));
+  EXPECT_TRUE(kill.killed());
   EXPECT_EQ(status, 0) << tail(output);
   EXPECT_NE(output.find("cadre_launch: ps:1 failed (killed by signal 9); restarting the cluster"),
             std::string::npos)

@@ -7,8 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -62,6 +67,42 @@ CommandResult run_command(const std::string& command, F on_line) {
 
 inline CommandResult run_command(const std::string& command) {
   return run_command(command, [](const std::string&) {});
+}
+
+// Kills one task of a cadre_launch run with SIGKILL, once: the first task of that name to
+// start (by the pid of its "started <task> pid=N" line), at the first output line for which
+// `when(line)` holds. Pass it as run_command's on_line.
+class KillTaskOnce {
+ public:
+  KillTaskOnce(const std::string& task, std::function<bool(const std::string&)> when)
+      : started_("started " + task + " pid=(\\d+)"), when_(std::move(when)) {}
+  void operator()(const std::string& line) {
+    if (killed_) return;
+    std::smatch m;
+    if (pid_ < 0 && std::regex_search(line, m, started_)) pid_ = std::stoi(m[1]);
+    if (pid_ > 0 && when_(line)) {
+      ::kill(pid_, SIGKILL);
+      killed_ = true;
+    }
+  }
+  bool killed() const { return killed_; }
+
+ private:
+  std::regex started_;
+  std::function<bool(const std::string&)> when_;
+  pid_t pid_ = -1;
+  bool killed_ = false;
+};
+
+// A file's whole text (a task's log), empty when it cannot be read.
+inline std::string read_log(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The last `n` characters of `text`: what a failed assertion shows of a long log.
+inline std::string tail(const std::string& text, size_t n = 3000) {
+  return text.size() > n ? text.substr(text.size() - n) : text;
 }
 
 // A loopback port nobody listens on right now (the kernel's choice for port 0).
