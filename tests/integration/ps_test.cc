@@ -98,6 +98,11 @@ std::unique_ptr<checkpoint::CheckpointReader> latest(const std::string& model_di
 
 class PsClusterTest : public io::testing::TempDirTest {
  protected:
+  // cadre_launch with `flags` running the multi-worker helper to `steps` in model_dir m.
+  std::string helper_under_launch(const std::string& flags, int steps) const {
+    return std::string(CADRE_LAUNCH) + " " + flags + " -- " + CADRE_MULTI_WORKER_HELPER + " " +
+           path("m") + " " + std::to_string(steps) + " 2>&1";
+  }
   // Whether model_dir m has its first checkpoint (whatever the line): when to kill a task.
   std::function<bool(const std::string&)> checkpointed() const {
     return
@@ -222,9 +227,7 @@ TEST_F(PsClusterTest, AKilledWorkerLeavesTheJobFinishing) {
 // Under cadre_launch --max_restarts=1, a worker killed with SIGKILL is restarted alone: it
 // rejoins while the chief trains on (the chief is not restarted) and the job finishes.
 TEST_F(PsClusterTest, AKilledWorkerIsRestartedAloneAndRejoins) {
-  std::string command = std::string(CADRE_LAUNCH) +
-                        " --chief=1 --workers=1 --ps=1 --max_restarts=1 -- " +
-                        CADRE_MULTI_WORKER_HELPER + " " + path("m") + " 8000 2>&1";
+  std::string command = helper_under_launch("--chief=1 --workers=1 --ps=1 --max_restarts=1", 8000);
   testing::KillTaskOnce kill("worker:0", checkpointed());
   auto [status, output] = testing::run_command(command, std::ref(kill));
   EXPECT_TRUE(kill.killed());
@@ -254,9 +257,7 @@ TEST_F(PsClusterTest, AKilledWorkerIsRestartedAloneAndRejoins) {
 // Under cadre_launch --max_restarts=2, a ps task killed with SIGKILL restarts the whole
 // cluster (its variables are gone), which resumes from the last checkpoint and finishes.
 TEST_F(PsClusterTest, AKilledPsRestartsTheClusterWhichFinishesFromTheLastCheckpoint) {
-  std::string command = std::string(CADRE_LAUNCH) +
-                        " --chief=1 --workers=1 --ps=2 --max_restarts=2 -- " +
-                        CADRE_MULTI_WORKER_HELPER + " " + path("m") + " 400 2>&1";
+  std::string command = helper_under_launch("--chief=1 --workers=1 --ps=2 --max_restarts=2", 400);
   testing::KillTaskOnce kill("ps:1", checkpointed());
   auto [status, output] = testing::run_command(command, std::ref(kill));
   EXPECT_TRUE(kill.killed());
