@@ -1,8 +1,8 @@
-#include "checkpoint/contents.h"
+#include "cadre/checkpoint/contents.h"
 
 #include <set>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {

@@ -1,4 +1,4 @@
-#include "checkpoint/env.h"
+#include "cadre/checkpoint/env.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/file_errors.h"
 #include "core/base/strings.h"
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint::internal {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/errors.h"
-#include "core/tensor/dtype.h"
-#include "core/tensor/shape.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/dtype.h"
+#include "cadre/tensor/shape.h"
 
 namespace cadre::checkpoint::internal {
 

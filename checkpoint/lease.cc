@@ -6,8 +6,8 @@
 #include <random>
 #include <sstream>
 
-#include "checkpoint/state_file.h"
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/state_file.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {

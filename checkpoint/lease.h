@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/env.h"
+#include "cadre/checkpoint/env.h"
 
 namespace cadre::checkpoint {
 

@@ -1,11 +1,11 @@
-#include "checkpoint/manager.h"
+#include "cadre/checkpoint/manager.h"
 
 #include <glog/logging.h>
 
 #include <algorithm>
 
+#include "cadre/base/errors.h"
 #include "checkpoint/lease.h"
-#include "core/base/errors.h"
 #include "core/base/strings.h"
 #include "core/tensor/transfer.h"
 

@@ -1,4 +1,4 @@
-#include "checkpoint/reader.h"
+#include "cadre/checkpoint/reader.h"
 
 #include <sys/stat.h>
 
@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cadre/base/errors.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/format.h"
 #include "checkpoint/hdf5_util.h"

@@ -1,4 +1,4 @@
-#include "checkpoint/restore.h"
+#include "cadre/checkpoint/restore.h"
 
 #include <glog/logging.h>
 
@@ -6,8 +6,8 @@
 #include <functional>
 #include <regex>
 
-#include "checkpoint/state_file.h"
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/state_file.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {

@@ -7,10 +7,10 @@
 #include <exception>
 #include <future>
 
+#include "cadre/base/errors.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_writer.h"
-#include "core/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint::internal {

@@ -8,9 +8,9 @@
 #include <exception>
 #include <future>
 
+#include "cadre/base/errors.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/hdf5_util.h"
-#include "core/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint::internal {

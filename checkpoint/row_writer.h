@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor/shape.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/shape.h"
 
 namespace cadre::checkpoint::internal {
 

@@ -1,10 +1,10 @@
-#include "checkpoint/state_file.h"
+#include "cadre/checkpoint/state_file.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {

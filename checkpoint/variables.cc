@@ -1,8 +1,8 @@
-#include "checkpoint/variables.h"
+#include "cadre/checkpoint/variables.h"
 
 #include <regex>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {

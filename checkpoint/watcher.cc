@@ -1,4 +1,4 @@
-#include "checkpoint/watcher.h"
+#include "cadre/checkpoint/watcher.h"
 
 #include <glog/logging.h>
 #include <poll.h>
@@ -11,8 +11,9 @@
 #include <limits>
 #include <thread>
 
-#include "checkpoint/state_file.h"
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/state_file.h"
+#include "checkpoint/lease.h"
 
 namespace cadre::checkpoint {
 namespace {

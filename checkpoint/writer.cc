@@ -1,4 +1,4 @@
-#include "checkpoint/writer.h"
+#include "cadre/checkpoint/writer.h"
 
 #include <chrono>
 #include <ctime>

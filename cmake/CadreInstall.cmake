@@ -10,12 +10,9 @@ install(TARGETS ${cadre_libraries} cadre
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(folder core io checkpoint strategies estimator)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cadre/${folder}
-    FILES_MATCHING PATTERN "*.h")
-endforeach()
-install(FILES ${CMAKE_BINARY_DIR}/include/cadre/cadre.h
+# The public API is include/cadre and nothing else (tests/install checks the list).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/cadre DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${CMAKE_BINARY_DIR}/include/cadre/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cadre)
 
 install(EXPORT cadreTargets NAMESPACE cadre:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cadre)

@@ -1,12 +1,14 @@
 # cadre_add_library(NAME SOURCES...): one library per top-level folder, with include paths
-# rooted at the repository root ("core/tensor/tensor.h") in the build and under
+# rooted at the repository root ("cadre/tensor/tensor.h") in the build and under
 # include/cadre once installed.
 function(cadre_add_library name)
   add_library(${name} ${ARGN})
   add_library(cadre::${name} ALIAS ${name})
   target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/cadre>)
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   set_target_properties(${name} PROPERTIES
     VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
   set_property(GLOBAL APPEND PROPERTY CADRE_LIBRARIES ${name})

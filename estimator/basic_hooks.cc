@@ -1,12 +1,13 @@
-#include "estimator/basic_hooks.h"
+#include "cadre/estimator/basic_hooks.h"
 
 #include <glog/logging.h>
 
 #include <cmath>
 #include <cstdio>
 
+#include "cadre/base/errors.h"
+#include "cadre/io/summary_writer.h"
 #include "core/base/strings.h"
-#include "io/summary_writer.h"
 
 namespace cadre {
 

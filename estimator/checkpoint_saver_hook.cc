@@ -1,4 +1,4 @@
-#include "estimator/checkpoint_saver_hook.h"
+#include "cadre/estimator/checkpoint_saver_hook.h"
 
 #include <glog/logging.h>
 

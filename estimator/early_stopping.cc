@@ -1,4 +1,4 @@
-#include "estimator/early_stopping.h"
+#include "cadre/estimator/early_stopping.h"
 
 #include <glog/logging.h>
 
@@ -6,8 +6,9 @@
 #include <filesystem>
 #include <map>
 
+#include "cadre/base/errors.h"
+#include "cadre/io/event_file.h"
 #include "core/base/strings.h"
-#include "io/event_file.h"
 
 namespace cadre {
 

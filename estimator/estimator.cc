@@ -1,9 +1,10 @@
-#include "estimator/estimator.h"
+#include "cadre/estimator/estimator.h"
 
 #include <glog/logging.h>
 
 #include <random>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

@@ -1,13 +1,14 @@
 // Estimator::evaluate, and the queries of the latest checkpoint.
 #include <glog/logging.h>
 
-#include "checkpoint/state_file.h"
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/io/summary_writer.h"
+#include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
-#include "estimator/estimator.h"
 #include "estimator/model_session.h"
-#include "io/summary_writer.h"
-#include "strategies/one_device_strategy.h"
 
 namespace cadre {
 

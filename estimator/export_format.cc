@@ -4,7 +4,7 @@
 
 #include <ctime>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "estimator/proto/export.pb.h"
 

@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/reader.h"
-#include "core/tensor/tensor.h"
-#include "estimator/model_fn.h"
-#include "io/element.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/estimator/model_fn.h"
+#include "cadre/io/element.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre::estimator_internal {
 

@@ -1,4 +1,4 @@
-#include "estimator/exporters.h"
+#include "cadre/estimator/exporters.h"
 
 #include <glog/logging.h>
 
@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

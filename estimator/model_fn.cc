@@ -1,6 +1,6 @@
-#include "estimator/model_fn.h"
+#include "cadre/estimator/model_fn.h"
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

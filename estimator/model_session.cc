@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "checkpoint/restore.h"
-#include "checkpoint/state_file.h"
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/restore.h"
+#include "cadre/checkpoint/state_file.h"
 #include "core/base/strings.h"
 
 namespace cadre::estimator_internal {

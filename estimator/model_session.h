@@ -8,13 +8,14 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/variables.h"
-#include "core/nn/variable_store.h"
-#include "core/random/generator.h"
-#include "estimator/hooks.h"
-#include "estimator/model_fn.h"
-#include "io/element.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/variables.h"
+#include "cadre/estimator/hooks.h"
+#include "cadre/estimator/model_fn.h"
+#include "cadre/io/element.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/random/generator.h"
 
 namespace cadre::estimator_internal {
 

@@ -4,12 +4,13 @@
 
 #include <filesystem>
 
-#include "checkpoint/env.h"
-#include "checkpoint/variables.h"
-#include "checkpoint/writer.h"
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/env.h"
+#include "cadre/checkpoint/variables.h"
+#include "cadre/checkpoint/writer.h"
+#include "cadre/estimator/estimator.h"
 #include "core/base/strings.h"
-#include "estimator/estimator.h"
 #include "estimator/export_format.h"
 #include "estimator/model_session.h"
 

@@ -1,9 +1,10 @@
-#include "estimator/predictor.h"
+#include "cadre/estimator/predictor.h"
 
 #include <filesystem>
 
-#include "checkpoint/env.h"
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/env.h"
 #include "core/base/strings.h"
 #include "estimator/export_format.h"
 #include "estimator/model_session.h"

@@ -1,9 +1,9 @@
-#include "estimator/run_config.h"
+#include "cadre/estimator/run_config.h"
 
 #include <cstdlib>
 #include <map>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

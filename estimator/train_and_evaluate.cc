@@ -1,4 +1,4 @@
-#include "estimator/train_and_evaluate.h"
+#include "cadre/estimator/train_and_evaluate.h"
 
 #include <glog/logging.h>
 
@@ -6,12 +6,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "checkpoint/env.h"
-#include "checkpoint/state_file.h"
-#include "checkpoint/watcher.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/env.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/checkpoint/watcher.h"
+#include "cadre/estimator/early_stopping.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "core/base/strings.h"
-#include "estimator/early_stopping.h"
-#include "strategies/parameter_server_strategy.h"
 #include "strategies/ps/ps_server.h"
 
 namespace cadre {

@@ -5,17 +5,18 @@
 #include <mutex>
 #include <regex>
 
-#include "checkpoint/manager.h"
-#include "checkpoint/restore.h"
-#include "checkpoint/variables.h"
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/restore.h"
+#include "cadre/checkpoint/variables.h"
+#include "cadre/estimator/basic_hooks.h"
+#include "cadre/estimator/checkpoint_saver_hook.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/io/summary_writer.h"
+#include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
-#include "estimator/basic_hooks.h"
-#include "estimator/checkpoint_saver_hook.h"
-#include "estimator/estimator.h"
 #include "estimator/model_session.h"
-#include "io/summary_writer.h"
-#include "strategies/one_device_strategy.h"
 
 namespace cadre {
 

@@ -6,9 +6,10 @@
 #include <optional>
 #include <set>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset_options.h"
 #include "core/base/strings.h"
-#include "io/dataset_options.h"
+#include "io/dataset_node.h"
 #include "io/shard_node.h"
 
 namespace cadre::io {

@@ -8,8 +8,8 @@
 #include <exception>
 #include <optional>
 
-#include "io/element.h"
-#include "io/iterator_state.h"
+#include "cadre/io/element.h"
+#include "cadre/io/iterator_state.h"
 
 namespace cadre::io {
 

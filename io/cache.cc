@@ -3,10 +3,12 @@
 #include <filesystem>
 #include <mutex>
 
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
+#include "cadre/io/tfrecord.h"
 #include "core/base/strings.h"
-#include "io/dataset.h"
+#include "io/dataset_node.h"
 #include "io/element_codec.h"
-#include "io/tfrecord.h"
 
 namespace cadre::io {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/csv.h"
+#include "cadre/io/csv.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cadre/base/errors.h"
 #include "core/base/file_errors.h"
 #include "core/base/strings.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 namespace {

@@ -1,7 +1,9 @@
-#include "io/dataset.h"
+#include "cadre/io/dataset.h"
 
+#include "cadre/base/errors.h"
+#include "cadre/io/input_context.h"
 #include "core/base/strings.h"
-#include "io/input_context.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 

@@ -13,8 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "io/element.h"
-#include "io/iterator_state.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/element.h"
+#include "cadre/io/iterator_state.h"
 
 namespace cadre::io {
 

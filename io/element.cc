@@ -1,8 +1,9 @@
-#include "io/element.h"
+#include "cadre/io/element.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::io {

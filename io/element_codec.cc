@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::io {

@@ -9,7 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "io/element.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/element.h"
 
 namespace cadre::io {
 

@@ -1,12 +1,12 @@
-#include "io/event_file.h"
+#include "cadre/io/event_file.h"
 
 #include <algorithm>
 #include <cfloat>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/tfrecord.h"
 #include "core/base/strings.h"
 #include "io/proto/event.pb.h"
-#include "io/tfrecord.h"
 
 namespace cadre::io {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/example.h"
+#include "cadre/io/example.h"
 
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "io/proto/example.pb.h"
 

@@ -1,4 +1,4 @@
-#include "io/idx.h"
+#include "cadre/io/idx.h"
 
 #include <zlib.h>
 
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::io {

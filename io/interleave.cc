@@ -1,7 +1,9 @@
 // interleave: round-robin over the datasets that a function makes of input elements (for
 // example one TFRecord dataset per file name).
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
 #include "core/base/strings.h"
-#include "io/dataset.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 namespace {

@@ -1,5 +1,6 @@
-#include "io/iterator_state.h"
+#include "cadre/io/iterator_state.h"
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "io/element_codec.h"
 

@@ -6,10 +6,12 @@
 #include <mutex>
 #include <thread>
 
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
-#include "core/runtime/threading.h"
 #include "io/buffered_results.h"
-#include "io/dataset.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/mnist.h"
+#include "cadre/io/mnist.h"
 
 #include <sys/mman.h>
 
@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
 #include "core/base/strings.h"
-#include "core/ops/array.h"
+#include "io/dataset_node.h"
 #include "io/tensor_rows.h"
 
 namespace cadre::io {

@@ -6,9 +6,11 @@
 #include <mutex>
 #include <thread>
 
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
 #include "core/base/strings.h"
 #include "io/buffered_results.h"
-#include "io/dataset.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 namespace {

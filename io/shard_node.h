@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "cadre/base/errors.h"
 #include "io/dataset_node.h"
 
 namespace cadre::io {

@@ -1,9 +1,11 @@
 // shuffle: uniform sampling from a buffer refilled from the input, driven by a Philox
 // generator so that the order is reproducible from the seed and checkpointable.
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
+#include "cadre/random/generator.h"
 #include "core/base/strings.h"
-#include "core/random/generator.h"
 #include "core/random/philox.h"
-#include "io/dataset.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 namespace {
@@ -79,7 +81,7 @@ class ShuffleIterator : public IteratorNode {
   // Uniform in [0, n) from 64 random bits (bias below 2^-40 for any buffer that fits in
   // memory).
   size_t uniform_index(size_t n) {
-    kernels::PhiloxKey key = generator_.reserve(1);
+    PhiloxKey key = generator_.reserve(1);
     philox::Block b = philox::block(key.key, key.offset);
     uint64_t bits = (uint64_t{b.v[0]} << 32) | b.v[1];
     return static_cast<size_t>((static_cast<unsigned __int128>(bits) * n) >> 64);

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
 #include "core/base/strings.h"
-#include "io/dataset.h"
+#include "io/dataset_node.h"
 #include "io/tensor_rows.h"
 
 namespace cadre::io {

@@ -1,4 +1,4 @@
-#include "io/summary_writer.h"
+#include "cadre/io/summary_writer.h"
 
 #include <glog/logging.h>
 #include <unistd.h>
@@ -7,11 +7,12 @@
 #include <chrono>
 #include <filesystem>
 
-#include "core/base/strings.h"
-#include "io/event_file.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/event_file.h"
+#include "cadre/io/tfrecord.h"
 #include "core/base/file_errors.h"
+#include "core/base/strings.h"
 #include "io/proto/event.pb.h"
-#include "io/tfrecord.h"
 
 namespace cadre::io {
 namespace {

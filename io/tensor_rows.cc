@@ -2,8 +2,9 @@
 
 #include <cstring>
 
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
 #include "core/base/strings.h"
-#include "core/ops/array.h"
 
 namespace cadre::io {
 namespace {

@@ -5,7 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/tensor/tensor.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre::io {
 

@@ -1,4 +1,4 @@
-#include "io/tfrecord.h"
+#include "cadre/io/tfrecord.h"
 
 #include <unistd.h>
 
@@ -6,9 +6,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include "cadre/base/errors.h"
 #include "core/base/file_errors.h"
 #include "core/base/strings.h"
 #include "io/crc32c.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 namespace {

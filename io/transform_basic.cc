@@ -1,7 +1,9 @@
 // Transformations that pass elements through one at a time: filter, take, skip, shard,
 // repeat, enumerate, concatenate, zip.
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
 #include "core/base/strings.h"
-#include "io/dataset.h"
+#include "io/dataset_node.h"
 #include "io/shard_node.h"
 
 namespace cadre::io {

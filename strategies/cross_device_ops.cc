@@ -1,13 +1,13 @@
-#include "strategies/cross_device_ops.h"
+#include "cadre/strategies/cross_device_ops.h"
 
 #include <mutex>
 
-#include "core/autodiff/tape.h"
-#include "core/base/errors.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
-#include "core/ops/array.h"
-#include "core/ops/math.h"
-#include "core/runtime/threading.h"
 #include "strategies/collectives/nccl_collective.h"
 
 namespace cadre {

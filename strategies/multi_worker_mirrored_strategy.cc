@@ -1,4 +1,4 @@
-#include "strategies/multi_worker_mirrored_strategy.h"
+#include "cadre/strategies/multi_worker_mirrored_strategy.h"
 
 #include <glog/logging.h>
 
@@ -8,9 +8,10 @@
 #include <map>
 #include <mutex>
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
 #include "core/base/strings.h"
-#include "core/ops/array.h"
 #include "strategies/collectives/nccl_collective.h"
 
 namespace cadre {

@@ -1,8 +1,8 @@
-#include "strategies/parameter_server_strategy.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 
 #include <glog/logging.h>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_variables.h"

@@ -1,6 +1,7 @@
 #include "strategies/replica_group.h"
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "core/base/strings.h"
 
 namespace cadre {
 

@@ -10,7 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/autodiff/gradient.h"
+#include "cadre/autodiff/gradient.h"
+#include "cadre/base/errors.h"
 
 namespace cadre {
 

@@ -1,8 +1,8 @@
 // The three single-host strategies' construction; everything else is Strategy's.
+#include "cadre/strategies/central_storage_strategy.h"
+#include "cadre/strategies/mirrored_strategy.h"
+#include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
-#include "strategies/central_storage_strategy.h"
-#include "strategies/mirrored_strategy.h"
-#include "strategies/one_device_strategy.h"
 
 namespace cadre {
 

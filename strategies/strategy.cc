@@ -1,17 +1,17 @@
-#include "strategies/strategy.h"
+#include "cadre/strategies/strategy.h"
 
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <set>
 
-#include "core/autodiff/tape.h"
-#include "core/base/errors.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/cross_replica.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
-#include "core/nn/cross_replica.h"
-#include "core/ops/array.h"
-#include "core/ops/math.h"
-#include "core/runtime/threading.h"
 #include "core/tensor/transfer.h"
 #include "io/auto_shard.h"
 #include "strategies/replica_group.h"

@@ -1,12 +1,12 @@
-#include "strategies/strategy_from_flags.h"
+#include "cadre/strategies/strategy_from_flags.h"
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/strategies/central_storage_strategy.h"
+#include "cadre/strategies/mirrored_strategy.h"
+#include "cadre/strategies/multi_worker_mirrored_strategy.h"
+#include "cadre/strategies/one_device_strategy.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "core/base/strings.h"
-#include "strategies/central_storage_strategy.h"
-#include "strategies/mirrored_strategy.h"
-#include "strategies/multi_worker_mirrored_strategy.h"
-#include "strategies/one_device_strategy.h"
-#include "strategies/parameter_server_strategy.h"
 
 namespace cadre {
 

@@ -1,8 +1,9 @@
-#include "core/autodiff/gradient.h"
+#include "cadre/autodiff/gradient.h"
 
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
 
 namespace cadre {
 

@@ -1,10 +1,11 @@
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
 
 #include <algorithm>
 #include <unordered_map>
 
+#include "cadre/base/errors.h"
+#include "cadre/ops/math.h"
 #include "core/base/strings.h"
-#include "core/ops/math.h"
 
 namespace cadre {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 
 namespace cadre {
 

@@ -2,8 +2,9 @@
 // outputs are contiguous unless stated otherwise. All operands share one device.
 #pragma once
 
+#include "cadre/ops/activation.h"
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/registry.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::kernels {
 
@@ -17,10 +18,9 @@ enum class BinaryOp {
   kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr,
 };
 
-// Activations, which also appear fused into matmul and conv2d. Their gradients are
-// computed from the activation's output y (kRelu, kSigmoid, kTanh, kElu) or from its
-// input x (kGelu, kLeakyRelu, kSoftplus); see activation_uses_output().
-enum class Activation { kNone, kRelu, kSigmoid, kTanh, kGelu, kElu, kLeakyRelu, kSoftplus };
+// Activation gradients are computed from the activation's output y (kRelu, kSigmoid,
+// kTanh, kElu) or from its input x (kGelu, kLeakyRelu, kSoftplus).
+using cadre::Activation;
 
 inline bool activation_uses_output(Activation act) {
   return act != Activation::kGelu && act != Activation::kLeakyRelu &&

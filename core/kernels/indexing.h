@@ -1,8 +1,8 @@
 // Gathering and scattering rows, and one-hot encoding.
 #pragma once
 
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/registry.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::kernels {
 

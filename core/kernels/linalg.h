@@ -1,9 +1,9 @@
 // Matrix products, with the bias and activation of a dense layer fused in.
 #pragma once
 
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/registry.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::kernels {
 

@@ -4,9 +4,9 @@
 
 #include <array>
 
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/registry.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::kernels {
 

@@ -5,8 +5,8 @@
 
 #include <span>
 
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/registry.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::kernels {
 

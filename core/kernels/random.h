@@ -6,15 +6,13 @@
 
 #include <cstdint>
 
+#include "cadre/random/generator.h"
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/registry.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::kernels {
 
-struct PhiloxKey {
-  uint64_t key = 0;     // from the seed and the stream
-  uint64_t offset = 0;  // first counter block
-};
+using cadre::PhiloxKey;
 
 enum class RandomDistribution {
   kUniform,          // [lo, hi)

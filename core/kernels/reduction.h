@@ -1,8 +1,8 @@
 // Reductions over the middle axis of a contiguous [outer, reduced, inner] tensor.
 #pragma once
 
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/registry.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::kernels {
 

@@ -2,9 +2,9 @@
 
 #include <string>
 
-#include "core/base/errors.h"
-#include "core/base/strings.h"
+#include "cadre/base/errors.h"
 #include "core/backend/backends.h"
+#include "core/base/strings.h"
 
 namespace cadre::kernels {
 

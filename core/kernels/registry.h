@@ -10,7 +10,8 @@
 #include <array>
 #include <string_view>
 
-#include "core/tensor/device.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/device.h"
 
 namespace cadre::kernels {
 

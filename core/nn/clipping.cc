@@ -1,11 +1,13 @@
-#include "core/nn/clipping.h"
+#include "cadre/nn/clipping.h"
 
 #include <cmath>
 
-#include "core/autodiff/tape.h"
-#include "core/ops/array.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
 
 namespace cadre::nn {
 

@@ -1,6 +1,6 @@
-#include "core/nn/cross_replica.h"
+#include "cadre/nn/cross_replica.h"
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
 
 namespace cadre::nn {
 

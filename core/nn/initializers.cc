@@ -1,8 +1,8 @@
-#include "core/nn/initializers.h"
+#include "cadre/nn/initializers.h"
 
 #include <cmath>
 
-#include "core/ops/random.h"
+#include "cadre/ops/random.h"
 
 namespace cadre::nn::initializers {
 namespace {

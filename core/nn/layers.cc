@@ -1,13 +1,15 @@
-#include "core/nn/layers.h"
+#include "cadre/nn/layers.h"
 
-#include "core/autodiff/tape.h"
-#include "core/nn/cross_replica.h"
-#include "core/nn/variable_store.h"
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/linalg.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/cross_replica.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
 
 namespace cadre::nn {
 namespace {

@@ -1,10 +1,10 @@
-#include "core/nn/losses.h"
+#include "cadre/nn/losses.h"
 
-#include "core/ops/array.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/nn.h"
+#include "cadre/ops/reduce.h"
 #include "core/ops/checks.h"
-#include "core/ops/math.h"
-#include "core/ops/nn.h"
-#include "core/ops/reduce.h"
 
 namespace cadre::nn {
 namespace {

@@ -1,15 +1,17 @@
-#include "core/nn/metrics.h"
+#include "cadre/nn/metrics.h"
 
 #include <algorithm>
 #include <array>
 #include <typeinfo>
 #include <cmath>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/variable_store.h"
-#include "core/ops/array.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
 
 namespace cadre::nn {
 namespace {

@@ -1,16 +1,18 @@
-#include "core/nn/optimizer.h"
+#include "cadre/nn/optimizer.h"
 
 #include <cmath>
 #include <unordered_map>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/clipping.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/clipping.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
-#include "core/nn/variable_store.h"
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
 
 namespace cadre::nn {
 

@@ -1,8 +1,8 @@
 #include "core/nn/optimizer_config.h"
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/optimizers.h"
 #include "core/base/strings.h"
-#include "core/nn/optimizers.h"
 
 namespace cadre::nn {
 namespace {

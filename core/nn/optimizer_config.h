@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/nn/optimizer.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/optimizer.h"
 
 namespace cadre::nn {
 

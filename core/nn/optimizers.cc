@@ -1,12 +1,14 @@
-#include "core/nn/optimizers.h"
+#include "cadre/nn/optimizers.h"
 
 #include <cmath>
 
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
+#include "core/base/strings.h"
 #include "core/kernels/optimizer.h"
 #include "core/nn/optimizer_config.h"
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
 
 namespace cadre::nn::optimizers {
 namespace {

@@ -1,10 +1,10 @@
-#include "core/nn/schedules.h"
+#include "cadre/nn/schedules.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
 

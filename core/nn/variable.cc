@@ -1,7 +1,9 @@
-#include "core/nn/variable.h"
+#include "cadre/nn/variable.h"
 
-#include "core/autodiff/tape.h"
-#include "core/ops/array.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "core/base/strings.h"
 
 namespace cadre::nn {
 

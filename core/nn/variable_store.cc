@@ -1,10 +1,11 @@
-#include "core/nn/variable_store.h"
+#include "cadre/nn/variable_store.h"
 
 #include <cctype>
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/metrics.h"
 #include "core/base/strings.h"
-#include "core/nn/metrics.h"
 
 namespace cadre::nn {
 namespace {

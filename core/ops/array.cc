@@ -1,13 +1,15 @@
-#include "core/ops/array.h"
+#include "cadre/ops/array.h"
 
 #include <cmath>
 #include <cstring>
 #include <numeric>
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
 #include "core/kernels/elementwise.h"
 #include "core/ops/checks.h"
-#include "core/ops/reduce.h"
 #include "core/tensor/device_backend.h"
 #include "core/tensor/views.h"
 

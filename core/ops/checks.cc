@@ -1,3 +1,5 @@
+#include "cadre/base/errors.h"
+#include "core/base/strings.h"
 #include "core/ops/checks.h"
 
 namespace cadre::checks {

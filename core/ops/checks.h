@@ -5,7 +5,8 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "core/tensor/tensor.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre::checks {
 

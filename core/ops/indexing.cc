@@ -1,8 +1,10 @@
-#include "core/ops/indexing.h"
+#include "cadre/ops/indexing.h"
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "core/base/strings.h"
 #include "core/kernels/indexing.h"
-#include "core/ops/array.h"
 #include "core/ops/checks.h"
 #include "core/tensor/views.h"
 

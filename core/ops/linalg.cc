@@ -1,11 +1,13 @@
-#include "core/ops/linalg.h"
+#include "cadre/ops/linalg.h"
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
 #include "core/kernels/linalg.h"
-#include "core/ops/array.h"
 #include "core/ops/checks.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
 #include "core/tensor/views.h"
 
 namespace cadre {

@@ -1,11 +1,14 @@
-#include "core/ops/math.h"
+#include "cadre/ops/math.h"
 
 #include <cmath>
 #include <numbers>
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
+#include "core/kernels/elementwise.h"
 #include "core/ops/checks.h"
-#include "core/ops/reduce.h"
 #include "core/tensor/views.h"
 
 namespace cadre {

@@ -1,15 +1,18 @@
-#include "core/ops/nn.h"
+#include "cadre/ops/nn.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
 #include "core/kernels/indexing.h"
 #include "core/kernels/nn.h"
-#include "core/ops/array.h"
+#include "core/kernels/random.h"
 #include "core/ops/checks.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
 #include "core/tensor/views.h"
 
 namespace cadre {
@@ -363,7 +366,7 @@ Tensor dropout(const Tensor& x, double rate, Generator* generator) {
   if (rate == 0) return x;
   Generator& gen = generator != nullptr ? *generator : current_generator();
   Tensor mask = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::PhiloxKey key =
+  PhiloxKey key =
       gen.reserve(kernels::philox_blocks(kernels::RandomDistribution::kUniform, x.numel()));
   if (mask.numel() > 0) kernels::dropout_mask.get(x.device())(rate, key, mask);
   return mul(x, mask);

@@ -1,6 +1,8 @@
-#include "core/ops/random.h"
+#include "cadre/ops/random.h"
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "core/kernels/random.h"
 
 namespace cadre {
 namespace {
@@ -12,7 +14,7 @@ Tensor draw(kernels::RandomDistribution dist, const char* op, const Shape& shape
   }
   Generator& gen = generator != nullptr ? *generator : current_generator();
   Tensor out = Tensor::empty(shape, dtype);
-  kernels::PhiloxKey key = gen.reserve(kernels::philox_blocks(dist, shape.num_elements()));
+  PhiloxKey key = gen.reserve(kernels::philox_blocks(dist, shape.num_elements()));
   if (out.numel() > 0) kernels::random.get(out.device())(dist, a, b, key, out);
   return out;
 }

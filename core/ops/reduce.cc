@@ -1,11 +1,13 @@
-#include "core/ops/reduce.h"
+#include "cadre/ops/reduce.h"
 
 #include <algorithm>
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/math.h"
+#include "core/base/strings.h"
 #include "core/kernels/reduction.h"
 #include "core/ops/checks.h"
-#include "core/ops/math.h"
 #include "core/tensor/views.h"
 
 namespace cadre {

@@ -1,4 +1,4 @@
-#include "core/random/generator.h"
+#include "cadre/random/generator.h"
 
 namespace cadre {
 namespace {
@@ -25,7 +25,7 @@ Generator::Generator(const State& state) : Generator(state.seed, state.stream) {
   offset_.store(state.offset);
 }
 
-kernels::PhiloxKey Generator::reserve(uint64_t blocks) {
+PhiloxKey Generator::reserve(uint64_t blocks) {
   return {key_, offset_.fetch_add(blocks, std::memory_order_relaxed)};
 }
 

@@ -1,8 +1,8 @@
-#include "core/runtime/precision.h"
+#include "cadre/runtime/precision.h"
 
 #include <atomic>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

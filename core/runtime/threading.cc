@@ -1,4 +1,4 @@
-#include "core/runtime/threading.h"
+#include "cadre/runtime/threading.h"
 
 #include <omp.h>
 #include <pmmintrin.h>

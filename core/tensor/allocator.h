@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include "cadre/base/errors.h"
 
 namespace cadre {
 

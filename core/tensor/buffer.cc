@@ -1,4 +1,4 @@
-#include "core/tensor/buffer.h"
+#include "cadre/tensor/buffer.h"
 
 #include "core/tensor/allocator.h"
 #include "core/tensor/caching_allocator.h"

@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstdlib>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

@@ -1,14 +1,14 @@
-#include "core/tensor/device.h"
+#include "cadre/tensor/device.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <charconv>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
 #include "core/kernels/registry.h"
-#include "core/runtime/threading.h"
 #include "core/tensor/device_backend.h"
 
 namespace cadre {

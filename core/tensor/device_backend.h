@@ -7,8 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "cadre/base/errors.h"
+#include "cadre/tensor/device.h"
 #include "core/tensor/allocator.h"
-#include "core/tensor/device.h"
 
 namespace cadre {
 

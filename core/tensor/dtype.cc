@@ -1,8 +1,9 @@
-#include "core/tensor/dtype.h"
+#include "cadre/tensor/dtype.h"
 
 #include <array>
 #include <cmath>
 
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

@@ -1,8 +1,8 @@
-#include "core/tensor/shape.h"
+#include "cadre/tensor/shape.h"
 
 #include <sstream>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

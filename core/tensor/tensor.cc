@@ -1,12 +1,14 @@
-#include "core/tensor/tensor.h"
+#include "cadre/tensor/tensor.h"
 
 #include <atomic>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
 
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "core/base/strings.h"
 #include "core/kernels/elementwise.h"
-#include "core/ops/array.h"
 #include "core/tensor/device_backend.h"
 
 namespace cadre {
@@ -121,6 +123,16 @@ void Tensor::check_dtype_for_access(DType requested) const {
     throw InvalidArgumentError(
         str_cat("data<", dtype_name(requested), ">: the tensor holds ", dtype_name(dtype())));
   }
+}
+
+void Tensor::throw_cannot_fill(size_t values, const Shape& shape) {
+  throw InvalidArgumentError(
+      str_cat("from_vector: ", values, " values cannot fill a tensor of shape ", shape));
+}
+
+void Tensor::throw_not_scalar() const {
+  throw InvalidArgumentError(
+      str_cat("item: tensor of shape ", shape(), " has ", numel(), " elements, not 1"));
 }
 
 Tensor Tensor::to_host_contiguous() const {

@@ -2,10 +2,10 @@
 
 #include <cstring>
 
-#include "core/autodiff/tape.h"
-#include "core/base/errors.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
 #include "core/base/strings.h"
-#include "core/ops/array.h"
 #include "core/tensor/caching_allocator.h"
 
 namespace cadre {

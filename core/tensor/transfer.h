@@ -17,8 +17,9 @@
 #include <memory>
 #include <vector>
 
+#include "cadre/base/errors.h"
+#include "cadre/tensor/tensor.h"
 #include "core/tensor/device_backend.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre {
 

@@ -11,16 +11,17 @@
 #include <cstdio>
 #include <numeric>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/nn.h"
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
-#include "core/ops/random.h"
-#include "core/runtime/threading.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/idx.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/random.h"
+#include "cadre/runtime/threading.h"
 #include "examples/fashion_mnist/models.h"
 #include "examples/program_main.h"
-#include "io/idx.h"
 
 DEFINE_string(model, "mlp", "mlp or cnn");
 DEFINE_int32(steps, 2000, "training steps");

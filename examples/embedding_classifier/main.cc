@@ -19,15 +19,17 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/nn/nn.h"
-#include "core/ops/reduce.h"
-#include "estimator/estimator.h"
-#include "estimator/train_and_evaluate.h"
+#include "cadre/base/errors.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/io/dataset.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/strategies/parameter_server_strategy.h"
+#include "cadre/strategies/strategy_from_flags.h"
+#include "core/base/strings.h"
 #include "examples/program_main.h"
 #include "examples/result_line.h"
-#include "io/dataset.h"
-#include "strategies/parameter_server_strategy.h"
-#include "strategies/strategy_from_flags.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
 DEFINE_string(strategy, "parameter_server",

@@ -15,17 +15,19 @@
 
 #include <cstdio>
 
-#include "core/nn/nn.h"
-#include "core/ops/nn.h"
-#include "core/ops/reduce.h"
-#include "core/runtime/threading.h"
-#include "estimator/estimator.h"
-#include "estimator/train_and_evaluate.h"
+#include "cadre/base/errors.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/io/mnist.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/nn.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/runtime/threading.h"
+#include "cadre/strategies/strategy_from_flags.h"
+#include "core/base/strings.h"
 #include "examples/fashion_mnist/models.h"
 #include "examples/program_main.h"
 #include "examples/result_line.h"
-#include "io/mnist.h"
-#include "strategies/strategy_from_flags.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
 DEFINE_string(model, "mlp", "mlp (784-256-256-10) or cnn");

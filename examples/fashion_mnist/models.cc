@@ -1,7 +1,8 @@
 #include "examples/fashion_mnist/models.h"
 
+#include "cadre/base/errors.h"
+#include "cadre/nn/layers.h"
 #include "core/base/strings.h"
-#include "core/nn/layers.h"
 
 namespace cadre::examples {
 

@@ -7,7 +7,8 @@
 
 #include <string>
 
-#include "core/tensor/tensor.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre::examples {
 

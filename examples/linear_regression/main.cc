@@ -8,9 +8,10 @@
 
 #include <cstdio>
 
-#include "core/nn/nn.h"
-#include "estimator/estimator.h"
-#include "estimator/train_and_evaluate.h"
+#include "cadre/base/errors.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/nn/nn.h"
 #include "examples/program_main.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");

@@ -1,4 +1,4 @@
-#include "strategies/cluster/cluster_spec.h"
+#include "cadre/strategies/cluster_spec.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

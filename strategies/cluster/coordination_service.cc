@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
 

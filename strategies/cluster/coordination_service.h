@@ -21,7 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "strategies/cluster/cluster_spec.h"
+#include "cadre/base/errors.h"
+#include "cadre/strategies/cluster_spec.h"
 
 namespace cadre {
 

@@ -6,7 +6,8 @@
 
 #include <memory>
 
-#include "strategies/cluster/cluster_spec.h"
+#include "cadre/base/errors.h"
+#include "cadre/strategies/cluster_spec.h"
 #include "strategies/cluster/coordination_service.h"
 #include "strategies/collectives/gloo_collective.h"
 

@@ -9,7 +9,7 @@
 
 #include <chrono>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cadre/base/errors.h"
 #include "strategies/cluster/coordination_service.h"
 
 namespace cadre {

@@ -11,8 +11,8 @@
 #include <set>
 #include <thread>
 
+#include "cadre/base/errors.h"
 #include "core/backend/cuda/device_runtime.h"
-#include "core/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/coordination_service.h"
 

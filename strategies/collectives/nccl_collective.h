@@ -21,7 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor/tensor.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre {
 

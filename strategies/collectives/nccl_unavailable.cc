@@ -1,5 +1,5 @@
 // NCCL in a build without CUDA: nothing is available, and every factory says so.
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/collectives/nccl_collective.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::ps {

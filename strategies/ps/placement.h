@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor/dtype.h"
-#include "core/tensor/shape.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/dtype.h"
+#include "cadre/tensor/shape.h"
 
 namespace cadre::ps {
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "cadre/base/errors.h"
 #include "strategies/ps/ps.grpc.pb.h"
 
 namespace cadre::ps {

@@ -12,13 +12,13 @@
 #include <set>
 #include <thread>
 
-#include "core/autodiff/tape.h"
-#include "core/base/errors.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
 #include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
-#include "core/nn/variable_store.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
 #include "strategies/ps/optimizer_proto.h"
 #include "strategies/ps/ps.grpc.pb.h"
 #include "strategies/ps/tensor_data.h"

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include "cadre/base/errors.h"
 
 namespace cadre::ps {
 

@@ -6,13 +6,13 @@
 #include <cstring>
 #include <functional>
 
-#include "core/autodiff/tape.h"
-#include "core/base/errors.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
 #include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
 #include "strategies/ps/optimizer_proto.h"
 #include "strategies/ps/tensor_data.h"
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/nn/optimizer.h"
-#include "strategies/parameter_server_strategy.h"
+#include "cadre/nn/optimizer.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "strategies/ps/placement.h"
 #include "strategies/ps/ps_client.h"
 

@@ -1,6 +1,6 @@
 #include "strategies/ps/tensor_data.h"
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::ps {

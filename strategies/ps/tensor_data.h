@@ -4,7 +4,8 @@
 
 #include <string_view>
 
-#include "core/tensor/tensor.h"
+#include "cadre/base/errors.h"
+#include "cadre/tensor/tensor.h"
 #include "strategies/ps/ps.pb.h"
 
 namespace cadre::ps {

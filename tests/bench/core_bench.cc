@@ -1,14 +1,14 @@
 // Micro-benchmarks of the kernels a training step spends its time in.
 #include <benchmark/benchmark.h>
 
-#include "core/autodiff/tape.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/nn.h"
+#include "cadre/ops/random.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/runtime/threading.h"
 #include "core/kernels/optimizer.h"
-#include "core/ops/linalg.h"
-#include "core/ops/math.h"
-#include "core/ops/nn.h"
-#include "core/ops/random.h"
-#include "core/ops/reduce.h"
-#include "core/runtime/threading.h"
 
 namespace cadre {
 namespace {

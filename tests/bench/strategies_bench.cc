@@ -3,8 +3,8 @@
 // buckets (fused) or one reduction per tensor (unfused).
 #include <benchmark/benchmark.h>
 
-#include "core/ops/random.h"
-#include "strategies/mirrored_strategy.h"
+#include "cadre/ops/random.h"
+#include "cadre/strategies/mirrored_strategy.h"
 
 namespace cadre {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "checkpoint/manager.h"
-#include "checkpoint/writer.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/writer.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <limits>
 
-#include "checkpoint/manager.h"
-#include "checkpoint/reader.h"
-#include "checkpoint/state_file.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {

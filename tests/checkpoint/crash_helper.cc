@@ -14,8 +14,8 @@
 #include <iostream>
 #include <string>
 
-#include "checkpoint/manager.h"
-#include "checkpoint/state_file.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/state_file.h"
 #include "tests/checkpoint/test_model.h"
 
 namespace {

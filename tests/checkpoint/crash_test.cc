@@ -18,9 +18,9 @@
 #include <random>
 #include <thread>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/restore.h"
-#include "checkpoint/state_file.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/restore.h"
+#include "cadre/checkpoint/state_file.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {

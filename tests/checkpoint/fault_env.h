@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/env.h"
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/env.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint::testing {

@@ -5,9 +5,10 @@
 
 #include <cstring>
 
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/writer.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/reader.h"
-#include "checkpoint/writer.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {

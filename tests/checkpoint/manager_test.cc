@@ -1,6 +1,6 @@
 // CheckpointManager: the publish sequence, retention, leases, asynchronous saves and what
 // a failure at each step of a save leaves behind.
-#include "checkpoint/manager.h"
+#include "cadre/checkpoint/manager.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,10 @@
 #include <regex>
 #include <set>
 
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
 #include "checkpoint/lease.h"
-#include "checkpoint/reader.h"
-#include "checkpoint/state_file.h"
 #include "tests/checkpoint/fault_env.h"
 #include "tests/checkpoint/test_util.h"
 

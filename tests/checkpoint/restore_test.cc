@@ -1,16 +1,17 @@
 // Restoring: strict, non-strict, warm start, partitions, a VariableStore, and falling back
 // past damaged or missing checkpoints.
-#include "checkpoint/restore.h"
+#include "cadre/checkpoint/restore.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "checkpoint/manager.h"
-#include "checkpoint/state_file.h"
-#include "checkpoint/variables.h"
-#include "checkpoint/writer.h"
-#include "core/nn/initializers.h"
-#include "core/nn/variable_store.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/checkpoint/variables.h"
+#include "cadre/checkpoint/writer.h"
+#include "cadre/nn/initializers.h"
+#include "cadre/nn/variable_store.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {

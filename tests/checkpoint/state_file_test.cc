@@ -1,7 +1,8 @@
-#include "checkpoint/state_file.h"
+#include "cadre/checkpoint/state_file.h"
 
 #include <gtest/gtest.h>
 
+#include "cadre/base/errors.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "checkpoint/contents.h"
-#include "core/tensor/tensor.h"
+#include "cadre/checkpoint/contents.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre::checkpoint::testing {
 

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "checkpoint/contents.h"
-#include "core/tensor/tensor.h"
+#include "cadre/checkpoint/contents.h"
+#include "cadre/tensor/tensor.h"
 #include "tests/checkpoint/test_model.h"
 
 namespace cadre::checkpoint::testing {

@@ -1,13 +1,14 @@
 // CheckpointWatcher: each checkpoint once, in step order, never a partial file, with
 // retention removing files under it.
-#include "checkpoint/watcher.h"
+#include "cadre/checkpoint/watcher.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
 
-#include "checkpoint/manager.h"
+#include "cadre/checkpoint/manager.h"
+#include "core/base/strings.h"
 #include "tests/checkpoint/fault_env.h"
 #include "tests/checkpoint/test_util.h"
 

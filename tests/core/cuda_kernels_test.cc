@@ -235,7 +235,7 @@ TEST_F(CudaTest, RandomStreamsEqualTheCpuStreams) {
     for (int64_t n : {1, 7, 100003}) {
       Generator gen(11, 3);
       gen.reserve(1000);
-      kernels::PhiloxKey key = gen.reserve(0);
+      PhiloxKey key = gen.reserve(0);
       for (Dist dist : {Dist::kUniform, Dist::kNormal, Dist::kTruncatedNormal}) {
         Both out = poisoned_both({n}, dtype);
         kernels::random.get(kGpu)(dist, 0.5, 2, key, out.gpu);

@@ -3,10 +3,10 @@
 // poisoned outputs. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include "cadre/runtime/precision.h"
 #include "core/kernels/linalg.h"
 #include "core/kernels/nn.h"
 #include "core/kernels/optimizer.h"
-#include "core/runtime/precision.h"
 #include "tests/core/cuda_test_util.h"
 
 namespace cadre {

@@ -5,13 +5,14 @@
 
 #include <span>
 
+#include "cadre/base/errors.h"
+#include "cadre/runtime/precision.h"
 #include "core/backend/cuda/portable/conv_ops.h"
 #include "core/backend/cuda/portable/optimizer_ops.h"
 #include "core/backend/cuda/portable/random_ops.h"
 #include "core/kernels/nn.h"
 #include "core/kernels/optimizer.h"
 #include "core/kernels/random.h"
-#include "core/runtime/precision.h"
 #include "core/tensor/device_backend.h"
 #include "core/tensor/transfer.h"
 #include "tests/core/portable_test_util.h"
@@ -35,7 +36,7 @@ TEST(CudaPortableTest, RandomStreamsMatchTheCpuBitForBit) {
       for (int64_t n : {1, 2, 3, 4, 5, 1001, 4096}) {
         Generator gen(5, 7);
         gen.reserve(123);  // a stream that does not start at block 0
-        kernels::PhiloxKey key = gen.reserve(0);
+        PhiloxKey key = gen.reserve(0);
         using Dist = kernels::RandomDistribution;
         for (Dist dist : {Dist::kUniform, Dist::kNormal, Dist::kTruncatedNormal}) {
           Tensor cpu = poisoned({n}, dtype), host = poisoned({n}, dtype);

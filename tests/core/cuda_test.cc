@@ -5,14 +5,15 @@
 
 #include <cmath>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/nn.h"
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/linalg.h"
-#include "core/ops/nn.h"
-#include "core/ops/reduce.h"
-#include "core/runtime/precision.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/nn.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/runtime/precision.h"
 #include "core/tensor/transfer.h"
 #include "examples/fashion_mnist/models.h"
 #include "tests/core/cuda_test_util.h"
@@ -113,7 +114,6 @@ std::vector<Tensor> loss_and_gradients(const std::vector<Tensor>& host_inputs, D
   for (const Tensor& t : in) tape.watch(t);
   const Tensor &images = in[0], &filters = in[1], &conv_bias = in[2], &gamma = in[3], &beta = in[4],
                &w1 = in[5], &b1 = in[6], &w2 = in[7], &embedding = in[8];
-  using kernels::Activation;
   Tensor y = conv2d(images, filters, conv_bias, {1, 1}, Padding::kSame, {1, 1}, Activation::kRelu);
   y = batch_norm_training(y, gamma, beta, 1e-3).y;
   y = max_pool2d(y, {2, 2}, {2, 2});

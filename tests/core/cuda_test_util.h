@@ -9,8 +9,8 @@
 #include <functional>
 #include <vector>
 
+#include "cadre/tensor/tensor.h"
 #include "core/tensor/device_backend.h"
-#include "core/tensor/tensor.h"
 #include "tests/core/portable_test_util.h"
 
 namespace cadre::testing {

@@ -6,11 +6,11 @@
 #include <functional>
 #include <vector>
 
-#include "core/autodiff/tape.h"
-#include "core/ops/array.h"
-#include "core/ops/math.h"
-#include "core/ops/random.h"
-#include "core/ops/reduce.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/random.h"
+#include "cadre/ops/reduce.h"
 
 namespace cadre::testing {
 

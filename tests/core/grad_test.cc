@@ -2,9 +2,9 @@
 // random inputs, broadcasting edge cases included.
 #include <gtest/gtest.h>
 
-#include "core/ops/indexing.h"
-#include "core/ops/linalg.h"
-#include "core/ops/nn.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/nn.h"
 #include "tests/core/grad_check.h"
 
 namespace cadre {
@@ -13,7 +13,6 @@ namespace {
 using testing::expect_gradients_match;
 using testing::random_tensor;
 using Inputs = std::vector<Tensor>;
-using kernels::Activation;
 
 struct ShapePair {
   Shape a, b;

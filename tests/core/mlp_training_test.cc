@@ -5,14 +5,14 @@
 #include <filesystem>
 #include <numeric>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/nn.h"
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
-#include "core/ops/random.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/io/idx.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/random.h"
 #include "examples/fashion_mnist/models.h"
-#include "io/idx.h"
 
 namespace cadre {
 namespace {

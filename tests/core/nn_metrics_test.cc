@@ -1,7 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "core/nn/metrics.h"
-#include "core/nn/variable_store.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/metrics.h"
+#include "cadre/nn/variable_store.h"
 
 namespace cadre {
 namespace {

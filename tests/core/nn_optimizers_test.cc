@@ -2,11 +2,12 @@
 
 #include <cmath>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/nn.h"
-#include "core/ops/indexing.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
 
 namespace cadre {
 namespace {

@@ -3,19 +3,19 @@
 
 #include <cmath>
 
-#include "core/ops/array.h"
-#include "core/ops/indexing.h"
-#include "core/ops/linalg.h"
-#include "core/ops/math.h"
-#include "core/ops/nn.h"
-#include "core/ops/random.h"
-#include "core/ops/reduce.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/nn.h"
+#include "cadre/ops/random.h"
+#include "cadre/ops/reduce.h"
 
 namespace cadre {
 namespace {
 
 using V = std::vector<float>;
-using kernels::Activation;
 
 Tensor f32(V values, Shape shape) { return Tensor::from_vector(values, shape); }
 

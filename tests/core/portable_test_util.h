@@ -9,10 +9,10 @@
 #include <cstring>
 #include <string>
 
-#include "core/ops/array.h"
-#include "core/ops/math.h"
-#include "core/ops/random.h"
-#include "core/tensor/tensor.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/random.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre::testing {
 

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "core/ops/random.h"
-#include "core/ops/reduce.h"
-#include "core/ops/math.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/random.h"
+#include "cadre/ops/reduce.h"
 #include "core/random/philox.h"
 
 namespace cadre {

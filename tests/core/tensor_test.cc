@@ -2,10 +2,11 @@
 
 #include <cmath>
 
-#include "core/ops/array.h"
-#include "core/ops/math.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/tensor/tensor.h"
 #include "core/tensor/caching_allocator.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre {
 namespace {

@@ -3,10 +3,11 @@
 #include <atomic>
 #include <thread>
 
-#include "core/ops/linalg.h"
-#include "core/ops/random.h"
-#include "core/ops/reduce.h"
-#include "core/runtime/threading.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/random.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/runtime/threading.h"
+#include "core/base/strings.h"
 
 namespace cadre {
 namespace {

@@ -6,14 +6,14 @@
 
 #include <filesystem>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/state_file.h"
-#include "core/ops/array.h"
-#include "core/ops/reduce.h"
-#include "io/event_file.h"
-#include "strategies/central_storage_strategy.h"
-#include "strategies/mirrored_strategy.h"
-#include "strategies/one_device_strategy.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/io/event_file.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/strategies/central_storage_strategy.h"
+#include "cadre/strategies/mirrored_strategy.h"
+#include "cadre/strategies/one_device_strategy.h"
 #include "tests/estimator/test_model.h"
 #include "tests/io/temp_dir.h"
 

@@ -4,10 +4,11 @@
 
 #include <filesystem>
 
-#include "checkpoint/reader.h"
-#include "estimator/basic_hooks.h"
-#include "estimator/predictor.h"
-#include "io/event_file.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/estimator/basic_hooks.h"
+#include "cadre/estimator/predictor.h"
+#include "cadre/io/event_file.h"
 #include "tests/estimator/test_model.h"
 #include "tests/io/temp_dir.h"
 

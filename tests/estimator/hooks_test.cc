@@ -5,14 +5,15 @@
 #include <cmath>
 #include <filesystem>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/state_file.h"
-#include "core/ops/math.h"
-#include "estimator/early_stopping.h"
-#include "estimator/exporters.h"
-#include "estimator/train_and_evaluate.h"
-#include "io/event_file.h"
-#include "io/summary_writer.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/estimator/early_stopping.h"
+#include "cadre/estimator/exporters.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/io/event_file.h"
+#include "cadre/io/summary_writer.h"
+#include "cadre/ops/math.h"
 #include "tests/estimator/test_model.h"
 #include "tests/io/temp_dir.h"
 

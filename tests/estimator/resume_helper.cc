@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "estimator/estimator.h"
+#include "cadre/estimator/estimator.h"
 #include "tests/estimator/test_model.h"
 
 namespace {

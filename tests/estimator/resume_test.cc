@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <string>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/state_file.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
 #include "tests/io/temp_dir.h"
 
 namespace cadre {

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <thread>
 
-#include "estimator/train_and_evaluate.h"
+#include "cadre/estimator/train_and_evaluate.h"
 #include "tests/estimator/test_model.h"
 
 namespace {

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <vector>
 
-#include "core/nn/nn.h"
-#include "core/ops/nn.h"
-#include "core/ops/reduce.h"
-#include "estimator/estimator.h"
-#include "io/dataset.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/io/dataset.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/nn.h"
+#include "cadre/ops/reduce.h"
 
 namespace cadre::testing {
 

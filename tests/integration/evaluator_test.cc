@@ -10,10 +10,10 @@
 #include <map>
 #include <string>
 
-#include "checkpoint/state_file.h"
-#include "estimator/early_stopping.h"
-#include "estimator/train_and_evaluate.h"
-#include "io/event_file.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/estimator/early_stopping.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/io/event_file.h"
 #include "tests/io/temp_dir.h"
 #include "tests/support/processes.h"
 

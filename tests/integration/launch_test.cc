@@ -10,8 +10,8 @@
 #include <regex>
 #include <string>
 
-#include "estimator/train_and_evaluate.h"
-#include "strategies/cluster/cluster_spec.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/strategies/cluster_spec.h"
 #include "tests/io/temp_dir.h"
 #include "tests/support/processes.h"
 #include "tools/cadre_launch/launcher.h"

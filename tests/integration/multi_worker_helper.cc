@@ -12,10 +12,10 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "estimator/train_and_evaluate.h"
-#include "strategies/mirrored_strategy.h"
-#include "strategies/multi_worker_mirrored_strategy.h"
-#include "strategies/parameter_server_strategy.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/strategies/mirrored_strategy.h"
+#include "cadre/strategies/multi_worker_mirrored_strategy.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "tests/estimator/test_model.h"
 
 namespace {

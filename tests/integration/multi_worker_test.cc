@@ -11,8 +11,8 @@
 #include <fstream>
 #include <thread>
 
-#include "checkpoint/reader.h"
-#include "checkpoint/state_file.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
 #include "tests/io/temp_dir.h"
 #include "tests/support/processes.h"
 

@@ -7,7 +7,8 @@
 #include <atomic>
 #include <set>
 
-#include "io/tfrecord.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/tfrecord.h"
 #include "tests/io/dataset_helpers.h"
 #include "tests/io/temp_dir.h"
 

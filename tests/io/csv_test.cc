@@ -1,8 +1,9 @@
 // CSV files read by a schema.
-#include "io/csv.h"
+#include "cadre/io/csv.h"
 
 #include <gtest/gtest.h>
 
+#include "cadre/base/errors.h"
 #include "tests/io/temp_dir.h"
 
 namespace cadre::io {

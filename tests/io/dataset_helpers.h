@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "io/dataset.h"
+#include "cadre/io/dataset.h"
 #include "io/element_codec.h"
 
 namespace cadre::io::testing {

@@ -1,5 +1,5 @@
 // Semantics of the Dataset sources and transformations.
-#include "io/dataset.h"
+#include "cadre/io/dataset.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,9 @@
 #include <numeric>
 #include <set>
 
-#include "core/ops/math.h"
-#include "io/input_context.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/input_context.h"
+#include "cadre/ops/math.h"
 #include "tests/io/dataset_helpers.h"
 #include "tests/io/temp_dir.h"
 

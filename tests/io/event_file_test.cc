@@ -1,6 +1,6 @@
 // TensorBoard event files: the records' wire bytes, reading back what was written, and
 // flushing.
-#include "io/event_file.h"
+#include "cadre/io/event_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,9 @@
 #include <regex>
 #include <thread>
 
-#include "io/summary_writer.h"
-#include "io/tfrecord.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/summary_writer.h"
+#include "cadre/io/tfrecord.h"
 #include "tests/io/temp_dir.h"
 
 namespace cadre::io {

@@ -1,10 +1,11 @@
 // tf.train.Example: serialized bytes against the protobuf wire format worked out by hand,
 // and parsing by a feature spec.
-#include "io/example.h"
+#include "cadre/io/example.h"
 
 #include <gtest/gtest.h>
 
-#include "io/tfrecord.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/tfrecord.h"
 #include "tests/io/temp_dir.h"
 
 namespace cadre::io {

@@ -4,7 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/idx.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/idx.h"
 
 namespace cadre::io {
 namespace {

@@ -4,10 +4,11 @@
 
 #include <functional>
 
-#include "core/ops/math.h"
-#include "io/csv.h"
-#include "io/dataset.h"
-#include "io/tfrecord.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/csv.h"
+#include "cadre/io/dataset.h"
+#include "cadre/io/tfrecord.h"
+#include "cadre/ops/math.h"
 #include "tests/io/dataset_helpers.h"
 #include "tests/io/temp_dir.h"
 

@@ -3,8 +3,9 @@
 
 #include <filesystem>
 
-#include "io/input_context.h"
-#include "io/mnist.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/input_context.h"
+#include "cadre/io/mnist.h"
 
 namespace cadre::io {
 namespace {

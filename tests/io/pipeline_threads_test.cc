@@ -6,7 +6,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "io/dataset.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
 
 namespace cadre::io {
 namespace {

@@ -13,10 +13,10 @@
 #include <filesystem>
 #include <limits>
 
-#include "io/event_file.h"
-#include "io/example.h"
-#include "io/summary_writer.h"
-#include "io/tfrecord.h"
+#include "cadre/io/event_file.h"
+#include "cadre/io/example.h"
+#include "cadre/io/summary_writer.h"
+#include "cadre/io/tfrecord.h"
 #include "tests/io/temp_dir.h"
 
 namespace cadre::io {

@@ -1,9 +1,10 @@
 // CRC-32C, TFRecord framing against bytes worked out from the format definition, and damage
 // detection.
-#include "io/tfrecord.h"
+#include "cadre/io/tfrecord.h"
 
 #include <gtest/gtest.h>
 
+#include "cadre/base/errors.h"
 #include "io/crc32c.h"
 #include "tests/io/temp_dir.h"
 

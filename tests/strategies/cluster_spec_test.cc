@@ -1,9 +1,9 @@
 // TF_CONFIG as orchestrators write it, what it resolves to, and every mistake named.
-#include "strategies/cluster/cluster_spec.h"
+#include "cadre/strategies/cluster_spec.h"
 
 #include <gtest/gtest.h>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 
 namespace cadre {
 namespace {

@@ -5,9 +5,9 @@
 #include <future>
 #include <thread>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/strategies/multi_worker_mirrored_strategy.h"
 #include "strategies/cluster/coordination_service.h"
-#include "strategies/multi_worker_mirrored_strategy.h"
 
 namespace cadre {
 namespace {

@@ -5,13 +5,14 @@
 
 #include <chrono>
 
-#include "core/ops/array.h"
-#include "core/ops/math.h"
-#include "core/ops/random.h"
-#include "core/ops/reduce.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/random.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/strategies/cross_device_ops.h"
 #include "strategies/cluster/coordination_service.h"
 #include "strategies/collectives/nccl_collective.h"
-#include "strategies/cross_device_ops.h"
 
 namespace cadre {
 namespace {

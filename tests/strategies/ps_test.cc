@@ -7,13 +7,13 @@
 #include <future>
 #include <thread>
 
-#include "core/autodiff/tape.h"
-#include "core/base/errors.h"
-#include "core/nn/nn.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
-#include "strategies/one_device_strategy.h"
-#include "strategies/parameter_server_strategy.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/strategies/one_device_strategy.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "strategies/ps/optimizer_proto.h"
 #include "strategies/ps/placement.h"
 #include "strategies/ps/ps_client.h"

@@ -5,15 +5,17 @@
 
 #include <cmath>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/nn.h"
-#include "core/ops/linalg.h"
-#include "core/ops/math.h"
-#include "core/ops/reduce.h"
-#include "core/tensor/device.h"
-#include "strategies/central_storage_strategy.h"
-#include "strategies/mirrored_strategy.h"
-#include "strategies/one_device_strategy.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "cadre/strategies/central_storage_strategy.h"
+#include "cadre/strategies/mirrored_strategy.h"
+#include "cadre/strategies/one_device_strategy.h"
+#include "cadre/tensor/device.h"
+#include "core/base/strings.h"
 
 namespace cadre {
 namespace {

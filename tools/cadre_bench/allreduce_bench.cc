@@ -18,7 +18,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/worker_group.h"
 #include "tools/cadre_bench/timing.h"

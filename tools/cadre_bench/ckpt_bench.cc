@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <vector>
 
-#include "checkpoint/manager.h"
-#include "checkpoint/reader.h"
-#include "checkpoint/restore.h"
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/restore.h"
 #include "core/base/strings.h"
 #include "tools/cadre_bench/timing.h"
 

@@ -10,12 +10,13 @@
 #include <functional>
 #include <vector>
 
-#include "core/autodiff/tape.h"
-#include "core/nn/nn.h"
-#include "core/runtime/threading.h"
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
+#include "cadre/io/mnist.h"
+#include "cadre/nn/nn.h"
+#include "cadre/runtime/threading.h"
 #include "examples/fashion_mnist/models.h"
-#include "io/dataset.h"
-#include "io/mnist.h"
 #include "tools/cadre_bench/timing.h"
 
 DECLARE_int32(batch_size);

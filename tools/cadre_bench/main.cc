@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "tools/cadre_bench/allreduce_bench.h"
 #include "tools/cadre_bench/ckpt_bench.h"

@@ -15,11 +15,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/nn/nn.h"
+#include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "core/base/strings.h"
-#include "core/nn/nn.h"
-#include "strategies/cluster/cluster_spec.h"
-#include "strategies/parameter_server_strategy.h"
 #include "strategies/ps/ps_server.h"
 #include "tools/cadre_bench/timing.h"
 

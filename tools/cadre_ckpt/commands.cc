@@ -7,10 +7,10 @@
 #include <iomanip>
 #include <set>
 
-#include "checkpoint/env.h"
-#include "checkpoint/reader.h"
-#include "checkpoint/state_file.h"
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/env.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
 #include "core/base/strings.h"
 
 namespace cadre::tools {

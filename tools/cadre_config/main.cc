@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "core/base/errors.h"
-#include "strategies/cluster/cluster_spec.h"
+#include "cadre/base/errors.h"
+#include "cadre/strategies/cluster_spec.h"
 
 DEFINE_string(tf_config, "", "the TF_CONFIG to explain (default: the environment's)");
 

@@ -15,9 +15,9 @@
 #include <optional>
 #include <thread>
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
-#include "core/runtime/threading.h"
 
 namespace cadre::launch {
 

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <vector>
+#include "cadre/base/errors.h"
 
 namespace cadre::launch {
 

@@ -6,11 +6,11 @@
 #include <optional>
 #include <unordered_map>
 
+#include "cadre/runtime/threading.h"
 #include "core/backend/cpu/kernels.h"
 #include "core/backend/cpu/loops.h"
 #include "core/backend/cpu/onednn.h"
 #include "core/kernels/nn.h"
-#include "core/runtime/threading.h"
 
 namespace cadre::backend::cpu {
 namespace {

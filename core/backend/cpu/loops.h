@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "core/runtime/threading.h"
-#include "core/tensor/tensor.h"
+#include "cadre/runtime/threading.h"
+#include "cadre/tensor/tensor.h"
 
 namespace cadre::backend::cpu {
 

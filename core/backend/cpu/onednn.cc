@@ -1,6 +1,6 @@
 #include "core/backend/cpu/onednn.h"
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::backend::cpu::onednn {

@@ -8,8 +8,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "cadre/base/errors.h"
+#include "cadre/tensor/tensor.h"
 #include "core/kernels/elementwise.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::backend::cpu::onednn {
 

@@ -9,7 +9,6 @@
 namespace cadre::backend::cpu {
 namespace {
 
-using kernels::PhiloxKey;
 using kernels::RandomDistribution;
 
 constexpr int64_t kBlocksPerChunk = 4096;

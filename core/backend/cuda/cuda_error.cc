@@ -1,6 +1,6 @@
 #include "core/backend/cuda/cuda_error.h"
 
-#include "core/base/errors.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::backend::cuda {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <string_view>
+#include "cadre/base/errors.h"
 
 namespace cadre::backend::cuda {
 

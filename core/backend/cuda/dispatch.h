@@ -2,9 +2,9 @@
 // portable storage structs the kernels convert with (core/backend/cuda/portable/).
 #pragma once
 
+#include "cadre/tensor/dtype.h"
+#include "cadre/tensor/tensor.h"
 #include "core/backend/cuda/portable/scalar_math.h"
-#include "core/tensor/dtype.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::backend::cuda {
 

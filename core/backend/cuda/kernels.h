@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
+#include "cadre/tensor/device.h"
+#include "cadre/tensor/dtype.h"
 #include "core/kernels/linalg.h"
 #include "core/kernels/reduction.h"
-#include "core/tensor/device.h"
-#include "core/tensor/dtype.h"
 
 namespace cadre::backend::cuda {
 

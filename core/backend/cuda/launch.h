@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cadre/tensor/device.h"
+#include "cadre/tensor/tensor.h"
 #include "core/backend/cuda/cuda_error.h"
 #include "core/backend/cuda/device_runtime.h"
 #include "core/kernels/elementwise.h"
-#include "core/tensor/device.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::backend::cuda {
 

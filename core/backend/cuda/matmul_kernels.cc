@@ -17,11 +17,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cadre/runtime/precision.h"
 #include "core/backend/cuda/cuda_error.h"
 #include "core/backend/cuda/kernels.h"
 #include "core/backend/cuda/launch.h"
 #include "core/kernels/linalg.h"
-#include "core/runtime/precision.h"
 
 namespace cadre::backend::cuda {
 namespace {

@@ -9,7 +9,6 @@
 namespace cadre::backend::cuda {
 namespace {
 
-using kernels::PhiloxKey;
 using kernels::RandomDistribution;
 
 void random(RandomDistribution dist, double a, double b, PhiloxKey key, Tensor& out) {

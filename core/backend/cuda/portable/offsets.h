@@ -9,9 +9,9 @@
 #include <array>
 #include <cstdint>
 
+#include "cadre/tensor/shape.h"
+#include "cadre/tensor/tensor.h"
 #include "core/base/host_device.h"
-#include "core/tensor/shape.h"
-#include "core/tensor/tensor.h"
 
 namespace cadre::backend::cuda::portable {
 

@@ -1,0 +1,111 @@
+// CheckpointManager: saves checkpoints of one model_dir, publishes them atomically, keeps
+// the `checkpoint` state file and applies retention. The training chief owns one.
+//
+// Publishing a checkpoint of step S, in this order:
+//   1. write model_dir/model.ckpt-S.h5.tmp-<pid>-<n> (HDF5, checksummed), close it;
+//   2. fsync it, rename it to model.ckpt-S.h5, fsync model_dir;
+//   3. replace the state file the same way (temporary, fsync, rename, fsync model_dir);
+//   4. only then delete the checkpoints that retention drops (skipping leased ones).
+// A crash at any point leaves a state file naming only complete, durable files; at worst a
+// temporary file (removed by the next manager of the model_dir) or a published file the
+// state file does not name yet.
+//
+// A CheckpointManager is meant for one thread (the saver); its asynchronous writer is
+// internal. It must be the only writer of its model_dir.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cadre/checkpoint/contents.h"
+#include "cadre/checkpoint/env.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/checkpoint/writer.h"
+
+namespace cadre::checkpoint {
+
+struct CheckpointManagerOptions {
+  // The newest checkpoints kept; older ones are deleted. 0 keeps every checkpoint.
+  int keep_checkpoint_max = 5;
+  // Additionally keep, for good, one checkpoint per this many hours among those retention
+  // drops (TensorFlow's rule: the first dropped one at least n hours after the last kept).
+  // 0: off.
+  double keep_checkpoint_every_n_hours = 0;
+  // save() copies the data to host memory and returns; a background thread writes and
+  // publishes it. At most one save is in flight: the next save() first waits for it.
+  // A failure is thrown by the next save(), wait() or close().
+  bool async_save = false;
+  std::string basename = "model.ckpt";
+  WriteOptions write_options;
+  // File system and clock; null: the real ones.
+  std::shared_ptr<Env> env;
+};
+
+class CheckpointManager {
+ public:
+  // Creates model_dir when missing, continues the retention recorded in its state file,
+  // removes temporaries that a crashed save left and takes over checkpoints newer than the
+  // state file's (published by a save interrupted before it updated the state). Throws
+  // DataLossError naming the state file when it cannot be parsed, or the Env's error when model_dir
+  // is unusable.
+  explicit CheckpointManager(std::string model_dir, CheckpointManagerOptions options = {});
+  // Waits for a save in flight; its failure is logged, not thrown (call close() to see it).
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  // Saves `data` as model_dir/<basename>-<global_step>.h5 (replacing a checkpoint of the
+  // same step) and returns that path. Synchronous: returns once the checkpoint and the
+  // state file are durable. Asynchronous: returns once `data` is copied; see
+  // CheckpointManagerOptions::async_save. Throws InvalidArgumentError (nothing written)
+  // for data that cannot be saved, the failure of a previous asynchronous save, or the
+  // I/O error of this one (in which case the previous checkpoints and state are intact).
+  std::string save(const CheckpointData& data);
+  // Blocks until no save is in flight; throws the failure of the last asynchronous save.
+  void wait();
+  // wait(); the manager stays usable.
+  void close() { wait(); }
+
+  const std::string& model_dir() const { return model_dir_; }
+  std::string checkpoint_path(int64_t global_step) const;
+  // The checkpoints retention manages (those of the state file), oldest first, after the
+  // last completed save.
+  std::vector<std::string> checkpoints() const;
+  std::optional<std::string> latest_checkpoint() const;
+  // Checkpoints retention dropped but has not deleted yet because a reader leases them (or
+  // the deletion failed); retried at each save. A new manager does not know them.
+  std::vector<std::string> pending_deletions() const;
+
+ private:
+  struct Entry {
+    std::string name;  // file name relative to model_dir
+    double timestamp;
+  };
+
+  void save_now(const CheckpointData& data);
+  void apply_retention(std::vector<std::string>* to_delete);
+  void delete_unleased(std::vector<std::string> names);
+  void remove_stale_temporaries();
+  void adopt_unrecorded_checkpoints();
+  void join_worker();
+
+  std::string model_dir_;
+  CheckpointManagerOptions options_;
+  std::shared_ptr<Env> env_;
+  mutable std::mutex mutex_;
+  std::vector<Entry> entries_;           // GUARDED_BY(mutex_)
+  std::vector<std::string> pending_;     // GUARDED_BY(mutex_)
+  double last_preserved_timestamp_ = 0;  // GUARDED_BY(mutex_)
+  std::thread worker_;
+  std::exception_ptr failure_;  // written by worker_, read after joining it
+};
+
+// A deep host copy of `data` (what an asynchronous save writes from).
+CheckpointData copy_to_host(const CheckpointData& data);
+
+}  // namespace cadre::checkpoint

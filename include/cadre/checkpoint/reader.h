@@ -1,0 +1,93 @@
+// Reads one checkpoint file: its variables (whole, or rows of them for partitioned
+// variables), optimizer slots, global step, RNG and iterator state, and attributes; and
+// verifies its checksums.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cadre/random/generator.h"
+#include "cadre/tensor/tensor.h"
+
+namespace cadre::checkpoint {
+
+// A variable or slot as stored.
+struct VariableInfo {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  std::string slot_of;  // the variable this slot belongs to; empty for a variable
+};
+
+// A problem `verify` found in one dataset.
+struct DatasetProblem {
+  std::string dataset;  // path in the file: "variables/hidden1/kernel"
+  std::string problem;  // "checksum mismatch (stored 0x..., computed 0x...)"
+};
+
+// The open file is held until the reader is destroyed, so a checkpoint that retention
+// removes after open() stays readable (POSIX unlink semantics).
+//
+// Every read verifies the dataset's CRC32C unless `verify` is false and throws
+// DataLossError naming the file and the dataset when it does not match or the data cannot
+// be read. Reads of different readers, or of one reader from several threads, are safe
+// (HDF5 serialises them).
+class CheckpointReader {
+ public:
+  // Opens `path` and reads its index. Throws NotFoundError when there is no such file and
+  // DataLossError naming the file when it is not HDF5, is truncated or damaged, or is not
+  // a Cadre checkpoint of a format version this library reads.
+  static std::unique_ptr<CheckpointReader> open(const std::string& path);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const std::string& path() const;
+  int64_t global_step() const;
+  int64_t format_version() const;
+  // Every root attribute and every entry of the metadata group ("strategy", ...), as text.
+  std::map<std::string, std::string> attributes() const;
+
+  // Variables and slots by logical name ("hidden1/kernel", "hidden1/kernel/Adam/m").
+  const std::map<std::string, VariableInfo>& variables() const;
+  // Throws NotFoundError naming the file and listing nearby names when absent.
+  const VariableInfo& variable(const std::string& name) const;
+
+  // The whole value as a new host tensor.
+  Tensor read(const std::string& name, bool verify = true) const;
+  // Writes the whole value into `destination` in place (any device or layout, same shape;
+  // converted to its dtype). Reads straight into its memory when it is a contiguous host
+  // tensor of the stored dtype; otherwise through one block-sized staging buffer.
+  void read_into(const std::string& name, const Tensor& destination, bool verify = true) const;
+  // Rows [first_row, first_row + destination.dim(0)) of the logical value into
+  // `destination`: restoring into a partitioned variable. Verifying the checksum reads the
+  // whole dataset once, a block at a time; with verify = false only the rows are read.
+  void read_rows_into(const std::string& name, int64_t first_row, const Tensor& destination,
+                      bool verify = true) const;
+
+  // Several partitions (first row, destination) of one variable in one pass over the
+  // dataset, verifying its checksum once.
+  void read_partitions_into(const std::string& name,
+                            const std::vector<std::pair<int64_t, Tensor>>& partitions,
+                            bool verify = true) const;
+
+  std::map<std::string, Generator::State> rng_states(bool verify = true) const;
+  std::map<std::string, Tensor> iterator_state(bool verify = true) const;
+
+  // Checks every dataset's checksum (reading each once, a block at a time) and returns what
+  // is wrong, empty when the file is intact.
+  std::vector<DatasetProblem> verify() const;
+
+  // Bytes per block read (default 2 MiB: a block is checksummed while still in cache).
+  void set_block_bytes(size_t bytes);
+
+ private:
+  struct Impl;
+  explicit CheckpointReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cadre::checkpoint

@@ -1,0 +1,54 @@
+// Predictor: loads a directory written by Estimator::export_model and runs its prediction
+// signatures with the same model_fn, without a model_dir or checkpoints.
+//
+//   auto predictor = Predictor::load("exports/1700000000", model_fn);
+//   std::map<std::string, Tensor> out = predictor->predict({{"image", batch}});
+//
+// predict() may be called from one thread at a time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cadre/estimator/model_fn.h"
+#include "cadre/io/element.h"
+
+namespace cadre {
+
+namespace estimator_internal {
+class ModelSession;
+struct ExportedModel;
+}  // namespace estimator_internal
+
+class Predictor {
+ public:
+  // Throws NotFoundError when export_dir or one of its files is missing, DataLossError when
+  // they are damaged.
+  static std::unique_ptr<Predictor> load(const std::string& export_dir, ModelFn model_fn,
+                                         Params params = {});
+  ~Predictor();
+
+  // The outputs of `signature` for a batch of inputs. Throws InvalidArgumentError naming
+  // the input that is missing or has another dtype or per-example shape than exported, or
+  // an unknown signature (listing the known ones).
+  std::map<std::string, Tensor> predict(const io::Features& inputs,
+                                        const std::string& signature = "serving_default");
+
+  std::vector<std::string> signatures() const;
+  std::vector<std::string> input_names() const;
+  int64_t global_step() const;
+
+ private:
+  Predictor(ModelFn model_fn, Params params,
+            std::unique_ptr<estimator_internal::ExportedModel> model,
+            std::unique_ptr<estimator_internal::ModelSession> session, std::string export_dir);
+  ModelFn model_fn_;
+  Params params_;
+  std::unique_ptr<estimator_internal::ExportedModel> model_;
+  std::unique_ptr<estimator_internal::ModelSession> session_;
+  std::string export_dir_;
+};
+
+}  // namespace cadre

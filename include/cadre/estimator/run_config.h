@@ -1,0 +1,70 @@
+// RunConfig: where and how an Estimator runs, with TensorFlow's defaults.
+//
+//   RunConfig config;
+//   config.model_dir = "runs/mnist";
+//   config.save_checkpoints_steps = 500;
+//
+// The cluster fields describe this process's place in a job; without TF_CONFIG (local
+// mode) it is the one worker, and the chief.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/strategy.h"
+
+namespace cadre {
+
+struct RunConfig {
+  // Checkpoints, summaries and eval results go here. Required by train() and evaluate().
+  std::string model_dir;
+  // Seeds variable initialisation, dropout and whatever model_fn draws from the current
+  // generator. Unset: a random seed, logged, so that a run can be repeated.
+  std::optional<uint64_t> tf_random_seed;
+  // Checkpoint every this many steps, or every this many seconds; setting both is an
+  // error, and neither means every 600 seconds. A checkpoint is always written when
+  // train() ends.
+  std::optional<int64_t> save_checkpoints_steps;
+  std::optional<double> save_checkpoints_secs;
+  int keep_checkpoint_max = 5;                   // 0 keeps every checkpoint
+  double keep_checkpoint_every_n_hours = 10000;  // TensorFlow's default: effectively off
+  // Write checkpoints on a background thread after copying the variables (training waits
+  // only for the copy).
+  bool async_checkpoint = false;
+  int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
+  int64_t save_summary_steps = 100;    // 0: no training summaries
+
+  // How training and evaluation are distributed over devices (and, later, workers); null:
+  // OneDeviceStrategy on cpu:0. Evaluation may use another strategy than training, and a
+  // checkpoint saved under one strategy resumes under any other.
+  std::shared_ptr<const Strategy> train_distribute;
+  std::shared_ptr<const Strategy> eval_distribute;
+
+  // This process's cluster, as TF_CONFIG gives it; unset in local mode. The fields below
+  // follow from it (for_cluster), as TensorFlow's RunConfig derives them.
+  std::optional<ClusterConfig> cluster;
+  std::string task_type = "worker";  // "chief", "worker", "ps", "evaluator"
+  int task_id = 0;
+  bool is_chief = true;
+  int num_worker_replicas = 1;  // tasks that train: the chief and the workers (0 on the evaluator)
+  int num_ps_replicas = 0;
+
+  // A RunConfig whose cluster fields come from `cluster`.
+  static RunConfig for_cluster(const ClusterConfig& cluster);
+  // Reads TF_CONFIG from the environment, else a Slurm job step of several tasks (see
+  // cluster_from_slurm), else local mode; throws InvalidArgumentError naming the field at
+  // fault. Call it at the edge of a program, in main, as the library reads no environment
+  // itself.
+  static RunConfig from_environment();
+
+  // Seconds between checkpoints after resolving the defaults (0 when steps are used).
+  double checkpoint_secs() const;
+  // Throws InvalidArgumentError naming the field and its value when a field is out of range
+  // or both checkpoint intervals are set.
+  void validate() const;
+};
+
+}  // namespace cadre

@@ -1,0 +1,26 @@
+// IDX files (the MNIST and Fashion-MNIST format), optionally gzip-compressed.
+#pragma once
+
+#include <string>
+
+#include "cadre/tensor/tensor.h"
+
+namespace cadre::io {
+
+// Reads an IDX file (".gz" or plain) into a CPU tensor of the file's element type and
+// dimensions (uint8 for the MNIST family). Throws NotFoundError when the file is missing
+// and DataLossError naming the file and byte offset when it is truncated or malformed.
+Tensor read_idx(const std::string& path);
+
+enum class Split { kTrain, kTest };
+
+// Images [N, 28, 28] uint8 and labels [N] uint8 of an MNIST-family directory holding
+// {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz (Debian's dataset-fashion-mnist installs
+// them in /usr/share/datasets/fashion-mnist).
+struct ImagesAndLabels {
+  Tensor images;
+  Tensor labels;
+};
+ImagesAndLabels read_mnist(const std::string& directory, Split split);
+
+}  // namespace cadre::io

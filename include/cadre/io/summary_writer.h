@@ -1,0 +1,71 @@
+// TensorBoard event files: SummaryWriter appends scalars, histograms and text to
+// `<logdir>/events.out.tfevents.<seconds>.<host>.<pid>`, a TFRecord file of Event protocol
+// buffers (wire-compatible with TensorFlow's) starting with the "brain.Event:2" version
+// record, as tf.summary writes them.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "cadre/tensor/tensor.h"
+
+namespace cadre::io {
+
+class TFRecordWriter;
+
+struct SummaryWriterOptions {
+  // Seconds between flushes to the file in the background (TensorBoard sees data no later
+  // than this); close() and the destructor always flush.
+  double flush_secs = 120;
+  // Appended to the file name (e.g. ".v2").
+  std::string filename_suffix;
+};
+
+// Thread-safe: any thread may write summaries at any time.
+class SummaryWriter {
+ public:
+  // Creates `logdir` (with parents) and a new event file in it. Throws
+  // PermissionDeniedError / NotFoundError / UnavailableError naming the path on failure.
+  explicit SummaryWriter(const std::string& logdir, SummaryWriterOptions options = {});
+  ~SummaryWriter();  // close(), errors logged
+  SummaryWriter(const SummaryWriter&) = delete;
+  SummaryWriter& operator=(const SummaryWriter&) = delete;
+
+  // Each call writes one Event at the current wall time for `step`.
+  void scalar(std::string_view tag, double value, int64_t step);
+  // A histogram of the values (any real tensor, or a span) in TensorFlow's default
+  // exponential buckets.
+  void histogram(std::string_view tag, const Tensor& values, int64_t step);
+  void histogram(std::string_view tag, std::span<const double> values, int64_t step);
+  // Text for TensorBoard's text dashboard (markdown).
+  void text(std::string_view tag, std::string_view text, int64_t step);
+
+  // Makes everything written so far visible to readers.
+  void flush();
+  // Flushes, stops the background flusher and closes the file; later writes throw
+  // FailedPreconditionError.
+  void close();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_event(const std::string& serialized_event);
+  void flush_loop();
+
+  std::string path_;
+  SummaryWriterOptions options_;
+  std::mutex mutex_;  // guards writer_, dirty_, closing_
+  std::condition_variable wake_;
+  std::unique_ptr<TFRecordWriter> writer_;
+  bool dirty_ = false;
+  bool closing_ = false;
+  std::thread flusher_;
+};
+
+}  // namespace cadre::io

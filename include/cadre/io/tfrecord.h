@@ -1,0 +1,82 @@
+// TFRecord files: a sequence of records, each framed as
+//   uint64 length (little-endian) | uint32 masked CRC-32C of the length bytes |
+//   data[length] | uint32 masked CRC-32C of the data
+// exactly as TensorFlow writes and reads them (uncompressed), so files go both ways.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cadre/io/dataset.h"
+
+namespace cadre::io {
+
+// One record's frame around `data`.
+std::string frame_record(std::string_view data);
+
+// Writes records to a file. Not thread-safe.
+class TFRecordWriter {
+ public:
+  // Creates (or truncates) `path`; with `append`, keeps what is there and writes after it.
+  // Throws NotFoundError / PermissionDeniedError naming the path when it cannot be opened.
+  explicit TFRecordWriter(const std::string& path, bool append = false);
+  ~TFRecordWriter();  // closes; errors are lost there, so call close() to see them
+  TFRecordWriter(const TFRecordWriter&) = delete;
+  TFRecordWriter& operator=(const TFRecordWriter&) = delete;
+
+  void write(std::string_view record);
+  // Hands buffered records to the operating system (readers then see them); with `sync`,
+  // also waits until they are on disk (fsync).
+  void flush(bool sync = false);
+  void close();
+  // Bytes in the file so far: the offset of the next record.
+  uint64_t offset() const { return offset_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  uint64_t offset_ = 0;
+};
+
+// Reads records of a file in order. Not thread-safe.
+class TFRecordReader {
+ public:
+  // Throws NotFoundError naming the path when it does not exist.
+  explicit TFRecordReader(const std::string& path);
+  ~TFRecordReader();
+  TFRecordReader(const TFRecordReader&) = delete;
+  TFRecordReader& operator=(const TFRecordReader&) = delete;
+
+  // The next record, or nullopt at the end of the file. A record cut short or failing its
+  // CRC throws DataLossError naming the file and the byte offset of the damage; the reader
+  // stays before that record.
+  std::optional<std::string> read();
+  // Offset of the next record; seek() to an offset that offset() returned resumes there.
+  uint64_t offset() const { return offset_; }
+  void seek(uint64_t offset);
+  const std::string& path() const { return path_; }
+
+ private:
+  // Reads n bytes at `position`, or fewer at the end of the file.
+  size_t read_at(uint64_t position, void* out, size_t n);
+
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  uint64_t offset_ = 0;
+  uint64_t file_position_ = 0;  // where the FILE's cursor is
+  uint64_t size_ = 0;           // the file's size when last looked at
+};
+
+// A dataset of the records of `filenames`, file after file, as byte-string elements
+// (uint8 [n], feature "value"). Iterator state holds the file index and byte offset.
+// To read many files at once, interleave per-file datasets:
+//   Dataset::from_strings(files).interleave(
+//       [](const Element& f) { return tfrecord_dataset({tensor_bytes(f.value())}); }, 4)
+Dataset tfrecord_dataset(std::vector<std::string> filenames);
+
+}  // namespace cadre::io
