@@ -24,7 +24,6 @@
 #include "cadre/ops/reduce.h"
 #include "cadre/runtime/threading.h"
 #include "cadre/strategies/strategy_from_flags.h"
-#include "core/base/strings.h"
 #include "examples/fashion_mnist/models.h"
 #include "examples/program_main.h"
 #include "examples/result_line.h"
@@ -89,8 +88,9 @@ int run() {
       FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr);
   if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
     throw InvalidArgumentError(
-        str_cat("--batch_size=", FLAGS_batch_size, " does not divide over the ",
-                strategy->num_replicas_in_sync(), " replicas of --strategy=", FLAGS_strategy));
+        "--batch_size=" + std::to_string(FLAGS_batch_size) + " does not divide over the " +
+        std::to_string(strategy->num_replicas_in_sync()) + " replicas of --strategy=" +
+        FLAGS_strategy);
   }
   if (FLAGS_max_steps <= 0 || FLAGS_batch_size <= 0 || FLAGS_save_checkpoints_steps <= 0) {
     throw InvalidArgumentError(
@@ -114,9 +114,10 @@ int run() {
   TrainAndEvaluateResult result =
       train_and_evaluate(estimator, TrainSpec(train_input_fn, FLAGS_max_steps), eval_spec);
   const EvalResult& eval = result.final_eval;
-  std::string line =
-      str_cat("{\"task\":\"", config.cluster ? config.task_type : "local", "\",\"model\":\"",
-              FLAGS_model, "\",\"global_step\":", static_cast<int64_t>(eval.at("global_step")));
+  std::string line = std::string("{\"task\":\"") +
+                     (config.cluster ? config.task_type : "local") + "\",\"model\":\"" +
+                     FLAGS_model + "\",\"global_step\":" +
+                     std::to_string(static_cast<int64_t>(eval.at("global_step")));
   line += examples::metrics_json(eval);
   std::printf("%s}\n", line.c_str());
   return 0;

@@ -2,7 +2,6 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/nn/layers.h"
-#include "core/base/strings.h"
 
 namespace cadre::examples {
 
@@ -24,7 +23,7 @@ Tensor cnn_logits(const Tensor& images) {
 
 void check_model_name(const std::string& model) {
   if (model != "mlp" && model != "cnn") {
-    throw InvalidArgumentError(str_cat("unknown model '", model, "'; expected mlp or cnn"));
+    throw InvalidArgumentError("unknown model '" + model + "'; expected mlp or cnn");
   }
 }
 

@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, then configures, builds and runs a separate
-# CMake project that uses find_package(cadre) and links cadre::cadre.
+# Installs the build into a temporary prefix and checks that the installed headers are
+# exactly the public ones (include/cadre and the generated version.h), then configures,
+# builds and runs a separate CMake project that uses find_package(cadre), links cadre::cadre
+# and includes only <cadre/cadre.h>.
 set -euo pipefail
 build_dir=$1
 source_dir=$(cd "$(dirname "$0")" && pwd)
+repo_dir=$(cd "$source_dir/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
+
+(cd "$work/prefix/include" && find . -type f | sed 's|^\./||' | sort) >"$work/installed"
+{ (cd "$repo_dir/include" && find cadre -name '*.h'); echo cadre/version.h; } | sort >"$work/public"
+if ! diff -u "$work/public" "$work/installed"; then
+  echo "the installed headers differ from the public list (include/cadre): see the diff above" >&2
+  exit 1
+fi
+echo "installed headers: $(wc -l <"$work/installed"), exactly include/cadre"
+
 cmake -S "$source_dir/consumer" -B "$work/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer" >/dev/null
-"$work/consumer/consumer" "$work/model"
+"$work/consumer/consumer" "$work/model" 2>"$work/stderr" || { cat "$work/stderr" >&2; exit 1; }
