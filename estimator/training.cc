@@ -7,6 +7,7 @@
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
+#include "cadre/base/mutex.h"
 #include "cadre/checkpoint/manager.h"
 #include "cadre/checkpoint/restore.h"
 #include "cadre/checkpoint/variables.h"
@@ -128,7 +129,7 @@ class TrainRun : public Run {
   std::vector<nn::Variable*> chosen_variables(const nn::VariableStore& store, const TrainOp& op) {
     if (op.variables.empty()) return store.trainable_variables();
     size_t trainable = store.trainable_variables().size();
-    std::lock_guard<std::mutex> lock(chosen_mutex_);
+    MutexLock lock(chosen_mutex_);
     Chosen& chosen = chosen_[{&store, op.variables}];
     if (chosen.trainable != trainable) {
       chosen.variables = variables_to_train(store, op);
@@ -206,8 +207,9 @@ class TrainRun : public Run {
     size_t trainable = 0;
     std::vector<nn::Variable*> variables;
   };
-  std::mutex chosen_mutex_;
-  std::map<std::pair<const nn::VariableStore*, std::string>, Chosen> chosen_;  // GUARDED_BY
+  Mutex chosen_mutex_;
+  std::map<std::pair<const nn::VariableStore*, std::string>, Chosen> chosen_
+      CADRE_GUARDED_BY(chosen_mutex_);
 };
 
 // Restores the input position unless the pipeline changed since the checkpoint, in which

@@ -50,12 +50,12 @@ VariableStore::VariableStore(uint64_t seed, VariableCreator creator)
     : seed_(seed), creator_(std::move(creator)) {}
 
 void VariableStore::set_creator(VariableCreator creator) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   creator_ = std::move(creator);
 }
 
 Variable& VariableStore::get_or_create(const VariableSpec& spec) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = by_name_.find(spec.name);
   if (it != by_name_.end()) {
     Variable& existing = *it->second;
@@ -80,7 +80,7 @@ Variable& VariableStore::get_or_create(const VariableSpec& spec) {
 }
 
 Variable& VariableStore::add(std::shared_ptr<Variable> variable) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   check_name(variable->name());
   if (by_name_.count(variable->name()) != 0) {
     throw AlreadyExistsError(str_cat("variable '", variable->name(), "' already exists"));
@@ -91,20 +91,20 @@ Variable& VariableStore::add(std::shared_ptr<Variable> variable) {
 }
 
 Variable* VariableStore::find(std::string_view name) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
 }
 
 std::vector<Variable*> VariableStore::variables() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<Variable*> out;
   for (const auto& v : ordered_) out.push_back(v.get());
   return out;
 }
 
 std::vector<Variable*> VariableStore::trainable_variables() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<Variable*> out;
   for (const auto& v : ordered_) {
     if (v->trainable()) out.push_back(v.get());
@@ -114,7 +114,7 @@ std::vector<Variable*> VariableStore::trainable_variables() const {
 
 std::shared_ptr<Metric> VariableStore::metric(
     const std::string& name, const std::function<std::shared_ptr<Metric>()>& make) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& [n, m] : metrics_) {
     if (n == name) return m;
   }
@@ -123,12 +123,12 @@ std::shared_ptr<Metric> VariableStore::metric(
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Metric>>> VariableStore::metrics() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return metrics_;
 }
 
 void VariableStore::clear_metrics() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   metrics_.clear();
 }
 

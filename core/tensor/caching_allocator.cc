@@ -10,7 +10,10 @@ namespace cadre {
 
 CachingAllocator::CachingAllocator(SystemAllocator system) : system_(std::move(system)) {}
 
-CachingAllocator::~CachingAllocator() { release_cached_locked(); }
+CachingAllocator::~CachingAllocator() {
+  MutexLock lock(mutex_);
+  release_cached_locked();
+}
 
 size_t CachingAllocator::round_size(size_t bytes) {
   if (bytes <= 512) return bytes == 0 ? 64 : (bytes + 63) & ~size_t{63};
@@ -21,7 +24,7 @@ size_t CachingAllocator::round_size(size_t bytes) {
 
 void* CachingAllocator::allocate(size_t bytes) {
   size_t size = round_size(bytes);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   ++stats_.num_allocations;
   void* ptr = nullptr;
   auto it = free_blocks_.find(size);
@@ -50,23 +53,23 @@ void* CachingAllocator::allocate(size_t bytes) {
 void CachingAllocator::deallocate(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
   size_t size = round_size(bytes);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   free_blocks_[size].push_back(ptr);
   stats_.bytes_in_use -= static_cast<int64_t>(size);
 }
 
 AllocatorStats CachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return stats_;
 }
 
 void CachingAllocator::reset_peak() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
 void CachingAllocator::release_cached() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   release_cached_locked();
 }
 

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "core/tensor/allocator.h"
 
 namespace cadre {
@@ -33,12 +33,12 @@ class CachingAllocator : public Allocator {
   static size_t round_size(size_t bytes);
 
  private:
-  void release_cached_locked();
+  void release_cached_locked() CADRE_REQUIRES(mutex_);
 
   SystemAllocator system_;
-  mutable std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks_;  // GUARDED_BY(mutex_)
-  AllocatorStats stats_;                                        // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks_ CADRE_GUARDED_BY(mutex_);
+  AllocatorStats stats_ CADRE_GUARDED_BY(mutex_);
 };
 
 // The host allocator shared by every cpu:N device.

@@ -43,7 +43,7 @@ DeviceRuntime::DeviceRuntime(int device) : device_(device) {
 
 cudaEvent_t DeviceRuntime::acquire_event() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!free_events_.empty()) {
       cudaEvent_t event = free_events_.back();
       free_events_.pop_back();
@@ -56,7 +56,7 @@ cudaEvent_t DeviceRuntime::acquire_event() {
 }
 
 void DeviceRuntime::release_event(cudaEvent_t event) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   free_events_.push_back(event);
 }
 

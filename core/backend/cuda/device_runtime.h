@@ -9,8 +9,9 @@
 
 #include <cuda_runtime.h>
 
-#include <mutex>
 #include <vector>
+
+#include "cadre/base/mutex.h"
 
 namespace cadre::backend::cuda {
 
@@ -38,8 +39,8 @@ class DeviceRuntime {
   int device_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t copy_ = nullptr;
-  std::mutex mutex_;
-  std::vector<cudaEvent_t> free_events_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::vector<cudaEvent_t> free_events_ CADRE_GUARDED_BY(mutex_);
 };
 
 // GPUs visible to this process (0 without a driver or a device).

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "cadre/runtime/precision.h"
 #include "core/backend/cuda/cuda_error.h"
 #include "core/backend/cuda/kernels.h"
@@ -110,7 +111,7 @@ class HandlePool {
  public:
   std::unique_ptr<Handles> acquire(int device) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       auto& free = free_[device];
       if (!free.empty()) {
         std::unique_ptr<Handles> h = std::move(free.back());
@@ -125,13 +126,13 @@ class HandlePool {
     return h;
   }
   void release(int device, std::unique_ptr<Handles> h) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     free_[device].push_back(std::move(h));
   }
 
  private:
-  std::mutex mutex_;
-  std::unordered_map<int, std::vector<std::unique_ptr<Handles>>> free_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::unordered_map<int, std::vector<std::unique_ptr<Handles>>> free_ CADRE_GUARDED_BY(mutex_);
 };
 
 HandlePool& handle_pool() {

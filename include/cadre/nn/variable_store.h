@@ -13,11 +13,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "cadre/nn/variable.h"
 
 namespace cadre::nn {
@@ -60,11 +60,11 @@ class VariableStore {
 
  private:
   uint64_t seed_;
-  mutable std::mutex mutex_;
-  VariableCreator creator_;                                     // GUARDED_BY(mutex_)
-  std::vector<std::shared_ptr<Variable>> ordered_;              // GUARDED_BY(mutex_)
-  std::map<std::string, Variable*, std::less<>> by_name_;       // GUARDED_BY(mutex_)
-  std::vector<std::pair<std::string, std::shared_ptr<Metric>>> metrics_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  VariableCreator creator_ CADRE_GUARDED_BY(mutex_);
+  std::vector<std::shared_ptr<Variable>> ordered_ CADRE_GUARDED_BY(mutex_);
+  std::map<std::string, Variable*, std::less<>> by_name_ CADRE_GUARDED_BY(mutex_);
+  std::vector<std::pair<std::string, std::shared_ptr<Metric>>> metrics_ CADRE_GUARDED_BY(mutex_);
 };
 
 // The calling thread's store; throws FailedPreconditionError when no VariableStoreScope
