@@ -5,6 +5,7 @@
 #include <random>
 
 #include "cadre/base/errors.h"
+#include "core/base/logging.h"
 #include "core/base/strings.h"
 
 namespace cadre {
@@ -28,6 +29,7 @@ Estimator::Estimator(ModelFn model_fn, RunConfig config, Params params,
       config_(std::move(config)),
       params_(std::move(params)),
       warm_start_(std::move(warm_start_from)) {
+  ensure_logging();
   if (!model_fn_) throw InvalidArgumentError("Estimator: model_fn is empty");
   config_.validate();
   seed_ = choose_seed(config_);

@@ -1,11 +1,17 @@
-// The main() the example programs share: flags, glog to stderr, and any error as one line
-// "<program>: <message>" on stderr with exit status 1 (CONTRACTS.md: no trace, no abort).
+// The main() the example programs and tools share: flags, glog to stderr, and any error as
+// one line "<program>: <message>" on stderr with exit status 1 (CONTRACTS.md: no trace, no
+// abort).
 #pragma once
 
 #include <functional>
 
 namespace cadre::examples {
 
+// gflags' parsing, except that --help (also -h, --helpshort) prints `usage` and the program's
+// own flags only, then exits 0; --helpfull lists glog's and gflags' flags as well.
+void parse_program_flags(int* argc, char*** argv, const char* usage);
+
+// parse_program_flags, glog to stderr, then run() with every exception turned into one line.
 int program_main(int argc, char** argv, const char* usage, const std::function<int()>& run);
 
 }  // namespace cadre::examples

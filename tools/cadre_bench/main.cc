@@ -10,6 +10,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "examples/program_main.h"
 #include "tools/cadre_bench/allreduce_bench.h"
 #include "tools/cadre_bench/ckpt_bench.h"
 #include "tools/cadre_bench/input_bench.h"
@@ -17,14 +18,14 @@
 #include "tools/cadre_bench/train_bench.h"
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  cadre::examples::parse_program_flags(
+      &argc, &argv,
       "cadre_bench SUBCOMMAND [flags]\n"
       "  train      training throughput of the Fashion-MNIST models (examples/sec)\n"
       "  input      the Fashion-MNIST input pipeline (elements/sec)\n"
       "  ckpt       checkpoint save and restore (MiB/s)\n"
       "  allreduce  Gloo all-reduce across TF_CONFIG's processes (GB/s)\n"
       "  ps         pulls and pushes to TF_CONFIG's ps tasks (per second, MiB/s)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   const std::map<std::string, int (*)()> subcommands = {{"allreduce", cadre::bench::run_allreduce},

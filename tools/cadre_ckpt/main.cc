@@ -10,17 +10,21 @@
 
 namespace {
 
-int usage() {
-  std::cerr << "usage: cadre_ckpt ls PATH | diff A B | verify PATH\n"
-               "  PATH is a checkpoint file (model.ckpt-N.h5) or a model_dir\n";
-  return 2;
+int usage(std::ostream& out, int status) {
+  out << "usage: cadre_ckpt ls PATH | diff A B | verify PATH\n"
+         "  ls      the global step, then each variable: name, dtype, shape\n"
+         "  diff    variables that differ in presence, shape or value (max abs diff)\n"
+         "  verify  checks every checksum; exit 1 naming the damaged dataset\n"
+         "  PATH is a checkpoint file (model.ckpt-N.h5) or a model_dir (its latest checkpoint)\n";
+  return status;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage();
+  if (argc < 2) return usage(std::cerr, 2);
   std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") return usage(std::cout, 0);
   try {
     if (command == "ls" && argc == 3) return cadre::tools::ckpt_ls(argv[2], std::cout, std::cerr);
     if (command == "diff" && argc == 4) {
@@ -33,5 +37,5 @@ int main(int argc, char** argv) {
     std::cerr << "cadre_ckpt " << command << ": " << error.what() << "\n";
     return 2;
   }
-  return usage();
+  return usage(std::cerr, 2);
 }

@@ -12,12 +12,13 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_spec.h"
+#include "examples/program_main.h"
 
 DEFINE_string(tf_config, "", "the TF_CONFIG to explain (default: the environment's)");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("cadre_config explain [--tf_config=JSON]: what TF_CONFIG resolves to");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  cadre::examples::parse_program_flags(
+      &argc, &argv, "cadre_config explain [--tf_config=JSON]: what TF_CONFIG resolves to");
   if (argc != 2 || std::string(argv[1]) != "explain") {
     std::cerr << "usage: cadre_config explain [--tf_config=JSON]\n";
     return 2;

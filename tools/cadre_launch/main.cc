@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "examples/program_main.h"
 #include "tools/cadre_launch/launcher.h"
 
 DEFINE_int32(chief, 1, "chief tasks (0 or 1)");
@@ -21,10 +22,10 @@ DEFINE_string(k8s_name, "cadre-job", "the job's name in the manifests");
 DEFINE_string(k8s_image, "cadre:latest", "the container image that holds PROGRAM");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  cadre::examples::parse_program_flags(
+      &argc, &argv,
       "cadre_launch --chief=1 --workers=N --ps=M --evaluator=1 [--max_restarts=R] -- PROGRAM "
-      "ARGS...");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+      "ARGS...\n  a local cluster on loopback: one process per task, TF_CONFIG set for each");
   cadre::launch::LaunchOptions options;
   options.chief = FLAGS_chief;
   options.workers = FLAGS_workers;
