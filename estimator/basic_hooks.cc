@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -183,6 +184,62 @@ void StepCounterHook::after_run(Run& run, const StepResult& result, RunContext& 
                     static_cast<int64_t>((*max_steps - result.global_step) / steps_per_sec_), "s");
   }
   LOG(INFO) << line;
+}
+
+// ---------------------------------------------------------------- ProgressLineHook
+
+namespace {
+
+double monotonic_secs() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+ProgressLineHook::ProgressLineHook(std::FILE* out, double interval_secs)
+    : out_(out), interval_secs_(interval_secs) {}
+
+void ProgressLineHook::begin(Run& run) {
+  last_draw_secs_ = monotonic_secs();
+  last_draw_step_ = -1;
+  steps_per_sec_ = 0;
+  drawn_ = false;
+}
+
+void ProgressLineHook::after_run(Run& run, const StepResult& result, RunContext& context) {
+  double now = monotonic_secs();
+  if (last_draw_step_ < 0) {  // the first step starts the clock
+    last_draw_step_ = result.global_step;
+    last_draw_secs_ = now;
+    return;
+  }
+  if (now - last_draw_secs_ < interval_secs_) return;
+  double rate = (result.global_step - last_draw_step_) / (now - last_draw_secs_);
+  // Smoothed, so that the ETA does not jump with each window.
+  steps_per_sec_ = steps_per_sec_ == 0 ? rate : 0.7 * steps_per_sec_ + 0.3 * rate;
+  last_draw_step_ = result.global_step;
+  last_draw_secs_ = now;
+  std::string line = str_cat("step ", result.global_step);
+  std::optional<int64_t> max_steps = run.max_steps();
+  if (max_steps) line += str_cat("/", *max_steps);
+  char loss[32];
+  std::snprintf(loss, sizeof loss, "%.4g", result.loss);
+  line += str_cat("  loss ", loss, "  ", human_count(steps_per_sec_), " steps/s");
+  if (max_steps && steps_per_sec_ > 0) {
+    line += str_cat("  ETA ",
+                    static_cast<int64_t>((*max_steps - result.global_step) / steps_per_sec_), "s");
+  }
+  // Carriage return and erase-line: the line replaces itself.
+  std::fprintf(out_, "\r\033[K%s", line.c_str());
+  std::fflush(out_);
+  drawn_ = true;
+}
+
+void ProgressLineHook::end(Run& run) {
+  if (!drawn_) return;
+  std::fputc('\n', out_);
+  std::fflush(out_);
 }
 
 // ---------------------------------------------------------------- NanTensorHook

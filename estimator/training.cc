@@ -1,5 +1,6 @@
 // Estimator::train: the training loop and the Run its hooks see.
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <map>
 #include <mutex>
@@ -311,6 +312,10 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   if (max_steps) hooks.push_back(StopAtStepHook::at_step(*max_steps));
   if (config_.is_chief) {
     hooks.push_back(std::make_shared<StepCounterHook>(config_.log_step_count_steps));
+    if (config_.progress_line == RunConfig::ProgressLine::kOn ||
+        (config_.progress_line == RunConfig::ProgressLine::kAuto && ::isatty(STDERR_FILENO))) {
+      hooks.push_back(std::make_shared<ProgressLineHook>());
+    }
     if (config_.save_summary_steps > 0) {
       hooks.push_back(std::make_shared<SummarySaverHook>(config_.save_summary_steps));
     }

@@ -2,7 +2,9 @@
 // by the evaluation history (early stopping, reducing the learning rate on a plateau).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "cadre/base/errors.h"
@@ -80,6 +82,24 @@ TEST_F(HooksTest, HooksAreCalledInOrderAndMayStopTheRun) {
   EXPECT_EQ(eval_hook->calls,
             (std::vector<std::string>{"begin", "after_create@2", "before_run@2", "after_run@2",
                                       "before_run@2", "after_run@2", "end@2"}));
+}
+
+TEST_F(HooksTest, ProgressLineRedrawsOneLineInPlaceAndEndsIt) {
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  Estimator estimator(classifier_fn, test_config(model_dir()));
+  estimator.train(train_input, {.max_steps = 30,
+                                .hooks = {std::make_shared<ProgressLineHook>(out, 0.0)}});
+  std::rewind(out);
+  std::string text;
+  for (int c; (c = std::fgetc(out)) != EOF;) text += static_cast<char>(c);
+  std::fclose(out);
+  // Each redraw returns to the start of the line and erases it; one newline at the end.
+  EXPECT_NE(text.find("\r\033[Kstep 30/30  loss "), std::string::npos) << text;
+  EXPECT_NE(text.find(" steps/s  ETA 0s"), std::string::npos) << text;
+  EXPECT_GT(std::count(text.begin(), text.end(), '\r'), 20);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+  EXPECT_EQ(text.back(), '\n');
 }
 
 TEST_F(HooksTest, StopAtStepHookStopsAtAStepOrAfterSomeSteps) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,26 @@ class StepCounterHook : public Hook {
   int64_t examples_since_ = 0, steps_since_ = 0;  // this process's steps
   double steps_per_sec_ = 0;
   double examples_per_sec_ = 0;
+};
+
+// One line on a terminal that redraws itself in place, at most every `interval_secs`:
+// "step 1200/5000  loss 0.412  152 steps/s  ETA 25s", ended by a newline when training ends.
+// The Estimator adds it on the chief when RunConfig::progress_line asks for it (by default,
+// when stderr is a terminal); log lines printed meanwhile push it down, and it redraws.
+class ProgressLineHook : public Hook {
+ public:
+  explicit ProgressLineHook(std::FILE* out = stderr, double interval_secs = 0.25);
+  void begin(Run& run) override;
+  void after_run(Run& run, const StepResult& result, RunContext& context) override;
+  void end(Run& run) override;
+
+ private:
+  std::FILE* out_;
+  double interval_secs_;
+  double last_draw_secs_ = 0;
+  int64_t last_draw_step_ = -1;
+  double steps_per_sec_ = 0;
+  bool drawn_ = false;
 };
 
 // Throws NanLossDuringTrainingError when a step's loss is NaN or infinite. The Estimator

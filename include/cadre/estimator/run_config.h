@@ -36,6 +36,10 @@ struct RunConfig {
   bool async_checkpoint = false;
   int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
   int64_t save_summary_steps = 100;    // 0: no training summaries
+  // A progress line that redraws itself in place on stderr (ProgressLineHook), besides the
+  // log lines: kAuto draws it when stderr is a terminal.
+  enum class ProgressLine { kAuto, kOn, kOff };
+  ProgressLine progress_line = ProgressLine::kAuto;
 
   // How training and evaluation are distributed over devices (and, later, workers); null:
   // OneDeviceStrategy on cpu:0. Evaluation may use another strategy than training, and a
