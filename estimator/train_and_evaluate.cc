@@ -174,6 +174,7 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
     }
     std::this_thread::sleep_until(next_eval);
     args.checkpoint_path = reader->path();
+    LOG(INFO) << "evaluator: evaluating " << reader->path();
     EvalResult eval = estimator.evaluate(eval_spec.input_fn, args);
     next_eval = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(eval_spec.throttle_secs));

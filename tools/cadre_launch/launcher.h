@@ -18,13 +18,18 @@ struct LaunchOptions {
   // restart together and resume from the last checkpoint. With ps tasks: a worker restarts
   // alone and rejoins; a ps task or the chief restarts the whole cluster, which resumes from
   // the last checkpoint. Without restarts left, a dead worker of a ps cluster is left
-  // behind (the others finish; the exit status is 1); any other death stops the cluster.
+  // behind (the others finish; the exit status is 1); any other death of a training or ps
+  // task stops the cluster. The evaluator has max_restarts of its own: it restarts alone
+  // and its death never stops training (without restarts left the exit status is 1).
   int max_restarts = 0;
   std::vector<std::string> command;  // the program and its arguments
 };
 
 // Runs the cluster until every training task and the evaluator have exited; returns 0 when
-// all of them succeeded, else 1 (after stopping the others). Throws InvalidArgumentError for
+// all of them succeeded, else 1 (after stopping the others). SIGINT, SIGTERM or SIGHUP
+// forward the signal to every task's process group and, after 10 s or at a second signal,
+// SIGKILL them; the result is then 128 + the signal. Tasks get SIGKILL when the launcher
+// dies (PR_SET_PDEATHSIG), so none outlives it. Throws InvalidArgumentError for
 // options that describe no cluster.
 int run_cluster(const LaunchOptions& options);
 
