@@ -127,10 +127,10 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
         }
       }
     }
-    results[name] = metric->result();
+    results.set(name, metric->result());
   }
-  results["loss"] = loss_sum / static_cast<double>(steps);
-  results["global_step"] = static_cast<double>(global_step);
+  results.set("loss", loss_sum / static_cast<double>(steps));
+  results.set("global_step", static_cast<double>(global_step));
   if (!config_.model_dir.empty()) {
     io::SummaryWriter writer(config_.model_dir + "/" + eval_dir_name(args.name));
     for (const auto& [name, value] : results) {

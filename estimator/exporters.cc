@@ -68,14 +68,14 @@ BestExporter::BestExporter(std::string name, io::Features serving_features, std:
 std::string BestExporter::export_model(const Estimator& estimator,
                                        const std::string& checkpoint_path,
                                        const EvalResult& eval_result, bool is_the_final_export) {
-  auto it = eval_result.find(metric_);
-  if (it == eval_result.end()) {
+  std::optional<double> found = eval_result.get(metric_);
+  if (!found) {
     std::vector<std::string> names;
     for (const auto& [key, value] : eval_result) names.push_back(key);
     throw InvalidArgumentError(str_cat("BestExporter ", name(), ": the evaluation has no metric '",
                                        metric_, "'; it has: ", join(names)));
   }
-  double value = it->second;
+  double value = *found;
   bool better = !best_ || (higher_is_better_ ? value > *best_ : value < *best_);
   if (!better) return "";
   best_ = value;

@@ -190,8 +190,8 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
     for (const char* tag : {"loss", "accuracy"}) {
       auto recorded = read_eval_history(eval_dir, tag);
       if (!recorded.empty()) {
-        result.final_eval[tag] = recorded.back().second;
-        result.final_eval["global_step"] = static_cast<double>(recorded.back().first);
+        result.final_eval.set(tag, recorded.back().second);
+        result.final_eval.set("global_step", static_cast<double>(recorded.back().first));
       }
     }
   }
@@ -266,7 +266,7 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
   if (listener) {
     listener->finish();
   } else {
-    result.final_eval["global_step"] = static_cast<double>(step);
+    result.final_eval.set("global_step", static_cast<double>(step));
   }
   if (config.is_chief && result.final_eval.count("global_step")) {
     mark_training_finished(estimator.model_dir(),

@@ -3,19 +3,21 @@
 #pragma once
 
 #include <cstdio>
-#include <map>
+#include <optional>
 #include <string>
+
+#include "cadre/estimator/eval_result.h"
 
 namespace cadre::examples {
 
 // `,"accuracy":0.8912,"loss":0.3021` for whichever of the two `eval` holds, 4 decimals.
-inline std::string metrics_json(const std::map<std::string, double>& eval) {
+inline std::string metrics_json(const EvalResult& eval) {
   std::string out;
   for (const char* metric : {"accuracy", "loss"}) {
-    auto it = eval.find(metric);
-    if (it == eval.end()) continue;
+    std::optional<double> found = eval.get(metric);
+    if (!found) continue;
     char value[32];
-    std::snprintf(value, sizeof value, "%.4f", it->second);
+    std::snprintf(value, sizeof value, "%.4f", *found);
     out += std::string(",\"") + metric + "\":" + value;
   }
   return out;

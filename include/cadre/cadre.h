@@ -70,6 +70,7 @@
 #include "cadre/estimator/checkpoint_saver_hook.h"
 #include "cadre/estimator/early_stopping.h"
 #include "cadre/estimator/estimator.h"
+#include "cadre/estimator/eval_result.h"
 #include "cadre/estimator/exporters.h"
 #include "cadre/estimator/hooks.h"
 #include "cadre/estimator/model_fn.h"

@@ -53,6 +53,21 @@ TEST_F(EstimatorTest, TrainingLowersTheLossAndReachesAccuracy) {
   EXPECT_EQ(estimator.latest_checkpoint().value(), model_dir() + "/model.ckpt-300.h5");
 }
 
+TEST_F(EstimatorTest, AMissingMetricIsNotFoundNamingThoseThatExist) {
+  EvalResult chief{{"global_step", 300}};  // what a chief returns while an evaluator evaluates
+  EXPECT_EQ(chief["global_step"], 300);
+  try {
+    chief["loss"];
+    FAIL() << "reading an absent metric must throw, not read 0";
+  } catch (const NotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("no metric 'loss'; it has: global_step"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(chief.get("accuracy").has_value());
+  EXPECT_THROW(EvalResult()["loss"], NotFoundError);
+}
+
 TEST_F(EstimatorTest, ResumingContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   Estimator straight(classifier_fn, test_config(model_dir("straight"), 40));
   auto all = std::make_shared<LossRecorder>();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cadre/estimator/checkpoint_saver_hook.h"
+#include "cadre/estimator/eval_result.h"
 #include "cadre/estimator/hooks.h"
 #include "cadre/estimator/model_fn.h"
 #include "cadre/estimator/run_config.h"
@@ -68,9 +69,6 @@ struct EvalArgs {
 
 // The directory under model_dir that evaluate(name) writes to: "eval" or "eval_<name>".
 std::string eval_dir_name(const std::string& name);
-
-// Metric name -> value, with "loss" (mean of the batches' losses) and "global_step".
-using EvalResult = std::map<std::string, double>;
 
 struct PredictArgs {
   // Prediction keys to return; empty: all.
