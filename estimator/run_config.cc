@@ -1,6 +1,7 @@
 #include "cadre/estimator/run_config.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 
 #include "cadre/base/errors.h"
@@ -56,6 +57,11 @@ void RunConfig::validate() const {
   }
   if (save_checkpoints_secs && *save_checkpoints_secs <= 0) {
     fail("save_checkpoints_secs", *save_checkpoints_secs, "a positive number");
+  }
+  std::error_code error;
+  if (!model_dir.empty() && std::filesystem::exists(model_dir, error) &&
+      !std::filesystem::is_directory(model_dir, error)) {
+    fail("model_dir", model_dir, "a directory (or a path to create), not a file");
   }
   if (keep_checkpoint_max < 0) fail("keep_checkpoint_max", keep_checkpoint_max, ">= 0");
   if (keep_checkpoint_every_n_hours < 0) {

@@ -4,12 +4,25 @@
 #pragma once
 
 #include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
 
 namespace cadre::examples {
 
 // gflags' parsing, except that --help (also -h, --helpshort) prints `usage` and the program's
 // own flags only, then exits 0; --helpfull lists glog's and gflags' flags as well.
 void parse_program_flags(int* argc, char*** argv, const char* usage);
+
+// Unless `ok`: std::invalid_argument "--name=value: expected <expected>", which
+// program_main prints as the program's one line of error.
+template <typename T>
+void check_flag(bool ok, std::string_view name, const T& value, std::string_view expected) {
+  if (ok) return;
+  std::ostringstream text;
+  text << "--" << name << "=" << value << ": expected " << expected;
+  throw std::invalid_argument(text.str());
+}
 
 // parse_program_flags, glog to stderr, then run() with every exception turned into one line.
 int program_main(int argc, char** argv, const char* usage, const std::function<int()>& run);

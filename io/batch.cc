@@ -2,6 +2,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
 #include "core/base/strings.h"
+#include "core/runtime/memory.h"
 #include "io/dataset_node.h"
 #include "io/tensor_rows.h"
 
@@ -76,6 +77,7 @@ class BatchNode : public UnaryNode<BatchNode> {
         while (static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
           auto e = input_->next();
           if (!e) break;
+          if (elements_.empty()) check_fits(*e);
           elements_.push_back(std::move(*e));
         }
         if (elements_.empty()) return std::nullopt;
@@ -91,6 +93,21 @@ class BatchNode : public UnaryNode<BatchNode> {
       void restore_state(const StateReader& r) override { input_->restore(r.child("input")); }
 
      private:
+      // A batch the size of the first element times batch_size must fit in memory twice
+      // (the elements and the stacked batch): refused before it is gathered, since it
+      // would grow the process until the kernel killed it.
+      void check_fits(const Element& first) const {
+        double bytes = first.labels.defined() ? static_cast<double>(first.labels.nbytes()) : 0;
+        for (const auto& [name, tensor] : first.features) bytes += tensor.nbytes();
+        double needed = 2 * bytes * static_cast<double>(node_.batch_size_);
+        if (needed > static_cast<double>(memory_limit_bytes())) {
+          throw ResourceExhaustedError(str_cat(
+              "batch: ", node_.batch_size_, " elements of ", human_bytes(bytes), " need ",
+              human_bytes(needed), " to batch; this process may use ",
+              human_bytes(memory_limit_bytes()), " at most: choose a smaller batch size"));
+        }
+      }
+
       const BatchNode& node_;
       std::unique_ptr<IteratorNode> input_;
       std::vector<Element> elements_;

@@ -9,6 +9,7 @@
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
 #include "core/kernels/elementwise.h"
+#include "core/runtime/memory.h"
 #include "core/tensor/device_backend.h"
 
 namespace cadre {
@@ -37,6 +38,14 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_creation_device(device);
+  // Refused before any allocation: a size that overflows, or more than the machine has.
+  double bytes = static_cast<double>(dtype_size(dtype));
+  for (int64_t dim : shape.dims()) bytes *= static_cast<double>(dim);
+  if (bytes > static_cast<double>(memory_limit_bytes())) {
+    throw ResourceExhaustedError(str_cat("a ", dtype_name(dtype), " tensor of shape ", shape,
+                                         " needs ", human_bytes(bytes), "; this process may use ",
+                                         human_bytes(memory_limit_bytes()) , " at most"));
+  }
   std::shared_ptr<Buffer> buffer;
   try {
     buffer = std::make_shared<Buffer>(

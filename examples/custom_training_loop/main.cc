@@ -67,9 +67,12 @@ class BatchOrder {
 
 int run() {
   examples::check_model_name(FLAGS_model);
-  if (FLAGS_steps <= 0 || FLAGS_batch_size <= 0) {
-    throw InvalidArgumentError("--steps and --batch_size must be positive");
-  }
+  examples::check_flag(FLAGS_steps > 0, "steps", FLAGS_steps, "a positive number of steps");
+  examples::check_flag(FLAGS_batch_size > 0, "batch_size", FLAGS_batch_size, "a positive count");
+  examples::check_flag(FLAGS_threads >= 0, "threads", FLAGS_threads, "0 (all cores) or more");
+  examples::check_flag(FLAGS_log_every > 0, "log_every", FLAGS_log_every, "a positive count");
+  examples::check_flag(FLAGS_learning_rate > 0, "learning_rate", FLAGS_learning_rate,
+                       "a positive number");
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
   io::ImagesAndLabels train = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);
   io::ImagesAndLabels test = io::read_mnist(FLAGS_data_dir, io::Split::kTest);

@@ -116,12 +116,19 @@ class StepCount : public Hook {
 
 int run() {
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
-  if (FLAGS_vocab_size <= 0 || FLAGS_embedding_dim <= 0 || FLAGS_fields <= 0 ||
-      FLAGS_examples < 5 || FLAGS_batch_size <= 0 || FLAGS_max_steps <= 0) {
-    throw InvalidArgumentError(
-        "--vocab_size, --embedding_dim, --fields, --batch_size and --max_steps must be positive, "
-        "--examples at least 5");
-  }
+  examples::check_flag(FLAGS_vocab_size > 0, "vocab_size", FLAGS_vocab_size, "a positive count");
+  examples::check_flag(FLAGS_embedding_dim > 0, "embedding_dim", FLAGS_embedding_dim,
+                       "a positive count");
+  examples::check_flag(FLAGS_fields > 0, "fields", FLAGS_fields, "a positive count");
+  examples::check_flag(FLAGS_examples >= 5, "examples", FLAGS_examples, "5 or more");
+  examples::check_flag(FLAGS_batch_size > 0, "batch_size", FLAGS_batch_size, "a positive count");
+  examples::check_flag(FLAGS_max_steps > 0, "max_steps", FLAGS_max_steps, "a positive step");
+  examples::check_flag(FLAGS_save_checkpoints_steps > 0, "save_checkpoints_steps",
+                       FLAGS_save_checkpoints_steps, "a positive number of steps");
+  examples::check_flag(FLAGS_eval_steps >= 0, "eval_steps", FLAGS_eval_steps,
+                       "0 (the whole test set) or more");
+  examples::check_flag(FLAGS_learning_rate > 0, "learning_rate", FLAGS_learning_rate,
+                       "a positive number");
   RunConfig config = RunConfig::from_environment();
   std::shared_ptr<Strategy> strategy = strategy_from_flags(
       FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr);

@@ -13,6 +13,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "cadre/base/errors.h"
@@ -37,7 +38,7 @@ DEFINE_int64(max_steps, 2000, "global step to stop at");
 DEFINE_int64(batch_size, 128, "global batch size");
 DEFINE_double(learning_rate, 0.001, "Adam learning rate");
 DEFINE_int64(save_checkpoints_steps, 500, "checkpoint interval in steps");
-DEFINE_int32(keep_checkpoint_max, 5, "checkpoints kept");
+DEFINE_int32(keep_checkpoint_max, 5, "checkpoints kept (0: every one, as in TensorFlow)");
 DEFINE_int64(eval_steps, 0, "eval batches per checkpoint; 0 = the whole test set");
 DEFINE_string(data_dir, cadre::io::kFashionMnistDirectory, "directory of the IDX .gz files");
 DEFINE_uint64(seed, 42, "global seed");
@@ -86,17 +87,24 @@ int run() {
   RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
   std::shared_ptr<Strategy> strategy = strategy_from_flags(
       FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr);
+  examples::check_flag(FLAGS_max_steps > 0, "max_steps", FLAGS_max_steps, "a positive step");
+  examples::check_flag(FLAGS_batch_size > 0, "batch_size", FLAGS_batch_size,
+                       "a positive number of examples");
+  examples::check_flag(FLAGS_save_checkpoints_steps > 0, "save_checkpoints_steps",
+                       FLAGS_save_checkpoints_steps, "a positive number of steps");
+  examples::check_flag(FLAGS_keep_checkpoint_max >= 0, "keep_checkpoint_max",
+                       FLAGS_keep_checkpoint_max, "0 (keep every checkpoint) or more");
+  examples::check_flag(FLAGS_eval_steps >= 0, "eval_steps", FLAGS_eval_steps,
+                       "0 (the whole test set) or more");
+  examples::check_flag(FLAGS_threads >= 0, "threads", FLAGS_threads, "0 (all cores) or more");
+  examples::check_flag(FLAGS_learning_rate > 0 && std::isfinite(FLAGS_learning_rate),
+                       "learning_rate", FLAGS_learning_rate, "a positive number");
   if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
     throw InvalidArgumentError(
         "--batch_size=" + std::to_string(FLAGS_batch_size) + " does not divide over the " +
         std::to_string(strategy->num_replicas_in_sync()) + " replicas of --strategy=" +
         FLAGS_strategy);
   }
-  if (FLAGS_max_steps <= 0 || FLAGS_batch_size <= 0 || FLAGS_save_checkpoints_steps <= 0) {
-    throw InvalidArgumentError(
-        "--max_steps, --batch_size and --save_checkpoints_steps must be positive");
-  }
-  if (FLAGS_eval_steps < 0) throw InvalidArgumentError("--eval_steps must be >= 0");
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
 
   config.model_dir = FLAGS_model_dir;

@@ -42,7 +42,7 @@ Dataset eval_input_fn(const InputContext& context) { return input_fn(context).ta
 
 int run() {
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
-  if (FLAGS_max_steps <= 0) throw InvalidArgumentError("--max_steps must be positive");
+  examples::check_flag(FLAGS_max_steps > 0, "max_steps", FLAGS_max_steps, "a positive step");
   RunConfig config;
   config.model_dir = FLAGS_model_dir;
   config.tf_random_seed = FLAGS_seed;

@@ -172,5 +172,21 @@ TEST(AllocatorTest, ReusesFreedBlocks) {
   EXPECT_GE(after.peak_bytes_in_use, 12345 * 4);
 }
 
+// A tensor larger than the process may use (or whose size overflows) is refused before any
+// allocation, naming its shape.
+TEST(TensorTest, ATensorThatCannotFitIsResourceExhaustedNamingItsShape) {
+  try {
+    Tensor::zeros(Shape{1'000'000, 1'000'000, 1'000}, DType::kFloat32);
+    FAIL() << "4 EB were allocated";
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_NE(std::string(e.what()).find("float32 tensor of shape [1000000, 1000000, 1000] needs"),
+              std::string::npos)
+        << e.what();
+  }
+  // int64 overflow of the element count itself.
+  EXPECT_THROW(Tensor::empty(Shape{int64_t{1} << 40, int64_t{1} << 40}, DType::kFloat64),
+               ResourceExhaustedError);
+}
+
 }  // namespace
 }  // namespace cadre
