@@ -11,7 +11,6 @@
 #include <string>
 
 #include "cadre/estimator/train_and_evaluate.h"
-#include "cadre/strategies/cluster_spec.h"
 #include "tests/io/temp_dir.h"
 #include "tests/support/processes.h"
 #include "tools/cadre_launch/launcher.h"
@@ -73,40 +72,6 @@ TEST_F(LaunchTest, WithoutRestartsAFailureStopsTheClusterWithAnError) {
   EXPECT_EQ(run.status, 1);
   EXPECT_NE(run.output.find("unknown model 'nope'"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("failed (exit status 1); stopping the cluster"), std::string::npos);
-}
-
-// The manifests' pods compute a TF_CONFIG from their StatefulSet ordinal: run each
-// StatefulSet's shell with a pod's hostname and parse what it exports.
-TEST(KubernetesTest, EveryPodDerivesAValidTfConfigFromItsOrdinal) {
-  launch::LaunchOptions options;
-  options.chief = 1;
-  options.workers = 2;
-  options.evaluator = 1;
-  options.command = {"/opt/cadre/bin/fashion_mnist", "--strategy=multi_worker_mirrored"};
-  std::string yaml = launch::kubernetes_manifests(options, "job", "cadre:1", 2222);
-  EXPECT_NE(yaml.find("kind: Service"), std::string::npos);
-  EXPECT_NE(yaml.find("clusterIP: None"), std::string::npos);
-  const std::vector<std::pair<std::string, std::string>> pods = {
-      {"chief", "job-chief-0"}, {"worker", "job-worker-1"}, {"evaluator", "job-evaluator-0"}};
-  for (const auto& [type, hostname] : pods) {
-    size_t set = yaml.find("name: job-" + type + "\n");
-    ASSERT_NE(set, std::string::npos) << type;
-    size_t begin = yaml.find("- |\n", set) + 4;
-    size_t end = yaml.rfind('\n', yaml.find("exec \"$0\"", begin)) + 1;  // before exec
-    std::string script;
-    for (size_t at = begin; at < end;) {  // drop the YAML indentation
-      size_t newline = yaml.find('\n', at);
-      std::string line = yaml.substr(at, newline - at);
-      script += line.substr(line.find_first_not_of(' ')) + "\n";
-      at = newline + 1;
-    }
-    std::string command = "HOSTNAME=" + hostname + " sh -c '" + script + "echo \"$TF_CONFIG\"'";
-    ClusterConfig config = parse_tf_config(testing::run_command(command).output);
-    EXPECT_EQ(config.task.type, type);
-    EXPECT_EQ(config.task.index, hostname.back() - '0');
-    EXPECT_EQ(config.num_worker_replicas(), 3);
-    EXPECT_EQ(config.address({"worker", 1}), "job-worker-1.job:2222");
-  }
 }
 
 }  // namespace

@@ -1,68 +1,210 @@
+#include "tools/cadre_launch/kubernetes_manifests.h"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+#include <vector>
+
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
-#include "tools/cadre_launch/launcher.h"
 
 namespace cadre::launch {
 
-std::string kubernetes_manifests(const LaunchOptions& options, const std::string& name,
-                                 const std::string& image, int port) {
-  struct Job {
-    const char* type;
-    int count;
-  };
-  std::vector<Job> jobs = {{"chief", options.chief},
-                           {"worker", options.workers},
-                           {"ps", options.ps},
-                           {"evaluator", options.evaluator}};
-  // Every pod's address: <name>-<type>-<ordinal>.<name>.<namespace>.svc, port `port`.
-  auto address_list = [&](const Job& job) {
-    std::vector<std::string> addresses;
-    for (int i = 0; i < job.count; ++i) {
-      addresses.push_back(
-          str_cat("\\\"", name, "-", job.type, "-", i, ".", name, ":", port, "\\\""));
-    }
-    return str_cat("[", join(addresses, ", "), "]");
-  };
-  std::string cluster;
-  for (const Job& job : jobs) {
-    if (job.count == 0 || std::string(job.type) == "evaluator") continue;
-    if (!cluster.empty()) cluster += ", ";
-    cluster += str_cat("\\\"", job.type, "\\\": ", address_list(job));
+namespace {
+
+struct Role {
+  std::string type;  // chief, worker, ps, evaluator
+  int count = 0;
+  bool trains() const { return type == "chief" || type == "worker"; }
+};
+
+std::vector<Role> roles_of(const LaunchOptions& cluster) {
+  std::vector<Role> roles;
+  for (Role role : {Role{"chief", cluster.chief}, Role{"worker", cluster.workers},
+                    Role{"ps", cluster.ps}, Role{"evaluator", cluster.evaluator}}) {
+    if (role.count > 0) roles.push_back(role);
   }
-  std::string args;
-  for (size_t i = 1; i < options.command.size(); ++i) {
-    args += str_cat("\n            - \"", options.command[i], "\"");
+  return roles;
+}
+
+// A YAML double-quoted scalar.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string volume_claim_name(const KubernetesOptions& options) {
+  return options.volume_claim.empty() ? options.name + "-model-dir" : options.volume_claim;
+}
+
+// The container of a task type: image, program, port, resources and model_dir's volume.
+// `indent` spaces before "- name:"; `setup` (shell lines) runs before the program.
+std::string container(const LaunchOptions& cluster, const KubernetesOptions& options,
+                      const Role& role, const std::string& container_name,
+                      const std::string& port_name, const std::string& setup, int indent) {
+  std::string pad(static_cast<size_t>(indent), ' ');
+  std::string in = pad + "  ";
+  std::string out = str_cat(pad, "- name: ", container_name, "\n", in, "image: ",
+                            quoted(options.image), "\n", in,
+                            "workingDir: ", quoted(options.mount_path), "\n");
+  if (setup.empty()) {
+    out += str_cat(in, "command: [", quoted(cluster.command[0]), "]\n", in, "args:\n");
+    for (size_t i = 1; i < cluster.command.size(); ++i) {
+      out += str_cat(in, "  - ", quoted(cluster.command[i]), "\n");
+    }
+    if (cluster.command.size() == 1) out.replace(out.rfind("args:\n"), 6, "args: []\n");
+  } else {
+    // sh -c SCRIPT PROGRAM ARGS...: the script sets the environment, then execs "$0" "$@".
+    out += str_cat(in, "command: [\"/bin/sh\", \"-c\"]\n", in, "args:\n", in, "  - |\n");
+    for (size_t at = 0; at < setup.size();) {
+      size_t newline = std::min(setup.find('\n', at), setup.size());
+      out += str_cat(in, "    ", setup.substr(at, newline - at), "\n");
+      at = newline + 1;
+    }
+    out += str_cat(in, "    exec \"$0\" \"$@\"\n");
+    for (const std::string& arg : cluster.command) out += str_cat(in, "  - ", quoted(arg), "\n");
+  }
+  out += str_cat(in, "ports:\n", in, "  - name: ", port_name, "\n", in,
+                 "    containerPort: ", options.port, "\n");
+  int gpus = role.trains() ? gpus_per_pod(cluster, options) : 0;
+  if (!options.cpu.empty() || !options.memory.empty() || gpus > 0) {
+    out += str_cat(in, "resources:\n");
+    if (!options.cpu.empty() || !options.memory.empty()) {
+      out += str_cat(in, "  requests:\n");
+      if (!options.cpu.empty()) out += str_cat(in, "    cpu: ", quoted(options.cpu), "\n");
+      if (!options.memory.empty()) out += str_cat(in, "    memory: ", quoted(options.memory), "\n");
+    }
+    if (!options.memory.empty() || gpus > 0) {
+      out += str_cat(in, "  limits:\n");
+      if (!options.memory.empty()) out += str_cat(in, "    memory: ", quoted(options.memory), "\n");
+      if (gpus > 0) out += str_cat(in, "    nvidia.com/gpu: ", gpus, "\n");
+    }
+  }
+  out += str_cat(in, "volumeMounts:\n", in, "  - name: model-dir\n", in,
+                 "    mountPath: ", quoted(options.mount_path), "\n");
+  return out;
+}
+
+std::string volumes(const KubernetesOptions& options, int indent) {
+  std::string pad(static_cast<size_t>(indent), ' ');
+  return str_cat(pad, "volumes:\n", pad, "  - name: model-dir\n", pad,
+                 "    persistentVolumeClaim:\n", pad, "      claimName: ",
+                 volume_claim_name(options), "\n");
+}
+
+std::string claim(const KubernetesOptions& options) {
+  if (!options.volume_claim.empty()) return "";
+  return str_cat(
+      "---\n# model_dir: every task reads and writes it (checkpoints, the evaluator's files).\n"
+      "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: ",
+      volume_claim_name(options), "\nspec:\n  accessModes: [\"ReadWriteMany\"]\n",
+      "  resources:\n    requests:\n      storage: ", quoted(options.storage_size), "\n");
+}
+
+// Plain Kubernetes: pods of an Indexed Job get the hostname <job>-<index> and, with the
+// Service's name as subdomain, the DNS name <job>-<index>.<service>; JOB_COMPLETION_INDEX
+// is the task index.
+std::string indexed_jobs(const LaunchOptions& cluster, const KubernetesOptions& options) {
+  std::vector<Role> roles = roles_of(cluster);
+  std::string cluster_json;
+  for (const Role& role : roles) {
+    if (role.type == "evaluator") continue;  // outside the cluster, as TensorFlow has it
+    std::vector<std::string> addresses;
+    for (int i = 0; i < role.count; ++i) {
+      addresses.push_back(
+          str_cat("\\\"", options.name, "-", role.type, "-", i, ".", options.name, ":",
+                  options.port, "\\\""));
+    }
+    if (!cluster_json.empty()) cluster_json += ", ";
+    cluster_json += str_cat("\\\"", role.type, "\\\": [", join(addresses, ", "), "]");
   }
   std::string out = str_cat(
-      "# Generated by cadre_launch --k8s_out: the cluster of --chief=", options.chief,
-      " --workers=", options.workers, " --ps=", options.ps, " --evaluator=", options.evaluator,
-      ".\n# Every pod gets TF_CONFIG from its StatefulSet ordinal; model_dir must be storage\n"
-      "# that all pods share (a ReadWriteMany volume, or a bucket the program can write).\n"
+      "# Generated by cadre_launch --k8s_out: --chief=", cluster.chief, " --workers=",
+      cluster.workers, " --ps=", cluster.ps, " --evaluator=", cluster.evaluator,
+      " as plain Kubernetes objects\n# (a headless Service and one Indexed Job per task type).\n"
       "apiVersion: v1\nkind: Service\nmetadata:\n  name: ",
-      name,
-      "\nspec:\n  clusterIP: None  # headless: stable DNS names for the pods\n  selector:\n"
-      "    app: ",
-      name, "\n  ports:\n    - port: ", port, "\n");
-  for (const Job& job : jobs) {
-    if (job.count == 0) continue;
-    std::string set = str_cat(name, "-", job.type);
+      options.name, "\n  labels:\n    app: ", options.name,
+      "\nspec:\n  clusterIP: None  # headless: a DNS name per pod\n  selector:\n    app: ",
+      options.name, "\n  ports:\n    - name: cadre\n      port: ", options.port, "\n");
+  out += claim(options);
+  for (const Role& role : roles) {
+    std::string setup = str_cat("export TF_CONFIG=\"{\\\"cluster\\\": {", cluster_json,
+                                "}, \\\"task\\\": {\\\"type\\\": \\\"", role.type,
+                                "\\\", \\\"index\\\": $JOB_COMPLETION_INDEX}}\"");
     out += str_cat(
-        "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: ", set,
-        "\nspec:\n  serviceName: ", name, "\n  replicas: ", job.count,
-        "\n  podManagementPolicy: Parallel  # every task starts at once; the chief waits for all\n"
-        "  selector:\n    matchLabels:\n      app: ",
-        name, "\n      task: ", job.type,
-        "\n  template:\n    metadata:\n      labels:\n        app: ", name,
-        "\n        task: ", job.type, "\n    spec:\n      containers:\n        - name: ", job.type,
-        "\n          image: ", image,
-        "\n          command: [\"/bin/sh\", \"-c\"]\n"
-        "          args:\n            - |\n              INDEX=${HOSTNAME##*-}\n"
-        "              export TF_CONFIG=\"{\\\"cluster\\\": {",
-        cluster, "}, \\\"task\\\": {\\\"type\\\": \\\"", job.type,
-        "\\\", \\\"index\\\": $INDEX}}\"\n              exec \"$0\" \"$@\"\n            - \"",
-        options.command.empty() ? std::string("PROGRAM") : options.command[0], "\"", args,
-        "\n          ports:\n            - containerPort: ", port, "\n");
+        "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ", options.name, "-", role.type,
+        "\n  labels:\n    app: ", options.name, "\n    task: ", role.type,
+        "\nspec:\n  completionMode: Indexed  # one pod per task index\n  completions: ",
+        role.count, "\n  parallelism: ", role.count,
+        "  # every task at once: the chief waits for all\n  backoffLimit: ",
+        cluster.max_restarts,
+        "  # failed pods across the Job's indices\n  template:\n    metadata:\n      labels:\n"
+        "        app: ",
+        options.name, "\n        task: ", role.type, "\n    spec:\n      subdomain: ", options.name,
+        "\n      restartPolicy: OnFailure  # restarted in place; a finished task stays finished\n"
+        "      containers:\n",
+        container(cluster, options, role, "cadre", "cadre", setup, 8), volumes(options, 6));
   }
   return out;
+}
+
+// Kubeflow's TFJob: the operator makes a Service per pod and sets TF_CONFIG (the evaluator
+// outside the cluster); the job succeeds when the chief does, and the ps pods still running
+// then are removed (cleanPodPolicy: Running).
+std::string tfjob(const LaunchOptions& cluster, const KubernetesOptions& options) {
+  std::string out = str_cat(
+      "# Generated by cadre_launch --k8s_out --k8s_kind=tfjob: --chief=", cluster.chief,
+      " --workers=", cluster.workers, " --ps=", cluster.ps, " --evaluator=", cluster.evaluator,
+      " as a Kubeflow TFJob\n# (the training operator sets each pod's TF_CONFIG).\n"
+      "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata:\n  name: ",
+      options.name, "\nspec:\n  runPolicy:\n    cleanPodPolicy: Running\n    backoffLimit: ",
+      cluster.max_restarts, "\n  tfReplicaSpecs:\n");
+  for (const Role& role : roles_of(cluster)) {
+    std::string type = role.type == "ps" ? "PS" : role.type;
+    type[0] = static_cast<char>(std::toupper(type[0]));
+    out += str_cat("    ", type, ":\n      replicas: ", role.count,
+                   "\n      restartPolicy: OnFailure\n      template:\n        spec:\n"
+                   "          containers:\n",
+                   container(cluster, options, role, "tensorflow", "tfjob-port", "", 12),
+                   volumes(options, 10));
+  }
+  return out + claim(options);
+}
+
+}  // namespace
+
+int gpus_per_pod(const LaunchOptions& cluster, const KubernetesOptions& options) {
+  if (options.gpus >= 0) return options.gpus;
+  int gpus = 0;
+  for (const std::string& arg : cluster.command) {
+    if (!arg.starts_with("--devices=")) continue;
+    std::string devices = arg.substr(10);
+    for (size_t at = devices.find("gpu"); at != std::string::npos; at = devices.find("gpu", at + 3)) {
+      ++gpus;
+    }
+  }
+  return gpus;
+}
+
+std::string kubernetes_manifests(const LaunchOptions& cluster, const KubernetesOptions& options) {
+  if (!std::regex_match(options.name, std::regex("[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?"))) {
+    throw InvalidArgumentError(str_cat("cadre_launch: --k8s_name=", options.name,
+                                       ": expected a DNS label (lower-case letters, digits and "
+                                       "'-', at most 42 characters)"));
+  }
+  if (cluster.command.empty()) {
+    throw InvalidArgumentError("cadre_launch: no program given after --");
+  }
+  if (options.port <= 0 || options.port > 65535) {
+    throw InvalidArgumentError(
+        str_cat("cadre_launch: port ", options.port, ": expected 1 to 65535"));
+  }
+  return options.kind == KubernetesOptions::Kind::kTFJob ? tfjob(cluster, options)
+                                                         : indexed_jobs(cluster, options);
 }
 
 }  // namespace cadre::launch

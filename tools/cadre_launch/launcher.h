@@ -33,12 +33,6 @@ struct LaunchOptions {
 // options that describe no cluster.
 int run_cluster(const LaunchOptions& options);
 
-// Kubernetes manifests for the same cluster shape: a headless Service giving every pod a
-// stable DNS name, and one StatefulSet per task type whose pods compute their TF_CONFIG
-// from their ordinal (docs/DEPLOY.md). `image` runs the program; `port` is every task's.
-std::string kubernetes_manifests(const LaunchOptions& options, const std::string& name,
-                                 const std::string& image, int port = 2222);
-
 // The TF_CONFIG of each task for the given ports, "type:index" -> JSON (for --explain and
 // tests).
 std::vector<std::pair<std::string, std::string>> tf_configs(const LaunchOptions& options,

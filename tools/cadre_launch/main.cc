@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "examples/program_main.h"
+#include "tools/cadre_launch/kubernetes_manifests.h"
 #include "tools/cadre_launch/launcher.h"
 
 DEFINE_int32(chief, 1, "chief tasks (0 or 1)");
@@ -18,8 +19,19 @@ DEFINE_int32(evaluator, 0, "evaluator tasks (0 or 1)");
 DEFINE_int32(max_restarts, 0, "restarts of the training tasks, together, after a failure");
 DEFINE_bool(explain, false, "print each task's TF_CONFIG (with placeholder ports) and exit");
 DEFINE_string(k8s_out, "", "write Kubernetes manifests for this cluster shape to FILE and exit");
-DEFINE_string(k8s_name, "cadre-job", "the job's name in the manifests");
+DEFINE_string(k8s_kind, "jobs",
+              "jobs (a headless Service and Indexed Jobs, no operator) or tfjob (Kubeflow)");
+DEFINE_string(k8s_name, "cadre-job", "the job's name in the manifests (a DNS label)");
 DEFINE_string(k8s_image, "cadre:latest", "the container image that holds PROGRAM");
+DEFINE_int32(k8s_port, 2222, "every task's port");
+DEFINE_string(k8s_mount_path, "/cadre",
+              "where model_dir's volume is mounted (the working directory of every task)");
+DEFINE_string(k8s_storage, "10Gi", "size of the ReadWriteMany claim made for model_dir");
+DEFINE_string(k8s_volume_claim, "", "an existing claim for model_dir (then none is made)");
+DEFINE_string(k8s_cpu, "", "CPU request per pod, e.g. 4 (empty: none)");
+DEFINE_string(k8s_memory, "", "memory request and limit per pod, e.g. 8Gi (empty: none)");
+DEFINE_int32(k8s_gpus, -1,
+             "nvidia.com/gpu per training pod (-1: the gpu devices PROGRAM's --devices names)");
 
 int main(int argc, char** argv) {
   cadre::examples::parse_program_flags(
@@ -35,15 +47,30 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) options.command.push_back(argv[i]);
   try {
     if (!FLAGS_k8s_out.empty()) {
+      cadre::launch::KubernetesOptions k8s;
+      if (FLAGS_k8s_kind == "tfjob") {
+        k8s.kind = cadre::launch::KubernetesOptions::Kind::kTFJob;
+      } else if (FLAGS_k8s_kind != "jobs") {
+        std::cerr << "cadre_launch: --k8s_kind=" << FLAGS_k8s_kind
+                  << ": expected jobs or tfjob\n";
+        return 1;
+      }
+      k8s.name = FLAGS_k8s_name;
+      k8s.image = FLAGS_k8s_image;
+      k8s.port = FLAGS_k8s_port;
+      k8s.mount_path = FLAGS_k8s_mount_path;
+      k8s.storage_size = FLAGS_k8s_storage;
+      k8s.volume_claim = FLAGS_k8s_volume_claim;
+      k8s.cpu = FLAGS_k8s_cpu;
+      k8s.memory = FLAGS_k8s_memory;
+      k8s.gpus = FLAGS_k8s_gpus;
+      std::string text = cadre::launch::kubernetes_manifests(options, k8s);
       std::FILE* file = std::fopen(FLAGS_k8s_out.c_str(), "w");
-      if (file == nullptr) {
+      if (file == nullptr || std::fwrite(text.data(), 1, text.size(), file) != text.size() ||
+          std::fclose(file) != 0) {
         std::cerr << "cadre_launch: cannot write " << FLAGS_k8s_out << "\n";
         return 1;
       }
-      std::string text =
-          cadre::launch::kubernetes_manifests(options, FLAGS_k8s_name, FLAGS_k8s_image);
-      std::fwrite(text.data(), 1, text.size(), file);
-      std::fclose(file);
       std::printf("wrote %s\n", FLAGS_k8s_out.c_str());
       return 0;
     }
