@@ -38,13 +38,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_creation_device(device);
-  // Refused before any allocation: a size that overflows, or more than the machine has.
+  // Refused before any allocation: a size that overflows, or on the host more than the
+  // process may use (a device's allocator reports its own out-of-memory).
   double bytes = static_cast<double>(dtype_size(dtype));
   for (int64_t dim : shape.dims()) bytes *= static_cast<double>(dim);
-  if (bytes > static_cast<double>(memory_limit_bytes())) {
+  double limit = device.is_cpu() ? static_cast<double>(memory_limit_bytes()) : 0x1p62;
+  if (bytes > limit) {
     throw ResourceExhaustedError(str_cat("a ", dtype_name(dtype), " tensor of shape ", shape,
-                                         " needs ", human_bytes(bytes), "; this process may use ",
-                                         human_bytes(memory_limit_bytes()) , " at most"));
+                                         " needs ", human_bytes(bytes), "; ", device.to_string(),
+                                         " may use ", human_bytes(limit), " at most"));
   }
   std::shared_ptr<Buffer> buffer;
   try {
