@@ -12,7 +12,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
-#include "strategies/collectives/nccl_collective.h"
+#include "strategies/collectives/nccl/collective.h"
 
 namespace cadre {
 
@@ -112,8 +112,11 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
   if (nccl) {
     // One rank per worker, on its first GPU: gradients are summed within the worker first
     // (onto that GPU), then across workers, as TensorFlow's hierarchical all-reduce does.
-    gpus = nccl_collective(*group->client, rank, size, local_devices[0],
-                           options.collective_timeout_seconds);
+    NcclOptions nccl_options;
+    nccl_options.timeout_seconds = options.collective_timeout_seconds;
+    CoordinationClient* client = group->client.get();
+    nccl_options.peer_failure = [client] { return client->failure(); };
+    gpus = nccl_collective(*client, rank, size, local_devices[0], std::move(nccl_options));
   }
   LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
             << cluster.task.to_string() << ") with " << local_devices.size()
@@ -133,7 +136,8 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
   // all-reduce per step, by NCCL on the GPU that holds the worker's sum, else by Gloo's ring
   // on the host. Float32 gradients travel as float32 (half the bytes of doubles), anything
   // else as float64. The sums are views of the buffer: no copies out.
-  const Device home = gpus_ ? gpus_->device() : Device::cpu(0);
+  ProcessCollective& across = gpus_ ? static_cast<ProcessCollective&>(*gpus_) : *group_->collective;
+  const Device home = across.device();
   bool all_float = true;
   int64_t total = 1;
   std::vector<Tensor> dense(values.size());
@@ -152,12 +156,10 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
     at += t.numel();
   }
   flat.slice(0, at, at + 1).assign(Tensor::scalar(weight).reshape({1}));
-  if (gpus_) {
-    gpus_->sum(flat);
-  } else if (all_float) {
-    group_->collective->sum(flat.data<float>(), static_cast<size_t>(total));
+  if (all_float) {
+    across.sum(flat.data<float>(), static_cast<size_t>(total));
   } else {
-    group_->collective->sum(flat.data<double>(), static_cast<size_t>(total));
+    across.sum(flat.data<double>(), static_cast<size_t>(total));
   }
   at = 0;
   for (size_t i = 0; i < values.size(); ++i) {

@@ -4,6 +4,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/collectives/gloo/collective.h"
 
 namespace cadre {
 

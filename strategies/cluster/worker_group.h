@@ -6,10 +6,9 @@
 
 #include <memory>
 
-#include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_spec.h"
 #include "strategies/cluster/coordination_service.h"
-#include "strategies/collectives/gloo_collective.h"
+#include "strategies/collectives/collective.h"
 
 namespace cadre {
 
@@ -22,7 +21,7 @@ struct WorkerGroupOptions {
 struct WorkerGroup {
   std::unique_ptr<CoordinationService> service;  // on the chief only
   std::unique_ptr<CoordinationClient> client;
-  std::unique_ptr<ProcessCollective> collective;  // rank = the task's global id
+  std::unique_ptr<ProcessCollective> collective;  // Gloo; rank = the task's global id
 
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
   // outlives the others' last calls; then stops heartbeats and the service.
