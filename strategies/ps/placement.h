@@ -41,7 +41,6 @@ class Placement {
   std::vector<Slice> place(const std::string& name, const Shape& shape, DType dtype);
   // The plan so far, a line per ps task: its variables and bytes.
   std::string describe() const;
-  const std::vector<int64_t>& bytes_per_ps() const { return bytes_; }
 
  private:
   int pick(const std::vector<bool>& taken);
