@@ -12,7 +12,9 @@
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/worker_group.h"
 #include "strategies/collectives/nccl/collective.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre {
 
@@ -43,20 +45,42 @@ class InitialValues {
   std::map<std::string, Tensor> values_;  // GUARDED_BY(mutex_)
 };
 
-}  // namespace
+// Mirrored variables on every worker, kept identical by starting from the chief's values
+// and reducing every gradient across the workers.
+class MultiWorkerMirroredExtended final : public StrategyExtended {
+ public:
+  MultiWorkerMirroredExtended(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group,
+                              std::unique_ptr<GpuCollective> gpus, double timeout_seconds)
+      : StrategyExtended(std::move(devices), hierarchical_copy_all_reduce()),
+        group_(std::move(group)),
+        gpus_(std::move(gpus)),
+        timeout_seconds_(timeout_seconds) {}
 
-MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<Device> devices,
-                                                         std::unique_ptr<WorkerGroup> group,
-                                                         std::unique_ptr<GpuCollective> gpus,
-                                                         double timeout_seconds)
-    : Strategy(std::move(devices), hierarchical_copy_all_reduce()),
-      group_(std::move(group)),
-      gpus_(std::move(gpus)),
-      timeout_seconds_(timeout_seconds) {}
+  Device variable_device(int replica) const override { return devices()[replica]; }
+  bool mirrors_variables() const override { return true; }
+  int num_workers() const override { return group_->collective->size(); }
+  int worker_index() const override { return group_->collective->rank(); }
+  void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
+  int64_t broadcast_from_chief(int64_t value) const override {
+    group_->collective->broadcast(&value, sizeof value, /*root=*/0);
+    return value;
+  }
 
-MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
+ protected:
+  // Every variable starts as the chief's (TensorFlow's MultiWorkerMirrored initializes by
+  // broadcast): local replica 0 makes it and replaces its value by the chief's in a
+  // broadcast (all workers create variables in the same order, as they run the same
+  // model_fn); the other local replicas take replica 0's value.
+  std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
+                                                 int copies) const override;
 
-std::vector<nn::VariableCreator> MultiWorkerMirroredStrategy::copy_creators(
+ private:
+  std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else Gloo through the host
+  double timeout_seconds_;
+};
+
+std::vector<nn::VariableCreator> MultiWorkerMirroredExtended::copy_creators(
     nn::VariableCreator creator, int copies) const {
   auto initial = std::make_shared<InitialValues>();
   std::vector<nn::VariableCreator> creators;
@@ -80,53 +104,7 @@ std::vector<nn::VariableCreator> MultiWorkerMirroredStrategy::copy_creators(
   return creators;
 }
 
-int64_t MultiWorkerMirroredStrategy::broadcast_from_chief(int64_t value) const {
-  group_->collective->broadcast(&value, sizeof value, /*root=*/0);
-  return value;
-}
-
-std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create(
-    const ClusterConfig& cluster, std::vector<Device> local_devices, MultiWorkerOptions options,
-    Communication communication) {
-  check_no_ps(cluster, "MultiWorkerMirroredStrategy");
-  if (local_devices.empty()) local_devices = parse_devices("");
-  for (const Device& d : local_devices) check_device(d);  // before joining anyone
-  bool all_gpus = std::all_of(local_devices.begin(), local_devices.end(),
-                              [](const Device& d) { return d.is_gpu(); });
-  if (communication == Communication::kNccl && !all_gpus) {
-    throw InvalidArgumentError(
-        str_cat("MultiWorkerMirroredStrategy: NCCL communication needs GPU "
-                "devices, got ",
-                join(local_devices), "; use Communication::kRing (Gloo) for CPU devices"));
-  }
-  bool nccl = communication == Communication::kNccl ||
-              (communication == Communication::kAuto && all_gpus && nccl_available());
-  if (nccl && !nccl_available()) {
-    throw UnimplementedError(
-        "MultiWorkerMirroredStrategy: Communication::kNccl needs a build with CUDA and NCCL; "
-        "Communication::kRing reduces GPU gradients through host memory");
-  }
-  std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);
-  int rank = group->collective->rank(), size = group->collective->size();
-  std::unique_ptr<GpuCollective> gpus;
-  if (nccl) {
-    // One rank per worker, on its first GPU: gradients are summed within the worker first
-    // (onto that GPU), then across workers, as TensorFlow's hierarchical all-reduce does.
-    NcclOptions nccl_options;
-    nccl_options.timeout_seconds = options.collective_timeout_seconds;
-    CoordinationClient* client = group->client.get();
-    nccl_options.peer_failure = [client] { return client->failure(); };
-    gpus = nccl_collective(*client, rank, size, local_devices[0], std::move(nccl_options));
-  }
-  LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
-            << cluster.task.to_string() << ") with " << local_devices.size()
-            << " local replica(s); gradients across workers by " << (gpus ? "NCCL" : "Gloo");
-  return std::shared_ptr<MultiWorkerMirroredStrategy>(
-      new MultiWorkerMirroredStrategy(std::move(local_devices), std::move(group), std::move(gpus),
-                                      options.collective_timeout_seconds));
-}
-
-void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values,
+void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values,
                                                    double& weight) const {
   if (std::string failure = group_->client->failure(); !failure.empty()) {
     throw AbortedError(str_cat("the cluster failed: ", failure));
@@ -170,6 +148,53 @@ void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values
     at += dense[i].numel();
   }
   weight = flat.slice(0, at, at + 1).item<double>();
+}
+
+}  // namespace
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<StrategyExtended> extended)
+    : Strategy(std::move(extended)) {}
+
+std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create(
+    const ClusterConfig& cluster, std::vector<Device> local_devices, MultiWorkerOptions options,
+    Communication communication) {
+  check_no_ps(cluster, "MultiWorkerMirroredStrategy");
+  if (local_devices.empty()) local_devices = parse_devices("");
+  for (const Device& d : local_devices) check_device(d);  // before joining anyone
+  bool all_gpus = std::all_of(local_devices.begin(), local_devices.end(),
+                              [](const Device& d) { return d.is_gpu(); });
+  if (communication == Communication::kNccl && !all_gpus) {
+    throw InvalidArgumentError(
+        str_cat("MultiWorkerMirroredStrategy: NCCL communication needs GPU "
+                "devices, got ",
+                join(local_devices), "; use Communication::kRing (Gloo) for CPU devices"));
+  }
+  bool nccl = communication == Communication::kNccl ||
+              (communication == Communication::kAuto && all_gpus && nccl_available());
+  if (nccl && !nccl_available()) {
+    throw UnimplementedError(
+        "MultiWorkerMirroredStrategy: Communication::kNccl needs a build with CUDA and NCCL; "
+        "Communication::kRing reduces GPU gradients through host memory");
+  }
+  std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);
+  int rank = group->collective->rank(), size = group->collective->size();
+  std::unique_ptr<GpuCollective> gpus;
+  if (nccl) {
+    // One rank per worker, on its first GPU: gradients are summed within the worker first
+    // (onto that GPU), then across workers, as TensorFlow's hierarchical all-reduce does.
+    NcclOptions nccl_options;
+    nccl_options.timeout_seconds = options.collective_timeout_seconds;
+    CoordinationClient* client = group->client.get();
+    nccl_options.peer_failure = [client] { return client->failure(); };
+    gpus = nccl_collective(*client, rank, size, local_devices[0], std::move(nccl_options));
+  }
+  LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
+            << cluster.task.to_string() << ") with " << local_devices.size()
+            << " local replica(s); gradients across workers by " << (gpus ? "NCCL" : "Gloo");
+  return std::shared_ptr<MultiWorkerMirroredStrategy>(
+      new MultiWorkerMirroredStrategy(std::make_unique<MultiWorkerMirroredExtended>(
+          std::move(local_devices), std::move(group), std::move(gpus),
+          options.collective_timeout_seconds)));
 }
 
 }  // namespace cadre

@@ -23,15 +23,10 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/multi_worker_options.h"
 #include "strategies/cluster/store.h"
 
 namespace cadre {
-
-struct CoordinationOptions {
-  double heartbeat_interval_seconds = 1;
-  double heartbeat_timeout_seconds = 10;
-  double log_every_seconds = 5;  // progress of registration and barriers
-};
 
 class CoordinationService {
  public:

@@ -7,16 +7,11 @@
 #include <memory>
 
 #include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/multi_worker_options.h"
 #include "strategies/cluster/coordination_service.h"
 #include "strategies/collectives/collective.h"
 
 namespace cadre {
-
-struct WorkerGroupOptions {
-  double registration_timeout_seconds = 300;  // for every task to register
-  double collective_timeout_seconds = 300;    // for peers in one collective
-  CoordinationOptions coordination;
-};
 
 struct WorkerGroup {
   std::unique_ptr<CoordinationService> service;  // on the chief only
@@ -31,6 +26,6 @@ struct WorkerGroup {
 // Throws InvalidArgumentError for a task that does not train, DeadlineExceededError naming
 // the tasks that never registered, UnavailableError when the chief's port cannot be bound.
 std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
-                                               const WorkerGroupOptions& options = {});
+                                               const MultiWorkerOptions& options = {});
 
 }  // namespace cadre

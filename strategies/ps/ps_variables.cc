@@ -85,15 +85,12 @@ bool carries_anything(const PushRequest& r) {
 
 }  // namespace
 
-PsVariables::PsVariables(const std::vector<std::unique_ptr<PsClient>>& clients,
-                         const ParameterServerOptions& options, bool chief, uint64_t seed,
-                         nn::VariableCreator base, int replicas)
-    : DistributedVariables(
-          one_store(seed,
-                    [this](const nn::VariableSpec& spec, uint64_t s) { return create(spec, s); }),
-          replicas),
-      clients_(clients),
-      options_(options),
+PsVariables::PsVariables(const ParameterServers& servers, bool chief, uint64_t seed,
+                         nn::VariableCreator base)
+    : DistributedVariables(one_store(
+          seed, [this](const nn::VariableSpec& spec, uint64_t s) { return create(spec, s); })),
+      clients_(servers.clients()),
+      options_(servers.options()),
       chief_(chief),
       seed_(seed),
       base_(std::move(base)),

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "cadre/nn/optimizer.h"
-#include "cadre/strategies/parameter_server_strategy.h"
+#include "cadre/strategies/distributed_variables.h"
+#include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/placement.h"
 #include "strategies/ps/ps_client.h"
 
@@ -24,12 +25,10 @@ class RowCache;
 // Thread-safe: the replicas of a step create and read variables concurrently.
 class PsVariables : public DistributedVariables {
  public:
-  // `clients` (one per ps task, in index order) outlive this object. The chief creates
-  // variables with `base` (restoring them or initialising them) and gives the ps tasks their
-  // values; other workers take the ps tasks' values.
-  PsVariables(const std::vector<std::unique_ptr<PsClient>>& clients,
-              const ParameterServerOptions& options, bool chief, uint64_t seed,
-              nn::VariableCreator base, int replicas);
+  // `servers` (connected) outlive this object. The chief creates variables with `base`
+  // (restoring them or initialising them) and gives the ps tasks their values; other
+  // workers take the ps tasks' values.
+  PsVariables(const ParameterServers& servers, bool chief, uint64_t seed, nn::VariableCreator base);
   ~PsVariables() override;
 
   // Brings the local copies of the variables up to date (row-access ones lazily, by the rows
@@ -76,7 +75,7 @@ class PsVariables : public DistributedVariables {
   PushResponse send(const std::vector<PushRequest>& requests);
 
   const std::vector<std::unique_ptr<PsClient>>& clients_;
-  ParameterServerOptions options_;
+  const ParameterServerOptions& options_;
   bool chief_;
   uint64_t seed_;
   nn::VariableCreator base_;

@@ -226,7 +226,7 @@ std::map<std::string, Tensor> train_custom(const Strategy& strategy, int steps,
   }
   std::map<std::string, Tensor> values;
   for (nn::Variable* v : variables->primary().variables()) values[v->name()] = v->tensor();
-  if (strategy.mirrors_variables()) {
+  if (variables->mirrored()) {
     // Every copy took the same updates (but plain batch norm's moving statistics, which
     // follow each replica's own batch, as TensorFlow's on-read synchronised variables do).
     for (int r = 1; r < n; ++r) {

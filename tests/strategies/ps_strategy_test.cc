@@ -1,8 +1,9 @@
 // ParameterServerStrategy against ps tasks on 127.0.0.1 in this process: training as one
-// device does, a worker that waits for the chief, moving statistics every worker moves, and
-// embeddings that pull and push only the rows looked up.
+// device does, a worker that waits for the chief, moving statistics every worker moves,
+// embeddings that pull and push only the rows looked up, and the traffic it reports.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <future>
 #include <thread>
 
@@ -15,11 +16,10 @@
 #include "cadre/strategies/parameter_server_strategy.h"
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_server.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre {
 namespace {
-
-// ---------------------------------------------------------------- the strategy
 
 struct Cluster {
   std::vector<std::unique_ptr<ps::ParameterServer>> servers;
@@ -88,14 +88,17 @@ TEST(ParameterServerStrategyTest, OneWorkerWithTwoPsTrainsAsOneDevice) {
       parse_tf_config(cluster.json(R"({"type": "chief", "index": 0})")), {Device::cpu(0)},
       small_slices());
   auto variables = strategy->create_variables(11);
-  EXPECT_EQ(strategy->broadcast_from_chief(0), 0);
+  EXPECT_EQ(strategy->extended().broadcast_from_chief(0), 0);
   train(*strategy, *variables, 12);
-  EXPECT_EQ(strategy->global_step_after(*variables, 0), 12);
+  EXPECT_EQ(strategy->extended().global_step_after(*variables, 0), 12);
 
   auto one = OneDeviceStrategy::create(Device::cpu(0));
   auto reference = one->create_variables(11);
   train(*one, *reference, 12);
-  std::shared_ptr<const nn::VariableStore> saved = strategy->variables_to_save(*variables);
+  EXPECT_FALSE(parameter_server_traffic(*one).has_value());
+  EXPECT_GT(parameter_server_traffic(*strategy)->bytes_pushed, 0);
+  std::shared_ptr<const nn::VariableStore> saved =
+      strategy->extended().variables_to_save(*variables);
   for (nn::Variable* expected : reference->primary().variables()) {
     nn::Variable* got = saved->find(expected->name());
     ASSERT_NE(got, nullptr) << expected->name();
@@ -116,16 +119,16 @@ TEST(ParameterServerStrategyTest, AWorkerWaitsForTheChiefAndBothUpdateTheSameVar
   auto worker = strategy_of(cluster, R"({"type": "worker", "index": 0})");
   auto worker_run = std::async(std::launch::async, [&] {
     auto variables = worker->create_variables(99);  // another seed: it takes the chief's values
-    int64_t step = worker->broadcast_from_chief(-1);
+    int64_t step = worker->extended().broadcast_from_chief(-1);
     train(*worker, *variables, 10, /*offset=*/100);
     return step;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto variables = chief->create_variables(11);
-  chief->broadcast_from_chief(5);
+  chief->extended().broadcast_from_chief(5);
   train(*chief, *variables, 10);
   EXPECT_EQ(worker_run.get(), 5);
-  std::shared_ptr<const nn::VariableStore> saved = chief->variables_to_save(*variables);
+  std::shared_ptr<const nn::VariableStore> saved = chief->extended().variables_to_save(*variables);
   // 20 pushes in all: the global step and every ps task's Adam counter.
   ps::PsClient ps0(0, cluster.servers[0]->address());
   EXPECT_EQ(ps0.global_step(std::nullopt, 5), 25);
@@ -140,9 +143,9 @@ TEST(ParameterServerStrategyTest, MovingStatisticsAreSharedAndEveryWorkerMovesTh
   auto chief = strategy_of(cluster, R"({"type": "chief", "index": 0})");
   auto worker = strategy_of(cluster, R"({"type": "worker", "index": 0})");
   auto chief_variables = chief->create_variables(11);
-  chief->broadcast_from_chief(0);
+  chief->extended().broadcast_from_chief(0);
   auto worker_variables = worker->create_variables(99);
-  worker->broadcast_from_chief(0);
+  worker->extended().broadcast_from_chief(0);
   for (int turn = 0; turn < 3; ++turn) {
     train(*chief, *chief_variables, 2, 10 * turn, /*batch_norm=*/true);
     train(*worker, *worker_variables, 2, 10 * turn + 5, /*batch_norm=*/true);
@@ -154,7 +157,8 @@ TEST(ParameterServerStrategyTest, MovingStatisticsAreSharedAndEveryWorkerMovesTh
     train(*one, *reference, 2, 10 * turn, /*batch_norm=*/true);
     train(*one, *reference, 2, 10 * turn + 5, /*batch_norm=*/true);
   }
-  std::shared_ptr<const nn::VariableStore> saved = chief->variables_to_save(*chief_variables);
+  std::shared_ptr<const nn::VariableStore> saved =
+      chief->extended().variables_to_save(*chief_variables);
   for (const char* name : {"bn/moving_mean", "bn/moving_variance", "bn/gamma", "h/kernel"}) {
     nn::Variable* got = saved->find(name);
     ASSERT_NE(got, nullptr) << name;
@@ -173,21 +177,25 @@ TEST(ParameterServerStrategyTest, EmbeddingsPullAndPushOnlyTheRowsLookedUp) {
   auto strategy = ParameterServerStrategy::create(
       parse_tf_config(cluster.json(R"({"type": "chief", "index": 0})")), {Device::cpu(0)}, options);
   auto variables = strategy->create_variables(3);
-  strategy->broadcast_from_chief(0);
+  strategy->extended().broadcast_from_chief(0);
   const int64_t vocab = 50000, dim = 16;  // 3.2 MB, two slices
   auto adagrad = nn::optimizers::adagrad(0.1);
   auto step = [&](int64_t ids_per_step, int64_t seed) {
     std::vector<int64_t> ids(static_cast<size_t>(ids_per_step));
     for (int64_t i = 0; i < ids_per_step; ++i) ids[i] = (seed * 7919 + i * 104729) % vocab;
     Tensor id_tensor = Tensor::from_vector(ids);
-    int64_t before = strategy->bytes_sent() + strategy->bytes_received();
+    auto moved = [&] {
+      ParameterServerTraffic traffic = parameter_server_traffic(*strategy).value();
+      return traffic.bytes_sent + traffic.bytes_received;
+    };
+    int64_t before = moved();
     strategy->run_replicas(*variables, [&](ReplicaContext& ctx) {
       GradientTape tape;
       Tensor e = nn::embedding("emb", id_tensor, vocab, dim);
       Tensor loss = mean(square(e - 0.5));
       ctx.apply_gradients(*adagrad, tape.gradient(loss, ctx.trainable_sources()), 1);
     });
-    return strategy->bytes_sent() + strategy->bytes_received() - before;
+    return moved() - before;
   };
   step(8, 0);  // creation sends the table once
   int64_t few = step(8, 1), many = step(64, 2);
@@ -197,7 +205,8 @@ TEST(ParameterServerStrategyTest, EmbeddingsPullAndPushOnlyTheRowsLookedUp) {
   EXPECT_GT(many, 4 * few) << "bytes should grow with the rows looked up";
   EXPECT_LT(many * 50, table);
   // The rows looked up moved toward 0.5; a checkpoint holds the whole table.
-  std::shared_ptr<const nn::VariableStore> saved = strategy->variables_to_save(*variables);
+  std::shared_ptr<const nn::VariableStore> saved =
+      strategy->extended().variables_to_save(*variables);
   EXPECT_EQ(saved->find("emb/embeddings")->shape(), (Shape{vocab, dim}));
   EXPECT_EQ(saved->find("emb/embeddings/Adagrad/accumulator")->shape(), (Shape{vocab, dim}));
 }
