@@ -58,7 +58,7 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
           return restore(spec, seed);
         }));
   }
-  DistributedVariables variables(std::move(stores), replicas);
+  DistributedVariables variables(std::move(stores));
   std::vector<Generator> generators;
   for (int r = 0; r < replicas; ++r) generators.emplace_back(seed_, static_cast<uint64_t>(r));
   int64_t global_step = reader->global_step();

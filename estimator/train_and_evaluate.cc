@@ -11,9 +11,10 @@
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/watcher.h"
 #include "cadre/estimator/early_stopping.h"
-#include "cadre/strategies/parameter_server_strategy.h"
 #include "core/base/strings.h"
+#include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/ps_server.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre {
 
@@ -201,13 +202,18 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
   return result;
 }
 
+// The ps tasks the training strategy keeps its variables on, or null.
+const ps::ParameterServers* parameter_servers(const RunConfig& config) {
+  return config.train_distribute ? config.train_distribute->extended().parameter_servers()
+                                 : nullptr;
+}
+
 // A ps task serves variables until the job ends (the launcher or orchestrator stops it).
 [[noreturn]] void serve_parameters(const RunConfig& config) {
   ps::ServerOptions options;
   options.task = config.cluster->task.to_string();
-  if (auto* strategy =
-          dynamic_cast<const ParameterServerStrategy*>(config.train_distribute.get())) {
-    options.max_message_bytes = strategy->options().max_message_bytes;
+  if (const ps::ParameterServers* servers = parameter_servers(config)) {
+    options.max_message_bytes = servers->options().max_message_bytes;
   }
   std::unique_ptr<ps::ParameterServer> server =
       ps::ParameterServer::start(config.cluster->address(config.cluster->task), options);
@@ -236,8 +242,7 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
   const RunConfig& config = estimator.config();
   if (config.task_type == "evaluator") return run_evaluator(estimator, eval_spec);
   if (config.task_type == "ps") serve_parameters(config);
-  if (config.num_ps_replicas > 0 &&
-      !dynamic_cast<const ParameterServerStrategy*>(config.train_distribute.get())) {
+  if (config.num_ps_replicas > 0 && !parameter_servers(config)) {
     throw InvalidArgumentError(
         str_cat("train_and_evaluate: the cluster has ", config.num_ps_replicas,
                 " ps task(s), which serve ParameterServerStrategy; set train_distribute = "

@@ -19,6 +19,7 @@
 #include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
 #include "estimator/model_session.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre {
 
@@ -108,7 +109,8 @@ class TrainRun : public Run {
     }
     checkpoint::CheckpointData data;
     data.global_step = global_step_;
-    std::shared_ptr<const nn::VariableStore> logical = strategy_->variables_to_save(*variables_);
+    std::shared_ptr<const nn::VariableStore> logical =
+        strategy_->extended().variables_to_save(*variables_);
     checkpoint::add_variables(*logical, &data);
     // The chief saves its own replicas' generators (the other workers' continue from their
     // seed streams on resume).
@@ -164,7 +166,7 @@ class TrainRun : public Run {
           return out;
         },
         &generators_);
-    global_step_ = strategy_->global_step_after(*variables_, global_step_);
+    global_step_ = strategy_->extended().global_step_after(*variables_, global_step_);
     StepResult result = estimator_internal::combine_replicas(steps, global_step_);
     *spec = std::move(steps[0].spec);
     // Summaries describe the global batch: each scalar averaged over the replicas by their
@@ -269,7 +271,8 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   // create_variables), also one that cannot see the chief's checkpoints; and all decide from
   // that step whether anything is left to train, so that none waits for a chief that is done.
   int64_t start_step = resume ? resume->global_step() : 0;
-  if (int64_t chief_step = strategy->broadcast_from_chief(start_step); chief_step != start_step) {
+  if (int64_t chief_step = strategy->extended().broadcast_from_chief(start_step);
+      chief_step != start_step) {
     LOG(WARNING) << "this worker's model_dir is at step " << start_step
                  << "; taking the chief's global step " << chief_step
                  << " (and the chief's variables)";

@@ -8,7 +8,8 @@
 #include "cadre/ops/math.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
-#include "strategies/collectives/nccl_collective.h"
+#include "strategies/collectives/nccl/collective.h"
+#include "strategies/collectives/nccl/local_group.h"
 
 namespace cadre {
 

@@ -12,7 +12,9 @@
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
-#include "strategies/collectives/nccl_collective.h"
+#include "strategies/cluster/worker_group.h"
+#include "strategies/collectives/nccl/collective.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre {
 
@@ -43,20 +45,42 @@ class InitialValues {
   std::map<std::string, Tensor> values_;  // GUARDED_BY(mutex_)
 };
 
-}  // namespace
+// Mirrored variables on every worker, kept identical by starting from the chief's values
+// and reducing every gradient across the workers.
+class MultiWorkerMirroredExtended final : public StrategyExtended {
+ public:
+  MultiWorkerMirroredExtended(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group,
+                              std::unique_ptr<GpuCollective> gpus, double timeout_seconds)
+      : StrategyExtended(std::move(devices), hierarchical_copy_all_reduce()),
+        group_(std::move(group)),
+        gpus_(std::move(gpus)),
+        timeout_seconds_(timeout_seconds) {}
 
-MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<Device> devices,
-                                                         std::unique_ptr<WorkerGroup> group,
-                                                         std::unique_ptr<GpuCollective> gpus,
-                                                         double timeout_seconds)
-    : Strategy(std::move(devices), hierarchical_copy_all_reduce()),
-      group_(std::move(group)),
-      gpus_(std::move(gpus)),
-      timeout_seconds_(timeout_seconds) {}
+  Device variable_device(int replica) const override { return devices()[replica]; }
+  bool mirrors_variables() const override { return true; }
+  int num_workers() const override { return group_->collective->size(); }
+  int worker_index() const override { return group_->collective->rank(); }
+  void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
+  int64_t broadcast_from_chief(int64_t value) const override {
+    group_->collective->broadcast(&value, sizeof value, /*root=*/0);
+    return value;
+  }
 
-MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
+ protected:
+  // Every variable starts as the chief's (TensorFlow's MultiWorkerMirrored initializes by
+  // broadcast): local replica 0 makes it and replaces its value by the chief's in a
+  // broadcast (all workers create variables in the same order, as they run the same
+  // model_fn); the other local replicas take replica 0's value.
+  std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
+                                                 int copies) const override;
 
-std::vector<nn::VariableCreator> MultiWorkerMirroredStrategy::copy_creators(
+ private:
+  std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else Gloo through the host
+  double timeout_seconds_;
+};
+
+std::vector<nn::VariableCreator> MultiWorkerMirroredExtended::copy_creators(
     nn::VariableCreator creator, int copies) const {
   auto initial = std::make_shared<InitialValues>();
   std::vector<nn::VariableCreator> creators;
@@ -80,10 +104,56 @@ std::vector<nn::VariableCreator> MultiWorkerMirroredStrategy::copy_creators(
   return creators;
 }
 
-int64_t MultiWorkerMirroredStrategy::broadcast_from_chief(int64_t value) const {
-  group_->collective->broadcast(&value, sizeof value, /*root=*/0);
-  return value;
+void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values,
+                                                   double& weight) const {
+  if (std::string failure = group_->client->failure(); !failure.empty()) {
+    throw AbortedError(str_cat("the cluster failed: ", failure));
+  }
+  NoGradScope no_grad;
+  // One flat buffer for everything (dense; sparse gradients densified), the weight last: one
+  // all-reduce per step, by NCCL on the GPU that holds the worker's sum, else by Gloo's ring
+  // on the host. Float32 gradients travel as float32 (half the bytes of doubles), anything
+  // else as float64. The sums are views of the buffer: no copies out.
+  ProcessCollective& across = gpus_ ? static_cast<ProcessCollective&>(*gpus_) : *group_->collective;
+  const Device home = across.device();
+  bool all_float = true;
+  int64_t total = 1;
+  std::vector<Tensor> dense(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i].defined()) continue;
+    dense[i] = to_device(values[i].to_dense(), home);
+    all_float &= dense[i].dtype() == DType::kFloat32;
+    total += dense[i].numel();
+  }
+  DType dtype = all_float ? DType::kFloat32 : DType::kFloat64;
+  Tensor flat = Tensor::empty(Shape{total}, dtype, home);
+  int64_t at = 0;
+  for (const Tensor& t : dense) {
+    if (!t.defined()) continue;
+    flat.slice(0, at, at + t.numel()).reshape(t.shape().to_vector()).assign(t);
+    at += t.numel();
+  }
+  flat.slice(0, at, at + 1).assign(Tensor::scalar(weight).reshape({1}));
+  if (all_float) {
+    across.sum(flat.data<float>(), static_cast<size_t>(total));
+  } else {
+    across.sum(flat.data<double>(), static_cast<size_t>(total));
+  }
+  at = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i].defined()) continue;
+    Tensor summed = flat.slice(0, at, at + dense[i].numel()).reshape(dense[i].shape().to_vector());
+    if (summed.dtype() != values[i].dtype()) summed = summed.cast(values[i].dtype());
+    values[i] = to_device(summed, values[i].device());
+    at += dense[i].numel();
+  }
+  weight = flat.slice(0, at, at + 1).item<double>();
 }
+
+}  // namespace
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<StrategyExtended> extended)
+    : Strategy(std::move(extended)) {}
 
 std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create(
     const ClusterConfig& cluster, std::vector<Device> local_devices, MultiWorkerOptions options,
@@ -112,62 +182,19 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
   if (nccl) {
     // One rank per worker, on its first GPU: gradients are summed within the worker first
     // (onto that GPU), then across workers, as TensorFlow's hierarchical all-reduce does.
-    gpus = nccl_collective(*group->client, rank, size, local_devices[0],
-                           options.collective_timeout_seconds);
+    NcclOptions nccl_options;
+    nccl_options.timeout_seconds = options.collective_timeout_seconds;
+    CoordinationClient* client = group->client.get();
+    nccl_options.peer_failure = [client] { return client->failure(); };
+    gpus = nccl_collective(*client, rank, size, local_devices[0], std::move(nccl_options));
   }
   LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
             << cluster.task.to_string() << ") with " << local_devices.size()
             << " local replica(s); gradients across workers by " << (gpus ? "NCCL" : "Gloo");
   return std::shared_ptr<MultiWorkerMirroredStrategy>(
-      new MultiWorkerMirroredStrategy(std::move(local_devices), std::move(group), std::move(gpus),
-                                      options.collective_timeout_seconds));
-}
-
-void MultiWorkerMirroredStrategy::cross_worker_sum(std::vector<Gradient>& values,
-                                                   double& weight) const {
-  if (std::string failure = group_->client->failure(); !failure.empty()) {
-    throw AbortedError(str_cat("the cluster failed: ", failure));
-  }
-  NoGradScope no_grad;
-  // One flat buffer for everything (dense; sparse gradients densified), the weight last: one
-  // all-reduce per step, by NCCL on the GPU that holds the worker's sum, else by Gloo's ring
-  // on the host. Float32 gradients travel as float32 (half the bytes of doubles), anything
-  // else as float64. The sums are views of the buffer: no copies out.
-  const Device home = gpus_ ? gpus_->device() : Device::cpu(0);
-  bool all_float = true;
-  int64_t total = 1;
-  std::vector<Tensor> dense(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!values[i].defined()) continue;
-    dense[i] = to_device(values[i].to_dense(), home);
-    all_float &= dense[i].dtype() == DType::kFloat32;
-    total += dense[i].numel();
-  }
-  DType dtype = all_float ? DType::kFloat32 : DType::kFloat64;
-  Tensor flat = Tensor::empty(Shape{total}, dtype, home);
-  int64_t at = 0;
-  for (const Tensor& t : dense) {
-    if (!t.defined()) continue;
-    flat.slice(0, at, at + t.numel()).reshape(t.shape().to_vector()).assign(t);
-    at += t.numel();
-  }
-  flat.slice(0, at, at + 1).assign(Tensor::scalar(weight).reshape({1}));
-  if (gpus_) {
-    gpus_->sum(flat);
-  } else if (all_float) {
-    group_->collective->sum(flat.data<float>(), static_cast<size_t>(total));
-  } else {
-    group_->collective->sum(flat.data<double>(), static_cast<size_t>(total));
-  }
-  at = 0;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!values[i].defined()) continue;
-    Tensor summed = flat.slice(0, at, at + dense[i].numel()).reshape(dense[i].shape().to_vector());
-    if (summed.dtype() != values[i].dtype()) summed = summed.cast(values[i].dtype());
-    values[i] = to_device(summed, values[i].device());
-    at += dense[i].numel();
-  }
-  weight = flat.slice(0, at, at + 1).item<double>();
+      new MultiWorkerMirroredStrategy(std::make_unique<MultiWorkerMirroredExtended>(
+          std::move(local_devices), std::move(group), std::move(gpus),
+          options.collective_timeout_seconds)));
 }
 
 }  // namespace cadre

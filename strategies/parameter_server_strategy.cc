@@ -2,10 +2,14 @@
 
 #include <glog/logging.h>
 
+#include <mutex>
+
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_variables.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre {
 namespace {
@@ -14,23 +18,79 @@ ps::PsVariables& ps_variables(DistributedVariables& variables) {
   return static_cast<ps::PsVariables&>(variables);  // made by create_variables below
 }
 
+// Variables on the ps tasks, pulled before each step and updated there by the gradients
+// each worker pushes; the workers step on their own.
+class ParameterServerExtended final : public StrategyExtended {
+ public:
+  ParameterServerExtended(std::vector<Device> devices, ClusterConfig cluster,
+                          const ParameterServerOptions& options)
+      : StrategyExtended(std::move(devices), reduction_to_one_device(Device::cpu(0))),
+        cluster_(std::move(cluster)),
+        servers_(cluster_, options) {}
+
+  Device variable_device(int replica) const override { return Device::cpu(0); }
+  bool mirrors_variables() const override { return false; }
+  int num_workers() const override { return cluster_.num_worker_replicas(); }
+  int worker_index() const override { return cluster_.global_task_id(); }
+  int num_workers_in_sync() const override { return 1; }
+  const ps::ParameterServers* parameter_servers() const override { return &servers_; }
+
+  // The chief sets the global step on ps 0; the others wait for it and take it.
+  int64_t broadcast_from_chief(int64_t value) const override {
+    connect();
+    ps::PsClient& ps0 = *servers_.clients()[0];
+    double timeout = servers_.options().init_timeout_seconds;
+    if (cluster_.is_chief()) return ps0.global_step(value, timeout);
+    LOG(INFO) << cluster_.task.to_string() << ": waiting for the chief to set the global step";
+    return ps0.global_step(std::nullopt, timeout);
+  }
+
+  std::unique_ptr<DistributedVariables> create_variables(
+      uint64_t seed, nn::VariableCreator creator) const override {
+    connect();
+    return std::make_unique<ps::PsVariables>(servers_, cluster_.is_chief(), seed,
+                                             std::move(creator));
+  }
+  void before_run(DistributedVariables& variables) const override {
+    ps_variables(variables).pull();
+  }
+  void update_shared(DistributedVariables& variables, nn::Optimizer& optimizer,
+                     std::vector<Gradient> gradients,
+                     const std::vector<nn::Variable*>& targets) const override {
+    ps_variables(variables).push(optimizer, std::move(gradients), targets);
+  }
+  int64_t global_step_after(DistributedVariables& variables, int64_t step) const override {
+    return ps_variables(variables).global_step();
+  }
+  std::shared_ptr<const nn::VariableStore> variables_to_save(
+      DistributedVariables& variables) const override {
+    return ps_variables(variables).gather();
+  }
+
+ private:
+  // Waits for the ps tasks, once: on first use rather than at creation, so that a ps task
+  // can build the strategy too.
+  void connect() const {
+    std::call_once(connected_, [&] {
+      if (cluster_.global_task_id() < 0) {
+        throw InvalidArgumentError(str_cat("task ", cluster_.task.to_string(),
+                                           " does not train (only the chief and the workers do)"));
+      }
+      LOG(INFO) << cluster_.task.to_string() << ": connecting to " << servers_.clients().size()
+                << " parameter server(s)";
+      servers_.wait_until_ready();
+    });
+  }
+
+  ClusterConfig cluster_;
+  ps::ParameterServers servers_;
+  mutable std::once_flag connected_;
+};
+
 }  // namespace
 
-ParameterServerStrategy::ParameterServerStrategy(std::vector<Device> devices, ClusterConfig cluster,
-                                                 ParameterServerOptions options)
-    : Strategy(std::move(devices), reduction_to_one_device(Device::cpu(0))),
-      cluster_(std::move(cluster)),
-      options_(options) {
-  ps::ClientOptions client;
-  client.max_message_bytes = options_.max_message_bytes;
-  client.rpc_timeout_seconds = options_.rpc_timeout_seconds;
-  for (int i = 0; i < cluster_.num_ps_replicas(); ++i) {
-    clients_.push_back(
-        std::make_unique<ps::PsClient>(i, cluster_.address(TaskId{"ps", i}), client));
-  }
-}
-
-ParameterServerStrategy::~ParameterServerStrategy() = default;
+ParameterServerStrategy::ParameterServerStrategy(std::unique_ptr<StrategyExtended> extended)
+    : Strategy(std::move(extended)) {}
 
 std::shared_ptr<ParameterServerStrategy> ParameterServerStrategy::create(
     const ClusterConfig& cluster, std::vector<Device> local_devices,
@@ -50,79 +110,14 @@ std::shared_ptr<ParameterServerStrategy> ParameterServerStrategy::create(
   }
   if (local_devices.empty()) local_devices = parse_devices("");
   for (const Device& d : local_devices) check_device(d);
-  return std::shared_ptr<ParameterServerStrategy>(
-      new ParameterServerStrategy(std::move(local_devices), cluster, options));
+  return std::shared_ptr<ParameterServerStrategy>(new ParameterServerStrategy(
+      std::make_unique<ParameterServerExtended>(std::move(local_devices), cluster, options)));
 }
 
-void ParameterServerStrategy::connect() const {
-  std::call_once(connected_, [&] {
-    if (cluster_.global_task_id() < 0) {
-      throw InvalidArgumentError(str_cat("task ", cluster_.task.to_string(),
-                                         " does not train (only the chief and the workers do)"));
-    }
-    LOG(INFO) << cluster_.task.to_string() << ": connecting to " << clients_.size()
-              << " parameter server(s)";
-    for (const auto& client : clients_) client->wait_until_ready(options_.connect_timeout_seconds);
-  });
-}
-
-int64_t ParameterServerStrategy::broadcast_from_chief(int64_t value) const {
-  connect();
-  if (cluster_.is_chief()) return clients_[0]->global_step(value, options_.init_timeout_seconds);
-  LOG(INFO) << cluster_.task.to_string() << ": waiting for the chief to set the global step";
-  return clients_[0]->global_step(std::nullopt, options_.init_timeout_seconds);
-}
-
-std::unique_ptr<DistributedVariables> ParameterServerStrategy::create_variables(
-    uint64_t seed, nn::VariableCreator creator) const {
-  connect();
-  return std::make_unique<ps::PsVariables>(clients_, options_, cluster_.is_chief(), seed,
-                                           std::move(creator), num_local_replicas());
-}
-
-void ParameterServerStrategy::before_run(DistributedVariables& variables) const {
-  ps_variables(variables).pull();
-}
-
-void ParameterServerStrategy::update_shared(DistributedVariables& variables,
-                                            nn::Optimizer& optimizer,
-                                            std::vector<Gradient> gradients,
-                                            const std::vector<nn::Variable*>& targets) const {
-  ps_variables(variables).push(optimizer, std::move(gradients), targets);
-}
-
-int64_t ParameterServerStrategy::global_step_after(DistributedVariables& variables,
-                                                   int64_t step) const {
-  return ps_variables(variables).global_step();
-}
-
-std::shared_ptr<const nn::VariableStore> ParameterServerStrategy::variables_to_save(
-    DistributedVariables& variables) const {
-  return ps_variables(variables).gather();
-}
-
-namespace {
-
-int64_t total(const std::vector<std::unique_ptr<ps::PsClient>>& clients,
-              int64_t (ps::PsClient::*count)() const) {
-  int64_t sum = 0;
-  for (const auto& c : clients) sum += (*c.*count)();
-  return sum;
-}
-
-}  // namespace
-
-int64_t ParameterServerStrategy::bytes_sent() const {
-  return total(clients_, &ps::PsClient::bytes_sent);
-}
-int64_t ParameterServerStrategy::bytes_received() const {
-  return total(clients_, &ps::PsClient::bytes_received);
-}
-int64_t ParameterServerStrategy::bytes_pushed() const {
-  return total(clients_, &ps::PsClient::bytes_pushed);
-}
-int64_t ParameterServerStrategy::bytes_pulled() const {
-  return total(clients_, &ps::PsClient::bytes_pulled);
+std::optional<ParameterServerTraffic> parameter_server_traffic(const Strategy& strategy) {
+  const ps::ParameterServers* servers = strategy.extended().parameter_servers();
+  if (servers == nullptr) return std::nullopt;
+  return servers->traffic();
 }
 
 }  // namespace cadre

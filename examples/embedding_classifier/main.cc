@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "cadre/base/errors.h"
 #include "cadre/estimator/estimator.h"
@@ -147,12 +148,12 @@ int run() {
   std::string line =
       str_cat("{\"task\":\"", config.cluster ? config.task_type : "local",
               "\",\"global_step\":", static_cast<int64_t>(result.final_eval.at("global_step")));
-  if (auto* ps = dynamic_cast<const ParameterServerStrategy*>(strategy.get());
-      ps && steps->steps > 0) {
+  if (std::optional<ParameterServerTraffic> traffic = parameter_server_traffic(*strategy);
+      traffic && steps->steps > 0) {
     int64_t table = FLAGS_vocab_size * FLAGS_embedding_dim * 4;
     line += str_cat(",\"table_bytes\":", table,
-                    ",\"pushed_bytes_per_step\":", ps->bytes_pushed() / steps->steps,
-                    ",\"pulled_bytes_per_step\":", ps->bytes_pulled() / steps->steps);
+                    ",\"pushed_bytes_per_step\":", traffic->bytes_pushed / steps->steps,
+                    ",\"pulled_bytes_per_step\":", traffic->bytes_pulled / steps->steps);
   }
   line += examples::metrics_json(result.final_eval);
   std::printf("%s}\n", line.c_str());

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -277,6 +278,13 @@ class Client final : public CoordinationClient {
     check(stub_->GetKey(&context, request, &response), str_cat("getting key '", key, "'"),
           address_);
     return response.value();
+  }
+
+  void wait(const std::vector<std::string>& keys, double timeout_seconds) override {
+    auto end = Clock::now() + seconds(timeout_seconds);
+    for (const std::string& key : keys) {
+      get(key, std::max(0.0, std::chrono::duration<double>(end - Clock::now()).count()));
+    }
   }
 
   void barrier(const std::string& name, double timeout_seconds) override {

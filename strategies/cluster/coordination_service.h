@@ -7,8 +7,8 @@
 // - Heartbeats: each client sends one every heartbeat_interval; a task silent for
 //   heartbeat_timeout is declared dead, and from then on every call of every task fails
 //   with AbortedError naming it, so the survivors stop instead of hanging in a collective.
-// - A key-value store (set, get with a timeout) for rendezvous, named barriers, and a
-//   shutdown barrier (a barrier named "shutdown").
+// - A key-value store for rendezvous (the client is the cluster's Store), named barriers,
+//   and a shutdown barrier (a barrier named "shutdown").
 //
 // Errors reach callers as Cadre's typed errors: DeadlineExceededError (timeouts, naming
 // the missing tasks), AbortedError (a dead task), UnavailableError (no service at the
@@ -23,14 +23,10 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/multi_worker_options.h"
+#include "strategies/cluster/store.h"
 
 namespace cadre {
-
-struct CoordinationOptions {
-  double heartbeat_interval_seconds = 1;
-  double heartbeat_timeout_seconds = 10;
-  double log_every_seconds = 5;  // progress of registration and barriers
-};
 
 class CoordinationService {
  public:
@@ -47,15 +43,13 @@ class CoordinationService {
 };
 
 // Thread-safe; every call takes a timeout.
-class CoordinationClient {
+class CoordinationClient : public Store {
  public:
   static std::unique_ptr<CoordinationClient> connect(const std::string& address, TaskId task,
                                                      CoordinationOptions options = {});
   virtual ~CoordinationClient() = default;
   // Registers this task and waits for every other one, then starts heartbeats.
   virtual void register_task(double timeout_seconds) = 0;
-  virtual void set(const std::string& key, const std::string& value) = 0;
-  virtual std::string get(const std::string& key, double timeout_seconds) = 0;
   virtual void barrier(const std::string& name, double timeout_seconds) = 0;
   // Stops the heartbeats (as a process that dies would).
   virtual void stop_heartbeats() = 0;

@@ -4,6 +4,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/collectives/gloo/collective.h"
 
 namespace cadre {
 
@@ -19,7 +20,7 @@ WorkerGroup::~WorkerGroup() {
 }
 
 std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
-                                               const WorkerGroupOptions& options) {
+                                               const MultiWorkerOptions& options) {
   int rank = cluster.global_task_id();
   if (rank < 0) {
     throw InvalidArgumentError(str_cat("task ", cluster.task.to_string(),

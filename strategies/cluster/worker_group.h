@@ -6,23 +6,17 @@
 
 #include <memory>
 
-#include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/multi_worker_options.h"
 #include "strategies/cluster/coordination_service.h"
-#include "strategies/collectives/gloo_collective.h"
+#include "strategies/collectives/collective.h"
 
 namespace cadre {
-
-struct WorkerGroupOptions {
-  double registration_timeout_seconds = 300;  // for every task to register
-  double collective_timeout_seconds = 300;    // for peers in one collective
-  CoordinationOptions coordination;
-};
 
 struct WorkerGroup {
   std::unique_ptr<CoordinationService> service;  // on the chief only
   std::unique_ptr<CoordinationClient> client;
-  std::unique_ptr<ProcessCollective> collective;  // rank = the task's global id
+  std::unique_ptr<ProcessCollective> collective;  // Gloo; rank = the task's global id
 
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
   // outlives the others' last calls; then stops heartbeats and the service.
@@ -32,6 +26,6 @@ struct WorkerGroup {
 // Throws InvalidArgumentError for a task that does not train, DeadlineExceededError naming
 // the tasks that never registered, UnavailableError when the chief's port cannot be bound.
 std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
-                                               const WorkerGroupOptions& options = {});
+                                               const MultiWorkerOptions& options = {});
 
 }  // namespace cadre

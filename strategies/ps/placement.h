@@ -1,7 +1,6 @@
-// Where a parameter-server cluster keeps each variable: on the least-loaded ps task (by
-// bytes) or round robin, and, for a variable large enough, in row slices on several ps
-// tasks (TensorFlow's min_max_variable_partitioner). Every worker computes the same plan,
-// since every worker creates the same variables in the same order (the same model_fn).
+// Where a parameter-server cluster keeps each variable, as PlacementOptions (public) say.
+// Every worker computes the same plan, since every worker creates the same variables in
+// the same order (the same model_fn).
 #pragma once
 
 #include <cstdint>
@@ -9,19 +8,11 @@
 #include <vector>
 
 #include "cadre/base/errors.h"
+#include "cadre/strategies/parameter_server_options.h"
 #include "cadre/tensor/dtype.h"
 #include "cadre/tensor/shape.h"
 
 namespace cadre::ps {
-
-struct PlacementOptions {
-  enum class Policy { kGreedy, kRoundRobin };
-  Policy policy = Policy::kGreedy;
-  // A variable is cut into row slices of at least this many bytes each, one per ps task at
-  // most (and at most max_shards; 0: no limit but the ps count).
-  int64_t min_slice_bytes = 256 << 10;
-  int max_shards = 0;
-};
 
 // Rows [first_row, first_row + rows) of a variable, on ps task `ps` under `name` (the
 // variable's own name when whole, "<name>/part_<k>" for slice k).
@@ -41,7 +32,6 @@ class Placement {
   std::vector<Slice> place(const std::string& name, const Shape& shape, DType dtype);
   // The plan so far, a line per ps task: its variables and bytes.
   std::string describe() const;
-  const std::vector<int64_t>& bytes_per_ps() const { return bytes_; }
 
  private:
   int pick(const std::vector<bool>& taken);

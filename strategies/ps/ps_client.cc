@@ -23,8 +23,7 @@ constexpr double kMargin = 10;
 }  // namespace
 
 PsClient::PsClient(int index, std::string address, ClientOptions options)
-    : index_(index),
-      address_(std::move(address)),
+    : address_(std::move(address)),
       name_(str_cat("ps:", index, " (", address_, ")")),
       options_(options) {
   grpc::ChannelArguments args;

@@ -25,7 +25,6 @@ class PsClient {
   PsClient(int index, std::string address, ClientOptions options = {});
   // "ps:1 (127.0.0.1:2223)"
   const std::string& name() const { return name_; }
-  int index() const { return index_; }
 
   // Returns once the task answers; logs every 10 s while waiting. Throws
   // DeadlineExceededError naming the task and its address after `timeout_seconds`.
@@ -53,7 +52,6 @@ class PsClient {
   template <typename Request, typename Response, typename Method>
   Response call(const char* what, const Request& request, Method method, double timeout_seconds);
 
-  int index_;
   std::string address_, name_;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -1,15 +1,7 @@
-// The parameter-server service that a ps task runs (TF_CONFIG type "ps"), over gRPC
-// (strategies/ps/ps.proto). It holds variables (whole, or row slices of partitioned ones)
-// and their optimizer slots, and applies the gradients workers push with the optimizer
-// they describe; one ps also holds the global step.
-//
-// - Variables are created by the chief, with the value it restored or initialised; other
-//   workers' creations wait until the chief has given it (TensorFlow's workers wait for the
-//   chief to initialise the model). A chief that comes again (restarted) replaces values.
-// - Updates of one variable are atomic with respect to each other and to reads; different
-//   variables update in parallel.
-// - A worker's first push for a variable waits until the chief has sent that variable's
-//   optimizer state (restored slots or fresh ones), so that every update starts from it.
+// The parameter-server service that a ps task runs (TF_CONFIG type "ps"): a Shard
+// (shard.h), which holds the variables and applies the updates, served over gRPC
+// (strategies/ps/ps.proto) with a limit on message sizes and a periodic log of what it
+// holds and how busy it is.
 //
 // Thread-safe. Errors reach clients as gRPC statuses carrying Cadre's error codes.
 #pragma once
@@ -17,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "cadre/base/errors.h"
 
 namespace cadre::ps {
 
@@ -39,6 +30,7 @@ class ParameterServer {
   virtual std::string address() const = 0;  // with the port chosen
   // Blocks until stop().
   virtual void wait() = 0;
+  // Stops serving; calls waiting in the shard fail with UnavailableError.
   virtual void stop() = 0;
 };
 

@@ -2,7 +2,6 @@
 // local copies in one host store that the replicas share, of variables that live on the ps
 // tasks, and what keeps the two together: creation on the ps tasks (the chief's values),
 // pulls before each step, pushes of gradients, and the logical view for checkpoints.
-// Internal to the strategies module.
 #pragma once
 
 #include <future>
@@ -14,7 +13,8 @@
 #include <vector>
 
 #include "cadre/nn/optimizer.h"
-#include "cadre/strategies/parameter_server_strategy.h"
+#include "cadre/strategies/distributed_variables.h"
+#include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/placement.h"
 #include "strategies/ps/ps_client.h"
 
@@ -22,14 +22,13 @@ namespace cadre::ps {
 
 class RowCache;
 
+// Thread-safe: the replicas of a step create and read variables concurrently.
 class PsVariables : public DistributedVariables {
  public:
-  // `clients` (one per ps task, in index order) outlive this object. The chief creates
-  // variables with `base` (restoring them or initialising them) and gives the ps tasks their
-  // values; other workers take the ps tasks' values.
-  PsVariables(const std::vector<std::unique_ptr<PsClient>>& clients,
-              const ParameterServerOptions& options, bool chief, uint64_t seed,
-              nn::VariableCreator base, int replicas);
+  // `servers` (connected) outlive this object. The chief creates variables with `base`
+  // (restoring them or initialising them) and gives the ps tasks their values; other
+  // workers take the ps tasks' values.
+  PsVariables(const ParameterServers& servers, bool chief, uint64_t seed, nn::VariableCreator base);
   ~PsVariables() override;
 
   // Brings the local copies of the variables up to date (row-access ones lazily, by the rows
@@ -40,7 +39,6 @@ class PsVariables : public DistributedVariables {
   void push(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
             const std::vector<nn::Variable*>& targets);
   int64_t global_step() const;
-  void set_global_step(int64_t step);
   // The logical variables, slots and step counters, read from the ps tasks and joined into
   // whole tensors, and the chief's local variables (integer counters that are not
   // trainable).
@@ -58,14 +56,26 @@ class PsVariables : public DistributedVariables {
 
   std::shared_ptr<nn::Variable> create(const nn::VariableSpec& spec, uint64_t seed);
   std::shared_ptr<nn::Variable> create_remote(const nn::VariableSpec& spec, uint64_t seed);
+  // Creates `slices` of a variable on their ps tasks; the chief gives them `value`, the
+  // others read theirs into it (unless row access fetches rows later).
+  void create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices, Tensor& value);
+  std::vector<Slice> slices_of(const nn::Variable& variable);
+  // A push request per ps task, with the optimizer and the step, and `gradients` cut into
+  // their slices' items.
+  std::vector<PushRequest> push_requests(const nn::Optimizer& optimizer,
+                                         const std::vector<Gradient>& gradients,
+                                         const std::vector<nn::Variable*>& targets);
   // The changes this step made to non-trainable variables, as deltas in `requests`.
   void add_deltas(std::vector<PushRequest>& requests);
   // The chief's optimizer state for the targets whose state it has not sent yet.
   void add_optimizer_state(nn::Optimizer& optimizer, const std::vector<nn::Variable*>& targets,
                            std::vector<PushRequest>& requests);
+  // Sends the requests that carry anything (ps 0's always: it counts the global step).
+  // With a staleness bound ps 0 judges first, and a dropped push goes nowhere else.
+  PushResponse send(const std::vector<PushRequest>& requests);
 
   const std::vector<std::unique_ptr<PsClient>>& clients_;
-  ParameterServerOptions options_;
+  const ParameterServerOptions& options_;
   bool chief_;
   uint64_t seed_;
   nn::VariableCreator base_;

@@ -12,7 +12,8 @@
 #include "cadre/ops/reduce.h"
 #include "cadre/strategies/cross_device_ops.h"
 #include "strategies/cluster/coordination_service.h"
-#include "strategies/collectives/nccl_collective.h"
+#include "strategies/collectives/nccl/collective.h"
+#include "strategies/collectives/nccl/local_group.h"
 
 namespace cadre {
 namespace {
@@ -76,7 +77,9 @@ TEST_F(NcclGpuTest, UniqueIdThroughTheCoordinationService) {
   auto service = CoordinationService::start("127.0.0.1:0", {{"worker", 0}});
   auto client = CoordinationClient::connect(service->address(), {"worker", 0});
   client->register_task(10);
-  auto collective = nccl_collective(*client, 0, 1, Device::gpu(0), 30);
+  NcclOptions options;
+  options.timeout_seconds = 30;
+  auto collective = nccl_collective(*client, 0, 1, Device::gpu(0), options);
   Tensor x = Tensor::ones({64}, DType::kFloat32, Device::gpu(0));
   collective->sum(x);
   EXPECT_EQ(sum(x).item<float>(), 64.f);

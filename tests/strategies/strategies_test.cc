@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
@@ -61,49 +64,59 @@ TEST(StrategyTest, ReduceAndGather) {
                InvalidArgumentError);
 }
 
-TEST(StrategyTest, AllReduceInsideRunIsIdenticalOnEveryReplica) {
-  for (size_t bucket : {size_t{0}, size_t{64}, kDefaultBucketBytes}) {
-    for (auto ops :
-         {reduction_to_one_device(Device::cpu(0), bucket), hierarchical_copy_all_reduce(bucket)}) {
-      auto strategy = MirroredStrategy::create(cpus(3), ops);
-      auto variables = strategy->create_variables(1);
-      PerReplica<std::vector<Gradient>> out =
-          strategy->run<std::vector<Gradient>>(*variables, [](ReplicaContext& ctx) {
-            float r = static_cast<float>(ctx.replica_id());
-            std::vector<Gradient> grads;
-            for (int k = 0; k < 20; ++k) grads.push_back(Tensor::full({5, 3}, r + k));
-            grads.push_back(Gradient());  // no gradient stays none
-            grads.push_back(IndexedSlices{Tensor::from_vector<int64_t>({ctx.replica_id()}),
-                                          Tensor::full({1, 2}, 1.0), Shape{4, 2}});
-            return ctx.all_reduce(ReduceOp::kSum, grads);
-          });
-      for (int r = 0; r < 3; ++r) {
-        ASSERT_EQ(out[r].size(), 22u);
-        for (int k = 0; k < 20; ++k) {
-          EXPECT_EQ(out[r][k].dense().to_vector<float>(), std::vector<float>(15, 3.0f * k + 3))
-              << ops->name() << " bucket " << bucket;
-          EXPECT_EQ(out[r][k].device(), Device::cpu(r));
-        }
-        EXPECT_FALSE(out[r][20].defined());
-        EXPECT_TRUE(out[r][21].is_sparse());
-        EXPECT_EQ(out[r][21].to_dense().to_vector<float>(),
-                  (std::vector<float>{1, 1, 1, 1, 1, 1, 0, 0}));
-      }
+// The cross-device ops a strategy may reduce with, by name.
+std::shared_ptr<CrossDeviceOps> ops_named(const std::string& name, size_t bucket_bytes) {
+  return name == "ReductionToOneDevice" ? reduction_to_one_device(Device::cpu(0), bucket_bytes)
+                                        : hierarchical_copy_all_reduce(bucket_bytes);
+}
+
+// Cross-device ops x bucket sizes (none, small, the default).
+class AllReduceTest : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
+
+TEST_P(AllReduceTest, AllReduceInsideRunIsIdenticalOnEveryReplica) {
+  auto [name, bucket] = GetParam();
+  auto strategy = MirroredStrategy::create(cpus(3), ops_named(name, bucket));
+  auto variables = strategy->create_variables(1);
+  PerReplica<std::vector<Gradient>> out =
+      strategy->run<std::vector<Gradient>>(*variables, [](ReplicaContext& ctx) {
+        float r = static_cast<float>(ctx.replica_id());
+        std::vector<Gradient> grads;
+        for (int k = 0; k < 20; ++k) grads.push_back(Tensor::full({5, 3}, r + k));
+        grads.push_back(Gradient());  // no gradient stays none
+        grads.push_back(IndexedSlices{Tensor::from_vector<int64_t>({ctx.replica_id()}),
+                                      Tensor::full({1, 2}, 1.0), Shape{4, 2}});
+        return ctx.all_reduce(ReduceOp::kSum, grads);
+      });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(out[r].size(), 22u);
+    for (int k = 0; k < 20; ++k) {
+      EXPECT_EQ(out[r][k].dense().to_vector<float>(), std::vector<float>(15, 3.0f * k + 3));
+      EXPECT_EQ(out[r][k].device(), Device::cpu(r));
     }
+    EXPECT_FALSE(out[r][20].defined());
+    EXPECT_TRUE(out[r][21].is_sparse());
+    EXPECT_EQ(out[r][21].to_dense().to_vector<float>(),
+              (std::vector<float>{1, 1, 1, 1, 1, 1, 0, 0}));
   }
 }
 
 // One replica too: kSum scales by the weight (a worker's share before the cross-worker sum).
-TEST(StrategyTest, EveryCrossDeviceOpsWeighsASingleReplica) {
-  for (auto ops : {reduction_to_one_device(Device::cpu(0), 0), hierarchical_copy_all_reduce(0),
-                   hierarchical_copy_all_reduce()}) {
-    auto out = ops->batch_reduce(ReduceOp::kSum, {{Tensor::full({3}, 2.0)}}, {6}, {Device::cpu(0)});
-    EXPECT_EQ(out[0][0].dense().to_vector<float>(), (std::vector<float>{12, 12, 12}))
-        << ops->name();
-    out = ops->batch_reduce(ReduceOp::kMean, {{Tensor::full({3}, 2.0)}}, {6}, {Device::cpu(0)});
-    EXPECT_EQ(out[0][0].dense().to_vector<float>(), (std::vector<float>{2, 2, 2})) << ops->name();
-  }
+TEST_P(AllReduceTest, EveryCrossDeviceOpsWeighsASingleReplica) {
+  auto [name, bucket] = GetParam();
+  auto ops = ops_named(name, bucket);
+  auto out = ops->batch_reduce(ReduceOp::kSum, {{Tensor::full({3}, 2.0)}}, {6}, {Device::cpu(0)});
+  EXPECT_EQ(out[0][0].dense().to_vector<float>(), (std::vector<float>{12, 12, 12}));
+  out = ops->batch_reduce(ReduceOp::kMean, {{Tensor::full({3}, 2.0)}}, {6}, {Device::cpu(0)});
+  EXPECT_EQ(out[0][0].dense().to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    OpsByBucket, AllReduceTest,
+    ::testing::Combine(::testing::Values("ReductionToOneDevice", "HierarchicalCopyAllReduce"),
+                       ::testing::Values(size_t{0}, size_t{64}, kDefaultBucketBytes)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "Bucket" + std::to_string(std::get<1>(info.param));
+    });
 
 TEST(StrategyTest, AFailingReplicaReleasesTheOthersAndItsErrorReachesTheCaller) {
   auto strategy = MirroredStrategy::create(cpus(2));
@@ -226,7 +239,7 @@ std::map<std::string, Tensor> train_custom(const Strategy& strategy, int steps,
   }
   std::map<std::string, Tensor> values;
   for (nn::Variable* v : variables->primary().variables()) values[v->name()] = v->tensor();
-  if (strategy.mirrors_variables()) {
+  if (variables->mirrored()) {
     // Every copy took the same updates (but plain batch norm's moving statistics, which
     // follow each replica's own batch, as TensorFlow's on-read synchronised variables do).
     for (int r = 1; r < n; ++r) {
@@ -240,34 +253,62 @@ std::map<std::string, Tensor> train_custom(const Strategy& strategy, int steps,
   return values;
 }
 
-TEST(StrategyTest, MirroredAndCentralStorageTrainAsOneDeviceOnTheSameGlobalBatch) {
+// The single-host strategies that replicate: Mirrored (packing into buckets, or reducing
+// unpacked on one device) and CentralStorage, over 2 and 3 replicas.
+enum class Kind { kMirrored, kMirroredToOneDevice, kCentralStorage };
+
+std::shared_ptr<Strategy> make_strategy(Kind kind, int replicas) {
+  switch (kind) {
+    case Kind::kMirrored:
+      return MirroredStrategy::create(cpus(replicas));
+    case Kind::kMirroredToOneDevice:
+      return MirroredStrategy::create(cpus(replicas), reduction_to_one_device(Device::cpu(0), 0));
+    case Kind::kCentralStorage:
+      return CentralStorageStrategy::create(cpus(replicas));
+  }
+  return nullptr;
+}
+
+class ReplicatedTest : public ::testing::TestWithParam<std::tuple<Kind, int>> {
+ protected:
+  std::shared_ptr<Strategy> strategy() const {
+    return make_strategy(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  }
+};
+
+TEST_P(ReplicatedTest, TrainsAsOneDeviceOnTheSameGlobalBatch) {
   auto reference = train_custom(*OneDeviceStrategy::create(), 30);
-  std::vector<std::shared_ptr<Strategy>> strategies = {
-      MirroredStrategy::create(cpus(2)), MirroredStrategy::create(cpus(3)),
-      MirroredStrategy::create(cpus(2), reduction_to_one_device(Device::cpu(0), 0)),
-      CentralStorageStrategy::create(cpus(2)), CentralStorageStrategy::create(cpus(3))};
-  for (const auto& strategy : strategies) {
-    auto values = train_custom(*strategy, 30);
-    ASSERT_EQ(values.size(), reference.size()) << strategy->name();
-    for (const auto& [name, value] : reference) {
-      EXPECT_LT(max_abs_diff(values.at(name), value), 2e-5)
-          << strategy->name() << " " << strategy->topology() << " " << name;
-    }
+  auto values = train_custom(*strategy(), 30);
+  ASSERT_EQ(values.size(), reference.size());
+  for (const auto& [name, value] : reference) {
+    EXPECT_LT(max_abs_diff(values.at(name), value), 2e-5) << name;
   }
 }
 
-TEST(StrategyTest, SyncBatchNormNormalisesTheGlobalBatch) {
+TEST_P(ReplicatedTest, SyncBatchNormNormalisesTheGlobalBatch) {
   auto reference = train_custom(*OneDeviceStrategy::create(), 20, Norm::kBatch);
-  for (const auto& strategy : std::vector<std::shared_ptr<Strategy>>{
-           MirroredStrategy::create(cpus(2)), MirroredStrategy::create(cpus(3)),
-           CentralStorageStrategy::create(cpus(2))}) {
-    auto synced = train_custom(*strategy, 20, Norm::kSyncBatch);
-    for (const auto& [name, value] : reference) {
-      EXPECT_LT(max_abs_diff(synced.at(name), value), 1e-4)
-          << strategy->name() << " " << strategy->topology() << " " << name;
-    }
+  auto synced = train_custom(*strategy(), 20, Norm::kSyncBatch);
+  for (const auto& [name, value] : reference) {
+    EXPECT_LT(max_abs_diff(synced.at(name), value), 1e-4) << name;
   }
-  // Plain batch norm on replicas normalises each replica's part only: not the same model.
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Kind, int>>& info) {
+  static const char* const kNames[] = {"Mirrored", "MirroredToOneDevice", "CentralStorage"};
+  return kNames[static_cast<int>(std::get<0>(info.param))] +
+         std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsByReplicas, ReplicatedTest,
+                         ::testing::Combine(::testing::Values(Kind::kMirrored,
+                                                              Kind::kMirroredToOneDevice,
+                                                              Kind::kCentralStorage),
+                                            ::testing::Values(2, 3)),
+                         case_name);
+
+// Plain batch norm on replicas normalises each replica's part only: not the same model.
+TEST(StrategyTest, PlainBatchNormOnReplicasIsAnotherModel) {
+  auto reference = train_custom(*OneDeviceStrategy::create(), 20, Norm::kBatch);
   auto local = train_custom(*MirroredStrategy::create(cpus(2)), 20, Norm::kBatch);
   EXPECT_GT(max_abs_diff(local.at("bn/moving_variance"), reference.at("bn/moving_variance")), 1e-3);
 }

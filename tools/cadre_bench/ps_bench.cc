@@ -21,6 +21,7 @@
 #include "cadre/strategies/parameter_server_strategy.h"
 #include "core/base/strings.h"
 #include "strategies/ps/ps_server.h"
+#include "strategies/strategy_extended.h"
 #include "tools/cadre_bench/timing.h"
 
 DECLARE_int64(bytes);
@@ -86,7 +87,7 @@ int run_ps() {
   bool step_set = false;
   for (int64_t bytes : sizes) {
     std::unique_ptr<DistributedVariables> variables = strategy->create_variables(0);
-    if (!step_set) strategy->broadcast_from_chief(0);
+    if (!step_set) strategy->extended().broadcast_from_chief(0);
     step_set = true;
     nn::Variable* variable = nullptr;
     {
@@ -95,9 +96,9 @@ int run_ps() {
           &nn::get_variable(str_cat("v", bytes), Shape{bytes / 4}, nn::initializers::zeros());
     }
     Tensor gradient = Tensor::full(Shape{bytes / 4}, 1.0);
-    double pulls = rate([&] { strategy->before_run(*variables); });
-    double pushes =
-        rate([&] { strategy->update_shared(*variables, *sgd, {gradient}, {variable}); });
+    const StrategyExtended& extended = strategy->extended();
+    double pulls = rate([&] { extended.before_run(*variables); });
+    double pushes = rate([&] { extended.update_shared(*variables, *sgd, {gradient}, {variable}); });
     double mb = static_cast<double>(bytes) / (1 << 20);
     std::printf(
         "{\"bytes\":%lld,\"pulls_per_sec\":%.1f,\"pull_mb_per_sec\":%.1f,\"pushes_per_sec\":%.1f,"

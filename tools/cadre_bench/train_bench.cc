@@ -25,6 +25,7 @@
 #include "core/base/strings.h"
 #include "core/tensor/device_backend.h"
 #include "examples/fashion_mnist/models.h"
+#include "strategies/strategy_extended.h"
 #include "tools/cadre_bench/ps_bench.h"
 #include "tools/cadre_bench/timing.h"
 
@@ -57,7 +58,8 @@ class Trainer {
         strategy_(std::move(strategy)) {
     if (strategy_) {
       variables_ = strategy_->create_variables(0);
-      strategy_->broadcast_from_chief(0);  // the start step: every worker takes the chief's
+      strategy_->extended().broadcast_from_chief(
+          0);  // the start step: every worker takes the chief's
       for (const Device& d : strategy_->devices()) {
         replica_images_.push_back(images_.to(d));
         replica_labels_.push_back(labels_.to(d));
@@ -163,7 +165,7 @@ int run_train() {
                                    : std::max(5, static_cast<int>(FLAGS_window_s * 20 / warmup));
   // Workers that train in lockstep must agree on the number of steps.
   if (strategy && strategy->num_workers_in_sync() > 1) {
-    per_window = static_cast<int>(strategy->broadcast_from_chief(per_window));
+    per_window = static_cast<int>(strategy->extended().broadcast_from_chief(per_window));
   }
   reset_peak_memory(device);
   std::vector<double> rates, step_ms;

@@ -30,10 +30,9 @@
 #include "cadre/estimator/run_config.h"
 #include "cadre/io/dataset.h"
 #include "cadre/io/input_context.h"
+#include "cadre/io/input_fn.h"
 
 namespace cadre {
-
-using InputFn = std::function<io::Dataset(const io::InputContext& context)>;
 
 // Initialise a new model from another model's checkpoint (tf.estimator.WarmStartSettings).
 // Used only when model_dir has no checkpoint of its own.

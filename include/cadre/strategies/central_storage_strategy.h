@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cadre/strategies/strategy.h"
@@ -18,12 +19,9 @@ class CentralStorageStrategy : public Strategy {
   static std::shared_ptr<CentralStorageStrategy> create(std::vector<Device> compute_devices = {},
                                                         Device parameter_device = Device::cpu(0));
   std::string name() const override { return "central_storage"; }
-  Device variable_device(int replica) const override { return parameter_device_; }
-  bool mirrors_variables() const override { return false; }
 
  private:
-  CentralStorageStrategy(std::vector<Device> devices, Device parameter_device);
-  Device parameter_device_;
+  explicit CentralStorageStrategy(std::unique_ptr<StrategyExtended> extended);
 };
 
 }  // namespace cadre

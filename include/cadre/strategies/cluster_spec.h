@@ -74,9 +74,6 @@ ClusterConfig cluster_from_slurm(const std::map<std::string, std::string>& env,
 // "node[01-03],gpu5" -> node01 node02 node03 gpu5.
 std::vector<std::string> expand_hostlist(const std::string& hostlist);
 
-// The single-process cluster of local mode (no TF_CONFIG): one worker, index 0.
-ClusterConfig local_cluster();
-
 // Throws InvalidArgumentError when `config` has ps tasks: collective strategies have none.
 void check_no_ps(const ClusterConfig& config, std::string_view strategy);
 

@@ -13,14 +13,10 @@
 #include <vector>
 
 #include "cadre/autodiff/gradient.h"
+#include "cadre/strategies/per_replica.h"
 #include "cadre/tensor/device.h"
 
 namespace cadre {
-
-enum class ReduceOp { kSum, kMean };
-
-template <typename T>
-using PerReplica = std::vector<T>;  // element r belongs to replica r
 
 class CrossDeviceOps {
  public:

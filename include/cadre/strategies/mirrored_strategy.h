@@ -5,8 +5,10 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "cadre/strategies/cross_device_ops.h"
 #include "cadre/strategies/strategy.h"
 
 namespace cadre {
@@ -19,11 +21,9 @@ class MirroredStrategy : public Strategy {
   static std::shared_ptr<MirroredStrategy> create(
       std::vector<Device> devices = {}, std::shared_ptr<CrossDeviceOps> cross_device_ops = nullptr);
   std::string name() const override { return "mirrored"; }
-  Device variable_device(int replica) const override { return devices()[replica]; }
-  bool mirrors_variables() const override { return true; }
 
  private:
-  MirroredStrategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> ops);
+  explicit MirroredStrategy(std::unique_ptr<StrategyExtended> extended);
 };
 
 }  // namespace cadre

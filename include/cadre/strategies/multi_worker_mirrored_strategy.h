@@ -11,17 +11,14 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/multi_worker_options.h"
 #include "cadre/strategies/strategy.h"
-#include "strategies/cluster/worker_group.h"
 
 namespace cadre {
-
-class GpuCollective;
-
-using MultiWorkerOptions = WorkerGroupOptions;
 
 // How workers exchange gradients (tf.distribute's CommunicationImplementation): Gloo's ring
 // over TCP for CPU tensors, NCCL for GPU tensors, or AUTO (NCCL when every local device is a
@@ -34,34 +31,13 @@ class MultiWorkerMirroredStrategy : public Strategy {
   // DeadlineExceededError naming the tasks that never registered, UnavailableError when the
   // chief's port cannot be bound.
   // NCCL without a CUDA build is an UnimplementedError (AUTO then falls back to the ring).
-  ~MultiWorkerMirroredStrategy() override;
   static std::shared_ptr<MultiWorkerMirroredStrategy> create(
       const ClusterConfig& cluster, std::vector<Device> local_devices = {},
       MultiWorkerOptions options = {}, Communication communication = Communication::kAuto);
   std::string name() const override { return "multi_worker_mirrored"; }
-  Device variable_device(int replica) const override { return devices()[replica]; }
-  bool mirrors_variables() const override { return true; }
-  int num_workers() const override { return group_->collective->size(); }
-  int worker_index() const override { return group_->collective->rank(); }
-  void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
-  int64_t broadcast_from_chief(int64_t value) const override;
-  // The failure the coordination service reported (a dead task), empty while healthy.
-  std::string cluster_failure() const { return group_->client->failure(); }
-
- protected:
-  // Every variable starts as the chief's (TensorFlow's MultiWorkerMirrored initializes by
-  // broadcast): local replica 0 makes it and replaces its value by the chief's in a
-  // broadcast (all workers create variables in the same order, as they run the same
-  // model_fn); the other local replicas take replica 0's value.
-  std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
-                                                 int copies) const override;
 
  private:
-  MultiWorkerMirroredStrategy(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group,
-                              std::unique_ptr<GpuCollective> gpus, double timeout_seconds);
-  std::unique_ptr<WorkerGroup> group_;
-  std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else Gloo through the host
-  double timeout_seconds_;
+  explicit MultiWorkerMirroredStrategy(std::unique_ptr<StrategyExtended> extended);
 };
 
 }  // namespace cadre

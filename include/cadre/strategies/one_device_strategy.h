@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "cadre/strategies/strategy.h"
 
@@ -13,11 +14,9 @@ class OneDeviceStrategy : public Strategy {
   // Throws InvalidArgumentError listing the available devices when `device` does not exist.
   static std::shared_ptr<OneDeviceStrategy> create(Device device = Device::cpu(0));
   std::string name() const override { return "one_device"; }
-  Device variable_device(int replica) const override { return devices()[0]; }
-  bool mirrors_variables() const override { return false; }
 
  private:
-  explicit OneDeviceStrategy(Device device);
+  explicit OneDeviceStrategy(std::unique_ptr<StrategyExtended> extended);
 };
 
 }  // namespace cadre

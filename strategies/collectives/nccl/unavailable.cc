@@ -1,7 +1,8 @@
 // NCCL in a build without CUDA: nothing is available, and every factory says so.
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
-#include "strategies/collectives/nccl_collective.h"
+#include "strategies/collectives/nccl/collective.h"
+#include "strategies/collectives/nccl/local_group.h"
 
 namespace cadre {
 namespace {
@@ -22,7 +23,7 @@ std::unique_ptr<GpuCollective> nccl_collective(const std::string&, int, int, Dev
   unavailable("nccl_collective");
 }
 
-std::unique_ptr<GpuCollective> nccl_collective(CoordinationClient&, int, int, Device, double,
+std::unique_ptr<GpuCollective> nccl_collective(Store&, int, int, Device, NcclOptions,
                                                const std::string&) {
   unavailable("nccl_collective");
 }

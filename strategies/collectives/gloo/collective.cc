@@ -1,4 +1,4 @@
-#include "strategies/collectives/gloo_collective.h"
+#include "strategies/collectives/gloo/collective.h"
 
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
@@ -8,6 +8,8 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
@@ -16,25 +18,27 @@ namespace cadre {
 
 namespace {
 
-// Gloo's rendezvous store on the coordination service's key-value store.
-class CoordinationStore : public gloo::rendezvous::Store {
+// Gloo's rendezvous store on ours, its keys under a prefix.
+class RendezvousStore : public gloo::rendezvous::Store {
  public:
-  CoordinationStore(CoordinationClient& client, std::string prefix, double timeout_seconds)
-      : client_(client), prefix_(std::move(prefix)), timeout_(timeout_seconds) {}
+  RendezvousStore(cadre::Store& store, std::string prefix, double timeout_seconds)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout_seconds) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    client_.set(prefix_ + "/" + key, std::string(data.begin(), data.end()));
+    store_.set(prefix_ + "/" + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    std::string value = client_.get(prefix_ + "/" + key, timeout_);
+    std::string value = store_.get(prefix_ + "/" + key, timeout_);
     return {value.begin(), value.end()};
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, {}); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
-    for (const std::string& key : keys) client_.get(prefix_ + "/" + key, timeout_);
+    std::vector<std::string> prefixed;
+    for (const std::string& key : keys) prefixed.push_back(prefix_ + "/" + key);
+    store_.wait(prefixed, timeout_);
   }
 
  private:
-  CoordinationClient& client_;
+  cadre::Store& store_;
   std::string prefix_;
   double timeout_;
 };
@@ -57,10 +61,11 @@ void add(void* c, const void* a, const void* b, size_t n) {
 
 class GlooCollective : public ProcessCollective {
  public:
-  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context)
+  explicit GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context)
       : context_(std::move(context)) {}
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
+  Device device() const override { return Device::cpu(0); }
 
   void sum(float* data, size_t count) override { reduce(data, count); }
   void sum(double* data, size_t count) override { reduce(data, count); }
@@ -109,7 +114,7 @@ class GlooCollective : public ProcessCollective {
 
 }  // namespace
 
-std::unique_ptr<ProcessCollective> gloo_collective(CoordinationClient& client, int rank, int size,
+std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int size,
                                                    const std::string& host, double timeout_seconds,
                                                    const std::string& prefix) {
   gloo::transport::tcp::attr attr;
@@ -118,8 +123,8 @@ std::unique_ptr<ProcessCollective> gloo_collective(CoordinationClient& client, i
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
-    CoordinationStore store(client, prefix, timeout_seconds);
-    context->connectFullMesh(store, device);
+    RendezvousStore rendezvous(store, prefix, timeout_seconds);
+    context->connectFullMesh(rendezvous, device);
     return std::make_unique<GlooCollective>(std::move(context));
   } catch (const gloo::Exception& e) {
     throw UnavailableError(

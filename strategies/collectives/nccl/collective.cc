@@ -1,5 +1,5 @@
-// NCCL communicators (built with CUDA only; nccl_unavailable.cc otherwise).
-#include "strategies/collectives/nccl_collective.h"
+// NCCL communicators across processes (built with CUDA only; unavailable.cc otherwise).
+#include "strategies/collectives/nccl/collective.h"
 
 #include <cuda_runtime.h>
 #include <glog/logging.h>
@@ -8,87 +8,22 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "cadre/base/errors.h"
 #include "core/backend/cuda/device_runtime.h"
 #include "core/base/strings.h"
-#include "strategies/cluster/coordination_service.h"
+#include "strategies/collectives/nccl/status.h"
 
 namespace cadre {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Throws the typed error for a failed NCCL call, naming the call and NCCL's own account.
-void check_nccl(ncclResult_t result, std::string_view call, ncclComm_t comm = nullptr) {
-  if (result == ncclSuccess || result == ncclInProgress) return;
-  std::string message = str_cat(call, " failed: ", ncclGetErrorString(result));
-  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') {
-    message = str_cat(message, " (", last, ")");
-  }
-  switch (result) {
-    case ncclInvalidArgument:
-    case ncclInvalidUsage:
-      throw InvalidArgumentError(message);
-    case ncclRemoteError:
-      throw UnavailableError(str_cat(message, "; a peer failed"));
-    case ncclSystemError:
-      throw UnavailableError(message);
-    default:
-      throw InternalError(message);
-  }
-}
-
-void check_cuda(cudaError_t status, std::string_view call) {
-  if (status == cudaSuccess) return;
-  cudaGetLastError();
-  throw InternalError(str_cat(call, " failed: ", cudaGetErrorString(status)));
-}
-
-// Makes `device` current for the scope.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~CurrentDevice() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
-
-ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return ncclFloat32;
-    case DType::kFloat64:
-      return ncclFloat64;
-    case DType::kInt32:
-      return ncclInt32;
-    case DType::kInt64:
-      return ncclInt64;
-    case DType::kUInt8:
-      return ncclUint8;
-    case DType::kBFloat16:
-      return ncclBfloat16;
-    case DType::kFloat16:
-      return ncclFloat16;
-    default:
-      break;
-  }
-  throw_unsupported_dtype("NCCL all-reduce", dtype,
-                          "float32, float64, int32, int64, uint8, bfloat16, float16");
-}
-
-void check_gpu(const Device& device, const char* what) {
-  check_device(device);
-  if (!device.is_gpu()) {
-    throw InvalidArgumentError(str_cat(what, ": NCCL needs GPU devices, got ", device));
-  }
-}
+using nccl::check_cuda;
+using nccl::check_gpu;
+using nccl::check_nccl;
+using nccl::CurrentDevice;
+using nccl::nccl_type;
 
 class NcclCollective : public GpuCollective {
  public:
@@ -265,56 +200,6 @@ class NcclCollective : public GpuCollective {
   std::string abort_reason_;   // GUARDED_BY(mutex_)
 };
 
-class NcclGroup : public LocalNcclGroup {
- public:
-  explicit NcclGroup(std::vector<Device> devices) : devices_(std::move(devices)) {
-    std::vector<int> ids;
-    for (const Device& d : devices_) ids.push_back(d.index);
-    comms_.resize(devices_.size());
-    check_nccl(ncclCommInitAll(comms_.data(), static_cast<int>(ids.size()), ids.data()),
-               "ncclCommInitAll");
-  }
-  ~NcclGroup() override {
-    for (ncclComm_t comm : comms_) ncclCommDestroy(comm);
-  }
-
-  const std::vector<Device>& devices() const override { return devices_; }
-
-  void all_reduce_sum(const std::vector<Tensor>& buffers) override {
-    if (buffers.size() != devices_.size()) {
-      throw InternalError(str_cat("NCCL all-reduce over ", devices_.size(), " devices got ",
-                                  buffers.size(), " buffers"));
-    }
-    for (size_t r = 0; r < buffers.size(); ++r) {
-      const Tensor& b = buffers[r];
-      if (b.device() != devices_[r] || !b.is_contiguous() || b.shape() != buffers[0].shape() ||
-          b.dtype() != buffers[0].dtype()) {
-        throw InternalError(str_cat("NCCL all-reduce: buffer ", r, " (", b.dtype(), b.shape(),
-                                    " on ", b.device(), ") does not match"));
-      }
-    }
-    if (buffers[0].numel() == 0) return;
-    ncclDataType_t type = nccl_type(buffers[0].dtype());
-    auto count = static_cast<size_t>(buffers[0].numel());
-    // One thread drives every device of the group: the calls must be grouped.
-    check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (size_t r = 0; r < buffers.size(); ++r) {
-      cudaStream_t stream = backend::cuda::runtime(devices_[r].index).compute();
-      ncclResult_t result = ncclAllReduce(buffers[r].raw_data(), buffers[r].raw_data(), count, type,
-                                          ncclSum, comms_[r], stream);
-      if (result != ncclSuccess) {
-        ncclGroupEnd();
-        check_nccl(result, "ncclAllReduce", comms_[r]);
-      }
-    }
-    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-  }
-
- private:
-  std::vector<Device> devices_;
-  std::vector<ncclComm_t> comms_;
-};
-
 }  // namespace
 
 bool nccl_available() { return true; }
@@ -340,9 +225,8 @@ std::unique_ptr<GpuCollective> nccl_collective(const std::string& unique_id, int
   return std::make_unique<NcclCollective>(unique_id, rank, size, device, std::move(options));
 }
 
-std::unique_ptr<GpuCollective> nccl_collective(CoordinationClient& store, int rank, int size,
-                                               Device device, double timeout_seconds,
-                                               const std::string& prefix) {
+std::unique_ptr<GpuCollective> nccl_collective(Store& store, int rank, int size, Device device,
+                                               NcclOptions options, const std::string& prefix) {
   check_gpu(device, "nccl_collective");
   std::string key = prefix + "/unique_id";
   std::string id;
@@ -350,24 +234,9 @@ std::unique_ptr<GpuCollective> nccl_collective(CoordinationClient& store, int ra
     id = nccl_unique_id();
     store.set(key, id);
   } else {
-    id = store.get(key, timeout_seconds);
+    id = store.get(key, options.timeout_seconds);
   }
-  NcclOptions options;
-  options.timeout_seconds = timeout_seconds;
-  options.peer_failure = [&store] { return store.failure(); };
   return nccl_collective(id, rank, size, device, std::move(options));
-}
-
-std::unique_ptr<LocalNcclGroup> local_nccl_group(const std::vector<Device>& devices) {
-  if (devices.empty()) throw InvalidArgumentError("local_nccl_group: no devices");
-  std::set<int> seen;
-  for (const Device& d : devices) {
-    check_gpu(d, "local_nccl_group");
-    if (!seen.insert(d.index).second) {
-      throw InvalidArgumentError(str_cat("local_nccl_group: ", d, " appears twice"));
-    }
-  }
-  return std::make_unique<NcclGroup>(devices);
 }
 
 }  // namespace cadre

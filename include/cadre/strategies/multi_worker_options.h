@@ -1,0 +1,21 @@
+// How the training tasks of a cluster join each other (MultiWorkerMirroredStrategy, and
+// anything else that joins a worker group): how long they wait for each other, and the
+// coordination service's heartbeats that tell the survivors when a task dies.
+#pragma once
+
+namespace cadre {
+
+struct CoordinationOptions {
+  double heartbeat_interval_seconds = 1;
+  // A task silent for this long is declared dead, and every other task told so.
+  double heartbeat_timeout_seconds = 10;
+  double log_every_seconds = 5;  // progress of registration and barriers
+};
+
+struct MultiWorkerOptions {
+  double registration_timeout_seconds = 300;  // for every task to register
+  double collective_timeout_seconds = 300;    // for peers in one collective
+  CoordinationOptions coordination;
+};
+
+}  // namespace cadre

@@ -1,0 +1,37 @@
+// How ParameterServerStrategy places variables on the ps tasks of a cluster and talks to
+// them.
+#pragma once
+
+#include <cstdint>
+
+namespace cadre {
+
+namespace ps {
+
+// Where each variable goes: on the least-loaded ps task by bytes (greedy) or round robin;
+// a variable large enough is cut into row slices on several ps tasks (TensorFlow's
+// min_max_variable_partitioner).
+struct PlacementOptions {
+  enum class Policy { kGreedy, kRoundRobin };
+  Policy policy = Policy::kGreedy;
+  // A variable is cut into row slices of at least this many bytes each, one per ps task at
+  // most (and at most max_shards; 0: no limit but the ps count).
+  int64_t min_slice_bytes = 256 << 10;
+  int max_shards = 0;
+};
+
+}  // namespace ps
+
+struct ParameterServerOptions {
+  ps::PlacementOptions placement;
+  // The largest message to or from a ps task (larger ones fail with ResourceExhaustedError).
+  int64_t max_message_bytes = int64_t{256} << 20;
+  double connect_timeout_seconds = 300;  // for every ps task to answer at start-up
+  double init_timeout_seconds = 300;     // for the chief's variables and optimizer state
+  double rpc_timeout_seconds = 60;       // for each pull and push
+  // > 0: gradients computed on variables more than this many global steps old are dropped
+  // (the ps reports it, and the worker goes on with fresh variables).
+  int64_t max_staleness = 0;
+};
+
+}  // namespace cadre

@@ -1,0 +1,57 @@
+// What a replica's function sees inside Strategy::run: which replica it is, its variables,
+// and the collectives it shares with the other replicas of the step (tf.distribute's
+// ReplicaContext).
+#pragma once
+
+#include <vector>
+
+#include "cadre/autodiff/gradient.h"
+#include "cadre/nn/optimizer.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/strategies/distributed_variables.h"
+#include "cadre/strategies/per_replica.h"
+#include "cadre/tensor/device.h"
+#include "cadre/tensor/tensor.h"
+
+namespace cadre {
+
+class ReplicaGroup;
+class StrategyExtended;
+
+// Made by Strategy::run for each replica, valid during the call. Every replica must make
+// the same sequence of collective calls (all_reduce, apply_gradients, barrier).
+class ReplicaContext {
+ public:
+  int replica_id() const { return replica_id_; }
+  int num_replicas_in_sync() const;
+  Device device() const;
+  nn::VariableStore& store() { return variables_.store(replica_id_); }
+  // The trainable variables of this replica's store, and their tensors (what to take the
+  // gradient with respect to), in creation order.
+  std::vector<nn::Variable*> trainable_variables() { return store().trainable_variables(); }
+  std::vector<Tensor> trainable_sources();
+
+  // Collective: reduces each replica's values (see CrossDeviceOps::batch_reduce; `weight`
+  // is this replica's share, usually its batch size) and returns the result on this
+  // replica's device, identical on every replica.
+  std::vector<Gradient> all_reduce(ReduceOp op, std::vector<Gradient> values, double weight = 1);
+  Tensor all_reduce(ReduceOp op, const Tensor& value, double weight = 1);
+  // Collective: averages the gradients over the replicas (weighted by `weight`) and applies
+  // one identical update: to every copy of mirrored variables, or once to shared ones.
+  void apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients, double weight = 1,
+                       std::vector<nn::Variable*> variables = {});
+  // Collective: returns when every replica has reached it.
+  void barrier();
+
+ private:
+  friend class Strategy;
+  ReplicaContext(const StrategyExtended& extended, ReplicaGroup& group,
+                 DistributedVariables& variables, int replica_id);
+
+  const StrategyExtended& extended_;
+  ReplicaGroup& group_;
+  DistributedVariables& variables_;
+  int replica_id_;
+};
+
+}  // namespace cadre

@@ -1,0 +1,20 @@
+// Collectives in host memory over Gloo's TCP transport: a ring all-reduce and a broadcast.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "strategies/cluster/store.h"
+#include "strategies/collectives/collective.h"
+
+namespace cadre {
+
+// Connects `size` processes (this one is `rank`) in a full mesh of TCP pairs on `host`
+// (the address peers reach this process at), exchanging addresses through `store` under
+// `prefix`. Blocks until every process has connected or timeout_seconds pass, which then
+// bound every collective. Throws UnavailableError naming the host when it cannot connect.
+std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int size,
+                                                   const std::string& host, double timeout_seconds,
+                                                   const std::string& prefix = "gloo");
+
+}  // namespace cadre

@@ -1,0 +1,121 @@
+#include "cadre/strategies/distributed_dataset.h"
+
+#include <algorithm>
+
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "core/base/strings.h"
+#include "core/tensor/transfer.h"
+
+namespace cadre {
+
+struct DistributedIterator::State {
+  io::Iterator iterator;
+  std::vector<Device> devices;
+  bool split;
+  BatchSplit batch_split;
+  std::vector<Transfer> transfers;  // copies to GPUs of the last step's inputs
+};
+
+namespace {
+
+// `value` on `device`. A GPU gets it through pinned host memory on its copy stream, which
+// its kernels wait for on the device (the host does not); `transfers` keeps the copies
+// alive until the iterator's next step.
+Tensor stage(const Tensor& value, Device device, std::vector<Transfer>& transfers) {
+  if (!device.is_gpu() || !value.device().is_cpu()) return to_device(value, device);
+  Tensor pinned = empty_pinned(value.shape(), value.dtype());
+  pinned.assign(value);
+  AsyncCopy copy = to_device_async(pinned, device);
+  transfers.push_back(copy.transfer);
+  return copy.tensor;
+}
+
+// Rows [begin, end) of every feature and of the labels, on `device`.
+io::Element rows_of(const io::Element& element, int64_t begin, int64_t end, Device device,
+                    std::vector<Transfer>& transfers) {
+  io::Element part;
+  for (const auto& [name, value] : element.features) {
+    part.features.set(name, stage(value.slice(0, begin, end), device, transfers));
+  }
+  if (element.labels.defined()) {
+    part.labels = stage(element.labels.slice(0, begin, end), device, transfers);
+  }
+  return part;
+}
+
+io::Element on_device(io::Element element, Device device, std::vector<Transfer>& transfers) {
+  io::Element moved;
+  for (const auto& [name, value] : element.features) {
+    moved.features.set(name, stage(value, device, transfers));
+  }
+  if (element.labels.defined()) moved.labels = stage(element.labels, device, transfers);
+  return moved;
+}
+
+int64_t rows_in(const io::Element& element) {
+  if (element.labels.defined() && element.labels.rank() > 0) return element.labels.dim(0);
+  for (const auto& [name, value] : element.features) {
+    if (value.rank() > 0) return value.dim(0);
+  }
+  throw InvalidArgumentError(
+      "distribute_dataset: elements must be batches (a first dimension "
+      "to split over the replicas); add .batch(global_batch_size)");
+}
+
+}  // namespace
+
+DistributedIterator::DistributedIterator(io::Iterator iterator, std::vector<Device> devices,
+                                         bool split_batches, BatchSplit split)
+    : state_(std::make_unique<State>(
+          State{std::move(iterator), std::move(devices), split_batches, split, {}})) {}
+
+DistributedIterator::DistributedIterator(DistributedIterator&&) noexcept = default;
+DistributedIterator& DistributedIterator::operator=(DistributedIterator&&) noexcept = default;
+DistributedIterator::~DistributedIterator() = default;
+
+io::IteratorState DistributedIterator::save() { return state_->iterator.save(); }
+
+void DistributedIterator::restore(const io::IteratorState& state) {
+  state_->iterator.restore(state);
+}
+
+std::optional<PerReplica<io::Element>> DistributedIterator::next() {
+  State& s = *state_;
+  s.transfers.clear();  // the previous step's copies: done, or waited for here
+  NoGradScope no_grad;
+  const int replicas = static_cast<int>(s.devices.size());
+  PerReplica<io::Element> out;
+  if (!s.split) {
+    for (int r = 0; r < replicas; ++r) {
+      std::optional<io::Element> element = s.iterator.next();
+      if (!element) break;
+      out.push_back(on_device(std::move(*element), s.devices[r], s.transfers));
+    }
+    if (out.empty()) return std::nullopt;
+    return out;
+  }
+  std::optional<io::Element> batch = s.iterator.next();
+  if (!batch) return std::nullopt;
+  int64_t rows = rows_in(*batch);
+  const int total = s.batch_split.total;
+  if (rows < total) {
+    throw InvalidArgumentError(str_cat(
+        "distribute_dataset: a batch of ", rows, " examples cannot feed ", total,
+        " replicas; use a global batch of at least ", total, " (or drop_remainder in batch)"));
+  }
+  int64_t base = rows / total, extra = rows % total;
+  auto start_of = [&](int64_t g) { return g * base + std::min<int64_t>(g, extra); };
+  for (int r = 0; r < replicas; ++r) {
+    int64_t g = s.batch_split.first + r;
+    out.push_back(rows_of(*batch, start_of(g), start_of(g + 1), s.devices[r], s.transfers));
+  }
+  return out;
+}
+
+DistributedIterator DistributedDataset::make_iterator() const {
+  return DistributedIterator(dataset_.make_iterator(), devices_, split_, batch_split_);
+}
+
+}  // namespace cadre

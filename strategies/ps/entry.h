@@ -1,0 +1,43 @@
+// A variable (or a row slice of one) as a ps task holds it, and the checks of what
+// requests say about it.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "cadre/autodiff/gradient.h"
+#include "cadre/nn/variable.h"
+#include "cadre/tensor/dtype.h"
+#include "cadre/tensor/shape.h"
+#include "cadre/tensor/tensor.h"
+#include "strategies/ps/ps.pb.h"
+
+namespace cadre::ps {
+
+struct Entry {
+  VariableDef def;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  std::shared_ptr<nn::Variable> variable;  // set once the chief has initialised it
+  // Serialises updates and reads of the variable and its slots.
+  std::mutex mutex;
+  // Optimizers whose state (slots) the chief has sent for this variable. Guarded by the
+  // shard's mutex.
+  std::set<std::string> optimizer_state;
+};
+
+// "float32 [3, 2]", as messages name a variable's type.
+std::string describe(DType dtype, const Shape& shape);
+
+// `ids` as int64 row ids within the entry's rows; InvalidArgumentError naming `what` and a
+// bad id, or ids that are not int64 [n].
+Tensor row_ids(const Tensor& ids, const Entry& entry, const std::string& what);
+
+// The gradient of `entry` that `item` carries (dense, or sparse rows), checked against the
+// variable: InvalidArgumentError naming the variable, `task` and both types when they do
+// not match.
+Gradient gradient_of(const PushItem& item, const Entry& entry, const std::string& task);
+
+}  // namespace cadre::ps

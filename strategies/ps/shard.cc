@@ -1,0 +1,360 @@
+#include "strategies/ps/shard.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/math.h"
+#include "core/base/strings.h"
+#include "strategies/ps/tensor_data.h"
+
+namespace cadre::ps {
+namespace {
+
+constexpr char kGlobalStep[] = "global_step";
+constexpr char kIterations[] = "/iterations";
+
+}  // namespace
+
+Shard::Shard(std::string task) : task_(std::move(task)), slots_(0) {}
+
+template <typename Pred>
+void Shard::wait_for(std::unique_lock<std::mutex>& lock, double timeout_seconds, Pred ready,
+                     const std::string& what) {
+  if (timeout_seconds <= 0) timeout_seconds = 300;
+  if (!changed_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                         [&] { return ready() || stopping_; })) {
+    throw DeadlineExceededError(
+        str_cat(what, " within ", timeout_seconds, " s (is the chief running?)"));
+  }
+  if (stopping_) throw UnavailableError(str_cat(task_, " is shutting down"));
+}
+
+void Shard::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+}
+
+// ---------------------------------------------------------------- variables
+
+CreateResponse Shard::create(const CreateRequest& request) {
+  const VariableDef& def = request.variable();
+  std::string what = str_cat(task_, ": variable '", def.name(), "'");
+  if (def.name().empty()) throw InvalidArgumentError(str_cat(task_, ": a variable without a name"));
+  std::unique_lock<std::mutex> lock(mutex_);
+  Entry& entry = entry_for(def, what);
+  if (request.has_initial_value()) {
+    initialise(entry, from_proto(request.initial_value(), what), what);
+  } else {
+    wait_for(
+        lock, request.timeout_seconds(), [&] { return entry.variable != nullptr; },
+        str_cat(what, ": the chief has not initialised it"));
+  }
+  lock.unlock();
+  CreateResponse response;
+  if (request.want_value()) {
+    std::lock_guard<std::mutex> hold(entry.mutex);
+    to_proto(entry.variable->tensor(), response.mutable_value());
+  }
+  return response;
+}
+
+// The entry `def` names, made on first sight; the same name must keep its type.
+Entry& Shard::entry_for(const VariableDef& def, const std::string& what) {
+  DType dtype = checked_dtype(def.dtype(), what);
+  Shape shape = checked_shape(def.shape(), what);
+  std::unique_ptr<Entry>& slot = entries_[def.name()];
+  if (!slot) {
+    slot = std::make_unique<Entry>();
+    slot->def = def;
+    slot->dtype = dtype;
+    slot->shape = shape;
+  } else if (slot->dtype != dtype || slot->shape != shape) {
+    throw InvalidArgumentError(str_cat(what, " exists as ", describe(slot->dtype, slot->shape),
+                                       "; a worker asked for it as ", describe(dtype, shape),
+                                       " (do all workers run the same model_fn?)"));
+  }
+  return *slot;
+}
+
+// The chief's value for `entry`, which makes the chief (again) the owner of its optimizer
+// state: the chief sends that with its first push.
+void Shard::initialise(Entry& entry, const Tensor& value, const std::string& what) {
+  if (value.dtype() != entry.dtype || value.shape() != entry.shape) {
+    throw InvalidArgumentError(str_cat(what, ": the initial value is ",
+                                       describe(value.dtype(), value.shape()), "; the variable is ",
+                                       describe(entry.dtype, entry.shape)));
+  }
+  std::lock_guard<std::mutex> hold(entry.mutex);
+  if (entry.variable) {
+    entry.variable->assign(value);
+  } else {
+    nn::VariableSpec spec;
+    spec.name = entry.def.name();
+    spec.shape = entry.shape;
+    spec.dtype = entry.dtype;
+    spec.trainable = entry.def.trainable();
+    entry.variable = std::make_shared<nn::Variable>(spec, value);
+  }
+  entry.optimizer_state.clear();
+  changed_.notify_all();
+}
+
+Entry& Shard::initialised(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    throw NotFoundError(str_cat(task_, " holds no variable '", name,
+                                "' (do all workers run the same model_fn and placement?)"));
+  }
+  if (!it->second->variable) {
+    throw FailedPreconditionError(str_cat(task_, ": variable '", name, "' is not initialised yet"));
+  }
+  return *it->second;
+}
+
+PullResponse Shard::pull(const PullRequest& request) {
+  ++pulls_;
+  PullResponse response;
+  for (const PullItem& item : request.items()) {
+    Entry& entry = initialised(item.name());
+    std::string what = str_cat(task_, ": pull of '", item.name(), "'");
+    Tensor ids;
+    if (item.has_rows()) ids = row_ids(from_proto(item.rows(), what), entry, what);
+    std::lock_guard<std::mutex> hold(entry.mutex);
+    NoGradScope no_grad;
+    const Tensor& value = entry.variable->tensor();
+    to_proto(item.has_rows() ? cadre::gather(value, ids, 0) : value, response.add_values());
+  }
+  return response;
+}
+
+int64_t Shard::global_step(const GlobalStepRequest& request) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (request.set()) {
+    global_step_ = request.value();
+    changed_.notify_all();
+  } else {
+    wait_for(
+        lock, request.timeout_seconds(), [&] { return global_step_.has_value(); },
+        str_cat(task_, ": the chief has not set the global step"));
+  }
+  return *global_step_;
+}
+
+// ---------------------------------------------------------------- updates
+
+PushResponse Shard::push(const PushRequest& request) {
+  ++pushes_;
+  PushResponse response;
+  std::vector<Entry*> entries;
+  std::shared_ptr<nn::Optimizer> optimizer;
+  int64_t step = 0;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    OptimizerState& state = optimizers_.find_or_make(request.optimizer());
+    const std::string name = state.optimizer->name();
+    if (request.from_chief()) take_optimizer_state(request, name, state);
+    if (request.max_staleness() > 0 && global_step_ &&
+        *global_step_ - request.pulled_step() > request.max_staleness()) {
+      ++dropped_;
+      response.set_dropped(true);
+      response.set_global_step(*global_step_);
+      return response;
+    }
+    entries = entries_to_update(request, name, lock);
+    optimizer = state.optimizer;
+    if (!request.items().empty()) step = ++state.iterations;
+  }
+  std::vector<Gradient> gradients;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    gradients.push_back(gradient_of(request.items(static_cast<int>(i)), *entries[i], task_));
+  }
+  if (!entries.empty()) apply(*optimizer, entries, gradients, step);
+  for (const NamedTensor& delta : request.deltas()) add_delta(delta);
+  if (request.increment_global_step()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!global_step_) {
+      throw FailedPreconditionError(str_cat(task_, " holds no global step yet"));
+    }
+    response.set_global_step(++*global_step_);
+  }
+  return response;
+}
+
+std::vector<Entry*> Shard::entries_to_update(const PushRequest& request,
+                                             const std::string& optimizer,
+                                             std::unique_lock<std::mutex>& lock) {
+  std::vector<Entry*> entries;
+  std::set<std::string> seen;
+  for (const PushItem& item : request.items()) {
+    if (!seen.insert(item.name()).second) {
+      throw InvalidArgumentError(str_cat(task_, ": a push names '", item.name(), "' twice"));
+    }
+    auto it = entries_.find(item.name());
+    if (it == entries_.end() || !it->second->variable) {
+      throw NotFoundError(
+          str_cat(task_, " holds no initialised variable '", item.name(), "' to update"));
+    }
+    Entry* entry = it->second.get();
+    wait_for(
+        lock, request.timeout_seconds(),
+        [&] { return entry->optimizer_state.count(optimizer) > 0; },
+        str_cat(task_, ": the ", optimizer, " state of '", item.name(),
+                "' has not come from the chief"));
+    entries.push_back(entry);
+  }
+  return entries;
+}
+
+void Shard::take_optimizer_state(const PushRequest& request, const std::string& optimizer,
+                                 OptimizerState& state) {
+  for (const NamedTensor& slot : request.slots()) {
+    auto owner = entries_.find(slot.slot_of());
+    if (owner == entries_.end() || !owner->second->variable) {
+      throw NotFoundError(str_cat(task_, ": slot '", slot.name(),
+                                  "' belongs to an unknown variable '", slot.slot_of(), "'"));
+    }
+    Tensor value = from_proto(slot.value(), str_cat(task_, ": slot '", slot.name(), "'"));
+    std::lock_guard<std::mutex> hold(owner->second->mutex);
+    if (nn::Variable* existing = slots_.find(slot.name())) {
+      existing->assign(value);
+      continue;
+    }
+    nn::VariableSpec spec;
+    spec.name = slot.name();
+    spec.shape = value.shape();
+    spec.dtype = value.dtype();
+    spec.trainable = false;
+    spec.slot_of = slot.slot_of();
+    slots_.add(std::make_shared<nn::Variable>(spec, value));
+  }
+  for (const std::string& name : request.slots_for()) {
+    auto it = entries_.find(name);
+    if (it != entries_.end()) it->second->optimizer_state.insert(optimizer);
+  }
+  if (request.has_initial_iterations()) state.iterations = request.initial_iterations();
+  changed_.notify_all();
+}
+
+// One update of the entries, each locked (in name order, so that pushes sharing variables
+// cannot deadlock) for the whole update.
+void Shard::apply(nn::Optimizer& optimizer, const std::vector<Entry*>& entries,
+                  const std::vector<Gradient>& gradients, int64_t step) {
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return entries[a]->def.name() < entries[b]->def.name(); });
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (size_t i : order) locks.emplace_back(entries[i]->mutex);
+  std::vector<nn::Variable*> variables;
+  for (Entry* e : entries) variables.push_back(e->variable.get());
+  nn::VariableStoreScope scope(slots_);
+  optimizer.apply_updates(gradients, variables, step);
+}
+
+// variable += delta, for a non-trainable variable.
+void Shard::add_delta(const NamedTensor& delta) {
+  Entry& entry = initialised(delta.name());
+  std::string what = str_cat(task_, ": the update of '", delta.name(), "'");
+  if (entry.def.trainable()) {
+    throw InvalidArgumentError(str_cat(what,
+                                       " adds to a trainable variable; those take "
+                                       "gradients through the optimizer"));
+  }
+  Tensor value = from_proto(delta.value(), what);
+  if (value.shape() != entry.shape || value.dtype() != entry.dtype) {
+    throw InvalidArgumentError(str_cat(what, " is ", describe(value.dtype(), value.shape()),
+                                       "; the variable is ", describe(entry.dtype, entry.shape)));
+  }
+  std::lock_guard<std::mutex> hold(entry.mutex);
+  NoGradScope no_grad;
+  entry.variable->assign(entry.variable->tensor() + value);
+}
+
+// ---------------------------------------------------------------- reads
+
+ReadResponse Shard::read(const ReadRequest& request) {
+  ReadResponse response;
+  if (request.names().empty()) {
+    list(&response);
+    return response;
+  }
+  for (const std::string& name : request.names()) read_one(name, response.add_variables());
+  return response;
+}
+
+void Shard::list(ReadResponse* response) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto add = [&](const std::string& name, DType dtype, const Shape& shape,
+                 const std::string& slot_of) {
+    NamedTensor* t = response->add_variables();
+    t->set_name(name);
+    t->set_slot_of(slot_of);
+    t->mutable_value()->set_dtype(static_cast<int>(dtype));
+    for (int64_t d : shape) t->mutable_value()->add_shape(d);
+  };
+  for (const auto& [name, entry] : entries_) {
+    if (entry->variable) add(name, entry->dtype, entry->shape, "");
+  }
+  for (nn::Variable* slot : slots_.variables()) {
+    add(slot->name(), slot->dtype(), slot->shape(), slot->spec().slot_of);
+  }
+  for (const auto& [name, state] : optimizers_.by_name()) {
+    add(name + kIterations, DType::kInt64, Shape{}, "");
+  }
+  if (global_step_) add(kGlobalStep, DType::kInt64, Shape{}, "");
+}
+
+void Shard::read_one(const std::string& name, NamedTensor* out) {
+  out->set_name(name);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (name == kGlobalStep && global_step_) {
+    to_proto(Tensor::scalar<int64_t>(*global_step_), out->mutable_value());
+    return;
+  }
+  if (name.ends_with(kIterations)) {
+    std::string optimizer = name.substr(0, name.size() - std::string_view(kIterations).size());
+    if (OptimizerState* state = optimizers_.find(optimizer)) {
+      to_proto(Tensor::scalar<int64_t>(state->iterations), out->mutable_value());
+      return;
+    }
+  }
+  if (auto it = entries_.find(name); it != entries_.end() && it->second->variable) {
+    Entry& entry = *it->second;
+    lock.unlock();
+    std::lock_guard<std::mutex> hold(entry.mutex);
+    to_proto(entry.variable->tensor(), out->mutable_value());
+    return;
+  }
+  if (nn::Variable* slot = slots_.find(name)) {
+    Entry& owner = *entries_.at(slot->spec().slot_of);
+    lock.unlock();
+    std::lock_guard<std::mutex> hold(owner.mutex);
+    out->set_slot_of(slot->spec().slot_of);
+    to_proto(slot->tensor(), out->mutable_value());
+    return;
+  }
+  throw NotFoundError(str_cat(task_, " holds nothing named '", name, "'"));
+}
+
+std::string Shard::report() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t bytes = 0;
+  for (const auto& [name, entry] : entries_) {
+    if (entry->variable) bytes += static_cast<int64_t>(entry->variable->tensor().nbytes());
+  }
+  return str_cat(task_, ": serving ", entries_.size(), " variable(s) (", bytes / 1024, " KiB) and ",
+                 slots_.variables().size(), " slot(s); global step ",
+                 global_step_ ? std::to_string(*global_step_) : std::string("unset"), "; ",
+                 pushes_.exchange(0), " pushes, ", pulls_.exchange(0), " pulls and ",
+                 dropped_.exchange(0), " stale pushes dropped");
+}
+
+}  // namespace cadre::ps

@@ -1,0 +1,95 @@
+// What one ps task holds and does, without the transport: variables (whole, or row slices
+// of partitioned ones), their optimizer slots, and the updates workers push, applied with
+// the optimizer they describe; one ps also holds the global step. ParameterServer serves a
+// Shard over gRPC (ps_server.h); tests call it in-process. Requests and responses are
+// ps.proto's messages, so that the service only carries them.
+//
+// - Variables are created by the chief, with the value it restored or initialised; other
+//   workers' creations wait until the chief has given it (TensorFlow's workers wait for the
+//   chief to initialise the model). A chief that comes again (restarted) replaces values.
+// - Updates of one variable are atomic with respect to each other and to reads; different
+//   variables update in parallel.
+// - A worker's first push for a variable waits until the chief has sent that variable's
+//   optimizer state (restored slots or fresh ones), so that every update starts from it.
+//
+// Thread-safe. Errors are Cadre's typed errors, naming the task: InvalidArgumentError for a
+// bad request, NotFoundError for an unknown variable, DeadlineExceededError when what a call
+// waits for does not come within its timeout, UnavailableError once stopped.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cadre/nn/variable_store.h"
+#include "strategies/ps/entry.h"
+#include "strategies/ps/optimizer_table.h"
+#include "strategies/ps/ps.pb.h"
+
+namespace cadre::ps {
+
+class Shard {
+ public:
+  // `task` names the shard in messages ("ps:0").
+  explicit Shard(std::string task);
+
+  // The variable the request defines, with its initial value when one is given (the
+  // chief's); without one, waits until the chief has given it. The value comes back when
+  // asked for.
+  CreateResponse create(const CreateRequest& request);
+  // The values of the items, whole or the rows they name.
+  PullResponse pull(const PullRequest& request);
+  // Applies the gradients (after the chief's optimizer state, which it may carry), adds
+  // the deltas to non-trainable variables, and counts the global step when asked. A push
+  // staler than its bound is dropped whole.
+  PushResponse push(const PushRequest& request);
+  // Sets the global step (the chief), or waits until it is set; returns it.
+  int64_t global_step(const GlobalStepRequest& request);
+  // The values named, or without names what the shard holds (types and shapes only):
+  // variables, slots, each optimizer's "<name>/iterations" and "global_step".
+  ReadResponse read(const ReadRequest& request);
+
+  // Ends every wait with UnavailableError, and makes later ones fail at once.
+  void stop();
+  // A line on what the shard holds and the pushes, pulls and dropped pushes since the last
+  // report.
+  std::string report();
+
+ private:
+  template <typename Pred>
+  void wait_for(std::unique_lock<std::mutex>& lock, double timeout_seconds, Pred ready,
+                const std::string& what);
+  Entry& entry_for(const VariableDef& def, const std::string& what);
+  void initialise(Entry& entry, const Tensor& value, const std::string& what);
+  Entry& initialised(const std::string& name);
+  // Under mutex_: the entries a push updates, once the chief's optimizer state for each
+  // has come.
+  std::vector<Entry*> entries_to_update(const PushRequest& request, const std::string& optimizer,
+                                        std::unique_lock<std::mutex>& lock);
+  // Under mutex_: the chief's slots and step counter for the variables it names.
+  void take_optimizer_state(const PushRequest& request, const std::string& optimizer,
+                            OptimizerState& state);
+  void apply(nn::Optimizer& optimizer, const std::vector<Entry*>& entries,
+             const std::vector<Gradient>& gradients, int64_t step);
+  void add_delta(const NamedTensor& delta);
+  void list(ReadResponse* response);
+  void read_one(const std::string& name, NamedTensor* out);
+
+  const std::string task_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::unique_ptr<Entry>> entries_;  // GUARDED_BY(mutex_)
+  OptimizerTable optimizers_;                              // GUARDED_BY(mutex_)
+  std::optional<int64_t> global_step_;                     // GUARDED_BY(mutex_)
+  bool stopping_ = false;                                  // GUARDED_BY(mutex_)
+  nn::VariableStore slots_;  // which optimizers find by name; each guarded by its entry
+  std::atomic<int64_t> pushes_{0}, pulls_{0}, dropped_{0};
+};
+
+}  // namespace cadre::ps

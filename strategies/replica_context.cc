@@ -1,0 +1,110 @@
+#include "cadre/strategies/replica_context.h"
+
+#include "cadre/autodiff/tape.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
+#include "strategies/replica_group.h"
+#include "strategies/strategy_extended.h"
+
+namespace cadre {
+
+namespace {
+
+// Each value times `weight`: what a lone replica contributes to a weighted sum.
+void scale(std::vector<Gradient>& values, double weight) {
+  NoGradScope no_grad;
+  for (Gradient& g : values) {
+    if (!g.defined()) continue;
+    if (g.is_sparse()) {
+      IndexedSlices s = g.sparse();
+      s.values = s.values * weight;
+      g = s;
+    } else {
+      g = g.dense() * weight;
+    }
+  }
+}
+
+}  // namespace
+
+ReplicaContext::ReplicaContext(const StrategyExtended& extended, ReplicaGroup& group,
+                               DistributedVariables& variables, int replica_id)
+    : extended_(extended), group_(group), variables_(variables), replica_id_(replica_id) {}
+
+int ReplicaContext::num_replicas_in_sync() const { return extended_.num_replicas_in_sync(); }
+Device ReplicaContext::device() const { return extended_.devices()[replica_id_]; }
+
+std::vector<Tensor> ReplicaContext::trainable_sources() {
+  std::vector<Tensor> sources;
+  for (nn::Variable* v : trainable_variables()) sources.push_back(v->tensor());
+  return sources;
+}
+
+std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradient> values,
+                                                 double weight) {
+  const bool across_workers = extended_.num_workers_in_sync() > 1;
+  if (group_.size() == 1 && !across_workers) {
+    if (op == ReduceOp::kSum && weight != 1) scale(values, weight);
+    return values;
+  }
+  group_.inputs[replica_id_] = std::move(values);
+  group_.weights[replica_id_] = weight;
+  group_.arrive_and_wait([&] {
+    std::vector<Device> destinations;
+    for (int r = 0; r < group_.size(); ++r) destinations.push_back(extended_.variable_device(r));
+    if (!across_workers) {
+      group_.outputs = extended_.cross_device_ops().batch_reduce(op, group_.inputs, group_.weights,
+                                                                 destinations);
+      return;
+    }
+    // Within the worker first (the weighted sum on replica 0's device), then across workers,
+    // then the mean over every example of the job.
+    std::vector<Device> here(destinations.size(), destinations[0]);
+    std::vector<Gradient> sum = extended_.cross_device_ops().batch_reduce(
+        ReduceOp::kSum, group_.inputs, group_.weights, here)[0];
+    double total = 0;
+    for (double w : group_.weights) total += w;
+    extended_.cross_worker_sum(sum, total);
+    NoGradScope no_grad;
+    for (int r = 0; r < group_.size(); ++r) {
+      std::vector<Gradient> mine;
+      for (const Gradient& g : sum) {
+        if (!g.defined()) {
+          mine.emplace_back();
+          continue;
+        }
+        Tensor t = to_device(g.to_dense(), destinations[r]);
+        mine.emplace_back(op == ReduceOp::kMean ? t * (1.0 / total) : t);
+      }
+      group_.outputs[r] = std::move(mine);
+    }
+  });
+  return group_.outputs[replica_id_];
+}
+
+Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, double weight) {
+  return all_reduce(op, std::vector<Gradient>{value}, weight)[0].dense();
+}
+
+void ReplicaContext::barrier() {
+  if (group_.size() > 1) group_.arrive_and_wait([] {});
+}
+
+void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
+                                     double weight, std::vector<nn::Variable*> variables) {
+  if (variables.empty()) variables = trainable_variables();
+  std::vector<Gradient> reduced = all_reduce(ReduceOp::kMean, std::move(gradients), weight);
+  if (variables_.mirrored()) {
+    // Identical gradients and identical copies: every replica makes the same update.
+    optimizer.apply_gradients(std::move(reduced), variables);
+    return;
+  }
+  // One shared copy: replica 0 updates it while the others wait, so that none reads it
+  // half-updated in the next step.
+  barrier();
+  if (replica_id_ == 0)
+    extended_.update_shared(variables_, optimizer, std::move(reduced), variables);
+  barrier();
+}
+
+}  // namespace cadre

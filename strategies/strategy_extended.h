@@ -1,0 +1,100 @@
+// The half of a strategy that the framework drives and users do not call (tf.distribute's
+// StrategyExtended): where variables live and how a step reaches them, and what workers
+// exchange. A Strategy owns one and answers its user API with it; ReplicaContext, the
+// Estimator and tools reach it through Strategy::extended().
+//
+// Each strategy implements where its variables live (variable_device, mirrors_variables)
+// and overrides the rest where it differs from the defaults, which suit one process whose
+// replicas hold or share the variables in its own memory:
+//
+//   create_variables   makes the stores of a run (by default through copy_creators);
+//   before_run         first thing in every Strategy::run (parameter servers: pull);
+//   update_shared      the optimizer's update of variables the replicas share, called once
+//                      on replica 0 after the gradients are reduced (parameter servers:
+//                      push them instead);
+//   global_step_after  the global step reached by a step taken at `step`;
+//   variables_to_save  the logical variables a checkpoint holds, whole;
+//   cross_worker_sum, broadcast_from_chief   collectives across the workers of a job.
+//
+// Immutable after creation, like the Strategy that owns it; the hooks are thread-safe
+// where their callers need it (update_shared and cross_worker_sum run on a replica thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cadre/autodiff/gradient.h"
+#include "cadre/nn/optimizer.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/strategies/cross_device_ops.h"
+#include "cadre/strategies/distributed_variables.h"
+#include "cadre/tensor/device.h"
+
+namespace cadre {
+
+namespace ps {
+class ParameterServers;
+}
+
+class StrategyExtended {
+ public:
+  virtual ~StrategyExtended();
+  StrategyExtended(const StrategyExtended&) = delete;
+  StrategyExtended& operator=(const StrategyExtended&) = delete;
+
+  // The devices of this process, one replica each, and how their values are combined.
+  const std::vector<Device>& devices() const { return devices_; }
+  int num_local_replicas() const { return static_cast<int>(devices_.size()); }
+  CrossDeviceOps& cross_device_ops() const { return *cross_device_ops_; }
+
+  // The job: workers training together, this one's index, and how many step together.
+  virtual int num_workers() const { return 1; }
+  virtual int worker_index() const { return 0; }
+  virtual int num_workers_in_sync() const { return num_workers(); }
+  int num_replicas_in_sync() const { return num_local_replicas() * num_workers_in_sync(); }
+  // Across workers, in place: sums each value over the workers, and `weight` too (every
+  // worker calls it with the same values in the same order; collective). Nothing to do for
+  // a single worker.
+  virtual void cross_worker_sum(std::vector<Gradient>& values, double& weight) const {}
+  // The chief's `value` on every worker (collective), e.g. the step a run starts at.
+  virtual int64_t broadcast_from_chief(int64_t value) const { return value; }
+  // The cluster's ps tasks when the variables live there, else null: a ps task serves with
+  // their options, and a cluster with ps tasks needs a strategy that has them.
+  virtual const ps::ParameterServers* parameter_servers() const { return nullptr; }
+
+  // Where replica r's copy of the variables lives, and whether each replica has its own.
+  virtual Device variable_device(int replica) const = 0;
+  virtual bool mirrors_variables() const = 0;
+  // See Strategy::create_variables. By default one store per replica when mirroring (each
+  // variable made by copy_creators()[r] on replica r's variable device), else one.
+  virtual std::unique_ptr<DistributedVariables> create_variables(uint64_t seed,
+                                                                 nn::VariableCreator creator) const;
+
+  // The parts of a step that depend on where variables live; see the file comment.
+  virtual void before_run(DistributedVariables& variables) const {}
+  virtual void update_shared(DistributedVariables& variables, nn::Optimizer& optimizer,
+                             std::vector<Gradient> gradients,
+                             const std::vector<nn::Variable*>& targets) const;
+  virtual int64_t global_step_after(DistributedVariables& variables, int64_t step) const {
+    return step + 1;
+  }
+  // By default the primary store (replica 0's copies), not owned by the result.
+  virtual std::shared_ptr<const nn::VariableStore> variables_to_save(
+      DistributedVariables& variables) const;
+
+ protected:
+  // Throws InvalidArgumentError listing the available devices for an unknown device, one
+  // named twice, or none. cross_device_ops null: HierarchicalCopyAllReduce.
+  StrategyExtended(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops);
+  // The creator of each of `copies` stores of one create_variables call, given the caller's;
+  // by default the caller's for every copy.
+  virtual std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
+                                                         int copies) const;
+
+ private:
+  std::vector<Device> devices_;
+  std::shared_ptr<CrossDeviceOps> cross_device_ops_;
+};
+
+}  // namespace cadre

@@ -1,0 +1,81 @@
+// Gloo's collectives with every rank a thread of this process, meeting through an
+// in-memory store on 127.0.0.1: sums and broadcasts over ranks x sizes, and a rank whose
+// peers never come.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <tuple>
+#include <vector>
+
+#include "cadre/base/errors.h"
+#include "strategies/cluster/memory_store.h"
+#include "strategies/collectives/gloo/collective.h"
+
+namespace cadre {
+namespace {
+
+// Runs fn on `ranks` threads, each with its rank's end of one Gloo context.
+void on_ranks(int ranks, const std::function<void(ProcessCollective&)>& fn) {
+  MemoryStore store;
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < ranks; ++r) {
+    done.push_back(std::async(std::launch::async, [&, r] {
+      std::unique_ptr<ProcessCollective> collective =
+          gloo_collective(store, r, ranks, "127.0.0.1", /*timeout_seconds=*/30);
+      EXPECT_EQ(collective->rank(), r);
+      EXPECT_EQ(collective->size(), ranks);
+      EXPECT_EQ(collective->device(), Device::cpu(0));
+      fn(*collective);
+    }));
+  }
+  for (auto& d : done) d.get();
+}
+
+class GlooTest : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+TEST_P(GlooTest, SumAddsEveryRanksValuesInPlace) {
+  auto [ranks, count] = GetParam();
+  on_ranks(ranks, [count = count, ranks = ranks](ProcessCollective& collective) {
+    std::vector<float> floats(count);
+    std::vector<double> doubles(count);
+    for (size_t i = 0; i < count; ++i) {
+      floats[i] = static_cast<float>(collective.rank() + i);
+      doubles[i] = 0.5 * collective.rank() - static_cast<double>(i);
+    }
+    collective.sum(floats.data(), count);
+    collective.sum(doubles.data(), count);
+    const double rank_sum = ranks * (ranks - 1) / 2.0;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(floats[i], static_cast<float>(rank_sum + ranks * static_cast<double>(i))) << i;
+      ASSERT_EQ(doubles[i], 0.5 * rank_sum - ranks * static_cast<double>(i)) << i;
+    }
+  });
+}
+
+TEST_P(GlooTest, BroadcastGivesEveryRankTheRootsBytes) {
+  auto [ranks, count] = GetParam();
+  on_ranks(ranks, [count = count, ranks = ranks](ProcessCollective& collective) {
+    const int root = ranks - 1;
+    std::vector<int32_t> values(count, collective.rank() == root ? 7 : collective.rank());
+    collective.broadcast(values.data(), values.size() * sizeof(int32_t), root);
+    EXPECT_EQ(values, std::vector<int32_t>(count, 7));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksBySizes, GlooTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3),
+                                            ::testing::Values(size_t{1}, size_t{1000},
+                                                              size_t{100000})));
+
+TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
+  MemoryStore store;
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/1),
+               DeadlineExceededError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+}  // namespace
+}  // namespace cadre
