@@ -9,6 +9,7 @@
 #include "cadre/nn/cross_replica.h"
 #include "cadre/ops/array.h"
 #include "cadre/runtime/threading.h"
+#include "core/base/logging.h"
 #include "core/base/strings.h"
 #include "io/auto_shard.h"
 #include "strategies/replica_group.h"
@@ -16,7 +17,9 @@
 
 namespace cadre {
 
-Strategy::Strategy(std::unique_ptr<StrategyExtended> extended) : extended_(std::move(extended)) {}
+Strategy::Strategy(std::unique_ptr<StrategyExtended> extended) : extended_(std::move(extended)) {
+  ensure_logging();  // a custom training loop may start here, before any Estimator
+}
 
 Strategy::~Strategy() = default;
 
