@@ -29,7 +29,8 @@ RunConfig RunConfig::from_environment() {
     std::map<std::string, std::string> env;
     for (const char* name :
          {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
-          "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+          "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "CADRE_SLURM_JOBS",
+          "CADRE_SLURM_PORT_BASE"}) {
       if (const char* value = std::getenv(name)) env[name] = value;
     }
     return for_cluster(cluster_from_slurm(env));

@@ -1,4 +1,5 @@
 // A cluster from Slurm's environment (TensorFlow's SlurmClusterResolver).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -61,6 +62,44 @@ std::vector<std::string> expand_hostlist(const std::string& hostlist) {
   return hosts;
 }
 
+namespace {
+
+// CADRE_SLURM_JOBS ("chief:1,worker:2,evaluator:1"): task types in the order of
+// SLURM_PROCID; default a chief and workers.
+std::vector<std::pair<std::string, int>> slurm_jobs(const std::string& text, int ntasks) {
+  if (text.empty()) return {{"chief", 1}, {"worker", ntasks - 1}};
+  std::vector<std::pair<std::string, int>> jobs;
+  int total = 0;
+  for (size_t at = 0; at <= text.size();) {
+    size_t comma = std::min(text.find(',', at), text.size());
+    std::string item = text.substr(at, comma - at);
+    size_t colon = item.find(':');
+    std::string type = item.substr(0, colon);
+    std::string count = colon == std::string::npos ? "" : item.substr(colon + 1);
+    bool known = type == "chief" || type == "worker" || type == "ps" || type == "evaluator";
+    if (!known || count.empty() || count.find_first_not_of("0123456789") != std::string::npos ||
+        count.size() > 6 || std::stoi(count) <= 0) {
+      throw InvalidArgumentError(str_cat("Slurm: CADRE_SLURM_JOBS = \"", text, "\": '", item,
+                                         "' is not TYPE:COUNT with TYPE chief, worker, ps or "
+                                         "evaluator and COUNT positive"));
+    }
+    jobs.emplace_back(type, std::stoi(count));
+    total += jobs.back().second;
+    if ((type == "chief" || type == "evaluator") && jobs.back().second > 1) {
+      throw InvalidArgumentError(str_cat("Slurm: CADRE_SLURM_JOBS = \"", text,
+                                         "\" has more than one ", type));
+    }
+    at = comma + 1;
+  }
+  if (total != ntasks) {
+    throw InvalidArgumentError(str_cat("Slurm: CADRE_SLURM_JOBS = \"", text, "\" names ", total,
+                                       " tasks but the job step has SLURM_NTASKS = ", ntasks));
+  }
+  return jobs;
+}
+
+}  // namespace
+
 ClusterConfig cluster_from_slurm(const std::map<std::string, std::string>& env, int port_base) {
   auto get = [&](std::initializer_list<const char*> names) -> std::string {
     for (const char* name : names) {
@@ -76,6 +115,16 @@ ClusterConfig cluster_from_slurm(const std::map<std::string, std::string>& env, 
     return std::stoi(text);
   };
   int procid = number("SLURM_PROCID"), ntasks = number("SLURM_NTASKS");
+  if (auto it = env.find("CADRE_SLURM_PORT_BASE"); it != env.end() && !it->second.empty()) {
+    port_base = number("CADRE_SLURM_PORT_BASE");
+    if (port_base <= 0 || port_base > 65000) {
+      throw InvalidArgumentError(str_cat("Slurm: CADRE_SLURM_PORT_BASE = ", port_base,
+                                         "; expected a port from 1 to 65000"));
+    }
+  }
+  auto jobs_text = env.find("CADRE_SLURM_JOBS");
+  std::vector<std::pair<std::string, int>> jobs =
+      slurm_jobs(jobs_text == env.end() ? "" : jobs_text->second, ntasks);
   std::vector<std::string> nodes =
       expand_hostlist(get({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}));
   std::string per_node_text = get({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
@@ -107,10 +156,16 @@ ClusterConfig cluster_from_slurm(const std::map<std::string, std::string>& env, 
                                        " and SLURM_PROCID = ", procid, " do not fit the ",
                                        addresses.size(), " tasks the node list places"));
   }
+  // Tasks take the types in order of SLURM_PROCID; the evaluator stays outside the cluster,
+  // as TensorFlow has it.
   ClusterConfig config;
-  config.jobs["chief"][0] = addresses[0];
-  for (int i = 1; i < ntasks; ++i) config.jobs["worker"][i - 1] = addresses[static_cast<size_t>(i)];
-  config.task = procid == 0 ? TaskId{"chief", 0} : TaskId{"worker", procid - 1};
+  size_t task = 0;
+  for (const auto& [type, count] : jobs) {
+    for (int index = 0; index < count; ++index, ++task) {
+      if (type != "evaluator") config.jobs[type][index] = addresses[task];
+      if (static_cast<int>(task) == procid) config.task = TaskId{type, index};
+    }
+  }
   validate_cluster(config);
   return config;
 }

@@ -146,5 +146,35 @@ TEST(ClusterSpecTest, SlurmJobStepsBecomeClusters) {
   EXPECT_THROW(cluster_from_slurm(env), InvalidArgumentError);
 }
 
+// CADRE_SLURM_JOBS gives the task types in SLURM_PROCID order, the evaluator outside the
+// cluster (TensorFlow's SlurmClusterResolver(jobs=...)); CADRE_SLURM_PORT_BASE the ports.
+TEST(ClusterSpecTest, SlurmJobStepsWithRolesAndAPortBase) {
+  std::map<std::string, std::string> env{{"SLURM_NTASKS", "4"},
+                                         {"SLURM_STEP_NODELIST", "localhost"},
+                                         {"SLURM_STEP_TASKS_PER_NODE", "4"},
+                                         {"CADRE_SLURM_JOBS", "chief:1,ps:1,worker:1,evaluator:1"},
+                                         {"CADRE_SLURM_PORT_BASE", "20000"}};
+  std::vector<std::string> roles;
+  for (int procid = 0; procid < 4; ++procid) {
+    env["SLURM_PROCID"] = std::to_string(procid);
+    roles.push_back(cluster_from_slurm(env).task.to_string());
+  }
+  EXPECT_EQ(roles, (std::vector<std::string>{"chief:0", "ps:0", "worker:0", "evaluator:0"}));
+  ClusterConfig evaluator = cluster_from_slurm(env);
+  EXPECT_EQ(evaluator.address({"ps", 0}), "localhost:20001");
+  EXPECT_EQ(evaluator.address({"worker", 0}), "localhost:20002");
+  EXPECT_EQ(evaluator.num_worker_replicas(), 2);
+  for (const char* bad : {"chief:1,worker:1", "chief:2,worker:2", "boss:1,worker:3",
+                          "chief:1,worker", "chief:1,worker:x,ps:1"}) {
+    env["CADRE_SLURM_JOBS"] = bad;
+    try {
+      cluster_from_slurm(env);
+      ADD_FAILURE() << bad;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("CADRE_SLURM_JOBS"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cadre

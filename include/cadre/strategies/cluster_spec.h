@@ -66,7 +66,9 @@ ClusterConfig parse_tf_config(std::string_view json);
 // Slurm's view of a job step as a cluster (TensorFlow's SlurmClusterResolver): the tasks
 // SLURM_NTASKS, this one SLURM_PROCID, placed over the nodes of SLURM_STEP_NODELIST (or
 // SLURM_JOB_NODELIST; hostlist syntax "node[01-03,07],gpu5") per SLURM_STEP_TASKS_PER_NODE
-// (or SLURM_TASKS_PER_NODE; "2(x3),1"), each on port_base + its index on its node. Task 0 is
+// (or SLURM_TASKS_PER_NODE; "2(x3),1"), each on port_base (or CADRE_SLURM_PORT_BASE) + its
+// index on its node. CADRE_SLURM_JOBS ("chief:1,worker:2,ps:1,evaluator:1") gives the task
+// types in order of SLURM_PROCID, the evaluator outside the cluster; without it task 0 is
 // the chief, the others workers. `env` holds the variables (the caller reads them). Throws
 // InvalidArgumentError naming a missing or malformed variable.
 ClusterConfig cluster_from_slurm(const std::map<std::string, std::string>& env,
