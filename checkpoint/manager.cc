@@ -59,6 +59,7 @@ CheckpointManager::CheckpointManager(std::string model_dir, CheckpointManagerOpt
   check_name("basename", options_.basename);
   env_->create_dir(model_dir_);
   remove_stale_temporaries();
+  MutexLock lock(mutex_);
   last_preserved_timestamp_ = env_->now_seconds();
   if (std::optional<CheckpointState> state = read_state(*env_, model_dir_)) {
     for (size_t i = 0; i < state->all_model_checkpoint_paths.size(); ++i) {
@@ -163,7 +164,7 @@ void CheckpointManager::save_now(const CheckpointData& data) {
   std::vector<std::string> to_delete;
   CheckpointState state;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     std::erase_if(entries_, [&](const Entry& entry) { return entry.name == name; });
     entries_.push_back({name, now});
     apply_retention(&to_delete);
@@ -197,7 +198,7 @@ void CheckpointManager::apply_retention(std::vector<std::string>* to_delete) {
 
 void CheckpointManager::delete_unleased(std::vector<std::string> names) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (std::string& name : pending_) names.push_back(std::move(name));
     pending_.clear();
   }
@@ -220,7 +221,7 @@ void CheckpointManager::delete_unleased(std::vector<std::string> names) {
     }
   }
   remove_expired_leases(*env_, model_dir_, /*grace_seconds=*/3600);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   pending_.insert(pending_.end(), still_leased.begin(), still_leased.end());
 }
 
@@ -236,20 +237,20 @@ void CheckpointManager::remove_stale_temporaries() {
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<std::string> paths;
   for (const Entry& entry : entries_) paths.push_back(join_path(model_dir_, entry.name));
   return paths;
 }
 
 std::optional<std::string> CheckpointManager::latest_checkpoint() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (entries_.empty()) return std::nullopt;
   return join_path(model_dir_, entries_.back().name);
 }
 
 std::vector<std::string> CheckpointManager::pending_deletions() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<std::string> paths;
   for (const std::string& name : pending_) paths.push_back(join_path(model_dir_, name));
   return paths;

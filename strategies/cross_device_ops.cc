@@ -1,9 +1,9 @@
 #include "cadre/strategies/cross_device_ops.h"
 
-#include <mutex>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
+#include "cadre/base/mutex.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/math.h"
 #include "cadre/runtime/threading.h"
@@ -270,13 +270,13 @@ class NcclAllReduce : public BucketedOps {
 
  private:
   LocalNcclGroup& group_for(const std::vector<Device>& devices) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (group_ == nullptr || group_->devices() != devices) group_ = local_nccl_group(devices);
     return *group_;
   }
 
-  std::mutex mutex_;
-  std::unique_ptr<LocalNcclGroup> group_;  // GUARDED_BY(mutex_); built on first use
+  Mutex mutex_;
+  std::unique_ptr<LocalNcclGroup> group_ CADRE_GUARDED_BY(mutex_);  // built on first use
 };
 
 }  // namespace

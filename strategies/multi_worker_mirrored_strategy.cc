@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
+#include "cadre/base/mutex.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/worker_group.h"
@@ -25,14 +24,14 @@ namespace {
 class InitialValues {
  public:
   void publish(const std::string& name, Tensor value) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     values_[name] = std::move(value);
     published_.notify_all();
   }
   Tensor wait(const std::string& name, double timeout_seconds) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!published_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
-                             [&] { return values_.count(name) > 0; })) {
+    MutexLock lock(mutex_);
+    if (!published_.wait_for(mutex_, std::chrono::duration<double>(timeout_seconds),
+                             [&]() CADRE_REQUIRES(mutex_) { return values_.count(name) > 0; })) {
       throw DeadlineExceededError(str_cat(
           "variable ", name, ": replica 0 did not create it within ", timeout_seconds, " s"));
     }
@@ -40,9 +39,9 @@ class InitialValues {
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable published_;
-  std::map<std::string, Tensor> values_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  CondVar published_;
+  std::map<std::string, Tensor> values_ CADRE_GUARDED_BY(mutex_);
 };
 
 // Mirrored variables on every worker, kept identical by starting from the chief's values

@@ -9,7 +9,7 @@ ReplicaGroup::ReplicaGroup(int replicas)
     : inputs(replicas), outputs(replicas), weights(replicas, 1.0), replicas_(replicas) {}
 
 void ReplicaGroup::arrive_and_wait(const std::function<void()>& combine) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (aborted_) throw AbortedError("another replica failed; this step is abandoned");
   long generation = generation_;
   if (++arrived_ == replicas_) {
@@ -23,7 +23,7 @@ void ReplicaGroup::arrive_and_wait(const std::function<void()>& combine) {
     ++generation_;
     released_.notify_all();
   } else {
-    released_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    released_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return generation_ != generation || aborted_; });
     if (generation_ == generation)
       throw AbortedError("another replica failed; this step is abandoned");
   }
@@ -31,7 +31,7 @@ void ReplicaGroup::arrive_and_wait(const std::function<void()>& combine) {
 }
 
 void ReplicaGroup::abort() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   aborted_ = true;
   released_.notify_all();
 }
@@ -42,7 +42,7 @@ ReplicaThreads::ReplicaThreads(int replicas) : errors_(replicas) {
 
 ReplicaThreads::~ReplicaThreads() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   work_.notify_all();
@@ -50,13 +50,13 @@ ReplicaThreads::~ReplicaThreads() {
 }
 
 std::vector<std::exception_ptr> ReplicaThreads::run(const std::function<void(int)>& fn) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto& e : errors_) e = nullptr;
   job_ = &fn;
   pending_ = static_cast<int>(threads_.size());
   ++job_id_;
   work_.notify_all();
-  done_.wait(lock, [&] { return pending_ == 0; });
+  done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return pending_ == 0; });
   job_ = nullptr;
   return errors_;
 }
@@ -66,8 +66,8 @@ void ReplicaThreads::loop(int replica) {
   while (true) {
     const std::function<void(int)>* job;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_.wait(lock, [&] { return stopping_ || job_id_ != seen; });
+      MutexLock lock(mutex_);
+      work_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return stopping_ || job_id_ != seen; });
       if (stopping_) return;
       seen = job_id_;
       job = job_;
@@ -78,7 +78,7 @@ void ReplicaThreads::loop(int replica) {
     } catch (...) {
       error = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     errors_[replica] = error;
     if (--pending_ == 0) done_.notify_all();
   }

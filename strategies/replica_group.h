@@ -3,15 +3,14 @@
 // strategies module.
 #pragma once
 
-#include <condition_variable>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "cadre/autodiff/gradient.h"
 #include "cadre/base/errors.h"
+#include "cadre/base/mutex.h"
 
 namespace cadre {
 
@@ -34,12 +33,12 @@ class ReplicaGroup {
 
  private:
   int replicas_;
-  std::mutex mutex_;
-  std::condition_variable released_;
-  int arrived_ = 0;             // GUARDED_BY(mutex_)
-  long generation_ = 0;         // GUARDED_BY(mutex_)
-  bool aborted_ = false;        // GUARDED_BY(mutex_)
-  std::exception_ptr failure_;  // GUARDED_BY(mutex_): combine's, for this generation
+  Mutex mutex_;
+  CondVar released_;
+  int arrived_ CADRE_GUARDED_BY(mutex_) = 0;
+  long generation_ CADRE_GUARDED_BY(mutex_) = 0;
+  bool aborted_ CADRE_GUARDED_BY(mutex_) = false;
+  std::exception_ptr failure_ CADRE_GUARDED_BY(mutex_);  // combine's, for this generation
 };
 
 // Runs one function per replica on threads that live as long as the pool, so that a step
@@ -54,12 +53,12 @@ class ReplicaThreads {
 
  private:
   void loop(int replica);
-  std::mutex mutex_;
-  std::condition_variable work_, done_;
-  const std::function<void(int)>* job_ = nullptr;  // GUARDED_BY(mutex_)
-  long job_id_ = 0;                                // GUARDED_BY(mutex_)
-  int pending_ = 0;                                // GUARDED_BY(mutex_)
-  bool stopping_ = false;                          // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  CondVar work_, done_;
+  const std::function<void(int)>* job_ CADRE_GUARDED_BY(mutex_) = nullptr;
+  long job_id_ CADRE_GUARDED_BY(mutex_) = 0;
+  int pending_ CADRE_GUARDED_BY(mutex_) = 0;
+  bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   std::vector<std::exception_ptr> errors_;
   std::vector<std::thread> threads_;
 };

@@ -94,7 +94,7 @@ void Strategy::run_replicas(DistributedVariables& variables,
       errors[0] = std::current_exception();
     }
   } else {
-    std::lock_guard<std::mutex> lock(threads_mutex_);
+    MutexLock lock(threads_mutex_);
     if (!threads_) threads_ = std::make_unique<ReplicaThreads>(replicas);
     errors = threads_->run(body);
   }

@@ -5,14 +5,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "cadre/base/errors.h"
+#include "cadre/base/mutex.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
 
@@ -61,7 +60,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   void stop() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (stopping_) return;
       stopping_ = true;
     }
@@ -73,7 +72,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   grpc::Status Register(grpc::ServerContext*, const pb::RegisterRequest* request,
                         pb::RegisterResponse*) override {
     std::string task = name_of(request->task());
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!expected_.count(task)) {
       return {grpc::StatusCode::INVALID_ARGUMENT,
               str_cat("task ", task, " is not in the cluster (", names(expected_), ")")};
@@ -87,7 +86,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     changed_.notify_all();
     auto deadline = Clock::now() + seconds(request->timeout_seconds());
     while (!complete() && failure_.empty() && !stopping_) {
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !complete()) {
+      if (!changed_.wait_until(mutex_, deadline) && !complete()) {
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
                 str_cat("registration timed out after ", request->timeout_seconds(),
                         " s: tasks that never registered: ", names(missing()),
@@ -99,14 +98,14 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* request,
                          pb::HeartbeatResponse*) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     heartbeat_[name_of(request->task())] = Clock::now();
     return status_locked();
   }
 
   grpc::Status SetKey(grpc::ServerContext*, const pb::SetKeyRequest* request,
                       pb::SetKeyResponse*) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     store_[request->key()] = request->value();
     changed_.notify_all();
     return status_locked();
@@ -114,10 +113,10 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status GetKey(grpc::ServerContext*, const pb::GetKeyRequest* request,
                       pb::GetKeyResponse* response) override {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     auto deadline = Clock::now() + seconds(request->timeout_seconds());
     while (!store_.count(request->key()) && failure_.empty() && !stopping_) {
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout &&
+      if (!changed_.wait_until(mutex_, deadline) &&
           !store_.count(request->key())) {
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
                 str_cat("key '", request->key(), "' was not set within ",
@@ -133,13 +132,13 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status Barrier(grpc::ServerContext*, const pb::BarrierRequest* request,
                        pb::BarrierResponse*) override {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     std::set<std::string>& arrived = barriers_[request->name()];
     arrived.insert(name_of(request->task()));
     changed_.notify_all();
     auto deadline = Clock::now() + seconds(request->timeout_seconds());
     while (arrived.size() < expected_.size() && failure_.empty() && !stopping_) {
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout &&
+      if (!changed_.wait_until(mutex_, deadline) &&
           arrived.size() < expected_.size()) {
         std::set<std::string> absent;
         for (const std::string& t : expected_) {
@@ -154,26 +153,26 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   }
 
  private:
-  bool complete() const { return incarnation_.size() == expected_.size(); }
-  std::set<std::string> registered() const {
+  bool complete() const CADRE_REQUIRES(mutex_) { return incarnation_.size() == expected_.size(); }
+  std::set<std::string> registered() const CADRE_REQUIRES(mutex_) {
     std::set<std::string> out;
     for (const auto& [task, incarnation] : incarnation_) out.insert(task);
     return out;
   }
-  std::set<std::string> missing() const {
+  std::set<std::string> missing() const CADRE_REQUIRES(mutex_) {
     std::set<std::string> out;
     for (const std::string& t : expected_) {
       if (!incarnation_.count(t)) out.insert(t);
     }
     return out;
   }
-  void fail(const std::string& reason) {
+  void fail(const std::string& reason) CADRE_REQUIRES(mutex_) {
     if (!failure_.empty()) return;
     failure_ = reason;
     LOG(ERROR) << "coordination service: " << reason << "; every task is told to stop";
     changed_.notify_all();
   }
-  grpc::Status status_locked() const {
+  grpc::Status status_locked() const CADRE_REQUIRES(mutex_) {
     if (!failure_.empty()) return {grpc::StatusCode::ABORTED, failure_};
     if (stopping_) return {grpc::StatusCode::UNAVAILABLE, "the coordination service stopped"};
     return grpc::Status::OK;
@@ -182,9 +181,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   // Declares silent tasks dead, and says who registration is waiting for.
   void monitor() {
     auto last_log = Clock::now();
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     while (!stopping_) {
-      changed_.wait_for(lock, std::chrono::milliseconds(200));
+      changed_.wait_for(mutex_, std::chrono::milliseconds(200));
       auto now = Clock::now();
       if (!complete() && !incarnation_.empty() &&
           now - last_log > seconds(options_.log_every_seconds)) {
@@ -209,14 +208,14 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   std::string address_;
   std::unique_ptr<grpc::Server> server_;
   std::thread monitor_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, uint64_t> incarnation_;            // GUARDED_BY(mutex_)
-  std::map<std::string, Clock::time_point> heartbeat_;     // GUARDED_BY(mutex_)
-  std::map<std::string, std::string> store_;               // GUARDED_BY(mutex_)
-  std::map<std::string, std::set<std::string>> barriers_;  // GUARDED_BY(mutex_)
-  std::string failure_;                                    // GUARDED_BY(mutex_)
-  bool stopping_ = false;                                  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  CondVar changed_;
+  std::map<std::string, uint64_t> incarnation_ CADRE_GUARDED_BY(mutex_);
+  std::map<std::string, Clock::time_point> heartbeat_ CADRE_GUARDED_BY(mutex_);
+  std::map<std::string, std::string> store_ CADRE_GUARDED_BY(mutex_);
+  std::map<std::string, std::set<std::string>> barriers_ CADRE_GUARDED_BY(mutex_);
+  std::string failure_ CADRE_GUARDED_BY(mutex_);
+  bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
 // gRPC status -> Cadre's typed error, naming the service.
@@ -300,7 +299,7 @@ class Client final : public CoordinationClient {
 
   void stop_heartbeats() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
@@ -308,7 +307,7 @@ class Client final : public CoordinationClient {
   }
 
   std::string failure() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return failure_;
   }
 
@@ -326,7 +325,7 @@ class Client final : public CoordinationClient {
   void beat() {
     auto unreachable_since = Clock::now();
     bool reachable = true;
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     while (!stopping_) {
       lock.unlock();
       pb::HeartbeatRequest request;
@@ -353,7 +352,7 @@ class Client final : public CoordinationClient {
           LOG(ERROR) << task_.to_string() << ": " << failure_;
         }
       }
-      wake_.wait_for(lock, seconds(options_.heartbeat_interval_seconds));
+      wake_.wait_for(mutex_, seconds(options_.heartbeat_interval_seconds));
     }
   }
 
@@ -363,10 +362,10 @@ class Client final : public CoordinationClient {
   std::unique_ptr<pb::Coordination::Stub> stub_;
   uint64_t incarnation_ = 0;
   std::thread heartbeats_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::string failure_;    // GUARDED_BY(mutex_)
-  bool stopping_ = false;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  CondVar wake_;
+  std::string failure_ CADRE_GUARDED_BY(mutex_);
+  bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace

@@ -9,7 +9,7 @@ namespace cadre {
 
 void MemoryStore::set(const std::string& key, const std::string& value) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     values_[key] = value;
   }
   changed_.notify_all();
@@ -17,7 +17,7 @@ void MemoryStore::set(const std::string& key, const std::string& value) {
 
 std::string MemoryStore::get(const std::string& key, double timeout_seconds) {
   wait({key}, timeout_seconds);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return values_.at(key);
 }
 
@@ -25,9 +25,9 @@ void MemoryStore::wait(const std::vector<std::string>& keys, double timeout_seco
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                       std::chrono::duration<double>(timeout_seconds));
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (const std::string& key : keys) {
-    if (!changed_.wait_until(lock, deadline, [&] { return values_.count(key) > 0; })) {
+    if (!changed_.wait_until(mutex_, deadline, [&]() CADRE_REQUIRES(mutex_) { return values_.count(key) > 0; })) {
       throw DeadlineExceededError(
           str_cat("key '", key, "' was not set within ", timeout_seconds, " s"));
     }

@@ -2,12 +2,11 @@
 // the collectives, as Gloo's HashStore).
 #pragma once
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "strategies/cluster/store.h"
 
 namespace cadre {
@@ -19,9 +18,9 @@ class MemoryStore : public Store {
   void wait(const std::vector<std::string>& keys, double timeout_seconds) override;
 
  private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::string> values_;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  CondVar changed_;
+  std::map<std::string, std::string> values_ CADRE_GUARDED_BY(mutex_);
 };
 
 }  // namespace cadre

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "cadre/base/errors.h"
@@ -58,13 +56,13 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   std::string address() const override { return address_; }
 
   void wait() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    stopped_.wait(lock, [&] { return stopping_; });
+    MutexLock lock(mutex_);
+    stopped_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return stopping_; });
   }
 
   void stop() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (stopping_) return;
       stopping_ = true;
     }
@@ -125,9 +123,9 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   }
 
   void log_progress() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopped_.wait_for(lock, std::chrono::duration<double>(options_.log_every_seconds),
-                              [&] { return stopping_; })) {
+    MutexLock lock(mutex_);
+    while (!stopped_.wait_for(mutex_, std::chrono::duration<double>(options_.log_every_seconds),
+                              [&]() CADRE_REQUIRES(mutex_) { return stopping_; })) {
       LOG(INFO) << shard_.report() << " in the last " << options_.log_every_seconds << " s";
     }
   }
@@ -137,9 +135,9 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::thread logger_;
-  std::mutex mutex_;
-  std::condition_variable stopped_;
-  bool stopping_ = false;  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  CondVar stopped_;
+  bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace

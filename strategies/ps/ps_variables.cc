@@ -10,7 +10,7 @@
 #include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
 #include "strategies/ps/gather.h"
-#include "strategies/ps/in_parallel.h"
+#include "core/runtime/in_parallel.h"
 #include "strategies/ps/optimizer_proto.h"
 #include "strategies/ps/row_cache.h"
 #include "strategies/ps/rows.h"
@@ -103,7 +103,7 @@ std::shared_ptr<nn::Variable> PsVariables::create(const nn::VariableSpec& spec, 
   if (!on_ps(spec)) return base_(spec, seed);  // stays on this worker
   std::promise<std::shared_ptr<nn::Variable>> made;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (auto it = creating_.find(spec.name); it != creating_.end()) {
       std::shared_future<std::shared_ptr<nn::Variable>> pending = it->second;
       lock.unlock();
@@ -125,7 +125,7 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
                                                          uint64_t seed) {
   std::vector<Slice> slices;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     slices = placement_.place(spec.name, spec.shape, spec.dtype);
   }
   NoGradScope no_grad;
@@ -138,7 +138,7 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
     remote.rows = std::make_shared<RowCache>(clients_, slices, spec.shape[0]);
     variable->set_remote(remote.rows);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   remote_[spec.name] = std::move(remote);
   order_.push_back(spec.name);
   return variable;
@@ -146,7 +146,7 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
 
 void PsVariables::create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
                                 Tensor& value) {
-  in_parallel(indices(slices.size()), [&](int k) {
+  in_parallel(static_cast<int>(slices.size()), [&](int k) {
     const Slice& s = slices[static_cast<size_t>(k)];
     CreateRequest request = create_request(spec, s);
     if (chief_) to_proto(rows_of(value, s), request.mutable_initial_value());
@@ -163,7 +163,7 @@ void PsVariables::pull() {
   std::vector<PullRequest> requests(clients_.size());
   std::vector<std::vector<std::pair<nn::Variable*, const Slice*>>> targets(clients_.size());
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (const std::string& name : order_) {
       Remote& r = remote_.at(name);
       if (r.rows) {
@@ -191,14 +191,14 @@ void PsVariables::pull() {
       write_rows(variable->tensor(), value, variable->tensor().rank() == 0 ? 0 : slice->first_row);
     }
   });
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto& [name, r] : remote_) {
     if (r.synced.defined()) r.synced.assign(r.variable->tensor());
   }
 }
 
 std::vector<Slice> PsVariables::slices_of(const nn::Variable& variable) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = remote_.find(variable.name());
   if (it == remote_.end()) {
     throw InternalError(
@@ -234,7 +234,7 @@ std::vector<PushRequest> PsVariables::push_requests(const nn::Optimizer& optimiz
 }
 
 void PsVariables::add_deltas(std::vector<PushRequest>& requests) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (const std::string& name : order_) {
     Remote& r = remote_.at(name);
     if (!r.synced.defined()) continue;
@@ -260,7 +260,7 @@ void PsVariables::add_optimizer_state(nn::Optimizer& optimizer,
     if (state_sent_.count(key)) continue;
     std::vector<Slice> slices;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       auto it = remote_.find(target->name());
       if (it == remote_.end()) continue;  // a local variable
       slices = it->second.slices;
@@ -321,7 +321,7 @@ void PsVariables::push(nn::Optimizer& optimizer, std::vector<Gradient> gradients
   add_deltas(requests);
   if (chief_) add_optimizer_state(optimizer, targets, requests);
   PushResponse first = send(requests);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   global_step_ = first.global_step();
   if (chief_ && !plan_logged_) {
     LOG(INFO) << "parameter-server placement:\n" << placement_.describe();
@@ -330,14 +330,14 @@ void PsVariables::push(nn::Optimizer& optimizer, std::vector<Gradient> gradients
 }
 
 int64_t PsVariables::global_step() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return global_step_;
 }
 
 std::shared_ptr<nn::VariableStore> PsVariables::gather() {
   std::vector<RemoteVariable> variables;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (const std::string& name : order_) {
       const Remote& r = remote_.at(name);
       variables.push_back({r.variable->spec(), r.slices});

@@ -7,11 +7,11 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "cadre/nn/optimizer.h"
 #include "cadre/strategies/distributed_variables.h"
 #include "strategies/ps/parameter_servers.h"
@@ -80,14 +80,14 @@ class PsVariables : public DistributedVariables {
   uint64_t seed_;
   nn::VariableCreator base_;
 
-  mutable std::mutex mutex_;
-  Placement placement_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  Placement placement_ CADRE_GUARDED_BY(mutex_);
   std::map<std::string, std::shared_future<std::shared_ptr<nn::Variable>>> creating_;  // same
-  std::vector<std::string> order_;         // GUARDED_BY(mutex_)
-  std::map<std::string, Remote> remote_;   // GUARDED_BY(mutex_)
+  std::vector<std::string> order_ CADRE_GUARDED_BY(mutex_);
+  std::map<std::string, Remote> remote_ CADRE_GUARDED_BY(mutex_);
   std::set<std::string> state_sent_;       // "<optimizer>/<variable>" (the chief's)
   std::set<std::string> iterations_sent_;  // "<optimizer>/<ps>" (the chief's)
-  int64_t global_step_ = 0;                // GUARDED_BY(mutex_)
+  int64_t global_step_ CADRE_GUARDED_BY(mutex_) = 0;
   bool plan_logged_ = false;
 };
 

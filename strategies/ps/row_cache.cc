@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "strategies/ps/in_parallel.h"
+#include "core/runtime/in_parallel.h"
 #include "strategies/ps/rows.h"
 #include "strategies/ps/tensor_data.h"
 
@@ -13,9 +13,9 @@ RowCache::RowCache(const std::vector<std::unique_ptr<PsClient>>& clients, std::v
     : clients_(clients), slices_(std::move(slices)), fresh_(static_cast<size_t>(rows), 0) {}
 
 void RowCache::fetch(Tensor local) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (all_fresh_) return;
-  in_parallel(indices(slices_.size()), [&](int k) {
+  in_parallel(static_cast<int>(slices_.size()), [&](int k) {
     const Slice& s = slices_[static_cast<size_t>(k)];
     PullRequest request;
     request.add_items()->set_name(s.name);
@@ -26,7 +26,7 @@ void RowCache::fetch(Tensor local) {
 }
 
 void RowCache::fetch_rows(Tensor local, const Tensor& ids) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (all_fresh_) return;
   // This step's new rows, by slice.
   std::vector<std::vector<int64_t>> wanted(slices_.size());
@@ -61,7 +61,7 @@ void RowCache::fetch_rows(Tensor local, const Tensor& ids) {
 }
 
 void RowCache::invalidate() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (int64_t id : touched_) fresh_[id] = 0;
   touched_.clear();
   all_fresh_ = false;

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "cadre/nn/variable.h"
 #include "strategies/ps/placement.h"
 #include "strategies/ps/ps_client.h"
@@ -35,10 +35,10 @@ class RowCache : public nn::RemoteSource {
 
   const std::vector<std::unique_ptr<PsClient>>& clients_;
   std::vector<Slice> slices_;
-  std::mutex mutex_;
-  std::vector<uint8_t> fresh_;    // GUARDED_BY(mutex_), per row
-  std::vector<int64_t> touched_;  // GUARDED_BY(mutex_), rows marked fresh
-  bool all_fresh_ = false;        // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  std::vector<uint8_t> fresh_ CADRE_GUARDED_BY(mutex_);  // per row
+  std::vector<int64_t> touched_ CADRE_GUARDED_BY(mutex_);  // rows marked fresh
+  bool all_fresh_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace cadre::ps

@@ -22,11 +22,10 @@ constexpr char kIterations[] = "/iterations";
 Shard::Shard(std::string task) : task_(std::move(task)), slots_(0) {}
 
 template <typename Pred>
-void Shard::wait_for(std::unique_lock<std::mutex>& lock, double timeout_seconds, Pred ready,
-                     const std::string& what) {
+void Shard::wait_for(double timeout_seconds, Pred ready, const std::string& what) {
   if (timeout_seconds <= 0) timeout_seconds = 300;
-  if (!changed_.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
-                         [&] { return ready() || stopping_; })) {
+  if (!changed_.wait_for(mutex_, std::chrono::duration<double>(timeout_seconds),
+                         [&]() CADRE_REQUIRES(mutex_) { return ready() || stopping_; })) {
     throw DeadlineExceededError(
         str_cat(what, " within ", timeout_seconds, " s (is the chief running?)"));
   }
@@ -35,7 +34,7 @@ void Shard::wait_for(std::unique_lock<std::mutex>& lock, double timeout_seconds,
 
 void Shard::stop() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -47,13 +46,13 @@ CreateResponse Shard::create(const CreateRequest& request) {
   const VariableDef& def = request.variable();
   std::string what = str_cat(task_, ": variable '", def.name(), "'");
   if (def.name().empty()) throw InvalidArgumentError(str_cat(task_, ": a variable without a name"));
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   Entry& entry = entry_for(def, what);
   if (request.has_initial_value()) {
     initialise(entry, from_proto(request.initial_value(), what), what);
   } else {
     wait_for(
-        lock, request.timeout_seconds(), [&] { return entry.variable != nullptr; },
+        request.timeout_seconds(), [&] { return entry.variable != nullptr; },
         str_cat(what, ": the chief has not initialised it"));
   }
   lock.unlock();
@@ -107,7 +106,7 @@ void Shard::initialise(Entry& entry, const Tensor& value, const std::string& wha
 }
 
 Entry& Shard::initialised(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     throw NotFoundError(str_cat(task_, " holds no variable '", name,
@@ -136,13 +135,13 @@ PullResponse Shard::pull(const PullRequest& request) {
 }
 
 int64_t Shard::global_step(const GlobalStepRequest& request) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (request.set()) {
     global_step_ = request.value();
     changed_.notify_all();
   } else {
     wait_for(
-        lock, request.timeout_seconds(), [&] { return global_step_.has_value(); },
+        request.timeout_seconds(), [&]() CADRE_REQUIRES(mutex_) { return global_step_.has_value(); },
         str_cat(task_, ": the chief has not set the global step"));
   }
   return *global_step_;
@@ -157,7 +156,7 @@ PushResponse Shard::push(const PushRequest& request) {
   std::shared_ptr<nn::Optimizer> optimizer;
   int64_t step = 0;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     OptimizerState& state = optimizers_.find_or_make(request.optimizer());
     const std::string name = state.optimizer->name();
     if (request.from_chief()) take_optimizer_state(request, name, state);
@@ -168,7 +167,7 @@ PushResponse Shard::push(const PushRequest& request) {
       response.set_global_step(*global_step_);
       return response;
     }
-    entries = entries_to_update(request, name, lock);
+    entries = entries_to_update(request, name);
     optimizer = state.optimizer;
     if (!request.items().empty()) step = ++state.iterations;
   }
@@ -179,7 +178,7 @@ PushResponse Shard::push(const PushRequest& request) {
   if (!entries.empty()) apply(*optimizer, entries, gradients, step);
   for (const NamedTensor& delta : request.deltas()) add_delta(delta);
   if (request.increment_global_step()) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!global_step_) {
       throw FailedPreconditionError(str_cat(task_, " holds no global step yet"));
     }
@@ -189,8 +188,7 @@ PushResponse Shard::push(const PushRequest& request) {
 }
 
 std::vector<Entry*> Shard::entries_to_update(const PushRequest& request,
-                                             const std::string& optimizer,
-                                             std::unique_lock<std::mutex>& lock) {
+                                             const std::string& optimizer) {
   std::vector<Entry*> entries;
   std::set<std::string> seen;
   for (const PushItem& item : request.items()) {
@@ -204,8 +202,7 @@ std::vector<Entry*> Shard::entries_to_update(const PushRequest& request,
     }
     Entry* entry = it->second.get();
     wait_for(
-        lock, request.timeout_seconds(),
-        [&] { return entry->optimizer_state.count(optimizer) > 0; },
+        request.timeout_seconds(), [&] { return entry->optimizer_state.count(optimizer) > 0; },
         str_cat(task_, ": the ", optimizer, " state of '", item.name(),
                 "' has not come from the chief"));
     entries.push_back(entry);
@@ -291,7 +288,7 @@ ReadResponse Shard::read(const ReadRequest& request) {
 }
 
 void Shard::list(ReadResponse* response) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto add = [&](const std::string& name, DType dtype, const Shape& shape,
                  const std::string& slot_of) {
     NamedTensor* t = response->add_variables();
@@ -314,7 +311,7 @@ void Shard::list(ReadResponse* response) {
 
 void Shard::read_one(const std::string& name, NamedTensor* out) {
   out->set_name(name);
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (name == kGlobalStep && global_step_) {
     to_proto(Tensor::scalar<int64_t>(*global_step_), out->mutable_value());
     return;
@@ -345,7 +342,7 @@ void Shard::read_one(const std::string& name, NamedTensor* out) {
 }
 
 std::string Shard::report() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   int64_t bytes = 0;
   for (const auto& [name, entry] : entries_) {
     if (entry->variable) bytes += static_cast<int64_t>(entry->variable->tensor().nbytes());

@@ -18,15 +18,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "cadre/nn/variable_store.h"
 #include "strategies/ps/entry.h"
 #include "strategies/ps/optimizer_table.h"
@@ -63,18 +62,18 @@ class Shard {
 
  private:
   template <typename Pred>
-  void wait_for(std::unique_lock<std::mutex>& lock, double timeout_seconds, Pred ready,
-                const std::string& what);
-  Entry& entry_for(const VariableDef& def, const std::string& what);
-  void initialise(Entry& entry, const Tensor& value, const std::string& what);
+  void wait_for(double timeout_seconds, Pred ready, const std::string& what)
+      CADRE_REQUIRES(mutex_);
+  Entry& entry_for(const VariableDef& def, const std::string& what) CADRE_REQUIRES(mutex_);
+  void initialise(Entry& entry, const Tensor& value, const std::string& what)
+      CADRE_REQUIRES(mutex_);
   Entry& initialised(const std::string& name);
-  // Under mutex_: the entries a push updates, once the chief's optimizer state for each
-  // has come.
-  std::vector<Entry*> entries_to_update(const PushRequest& request, const std::string& optimizer,
-                                        std::unique_lock<std::mutex>& lock);
-  // Under mutex_: the chief's slots and step counter for the variables it names.
+  // The entries a push updates, once the chief's optimizer state for each has come.
+  std::vector<Entry*> entries_to_update(const PushRequest& request, const std::string& optimizer)
+      CADRE_REQUIRES(mutex_);
+  // The chief's slots and step counter for the variables it names.
   void take_optimizer_state(const PushRequest& request, const std::string& optimizer,
-                            OptimizerState& state);
+                            OptimizerState& state) CADRE_REQUIRES(mutex_);
   void apply(nn::Optimizer& optimizer, const std::vector<Entry*>& entries,
              const std::vector<Gradient>& gradients, int64_t step);
   void add_delta(const NamedTensor& delta);
@@ -82,12 +81,12 @@ class Shard {
   void read_one(const std::string& name, NamedTensor* out);
 
   const std::string task_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::unique_ptr<Entry>> entries_;  // GUARDED_BY(mutex_)
-  OptimizerTable optimizers_;                              // GUARDED_BY(mutex_)
-  std::optional<int64_t> global_step_;                     // GUARDED_BY(mutex_)
-  bool stopping_ = false;                                  // GUARDED_BY(mutex_)
+  Mutex mutex_;
+  CondVar changed_;
+  std::map<std::string, std::unique_ptr<Entry>> entries_ CADRE_GUARDED_BY(mutex_);
+  OptimizerTable optimizers_ CADRE_GUARDED_BY(mutex_);
+  std::optional<int64_t> global_step_ CADRE_GUARDED_BY(mutex_);
+  bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   nn::VariableStore slots_;  // which optimizers find by name; each guarded by its entry
   std::atomic<int64_t> pushes_{0}, pulls_{0}, dropped_{0};
 };

@@ -113,6 +113,16 @@ class CondVar {
     return result;
   }
 
+  // Without a predicate: false when the deadline passed (wake-ups may be spurious).
+  template <typename Clock, typename Duration>
+  bool wait_until(Mutex& mutex, std::chrono::time_point<Clock, Duration> deadline)
+      CADRE_REQUIRES(mutex) {
+    std::unique_lock<std::mutex> lock(mutex.mutex_, std::adopt_lock);
+    bool result = condition_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    lock.release();
+    return result;
+  }
+
   void notify_one() { condition_.notify_one(); }
   void notify_all() { condition_.notify_all(); }
 

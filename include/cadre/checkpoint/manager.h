@@ -16,12 +16,12 @@
 
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "cadre/checkpoint/contents.h"
 #include "cadre/checkpoint/env.h"
 #include "cadre/checkpoint/state_file.h"
@@ -88,19 +88,19 @@ class CheckpointManager {
   };
 
   void save_now(const CheckpointData& data);
-  void apply_retention(std::vector<std::string>* to_delete);
+  void apply_retention(std::vector<std::string>* to_delete) CADRE_REQUIRES(mutex_);
   void delete_unleased(std::vector<std::string> names);
   void remove_stale_temporaries();
-  void adopt_unrecorded_checkpoints();
+  void adopt_unrecorded_checkpoints() CADRE_REQUIRES(mutex_);
   void join_worker();
 
   std::string model_dir_;
   CheckpointManagerOptions options_;
   std::shared_ptr<Env> env_;
-  mutable std::mutex mutex_;
-  std::vector<Entry> entries_;           // GUARDED_BY(mutex_)
-  std::vector<std::string> pending_;     // GUARDED_BY(mutex_)
-  double last_preserved_timestamp_ = 0;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::vector<Entry> entries_ CADRE_GUARDED_BY(mutex_);
+  std::vector<std::string> pending_ CADRE_GUARDED_BY(mutex_);
+  double last_preserved_timestamp_ CADRE_GUARDED_BY(mutex_) = 0;
   std::thread worker_;
   std::exception_ptr failure_;  // written by worker_, read after joining it
 };

@@ -29,10 +29,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "cadre/base/mutex.h"
 #include "cadre/io/dataset.h"
 #include "cadre/io/input_context.h"
 #include "cadre/io/input_fn.h"
@@ -119,9 +119,9 @@ class Strategy {
 
  private:
   std::unique_ptr<StrategyExtended> extended_;
-  mutable std::mutex threads_mutex_;
+  mutable Mutex threads_mutex_;
   mutable std::unique_ptr<ReplicaThreads>
-      threads_;  // GUARDED_BY(threads_mutex_), made on first run
+      threads_ CADRE_GUARDED_BY(threads_mutex_);  // made on first run
 };
 
 // Devices from text ("cpu:0,cpu:1", "gpu:0"); empty text: every GPU, else cpu:0. Throws

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
 #include "cadre/base/errors.h"
@@ -76,13 +75,13 @@ class NcclCollective : public GpuCollective {
   }
 
   void broadcast(void* data, size_t bytes, int root) override {
-    run("ncclBroadcast", [&](cudaStream_t stream) {
-      return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream);
+    run("ncclBroadcast", [&](ncclComm_t comm, cudaStream_t stream) {
+      return ncclBroadcast(data, data, bytes, ncclUint8, root, comm, stream);
     });
   }
 
   void abort(const std::string& reason) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (aborted_) return;
     aborted_ = true;
     abort_reason_ = reason;
@@ -95,20 +94,21 @@ class NcclCollective : public GpuCollective {
  private:
   void all_reduce(void* data, size_t count, ncclDataType_t type) {
     if (count == 0) return;
-    run("ncclAllReduce", [&](cudaStream_t stream) {
-      return ncclAllReduce(data, data, count, type, ncclSum, comm_, stream);
+    run("ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
+      return ncclAllReduce(data, data, count, type, ncclSum, comm, stream);
     });
   }
 
-  // Enqueues `op` on the device's compute stream and waits for it with the deadline.
+  // Enqueues op(communicator, stream) on the device's compute stream and waits for it with
+  // the deadline.
   template <typename Op>
   void run(const char* call, Op&& op) {
     CurrentDevice current(device_.index);
     backend::cuda::DeviceRuntime& rt = backend::cuda::runtime(device_.index);
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       throw_if_aborted_locked(call);
-      check_nccl(op(rt.compute()), call, comm_);
+      check_nccl(op(comm_, rt.compute()), call, comm_);
     }
     wait_for_comm(call);  // a non-blocking communicator may still be enqueuing
     cudaEvent_t done = rt.record(rt.compute());
@@ -133,7 +133,7 @@ class NcclCollective : public GpuCollective {
   // (or the communicator built), an error once one occurred. Throws AbortedError after an
   // abort.
   ncclResult_t state(std::string_view what) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     throw_if_aborted_locked(what);
     ncclResult_t state = ncclSuccess;
     check_nccl(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError", comm_);
@@ -185,7 +185,7 @@ class NcclCollective : public GpuCollective {
     }
   }
 
-  void throw_if_aborted_locked(std::string_view what) {
+  void throw_if_aborted_locked(std::string_view what) CADRE_REQUIRES(mutex_) {
     if (!aborted_) return;
     throw AbortedError(str_cat("NCCL rank ", rank_, " of ", size_, " on ", device_, ": ", what,
                                " on an aborted communicator (", abort_reason_, ")"));
@@ -194,10 +194,10 @@ class NcclCollective : public GpuCollective {
   int rank_, size_;
   Device device_;
   NcclOptions options_;
-  std::mutex mutex_;           // NCCL calls on comm_ and abort() exclude each other
-  ncclComm_t comm_ = nullptr;  // GUARDED_BY(mutex_) once constructed
-  bool aborted_ = false;       // GUARDED_BY(mutex_)
-  std::string abort_reason_;   // GUARDED_BY(mutex_)
+  Mutex mutex_;           // NCCL calls on comm_ and abort() exclude each other
+  ncclComm_t comm_ CADRE_GUARDED_BY(mutex_) = nullptr;  // once constructed
+  bool aborted_ CADRE_GUARDED_BY(mutex_) = false;
+  std::string abort_reason_ CADRE_GUARDED_BY(mutex_);
 };
 
 }  // namespace
