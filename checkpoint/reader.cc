@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "cadre/base/errors.h"
-#include "checkpoint/crc32c.h"
+#include "core/base/crc32c.h"
 #include "checkpoint/format.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_reader.h"
@@ -100,7 +100,7 @@ struct CheckpointReader::Impl {
       auto flush = [&] {
         std::vector<uint32_t> crcs = rows.read(run, verify);
         for (size_t i = 0; i < crcs.size(); ++i) {
-          crc = crc32c_combine(crc, crcs[i],
+          crc = crc32c::combine(crc, crcs[i],
                                static_cast<uint64_t>(run[i].end - run[i].begin) * row_bytes);
         }
         run.clear();
@@ -180,7 +180,7 @@ struct CheckpointReader::Impl {
           }
           std::vector<uint32_t> crcs = rows.read(pair, /*checksum=*/true);
           for (size_t i = 0; i < pair.size(); ++i) {
-            crc = crc32c_combine(
+            crc = crc32c::combine(
                 crc, crcs[i],
                 static_cast<uint64_t>(pair[i].end - pair[i].begin) * rows.row_bytes());
           }
@@ -237,7 +237,7 @@ struct CheckpointReader::Impl {
       internal::throw_hdf5(ErrorCode::kDataLoss,
                            str_cat(context(format::kGlobalStep), ": cannot read"));
     }
-    check_checksum(step.get(), format::kGlobalStep, crc32c(&global_step, sizeof(global_step)));
+    check_checksum(step.get(), format::kGlobalStep, crc32c::value(&global_step, sizeof(global_step)));
     for (const char* group : {format::kVariables, format::kSlots}) {
       for (const std::string& name : datasets_in(group)) {
         std::string dataset = str_cat(group, "/", name);
@@ -383,7 +383,7 @@ std::map<std::string, Generator::State> CheckpointReader::rng_states(bool verify
       internal::throw_hdf5(ErrorCode::kDataLoss,
                            str_cat(impl_->context(dataset_name), ": cannot read"));
     }
-    if (verify) impl_->check_checksum(dataset.get(), dataset_name, crc32c(fields, sizeof(fields)));
+    if (verify) impl_->check_checksum(dataset.get(), dataset_name, crc32c::value(fields, sizeof(fields)));
     states[name] = Generator::State{fields[0], fields[1], fields[2]};
   }
   return states;

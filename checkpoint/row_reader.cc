@@ -4,11 +4,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <exception>
-#include <future>
 
 #include "cadre/base/errors.h"
-#include "checkpoint/crc32c.h"
+#include "core/base/crc32c.h"
+#include "core/runtime/in_parallel.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_writer.h"
 #include "core/base/strings.h"
@@ -77,31 +76,16 @@ std::vector<uint32_t> RowReader::read(const std::vector<Block>& blocks, bool che
   std::vector<uint32_t> crcs(checksum ? blocks.size() : 0);
   // Thread t takes blocks t, t + 2, ...: reading a block and checksumming it while it is
   // in cache, as the other thread does the same with the next one.
-  auto work = [&](size_t first) {
-    for (size_t i = first; i < blocks.size(); i += 2) {
+  auto work = [&](int first) {
+    for (size_t i = static_cast<size_t>(first); i < blocks.size(); i += 2) {
       read_one(blocks[i]);
       if (checksum) {
-        crcs[i] = crc32c(blocks[i].target,
+        crcs[i] = crc32c::value(blocks[i].target,
                          static_cast<size_t>(blocks[i].end - blocks[i].begin) * row_bytes_);
       }
     }
   };
-  std::future<void> other;
-  if (blocks.size() > 1) other = std::async(std::launch::async, work, 1);
-  std::exception_ptr failure;
-  try {
-    work(0);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  if (other.valid()) {
-    try {
-      other.get();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  in_parallel(blocks.size() > 1 ? 2 : 1, work);
   return crcs;
 }
 

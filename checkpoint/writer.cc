@@ -3,7 +3,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "checkpoint/crc32c.h"
+#include "core/base/crc32c.h"
 #include "checkpoint/format.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_writer.h"
@@ -62,7 +62,7 @@ class FileWriter {
     if (shape.num_elements() > 0) {
       if (shape.rank() == 0) {
         Tensor host = host_contiguous(parts[0]);
-        crc = crc32c(host.raw_data(), host.nbytes());
+        crc = crc32c::value(host.raw_data(), host.nbytes());
         write(dataset.get(), type.get(), H5S_ALL, H5S_ALL, host.raw_data(), full_name);
       } else {
         crc = write_rows(dataset.get(), type.get(), parts, shape, full_name);
@@ -80,7 +80,7 @@ class FileWriter {
     Handle dataset = create_dataset(parent, name, full_name, type, shape);
     write(dataset.get(), type, H5S_ALL, H5S_ALL, bytes, full_name);
     internal::write_uint32_attribute(dataset.get(), format::kChecksumAttribute,
-                                     crc32c(bytes, size));
+                                     crc32c::value(bytes, size));
     return dataset;
   }
 
@@ -135,7 +135,7 @@ class FileWriter {
     auto flush = [&] {
       std::vector<uint32_t> crcs = writer.write(run);
       for (size_t i = 0; i < crcs.size(); ++i) {
-        crc = crc32c_combine(crc, crcs[i],
+        crc = crc32c::combine(crc, crcs[i],
                              static_cast<uint64_t>(run[i].end - run[i].begin) * row_bytes);
       }
       run.clear();

@@ -9,8 +9,9 @@
 #include "cadre/base/errors.h"
 #include "core/base/file_errors.h"
 #include "core/base/strings.h"
-#include "io/crc32c.h"
+#include "core/base/crc32c.h"
 #include "io/dataset_node.h"
+#include "io/masked_crc.h"
 
 namespace cadre::io {
 namespace {
@@ -37,7 +38,7 @@ uint32_t get_u32(const unsigned char* p) {
 
 void header_for(uint64_t length, char* header) {
   put_u64(header, length);
-  put_u32(header + 8, crc32c::mask(crc32c::value(header, 8)));
+  put_u32(header + 8, mask_crc(crc32c::value(header, 8)));
 }
 
 }  // namespace
@@ -46,7 +47,7 @@ std::string frame_record(std::string_view data) {
   std::string out(kHeaderBytes + data.size() + kFooterBytes, '\0');
   header_for(data.size(), out.data());
   std::memcpy(out.data() + kHeaderBytes, data.data(), data.size());
-  put_u32(out.data() + kHeaderBytes + data.size(), crc32c::mask(crc32c::value(data)));
+  put_u32(out.data() + kHeaderBytes + data.size(), mask_crc(crc32c::value(data)));
   return out;
 }
 
@@ -69,7 +70,7 @@ void TFRecordWriter::write(std::string_view record) {
   char header[kHeaderBytes];
   char footer[kFooterBytes];
   header_for(record.size(), header);
-  put_u32(footer, crc32c::mask(crc32c::value(record)));
+  put_u32(footer, mask_crc(crc32c::value(record)));
   if (std::fwrite(header, 1, kHeaderBytes, file_) != kHeaderBytes ||
       std::fwrite(record.data(), 1, record.size(), file_) != record.size() ||
       std::fwrite(footer, 1, kFooterBytes, file_) != kFooterBytes) {
@@ -126,7 +127,7 @@ std::optional<std::string> TFRecordReader::read() {
                                 kHeaderBytes, " bytes, only ", got, " remain"));
   }
   uint64_t length = get_u64(header);
-  if (crc32c::unmask(get_u32(header + 8)) != crc32c::value(header, 8)) {
+  if (unmask_crc(get_u32(header + 8)) != crc32c::value(header, 8)) {
     throw DataLossError(str_cat("TFRecord file ", path_, " is corrupted at byte offset ", offset_,
                                 ": the CRC of the record length does not match"));
   }
@@ -151,7 +152,7 @@ std::optional<std::string> TFRecordReader::read() {
                                 data_offset + got, ": the record at offset ", offset_, " declares ",
                                 length, " bytes of data"));
   }
-  if (crc32c::unmask(get_u32(footer)) != crc32c::value(data)) {
+  if (unmask_crc(get_u32(footer)) != crc32c::value(data)) {
     throw DataLossError(str_cat("TFRecord file ", path_, " is corrupted at byte offset ",
                                 data_offset, ": the CRC of the ", length,
                                 "-byte record data does not match"));

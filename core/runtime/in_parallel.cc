@@ -1,21 +1,25 @@
-#include "strategies/ps/in_parallel.h"
+#include "core/runtime/in_parallel.h"
 
 #include <exception>
 #include <future>
 
-namespace cadre::ps {
+namespace cadre {
 
 void in_parallel(const std::vector<int>& which, const std::function<void(int)>& fn) {
-  if (which.size() == 1) {
-    fn(which[0]);
-    return;
+  if (which.empty()) return;
+  std::vector<std::future<void>> others;
+  for (size_t k = 1; k < which.size(); ++k) {
+    others.push_back(std::async(std::launch::async, fn, which[k]));
   }
-  std::vector<std::future<void>> done;
-  for (int i : which) done.push_back(std::async(std::launch::async, fn, i));
   std::exception_ptr first;
-  for (auto& f : done) {
+  try {
+    fn(which[0]);
+  } catch (...) {
+    first = std::current_exception();
+  }
+  for (auto& other : others) {
     try {
-      f.get();
+      other.get();
     } catch (...) {
       if (!first) first = std::current_exception();
     }
@@ -23,10 +27,10 @@ void in_parallel(const std::vector<int>& which, const std::function<void(int)>& 
   if (first) std::rethrow_exception(first);
 }
 
-std::vector<int> indices(size_t n) {
-  std::vector<int> all(n);
-  for (size_t i = 0; i < n; ++i) all[i] = static_cast<int>(i);
-  return all;
+void in_parallel(int n, const std::function<void(int)>& fn) {
+  std::vector<int> all(n > 0 ? n : 0);
+  for (int i = 0; i < n; ++i) all[i] = i;
+  in_parallel(all, fn);
 }
 
-}  // namespace cadre::ps
+}  // namespace cadre

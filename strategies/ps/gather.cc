@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cadre/autodiff/tape.h"
-#include "strategies/ps/in_parallel.h"
+#include "core/runtime/in_parallel.h"
 #include "strategies/ps/rows.h"
 #include "strategies/ps/tensor_data.h"
 
@@ -18,7 +18,7 @@ using Listing = std::map<std::string, NamedTensor>;
 
 std::vector<Listing> list_held(const std::vector<std::unique_ptr<PsClient>>& clients) {
   std::vector<Listing> held(clients.size());
-  in_parallel(indices(clients.size()), [&](int p) {
+  in_parallel(static_cast<int>(clients.size()), [&](int p) {
     ReadResponse listing = clients[static_cast<size_t>(p)]->read(ReadRequest());
     for (const NamedTensor& t : listing.variables()) held[static_cast<size_t>(p)][t.name()] = t;
   });
@@ -30,7 +30,7 @@ std::vector<std::map<std::string, Tensor>> read_values(
     const std::vector<std::unique_ptr<PsClient>>& clients, int64_t max_message_bytes,
     const std::vector<Listing>& held) {
   std::vector<std::map<std::string, Tensor>> values(clients.size());
-  in_parallel(indices(clients.size()), [&](int p) {
+  in_parallel(static_cast<int>(clients.size()), [&](int p) {
     ReadRequest batch;
     int64_t bytes = 0;
     auto flush = [&] {

@@ -8,7 +8,6 @@
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/writer.h"
-#include "checkpoint/crc32c.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {
@@ -20,7 +19,7 @@ using testing::TempDir;
 
 // Offset in `path` of the first occurrence of `tensor`'s first bytes (its data on disk).
 std::streamoff find_data(const std::string& path, const Tensor& tensor, size_t bytes = 16) {
-  std::string contents = testing::read_text(path);
+  std::string contents = testing::read_file(path);
   std::string needle(static_cast<const char*>(tensor.contiguous().raw_data()), bytes);
   size_t at = contents.find(needle);
   EXPECT_NE(at, std::string::npos);
@@ -35,40 +34,6 @@ std::string error_of(Fn&& fn) {
     return error.what();
   }
   return "(no error)";
-}
-
-TEST(Crc32cTest, KnownValues) {
-  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
-  EXPECT_EQ(crc32c("", 0), 0u);
-  std::string text(1000, 'x');
-  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 7);
-  uint32_t whole = crc32c(text.data(), text.size());
-  EXPECT_EQ(crc32c_extend(crc32c(text.data(), 333), text.data() + 333, 667), whole);
-}
-
-// Bit-at-a-time CRC-32C: the definition, to check the fast paths against.
-uint32_t reference_crc32c(const std::string& data) {
-  uint32_t crc = 0xFFFFFFFFu;
-  for (unsigned char byte : data) {
-    crc ^= byte;
-    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1u) ? 0x82F63B78u : 0u);
-  }
-  return ~crc;
-}
-
-TEST(Crc32cTest, MatchesTheDefinitionAcrossStripesAndSplits) {
-  std::string data(300'001, '\0');
-  uint32_t seed = 1;
-  for (char& c : data) c = static_cast<char>((seed = seed * 1103515245u + 12345u) >> 24);
-  for (size_t size : {size_t{0}, size_t{7}, size_t{8}, size_t{98'303}, size_t{98'304},
-                      size_t{98'305}, size_t{200'000}, data.size()}) {
-    std::string part = data.substr(0, size);
-    EXPECT_EQ(crc32c(part.data(), part.size()), reference_crc32c(part)) << size;
-    size_t cut = size / 3;
-    EXPECT_EQ(crc32c_extend(crc32c(part.data(), cut), part.data() + cut, size - cut),
-              reference_crc32c(part))
-        << size;
-  }
 }
 
 TEST(FormatTest, RoundTripsEveryDtype) {
@@ -248,12 +213,12 @@ TEST(FormatTest, NoFlippedByteAnywhereGoesUnnoticed) {
       expected[name] = std::string(static_cast<const char*>(value.raw_data()), value.nbytes());
     }
   }
-  std::string original = testing::read_text(path);
+  std::string original = testing::read_file(path);
   int harmless = 0, detected = 0;
   for (size_t at = 0; at < original.size(); at += 7) {
     std::string damaged = original;
     damaged[at] ^= 0x10;
-    testing::write_text(dir.file("bad.h5"), damaged);
+    testing::write_file(dir.file("bad.h5"), damaged);
     try {
       auto reader = CheckpointReader::open(dir.file("bad.h5"));
       if (!reader->verify().empty()) {
@@ -278,12 +243,12 @@ TEST(FormatTest, NoFlippedByteAnywhereGoesUnnoticed) {
 TEST(FormatTest, AFileThatIsNotHdf5IsAClearDataLossError) {
   TempDir dir;
   std::string path = dir.file("model.ckpt-1.h5");
-  testing::write_text(path, "this is a text file, not a checkpoint\n");
+  testing::write_file(path, "this is a text file, not a checkpoint\n");
   std::string message = error_of([&] { CheckpointReader::open(path); });
   EXPECT_NE(message.find(path), std::string::npos) << message;
   EXPECT_NE(message.find("not an HDF5 file"), std::string::npos) << message;
   EXPECT_THROW(CheckpointReader::open(path), DataLossError);
-  EXPECT_EQ(testing::read_text(path), "this is a text file, not a checkpoint\n");
+  EXPECT_EQ(testing::read_file(path), "this is a text file, not a checkpoint\n");
 }
 
 TEST(FormatTest, TruncatedFileIsADataLossError) {
