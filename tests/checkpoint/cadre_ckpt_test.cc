@@ -92,7 +92,7 @@ TEST(CadreCkptTest, VerifyFindsTheDamagedDatasetAndTruncatedOrForeignFiles) {
   EXPECT_EQ(good.status, 0) << good.output;
   EXPECT_TRUE(contains(good.output, "OK ")) << good.output;
 
-  std::string contents = testing::read_text(dir.file("model.ckpt-9.h5"));
+  std::string contents = testing::read_file(dir.file("model.ckpt-9.h5"));
   size_t at = contents.find(std::string(static_cast<const char*>(weights.raw_data()), 64));
   ASSERT_NE(at, std::string::npos);
   testing::flip_byte(dir.file("model.ckpt-9.h5"), static_cast<std::streamoff>(at + 4000));
@@ -102,12 +102,12 @@ TEST(CadreCkptTest, VerifyFindsTheDamagedDatasetAndTruncatedOrForeignFiles) {
   EXPECT_TRUE(contains(flipped.output, "variables/big/kernel: checksum mismatch"))
       << flipped.output;
 
-  testing::write_text(dir.file("model.ckpt-10.h5"), contents.substr(0, contents.size() / 2));
+  testing::write_file(dir.file("model.ckpt-10.h5"), contents.substr(0, contents.size() / 2));
   ToolRun truncated = cadre_ckpt("verify " + dir.file("model.ckpt-10.h5"));
   EXPECT_EQ(truncated.status, 1) << truncated.output;
   EXPECT_TRUE(contains(truncated.output, "truncated")) << truncated.output;
 
-  testing::write_text(dir.file("model.ckpt-11.h5"), "hello");
+  testing::write_file(dir.file("model.ckpt-11.h5"), "hello");
   ToolRun foreign = cadre_ckpt("verify " + dir.path());  // every checkpoint of the model_dir
   EXPECT_EQ(foreign.status, 1) << foreign.output;
   EXPECT_TRUE(contains(foreign.output, "not an HDF5 file")) << foreign.output;

@@ -46,7 +46,7 @@ TEST(ManagerTest, SaveWritesTheCheckpointAndATensorFlowStyleStateFile) {
   EXPECT_EQ(manager.save(small_model(500)), dir.file("model.ckpt-500.h5"));
   env->advance(60);
   manager.save(small_model(1000));
-  EXPECT_EQ(testing::read_text(dir.file("checkpoint")),
+  EXPECT_EQ(testing::read_file(dir.file("checkpoint")),
             "model_checkpoint_path: \"model.ckpt-1000.h5\"\n"
             "all_model_checkpoint_paths: \"model.ckpt-500.h5\"\n"
             "all_model_checkpoint_paths: \"model.ckpt-1000.h5\"\n"
@@ -294,16 +294,16 @@ TEST(ManagerTest, AnAsynchronousFailureSurfacesAtTheNextSaveAndAtClose) {
 
 TEST(ManagerTest, RemovesTemporariesLeftByACrashedSave) {
   TempDir dir;
-  testing::write_text(dir.file("model.ckpt-5.h5.tmp-999-0"), "partial");
-  testing::write_text(dir.file("checkpoint.tmp-999-1"), "partial");
-  testing::write_text(dir.file("notes.txt"), "not ours");
+  testing::write_file(dir.file("model.ckpt-5.h5.tmp-999-0"), "partial");
+  testing::write_file(dir.file("checkpoint.tmp-999-1"), "partial");
+  testing::write_file(dir.file("notes.txt"), "not ours");
   CheckpointManager manager(dir.path());
   EXPECT_EQ(files_in(dir.path()), (std::set<std::string>{"notes.txt"}));
 }
 
 TEST(ManagerTest, ACorruptStateFileIsAClearError) {
   TempDir dir;
-  testing::write_text(dir.file("checkpoint"), "model_checkpoint_path: model.ckpt-1.h5\n");
+  testing::write_file(dir.file("checkpoint"), "model_checkpoint_path: model.ckpt-1.h5\n");
   try {
     CheckpointManager manager(dir.path());
     FAIL() << "no error";
@@ -311,7 +311,7 @@ TEST(ManagerTest, ACorruptStateFileIsAClearError) {
     EXPECT_NE(std::string(error.what()).find(dir.file("checkpoint")), std::string::npos);
     EXPECT_NE(std::string(error.what()).find("line 1"), std::string::npos) << error.what();
   }
-  EXPECT_EQ(testing::read_text(dir.file("checkpoint")), "model_checkpoint_path: model.ckpt-1.h5\n");
+  EXPECT_EQ(testing::read_file(dir.file("checkpoint")), "model_checkpoint_path: model.ckpt-1.h5\n");
 }
 
 }  // namespace

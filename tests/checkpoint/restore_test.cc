@@ -210,7 +210,7 @@ TEST(RestoreTest, ResumingFallsBackPastADamagedOrMissingLatestCheckpoint) {
 
 TEST(RestoreTest, AStateFileNamingAMissingFileIsAClearError) {
   TempDir dir;
-  testing::write_text(dir.file("checkpoint"), "model_checkpoint_path: \"model.ckpt-77.h5\"\n");
+  testing::write_file(dir.file("checkpoint"), "model_checkpoint_path: \"model.ckpt-77.h5\"\n");
   std::string latest = latest_checkpoint(dir.path()).value();
   try {
     CheckpointReader::open(latest);
@@ -219,7 +219,7 @@ TEST(RestoreTest, AStateFileNamingAMissingFileIsAClearError) {
     EXPECT_NE(std::string(error.what()).find(dir.file("model.ckpt-77.h5")), std::string::npos);
     EXPECT_NE(std::string(error.what()).find("does not exist"), std::string::npos);
   }
-  EXPECT_EQ(testing::read_text(dir.file("checkpoint")),
+  EXPECT_EQ(testing::read_file(dir.file("checkpoint")),
             "model_checkpoint_path: \"model.ckpt-77.h5\"\n");
 }
 

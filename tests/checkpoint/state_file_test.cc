@@ -56,7 +56,7 @@ TEST(StateFileTest, CheckpointNamesAndSteps) {
   testing::TempDir dir;
   for (const char* name :
        {"model.ckpt-20.h5", "model.ckpt-3.h5", "model.ckpt-7.h5.tmp-1-1", "checkpoint"}) {
-    testing::write_text(dir.file(name), "");
+    testing::write_file(dir.file(name), "");
   }
   auto files = list_checkpoint_files(*posix_env(), dir.path());
   ASSERT_EQ(files.size(), 2u);

@@ -30,7 +30,7 @@ TEST(WatcherTest, YieldsEachCheckpointOnceInStepOrderThenTimesOut) {
     CheckpointManager manager(dir.path(), options);
     for (int step : {30, 10, 20}) manager.save(small_model(step));
     // Never a partial file: a temporary of a save in progress is not a checkpoint.
-    testing::write_text(dir.file("model.ckpt-40.h5.tmp-1-1"), "partial");
+    testing::write_file(dir.file("model.ckpt-40.h5.tmp-1-1"), "partial");
     WatcherOptions watch;
     watch.use_inotify = inotify;
     watch.poll_interval_seconds = 0.05;

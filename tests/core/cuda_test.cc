@@ -1,6 +1,6 @@
 // The CUDA backend as a whole: memory, errors, transfers, a graph of many ops and its
-// gradients, and MLP and CNN training runs, each on gpu:0 against cpu:0. Skipped on
-// machines without a GPU.
+// gradients, each on gpu:0 against cpu:0 (training runs of the example models are in
+// tests/integration/cuda_training_test.cc). Skipped on machines without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +15,6 @@
 #include "cadre/ops/reduce.h"
 #include "cadre/runtime/precision.h"
 #include "core/tensor/transfer.h"
-#include "examples/fashion_mnist/models.h"
 #include "tests/core/cuda_test_util.h"
 
 namespace cadre {
@@ -148,57 +147,6 @@ TEST_F(CudaTest, GraphOfManyOpsAndItsGradientsMatchTheCpu) {
   for (size_t i = 0; i < gpu.size(); ++i) {
     testing::Both b{cpu[i], gpu[i].to(kGpu)};
     EXPECT_TRUE(testing::matches_scaled(b, 2e-4)) << (i == 0 ? "loss" : "gradient ") << i;
-  }
-}
-
-// Losses of `steps` Adam steps of `model` on `device`, from the same initial variables
-// (the initializers draw the same Philox streams on both devices) and the same batches.
-std::vector<float> train_losses(const std::string& model, Device device, int steps) {
-  Generator data(1, 2);
-  Tensor images = random_uniform({512, 784}, 0, 1, DType::kFloat32, &data);
-  Tensor labels = cast(floor(random_uniform({512}, 0, 10, DType::kFloat64, &data)), DType::kInt64);
-  // Learnable: the label shifts the image's mean.
-  images = images + cast(labels, DType::kFloat32).reshape({512, 1}) * 0.05;
-  DeviceScope scope(device);
-  images = images.to(device);
-  labels = labels.to(device);
-  nn::VariableStore store(42);
-  nn::VariableStoreScope store_scope(store);
-  auto optimizer = nn::optimizers::adam(1e-3);
-  std::vector<float> losses;
-  for (int step = 0; step < steps; ++step) {
-    Tensor batch = images.slice(0, (step * 64) % 512, (step * 64) % 512 + 64);
-    Tensor batch_labels = labels.slice(0, (step * 64) % 512, (step * 64) % 512 + 64);
-    GradientTape tape;
-    Tensor loss =
-        nn::sparse_softmax_cross_entropy(batch_labels, examples::model_logits(model, batch));
-    optimizer->minimize(tape, loss);
-    losses.push_back(loss.item<float>());
-  }
-  return losses;
-}
-
-TEST_F(CudaTest, MlpAndCnnTrainingMatchTheCpuLosses) {
-  for (const std::string model : {"mlp", "cnn"}) {
-    std::vector<float> gpu = train_losses(model, kGpu, 40);
-    std::vector<float> cpu = train_losses(model, kHost, 40);
-    for (size_t i = 0; i < gpu.size(); ++i) {
-      // Rounding differences grow with the steps; they stay far below the loss's decrease.
-      EXPECT_NEAR(gpu[i], cpu[i], 2e-3 * (1 + i / 10.0)) << model << " step " << i;
-    }
-    EXPECT_LT(gpu.back(), gpu.front()) << model;
-  }
-}
-
-TEST_F(CudaTest, Tf32AndBf16TrainingStayCloseToFloat32) {
-  std::vector<float> exact = train_losses("mlp", kGpu, 20);
-  for (Float32Precision p : {Float32Precision::kTF32, Float32Precision::kBFloat16}) {
-    set_float32_precision(p);
-    std::vector<float> fast = train_losses("mlp", kGpu, 20);
-    set_float32_precision(Float32Precision::kFloat32);
-    for (size_t i = 0; i < fast.size(); ++i) {
-      EXPECT_NEAR(fast[i], exact[i], 0.05 * exact[i]) << float32_precision_name(p) << " step " << i;
-    }
   }
 }
 

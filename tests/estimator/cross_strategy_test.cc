@@ -15,7 +15,7 @@
 #include "cadre/strategies/mirrored_strategy.h"
 #include "cadre/strategies/one_device_strategy.h"
 #include "tests/estimator/test_model.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -50,7 +50,7 @@ class Losses : public Hook {
   std::map<int64_t, double> by_step;
 };
 
-class CrossStrategyTest : public io::testing::TempDirTest {
+class CrossStrategyTest : public cadre::testing::TempDirTest {
  protected:
   std::map<int64_t, double> train(const std::string& dir, std::shared_ptr<const Strategy> strategy,
                                   int64_t max_steps) {

@@ -10,7 +10,7 @@
 #include "cadre/estimator/predictor.h"
 #include "cadre/io/event_file.h"
 #include "tests/estimator/test_model.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -21,7 +21,7 @@ using testing::predict_input;
 using testing::test_config;
 using testing::train_input;
 
-class EstimatorTest : public io::testing::TempDirTest {
+class EstimatorTest : public cadre::testing::TempDirTest {
  protected:
   std::string model_dir(const std::string& name = "model") const { return path(name); }
 };

@@ -17,7 +17,7 @@
 #include "cadre/io/summary_writer.h"
 #include "cadre/ops/math.h"
 #include "tests/estimator/test_model.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -27,7 +27,7 @@ using testing::eval_input;
 using testing::test_config;
 using testing::train_input;
 
-class HooksTest : public io::testing::TempDirTest {
+class HooksTest : public cadre::testing::TempDirTest {
  protected:
   std::string model_dir() const { return path("model"); }
   int64_t latest_step() const {

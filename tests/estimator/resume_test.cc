@@ -13,7 +13,7 @@
 
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -83,7 +83,7 @@ std::map<std::string, std::vector<double>> variables_of(const std::string& model
   return values;
 }
 
-class ResumeTest : public io::testing::TempDirTest {};
+class ResumeTest : public cadre::testing::TempDirTest {};
 
 TEST_F(ResumeTest, KilledAndRestartedRunsEndExactlyAsAnUninterruptedOne) {
   int seen = 0;

@@ -14,7 +14,7 @@
 #include "cadre/estimator/early_stopping.h"
 #include "cadre/estimator/train_and_evaluate.h"
 #include "cadre/io/event_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
 
 namespace cadre {
@@ -45,7 +45,7 @@ std::map<int64_t, int> evaluations(const std::string& model_dir) {
   return count;
 }
 
-class EvaluatorTest : public io::testing::TempDirTest {};
+class EvaluatorTest : public cadre::testing::TempDirTest {};
 
 TEST_F(EvaluatorTest, EvaluatesEveryCheckpointOnceAndExitsAfterTheFinalOne) {
   std::string dir = path("model");

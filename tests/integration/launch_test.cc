@@ -11,7 +11,7 @@
 #include <string>
 
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
 #include "tools/cadre_launch/launcher.h"
 
@@ -30,7 +30,7 @@ std::string program(const std::string& model_dir, int steps) {
          " --save_checkpoints_steps=100 --eval_steps=2 --batch_size=64";
 }
 
-class LaunchTest : public io::testing::TempDirTest {};
+class LaunchTest : public cadre::testing::TempDirTest {};
 
 TEST_F(LaunchTest, AChiefAWorkerAndAnEvaluatorRunToTheEnd) {
   testing::CommandResult run = launch(

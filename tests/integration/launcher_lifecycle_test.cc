@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
 
 namespace cadre {
@@ -28,7 +28,7 @@ std::vector<std::string> shell_tasks(const std::string& script) {
   return {"--", "/bin/sh", "-c", script};
 }
 
-class LauncherLifecycleTest : public io::testing::TempDirTest {
+class LauncherLifecycleTest : public cadre::testing::TempDirTest {
  protected:
   // Starts cadre_launch with its output in a file.
   pid_t start(const std::vector<std::string>& args) {

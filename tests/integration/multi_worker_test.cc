@@ -13,7 +13,7 @@
 
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
 
 namespace cadre {
@@ -38,7 +38,7 @@ std::string cluster_json(int chief_port, int worker_port) {
          "\"], \"worker\": [\"127.0.0.1:" + std::to_string(worker_port) + "\"]}";
 }
 
-class MultiWorkerTest : public io::testing::TempDirTest {
+class MultiWorkerTest : public cadre::testing::TempDirTest {
  protected:
   // A chief and a worker train to step 20 in `dir`; every variable then equals a single
   // process's after 20 steps of the same global batches.

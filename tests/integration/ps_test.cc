@@ -17,7 +17,7 @@
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
 
 namespace cadre {
@@ -96,7 +96,7 @@ std::unique_ptr<checkpoint::CheckpointReader> latest(const std::string& model_di
   return checkpoint::CheckpointReader::open(*path);
 }
 
-class PsClusterTest : public io::testing::TempDirTest {
+class PsClusterTest : public cadre::testing::TempDirTest {
  protected:
   // cadre_launch with `flags` running the multi-worker helper to `steps` in model_dir m.
   std::string helper_under_launch(const std::string& flags, int steps) const {

@@ -9,13 +9,13 @@
 #include <string>
 
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
 
 namespace cadre {
 namespace {
 
-class SlurmTest : public io::testing::TempDirTest {
+class SlurmTest : public cadre::testing::TempDirTest {
  protected:
   void SetUp() override {
     TempDirTest::SetUp();

@@ -10,7 +10,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/io/tfrecord.h"
 #include "tests/io/dataset_helpers.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
@@ -36,7 +36,7 @@ void expect_partition(const std::vector<std::vector<std::string>>& parts,
   EXPECT_EQ(joined, whole);
 }
 
-class AutoShardTest : public testing::TempDirTest {
+class AutoShardTest : public cadre::testing::TempDirTest {
  protected:
   // `files` TFRecord files named part-<i>.tfrecord of `records` records "f<i>r<j>".
   std::vector<std::string> write_files(int files, int records) {

@@ -4,12 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "cadre/base/errors.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
 
-class CsvTest : public testing::TempDirTest {
+class CsvTest : public cadre::testing::TempDirTest {
  protected:
   std::vector<Element> read_all(const std::vector<std::string>& files, const CsvOptions& options) {
     std::vector<Element> out;

@@ -12,7 +12,7 @@
 #include "cadre/io/input_context.h"
 #include "cadre/ops/math.h"
 #include "tests/io/dataset_helpers.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
@@ -254,7 +254,7 @@ TEST(DatasetTest, CacheInMemoryReadsTheInputOnce) {
   EXPECT_EQ(calls->load(), 5);
 }
 
-class DatasetFileTest : public testing::TempDirTest {};
+class DatasetFileTest : public cadre::testing::TempDirTest {};
 
 TEST_F(DatasetFileTest, CacheToFileIsReadByLaterDatasets) {
   auto calls = std::make_shared<std::atomic<int>>(0);

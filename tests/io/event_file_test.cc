@@ -13,7 +13,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/io/summary_writer.h"
 #include "cadre/io/tfrecord.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
@@ -39,7 +39,7 @@ double split_wall_time(const std::string& record, std::string& tail) {
   return wall_time;
 }
 
-class EventFileTest : public testing::TempDirTest {};
+class EventFileTest : public cadre::testing::TempDirTest {};
 
 TEST_F(EventFileTest, RecordsHaveTheEventWireLayout) {
   double before = now();
@@ -74,7 +74,7 @@ TEST_F(EventFileTest, RecordsHaveTheEventWireLayout) {
 TEST_F(EventFileTest, ScalarsHistogramsAndTextReadBack) {
   std::string file;
   {
-    SummaryWriter writer(dir_.string());
+    SummaryWriter writer(dir());
     file = writer.path();
     for (int64_t step = 0; step < 5; ++step) writer.scalar("loss", 1.0 / (step + 1), step * 100);
     writer.histogram("weights", Tensor::from_vector<float>({-1, 0, 0.5f, 2, 2}), 400);
@@ -136,7 +136,7 @@ TEST_F(EventFileTest, FlushesOnTheIntervalAndOnClose) {
 TEST_F(EventFileTest, DamagedEventFileIsDataLoss) {
   std::string file;
   {
-    SummaryWriter writer(dir_.string());
+    SummaryWriter writer(dir());
     file = writer.path();
     writer.scalar("loss", 1, 1);
   }

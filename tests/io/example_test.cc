@@ -6,7 +6,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/io/tfrecord.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
@@ -87,7 +87,7 @@ TEST(ExampleTest, BadExamplesNameTheFeature) {
   EXPECT_NE(m.find("tf.train.Example"), std::string::npos) << m;
 }
 
-class ExampleFileTest : public testing::TempDirTest {};
+class ExampleFileTest : public cadre::testing::TempDirTest {};
 
 TEST_F(ExampleFileTest, ParserMapsTFRecordsToFeaturesAndLabels) {
   std::string file = path("examples.tfrecord");

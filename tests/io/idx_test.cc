@@ -6,22 +6,15 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/io/idx.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
 
-class IdxTest : public ::testing::Test {
+class IdxTest : public cadre::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("cadre_idx_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string write(const std::string& name, const std::vector<unsigned char>& bytes, bool gzip) {
-    std::string path = (dir_ / name).string();
+    std::string path = this->path(name);
     if (gzip) {
       gzFile f = gzopen(path.c_str(), "wb");
       gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
@@ -32,8 +25,6 @@ class IdxTest : public ::testing::Test {
     }
     return path;
   }
-
-  std::filesystem::path dir_;
 };
 
 // Header of a 2x3 uint8 tensor, then its bytes.
@@ -55,7 +46,7 @@ TEST_F(IdxTest, ReadsBigEndianInt32) {
 
 TEST_F(IdxTest, MissingFileIsNotFound) {
   try {
-    read_idx((dir_ / "absent.gz").string());
+    read_idx(path("absent.gz"));
     FAIL();
   } catch (const NotFoundError& e) {
     EXPECT_NE(std::string(e.what()).find("absent.gz"), std::string::npos);

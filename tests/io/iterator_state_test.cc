@@ -10,7 +10,7 @@
 #include "cadre/io/tfrecord.h"
 #include "cadre/ops/math.h"
 #include "tests/io/dataset_helpers.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
@@ -156,7 +156,7 @@ TEST(IteratorStateTest, StateIsAFewNamedTensors) {
   EXPECT_LE(range_position, 100 + 30 - 1);
 }
 
-class FileStateTest : public testing::TempDirTest {};
+class FileStateTest : public cadre::testing::TempDirTest {};
 
 TEST_F(FileStateTest, FileReadersResumeAtTheirByteOffset) {
   std::vector<std::string> files;

@@ -17,7 +17,7 @@
 #include "cadre/io/example.h"
 #include "cadre/io/summary_writer.h"
 #include "cadre/io/tfrecord.h"
-#include "tests/io/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
@@ -68,7 +68,7 @@ std::vector<std::string> read_all_records(const std::string& path) {
   return records;
 }
 
-class TensorFlowFilesTest : public testing::TempDirTest {};
+class TensorFlowFilesTest : public cadre::testing::TempDirTest {};
 
 TEST_F(TensorFlowFilesTest, ReadsEveryValueOfExamplesTensorFlowWrote) {
   std::vector<std::string> records = read_all_records(golden_path());
@@ -153,7 +153,7 @@ ExampleBuilder cadre_example(int64_t r) {
 }
 
 TEST_F(TensorFlowFilesTest, WritesExamplesForTensorFlow) {
-  std::string path = (output_dir(dir_) / "cadre_examples.tfrecord").string();
+  std::string path = (output_dir(dir()) / "cadre_examples.tfrecord").string();
   {
     TFRecordWriter writer(path);
     for (int64_t r = 0; r < 4; ++r) writer.write(cadre_example(r).serialize());
@@ -170,7 +170,7 @@ TEST_F(TensorFlowFilesTest, WritesExamplesForTensorFlow) {
 }
 
 TEST_F(TensorFlowFilesTest, WritesSummariesForTensorBoard) {
-  std::filesystem::path logdir = output_dir(dir_) / "events";
+  std::filesystem::path logdir = output_dir(dir()) / "events";
   std::filesystem::remove_all(logdir);  // one event file only, this run's
   std::string file;
   {
