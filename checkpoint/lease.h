@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 
 namespace cadre::checkpoint {
 

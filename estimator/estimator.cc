@@ -6,6 +6,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/logging.h"
+#include "estimator/eval_writers.h"
 #include "core/base/strings.h"
 
 namespace cadre {
@@ -33,6 +34,7 @@ Estimator::Estimator(ModelFn model_fn, RunConfig config, Params params,
   if (!model_fn_) throw InvalidArgumentError("Estimator: model_fn is empty");
   config_.validate();
   seed_ = choose_seed(config_);
+  eval_writers_ = std::make_shared<EvalWriters>();
 }
 
 Estimator::~Estimator() = default;

@@ -8,6 +8,7 @@
 #include "cadre/io/summary_writer.h"
 #include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
+#include "estimator/eval_writers.h"
 #include "estimator/model_session.h"
 
 namespace cadre {
@@ -132,11 +133,12 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   results.set("loss", loss_sum / static_cast<double>(steps));
   results.set("global_step", static_cast<double>(global_step));
   if (!config_.model_dir.empty()) {
-    io::SummaryWriter writer(config_.model_dir + "/" + eval_dir_name(args.name));
+    io::SummaryWriter& writer = eval_writers_->writer(
+        join_path(config_.model_dir, eval_dir_name(args.name)), config_.file_system());
     for (const auto& [name, value] : results) {
       if (name != "global_step") writer.scalar(name, value, global_step);
     }
-    writer.close();
+    writer.flush();
   }
   std::string line = str_cat("evaluation of ", reader->path(), " (", steps, " steps on ",
                              strategy->topology(), "):");

@@ -4,14 +4,12 @@
 
 #include <algorithm>
 #include <ctime>
-#include <filesystem>
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {
 
-namespace fs = std::filesystem;
 
 LatestExporter::LatestExporter(std::string name, io::Features serving_features, int exports_to_keep)
     : name_(std::move(name)),
@@ -28,26 +26,31 @@ LatestExporter::LatestExporter(std::string name, io::Features serving_features, 
 
 std::string LatestExporter::write_export(const Estimator& estimator,
                                          const std::string& checkpoint_path) {
-  fs::path base = fs::path(estimator.model_dir()) / "export" / name_;
-  fs::create_directories(base);
+  std::shared_ptr<Env> env = estimator.config().file_system();
+  std::string base = join_path(join_path(estimator.model_dir(), "export"), name_);
+  env->create_dir(base);
   // TensorFlow names exports by the time in seconds; a second export within the same
   // second takes the next free number.
   int64_t stamp = static_cast<int64_t>(std::time(nullptr));
-  while (fs::exists(base / std::to_string(stamp))) ++stamp;
-  std::string dir = estimator.export_model((base / std::to_string(stamp)).string(),
+  while (env->file_exists(join_path(base, std::to_string(stamp)))) ++stamp;
+  std::string dir = estimator.export_model(join_path(base, std::to_string(stamp)),
                                            serving_features_, checkpoint_path);
   if (exports_to_keep_ > 0) {
     std::vector<int64_t> stamps;
-    for (const auto& entry : fs::directory_iterator(base)) {
-      const std::string file = entry.path().filename().string();
+    for (const std::string& file : env->list_dir(base)) {
       if (!file.empty() && std::all_of(file.begin(), file.end(), ::isdigit)) {
         stamps.push_back(std::stoll(file));
       }
     }
     std::sort(stamps.begin(), stamps.end());
     for (size_t i = 0; i + exports_to_keep_ < stamps.size(); ++i) {
-      std::error_code ignored;
-      fs::remove_all(base / std::to_string(stamps[i]), ignored);
+      std::string old = join_path(base, std::to_string(stamps[i]));
+      try {
+        env->remove_dir_recursively(old);
+      } catch (const std::exception& error) {
+        LOG(WARNING) << "exporter " << name_ << ": could not remove " << old << ": "
+                     << error.what();
+      }
     }
   }
   return dir;

@@ -1,12 +1,10 @@
 // Estimator::predict (a lazy stream of per-example predictions) and Estimator::export_model.
 #include <glog/logging.h>
-#include <unistd.h>
 
-#include <filesystem>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 #include "cadre/checkpoint/variables.h"
 #include "cadre/checkpoint/writer.h"
 #include "cadre/estimator/estimator.h"
@@ -140,9 +138,9 @@ Predictions Estimator::predict(const InputFn& input_fn, const PredictArgs& args)
 std::string Estimator::export_model(const std::string& export_dir,
                                     const io::Features& serving_features,
                                     const std::string& checkpoint_path) const {
-  namespace fs = std::filesystem;
   if (export_dir.empty()) throw InvalidArgumentError("export_model: export_dir is empty");
-  if (fs::exists(export_dir)) {
+  std::shared_ptr<Env> env = config_.file_system();
+  if (env->file_exists(export_dir)) {
     throw AlreadyExistsError(
         str_cat("export_model: ", export_dir, " exists already; exports never overwrite"));
   }
@@ -165,26 +163,32 @@ std::string Estimator::export_model(const std::string& export_dir,
   checkpoint::add_variables(session.store(), &data);
   data.attributes["exported_from"] = reader->path();
 
-  fs::path target(export_dir);
-  fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  fs::create_directories(parent);
-  fs::path temporary = parent / str_cat(".", target.filename().string(), ".tmp-", ::getpid());
-  fs::remove_all(temporary);
-  fs::create_directories(temporary);
+  // Everything is written into a temporary directory beside the target, which one rename
+  // then publishes whole.
+  std::string parent = dir_name(export_dir);
+  env->create_dir(parent);
+  std::string temporary = temporary_path_for(join_path(parent, "." + base_name(export_dir)));
+  env->create_dir(temporary);
+  bool renamed = false;
   try {
-    std::shared_ptr<checkpoint::Env> env = checkpoint::posix_env();
-    std::string variables = (temporary / estimator_internal::kExportVariablesFile).string();
+    std::string variables = join_path(temporary, estimator_internal::kExportVariablesFile);
     checkpoint::write_checkpoint_file(variables, data);
     env->sync_file(variables);
-    checkpoint::write_file_atomically(
-        *env, (temporary / estimator_internal::kExportDescriptionFile).string(),
-        estimator_internal::export_description_json(model));
-    env->sync_dir(temporary.string());
-    env->rename_file(temporary.string(), target.string());
-    env->sync_dir(parent.string());
+    write_file_atomically(*env, join_path(temporary, estimator_internal::kExportDescriptionFile),
+                          estimator_internal::export_description_json(model));
+    env->sync_dir(temporary);
+    env->rename_file(temporary, export_dir);
+    renamed = true;
+    env->sync_dir(parent);
   } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(temporary, ignored);
+    // An export whose rename may not survive a crash is withdrawn too: the caller is told
+    // it failed, so it must not stay.
+    std::string partial = renamed ? export_dir : temporary;
+    try {
+      env->remove_dir_recursively(partial);
+    } catch (const std::exception& error) {
+      LOG(WARNING) << "could not remove " << partial << ": " << error.what();
+    }
     throw;
   }
   LOG(INFO) << "exported step " << data.global_step << " of " << reader->path() << " to "

@@ -4,7 +4,7 @@
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 #include "core/base/strings.h"
 #include "estimator/export_format.h"
 #include "estimator/model_session.h"
@@ -31,12 +31,12 @@ std::unique_ptr<Predictor> Predictor::load(const std::string& export_dir, ModelF
     throw NotFoundError(str_cat("Predictor::load: no exported model at ", export_dir));
   }
   std::string description_path =
-      checkpoint::join_path(export_dir, estimator_internal::kExportDescriptionFile);
-  std::string json = checkpoint::posix_env()->read_file(description_path);
+      join_path(export_dir, estimator_internal::kExportDescriptionFile);
+  std::string json = posix_env()->read_file(description_path);
   auto model = std::make_unique<ExportedModel>(
       estimator_internal::parse_export_description(json, description_path));
   std::shared_ptr<const checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(
-      checkpoint::join_path(export_dir, estimator_internal::kExportVariablesFile));
+      join_path(export_dir, estimator_internal::kExportVariablesFile));
   auto session = std::make_unique<ModelSession>(0, reader, checkpoint::same_names(), true);
   return std::unique_ptr<Predictor>(new Predictor(
       std::move(model_fn), std::move(params), std::move(model), std::move(session), export_dir));

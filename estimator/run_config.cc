@@ -38,6 +38,8 @@ RunConfig RunConfig::from_environment() {
   return RunConfig();
 }
 
+std::shared_ptr<Env> RunConfig::file_system() const { return env ? env : posix_env(); }
+
 double RunConfig::checkpoint_secs() const {
   if (save_checkpoints_steps) return 0;
   return save_checkpoints_secs.value_or(600);

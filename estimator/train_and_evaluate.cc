@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "cadre/base/errors.h"
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/watcher.h"
 #include "cadre/estimator/early_stopping.h"
@@ -80,14 +80,13 @@ class EvaluateOnSave : public CheckpointSaverListener {
 
 constexpr char kTrainingFinishedFile[] = "training_finished";
 
-void mark_training_finished(const std::string& model_dir, std::optional<int64_t> step) {
-  auto env = checkpoint::posix_env();
-  std::string path = checkpoint::join_path(model_dir, kTrainingFinishedFile);
+void mark_training_finished(Env& env, const std::string& model_dir, std::optional<int64_t> step) {
+  std::string path = join_path(model_dir, kTrainingFinishedFile);
   if (!step) {
-    env->remove_file(path);
+    env.remove_file(path);
     return;
   }
-  checkpoint::write_file_atomically(*env, path, str_cat("training finished at step ", *step, "\n"));
+  write_file_atomically(env, path, str_cat("training finished at step ", *step, "\n"));
 }
 
 void check_args(const TrainSpec& train_spec, const EvalSpec& eval_spec) {
@@ -120,7 +119,7 @@ EvalArgs eval_args_of(const EvalSpec& eval_spec) {
 }
 
 // Whether `step` is to be evaluated under the policy; the final step always is.
-bool wanted(const EvalSpec& spec, const std::string& model_dir, int64_t step,
+bool wanted(const EvalSpec& spec, Env& env, const std::string& model_dir, int64_t step,
             std::optional<int64_t> final_step) {
   if (final_step && step >= *final_step) return true;
   switch (spec.evaluator_policy) {
@@ -129,8 +128,7 @@ bool wanted(const EvalSpec& spec, const std::string& model_dir, int64_t step,
     case EvaluatorPolicy::kEveryKSteps:
       return step % spec.every_k_steps == 0;
     case EvaluatorPolicy::kLatest: {
-      auto env = checkpoint::posix_env();
-      auto files = checkpoint::list_checkpoint_files(*env, model_dir);
+      auto files = checkpoint::list_checkpoint_files(env, model_dir);
       return files.empty() || files.back().first <= step;
     }
   }
@@ -140,9 +138,10 @@ bool wanted(const EvalSpec& spec, const std::string& model_dir, int64_t step,
 TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_spec) {
   const std::string& model_dir = estimator.model_dir();
   if (model_dir.empty()) throw InvalidArgumentError("evaluator: RunConfig.model_dir is empty");
+  std::shared_ptr<Env> env = estimator.config().file_system();
   TrainAndEvaluateResult result;
   EvalArgs args = eval_args_of(eval_spec);
-  std::string eval_dir = checkpoint::join_path(model_dir, eval_dir_name(eval_spec.name));
+  std::string eval_dir = join_path(model_dir, eval_dir_name(eval_spec.name));
   // The durable cursor: the steps this evaluator (or an earlier run of it) recorded.
   auto history = read_eval_history(eval_dir, "loss");
   int64_t cursor = history.empty() ? -1 : history.back().first;
@@ -152,11 +151,12 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
   checkpoint::WatcherOptions options;
   options.after_step = cursor;
   options.protect_unseen = eval_spec.evaluator_policy == EvaluatorPolicy::kAll;
+  options.env = env;
   checkpoint::CheckpointWatcher watcher(model_dir, options);
   Clock::time_point next_eval = Clock::now();
   Clock::time_point last_wait_log = Clock::now();
   while (true) {
-    std::optional<int64_t> final_step = read_training_finished(model_dir);
+    std::optional<int64_t> final_step = read_training_finished(model_dir, env);
     if (final_step && watcher.last_step() >= *final_step) break;
     std::unique_ptr<checkpoint::CheckpointReader> reader = watcher.next(/*timeout_seconds=*/2);
     if (!reader) {
@@ -168,8 +168,8 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
       continue;
     }
     int64_t step = reader->global_step();
-    final_step = read_training_finished(model_dir);
-    if (!wanted(eval_spec, model_dir, step, final_step)) {
+    final_step = read_training_finished(model_dir, env);
+    if (!wanted(eval_spec, *env, model_dir, step, final_step)) {
       LOG(INFO) << "evaluator: skipping step " << step << " per its policy";
       continue;
     }
@@ -197,7 +197,7 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const EvalSpec& eval_
     }
   }
   LOG(INFO) << "evaluator: training finished at step "
-            << read_training_finished(model_dir).value_or(-1)
+            << read_training_finished(model_dir, env).value_or(-1)
             << " and its last checkpoint is evaluated; exiting";
   return result;
 }
@@ -224,9 +224,10 @@ const ps::ParameterServers* parameter_servers(const RunConfig& config) {
 
 }  // namespace
 
-std::optional<int64_t> read_training_finished(const std::string& model_dir) {
-  auto env = checkpoint::posix_env();
-  std::string path = checkpoint::join_path(model_dir, kTrainingFinishedFile);
+std::optional<int64_t> read_training_finished(const std::string& model_dir,
+                                              const std::shared_ptr<Env>& file_system) {
+  std::shared_ptr<Env> env = file_system ? file_system : posix_env();
+  std::string path = join_path(model_dir, kTrainingFinishedFile);
   if (!env->file_exists(path)) return std::nullopt;
   std::string text = env->read_file(path);
   long long step = 0;
@@ -256,7 +257,7 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
         " worker(s); set train_distribute = MultiWorkerMirroredStrategy::create(*config.cluster)"));
   }
   TrainAndEvaluateResult result;
-  if (config.is_chief) mark_training_finished(estimator.model_dir(), std::nullopt);
+  if (config.is_chief) mark_training_finished(*config.file_system(), estimator.model_dir(), std::nullopt);
   TrainArgs train_args;
   train_args.max_steps = train_spec.max_steps;
   train_args.hooks = train_spec.hooks;
@@ -274,7 +275,7 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
     result.final_eval.set("global_step", static_cast<double>(step));
   }
   if (config.is_chief && result.final_eval.count("global_step")) {
-    mark_training_finished(estimator.model_dir(),
+    mark_training_finished(*config.file_system(), estimator.model_dir(),
                            static_cast<int64_t>(result.final_eval.at("global_step")));
   }
   return result;

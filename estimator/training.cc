@@ -92,7 +92,11 @@ class TrainRun : public Run {
       creator = checkpoint::restoring_creator(warm, std::move(warm_names), /*verify=*/true);
     }
     variables_ = strategy_->create_variables(estimator.seed(), creator);
-    if (manager_) writer_ = std::make_unique<io::SummaryWriter>(estimator.model_dir());
+    if (manager_) {
+      io::SummaryWriterOptions options;
+      options.env = estimator.config().file_system();
+      writer_ = std::make_unique<io::SummaryWriter>(estimator.model_dir(), options);
+    }
   }
 
   ModeKeys mode() const override { return ModeKeys::kTrain; }
@@ -261,6 +265,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     options.keep_checkpoint_max = config_.keep_checkpoint_max;
     options.keep_checkpoint_every_n_hours = config_.keep_checkpoint_every_n_hours;
     options.async_save = config_.async_checkpoint;
+    options.env = config_.file_system();
     manager = std::make_unique<checkpoint::CheckpointManager>(config_.model_dir, options);
   }
   std::shared_ptr<const checkpoint::CheckpointReader> resume =

@@ -1,6 +1,5 @@
 // cache: the input's elements kept after the first complete pass, in memory or in a file of
 // TFRecord-framed encoded elements.
-#include <filesystem>
 #include <mutex>
 
 #include "cadre/base/errors.h"
@@ -22,8 +21,8 @@ struct MemoryCache {
 
 class CacheNode : public DatasetNode {
  public:
-  CacheNode(NodePtr input, std::string filename)
-      : input_(std::move(input)), filename_(std::move(filename)) {}
+  CacheNode(NodePtr input, std::string filename, std::shared_ptr<Env> env)
+      : input_(std::move(input)), filename_(std::move(filename)), env_(std::move(env)) {}
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
   std::string_view kind() const override { return "cache"; }
   // A file cache hides its input: the file holds what that input produced when written.
@@ -33,12 +32,13 @@ class CacheNode : public DatasetNode {
   }
   // A new, empty memory cache over the new input.
   NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
-    return std::make_shared<CacheNode>(inputs.at(0), filename_);
+    return std::make_shared<CacheNode>(inputs.at(0), filename_, env_);
   }
   const NodePtr& input() const { return input_; }
 
   NodePtr input_;
   std::string filename_;
+  std::shared_ptr<Env> env_;  // for the file cache
   std::shared_ptr<MemoryCache> memory_ = std::make_shared<MemoryCache>();
 };
 
@@ -126,7 +126,7 @@ class FileCacheIterator : public IteratorNode {
         node_(node),
         context_(context),
         partial_(node.filename_ + ".partial") {
-    if (std::filesystem::exists(node_.filename_)) {
+    if (env().file_exists(node_.filename_)) {
       reader_ = std::make_unique<TFRecordReader>(node_.filename_);
     } else {
       // The writer opens (truncating the partial file) at the first element, so that a
@@ -144,7 +144,7 @@ class FileCacheIterator : public IteratorNode {
       return e;
     }
     if (!input_) return std::nullopt;
-    if (!writer_) writer_ = std::make_unique<TFRecordWriter>(partial_);
+    if (!writer_) writer_ = open_writer(/*append=*/false);
     auto e = input_->next();
     if (e) {
       std::string bytes;
@@ -155,7 +155,7 @@ class FileCacheIterator : public IteratorNode {
     // Publish atomically: readers never see a partial cache under the final name.
     writer_->flush(/*sync=*/true);
     writer_->close();
-    std::filesystem::rename(partial_, node_.filename_);
+    env().rename_file(partial_, node_.filename_);
     writer_.reset();
     input_.reset();
     return std::nullopt;
@@ -166,7 +166,7 @@ class FileCacheIterator : public IteratorNode {
     if (reader_) {
       w.write_int("offset", static_cast<int64_t>(reader_->offset()));
     } else if (input_) {
-      if (!writer_) writer_ = std::make_unique<TFRecordWriter>(partial_);
+      if (!writer_) writer_ = open_writer(/*append=*/false);
       writer_->flush(/*sync=*/true);  // the saved offset must name bytes on disk
       w.write_int("offset", static_cast<int64_t>(writer_->offset()));
       input_->save(w.child("input"));
@@ -181,24 +181,29 @@ class FileCacheIterator : public IteratorNode {
     writer_.reset();
     input_.reset();
     if (offset < 0) return;
-    if (r.read_int("reading") != 0 || std::filesystem::exists(node_.filename_)) {
+    if (r.read_int("reading") != 0 || env().file_exists(node_.filename_)) {
       reader_ = std::make_unique<TFRecordReader>(node_.filename_);
       reader_->seek(static_cast<uint64_t>(offset));
       return;
     }
-    if (!std::filesystem::exists(partial_) ||
-        std::filesystem::file_size(partial_) < static_cast<uint64_t>(offset)) {
+    if (!env().file_exists(partial_) ||
+        env().file_size(partial_) < static_cast<uint64_t>(offset)) {
       throw FailedPreconditionError(str_cat("cache: cannot resume writing ", partial_,
                                             ": it is missing or shorter than the saved ", offset,
                                             " bytes"));
     }
-    std::filesystem::resize_file(partial_, static_cast<uint64_t>(offset));
-    writer_ = std::make_unique<TFRecordWriter>(partial_, /*append=*/true);
+    env().truncate_file(partial_, static_cast<uint64_t>(offset));
+    writer_ = open_writer(/*append=*/true);
     input_ = node_.input()->make_iterator(context_);
     input_->restore(r.child("input"));
   }
 
  private:
+  Env& env() const { return *node_.env_; }
+  std::unique_ptr<TFRecordWriter> open_writer(bool append) const {
+    return std::make_unique<TFRecordWriter>(partial_, append, node_.env_);
+  }
+
   const CacheNode& node_;
   IteratorContext context_;
   std::string partial_;
@@ -214,8 +219,8 @@ std::unique_ptr<IteratorNode> CacheNode::make_iterator(const IteratorContext& co
 
 }  // namespace
 
-Dataset Dataset::cache(const std::string& filename) const {
-  return Dataset(std::make_shared<CacheNode>(node_, filename));
+Dataset Dataset::cache(const std::string& filename, std::shared_ptr<Env> env) const {
+  return Dataset(std::make_shared<CacheNode>(node_, filename, env ? std::move(env) : posix_env()));
 }
 
 }  // namespace cadre::io

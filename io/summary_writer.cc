@@ -5,12 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/event_file.h"
 #include "cadre/io/tfrecord.h"
-#include "core/base/file_errors.h"
 #include "core/base/strings.h"
 #include "io/proto/event.pb.h"
 
@@ -30,14 +28,14 @@ std::string hostname() {
 
 // A new file name in `logdir`: two writers started in the same second in one process get
 // distinct names through a counter suffix.
-std::string unique_event_path(const std::string& logdir, const std::string& suffix) {
+std::string unique_event_path(Env& env, const std::string& logdir, const std::string& suffix) {
   auto seconds = static_cast<long long>(now_seconds());
   char stamp[32];
   std::snprintf(stamp, sizeof(stamp), "%010lld", seconds);
   std::string base =
       str_cat(logdir, "/events.out.tfevents.", stamp, ".", hostname(), ".", ::getpid());
   std::string path = base + suffix;
-  for (int n = 1; std::filesystem::exists(path); ++n) path = str_cat(base, ".", n, suffix);
+  for (int n = 1; env.file_exists(path); ++n) path = str_cat(base, ".", n, suffix);
   return path;
 }
 
@@ -52,11 +50,10 @@ proto::Event make_event(int64_t step) {
 
 SummaryWriter::SummaryWriter(const std::string& logdir, SummaryWriterOptions options)
     : options_(std::move(options)) {
-  std::error_code ec;
-  std::filesystem::create_directories(logdir, ec);
-  if (ec) throw_file_error("cannot create the summary directory", logdir, ec.value());
-  path_ = unique_event_path(logdir, options_.filename_suffix);
-  writer_ = std::make_unique<TFRecordWriter>(path_);
+  if (!options_.env) options_.env = posix_env();
+  options_.env->create_dir(logdir);
+  path_ = unique_event_path(*options_.env, logdir, options_.filename_suffix);
+  writer_ = std::make_unique<TFRecordWriter>(path_, /*append=*/false, options_.env);
   proto::Event version = make_event(0);
   version.set_file_version("brain.Event:2");
   write_event(version.SerializeAsString());

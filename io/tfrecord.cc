@@ -51,47 +51,39 @@ std::string frame_record(std::string_view data) {
   return out;
 }
 
-TFRecordWriter::TFRecordWriter(const std::string& path, bool append) : path_(path) {
-  file_ = std::fopen(path.c_str(), append ? "ab" : "wb");
-  if (file_ == nullptr) throw_file_error("cannot open TFRecord file for writing", path, errno);
-  if (append) {
-    std::fseek(file_, 0, SEEK_END);
-    offset_ = static_cast<uint64_t>(std::ftell(file_));
-  }
-}
+TFRecordWriter::TFRecordWriter(const std::string& path, bool append,
+                               const std::shared_ptr<Env>& env)
+    : path_(path), file_((env ? env : posix_env())->new_writable_file(path, append)) {}
 
-TFRecordWriter::~TFRecordWriter() {
-  if (file_ != nullptr) std::fclose(file_);
-}
+TFRecordWriter::~TFRecordWriter() = default;
+
+uint64_t TFRecordWriter::offset() const { return file_ ? file_->size() : closed_size_; }
 
 void TFRecordWriter::write(std::string_view record) {
-  if (file_ == nullptr)
-    throw FailedPreconditionError(str_cat("TFRecord file ", path_, " is closed"));
+  if (!file_) throw FailedPreconditionError(str_cat("TFRecord file ", path_, " is closed"));
   char header[kHeaderBytes];
   char footer[kFooterBytes];
   header_for(record.size(), header);
   put_u32(footer, mask_crc(crc32c::value(record)));
-  if (std::fwrite(header, 1, kHeaderBytes, file_) != kHeaderBytes ||
-      std::fwrite(record.data(), 1, record.size(), file_) != record.size() ||
-      std::fwrite(footer, 1, kFooterBytes, file_) != kFooterBytes) {
-    throw_file_error("cannot write TFRecord file", path_, errno);
-  }
-  offset_ += kHeaderBytes + record.size() + kFooterBytes;
+  file_->append(std::string_view(header, kHeaderBytes));
+  file_->append(record);
+  file_->append(std::string_view(footer, kFooterBytes));
 }
 
 void TFRecordWriter::flush(bool sync) {
-  if (file_ == nullptr) return;
-  if (std::fflush(file_) != 0) throw_file_error("cannot flush TFRecord file", path_, errno);
-  if (sync && ::fsync(::fileno(file_)) != 0) {
-    throw_file_error("cannot sync TFRecord file", path_, errno);
+  if (!file_) return;
+  if (sync) {
+    file_->sync();
+  } else {
+    file_->flush();
   }
 }
 
 void TFRecordWriter::close() {
-  if (file_ == nullptr) return;
-  std::FILE* file = file_;
-  file_ = nullptr;
-  if (std::fclose(file) != 0) throw_file_error("cannot close TFRecord file", path_, errno);
+  if (!file_) return;
+  std::unique_ptr<WritableFile> file = std::move(file_);
+  closed_size_ = file->size();
+  file->close();
 }
 
 TFRecordReader::TFRecordReader(const std::string& path) : path_(path) {

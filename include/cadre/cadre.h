@@ -4,7 +4,8 @@
 
 #include "cadre/version.h"
 
-// Errors, tensors and devices.
+// Errors, files, tensors and devices.
+#include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "cadre/runtime/precision.h"
 #include "cadre/runtime/threading.h"
@@ -46,7 +47,6 @@
 
 // Checkpoints.
 #include "cadre/checkpoint/contents.h"
-#include "cadre/checkpoint/env.h"
 #include "cadre/checkpoint/manager.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/restore.h"

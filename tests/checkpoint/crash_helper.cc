@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     CheckpointManager manager(argv[1], options);
     int64_t step = 0;
     if (auto latest = manager.latest_checkpoint()) {
-      step = checkpoint_step(base_name(*latest), "model.ckpt").value_or(0);
+      step = checkpoint_step(cadre::base_name(*latest), "model.ckpt").value_or(0);
     }
     while (true) {
       ++step;

@@ -13,13 +13,13 @@
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
 #include "checkpoint/lease.h"
-#include "tests/checkpoint/fault_env.h"
+#include "tests/support/fault_env.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {
 namespace {
 
-using testing::FaultEnv;
+using cadre::testing::FaultEnv;
 using testing::small_model;
 using testing::TempDir;
 

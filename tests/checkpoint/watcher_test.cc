@@ -9,7 +9,7 @@
 
 #include "cadre/checkpoint/manager.h"
 #include "core/base/strings.h"
-#include "tests/checkpoint/fault_env.h"
+#include "tests/support/fault_env.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {
@@ -70,7 +70,7 @@ TEST(WatcherTest, WakesPromptlyOnANewCheckpoint) {
 
 // Lists a checkpoint that retention has just removed, as a listing taken a moment earlier
 // would.
-class StaleListingEnv : public testing::FaultEnv {
+class StaleListingEnv : public cadre::testing::FaultEnv {
  public:
   std::vector<std::string> list_dir(const std::string& dir) override {
     std::vector<std::string> names = FaultEnv::list_dir(dir);

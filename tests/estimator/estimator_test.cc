@@ -8,8 +8,10 @@
 #include "cadre/checkpoint/reader.h"
 #include "cadre/estimator/basic_hooks.h"
 #include "cadre/estimator/predictor.h"
+#include "cadre/estimator/train_and_evaluate.h"
 #include "cadre/io/event_file.h"
 #include "tests/estimator/test_model.h"
+#include "tests/support/fault_env.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre {
@@ -120,6 +122,73 @@ TEST_F(EstimatorTest, EvaluateWritesItsResultsForTensorBoard) {
   }
   EXPECT_NEAR(seen.at("accuracy"), result.at("accuracy"), 1e-6);
   EXPECT_NEAR(seen.at("loss"), result.at("loss"), 1e-6);
+}
+
+TEST_F(EstimatorTest, EvaluationsOfOneProcessShareOneEventFileReadInStepOrder) {
+  Estimator estimator(classifier_fn, test_config(model_dir(), 10));
+  for (int64_t step : {10, 20, 30}) {
+    estimator.train(train_input, {.max_steps = step});
+    estimator.evaluate(eval_input, {.steps = 1});
+  }
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir() + "/eval")) {
+    files.push_back(entry.path().string());
+  }
+  ASSERT_EQ(files.size(), 1u) << "one event file per process, as TensorFlow's evaluator";
+  std::vector<int64_t> steps;  // flushed after each evaluation: all three are there already
+  for (const io::Event& event : io::read_event_file(files[0])) {
+    for (const io::SummaryValue& value : event.values) {
+      if (value.tag == "loss") steps.push_back(event.step);
+    }
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{10, 20, 30}));
+}
+
+TEST_F(EstimatorTest, EveryFileTheEstimatorWritesGoesThroughItsEnv) {
+  auto env = std::make_shared<cadre::testing::FaultEnv>();
+  RunConfig config = test_config(model_dir(), 10);
+  config.env = env;
+  Estimator estimator(classifier_fn, config);
+  train_and_evaluate(estimator, TrainSpec(train_input, 20), EvalSpec(eval_input, 1));
+  auto [x, y] = testing::classification_data(2);
+  estimator.export_model(path("export"), Features{{"x", x}});
+  std::string log;
+  for (const std::string& line : env->log()) log += line + "\n";
+  for (const char* expected : {"rename checkpoint.tmp-",     // the state file
+                               "open events.out.tfevents.",  // training and eval summaries
+                               "rename training_finished.tmp-", "rename export.json.tmp-",
+                               "rename .export.tmp-"}) {     // the export, published whole
+    EXPECT_NE(log.find(expected), std::string::npos) << expected << " in\n" << log;
+  }
+}
+
+// A failure at any step of an export leaves no export and nothing temporary behind, and
+// the next export succeeds. (A crash leaves the temporary directory, which is never taken
+// for an export.)
+TEST_F(EstimatorTest, AnExportInterruptedAtAnyStepLeavesNothing) {
+  auto env = std::make_shared<cadre::testing::FaultEnv>();
+  RunConfig config = test_config(model_dir());
+  config.env = env;
+  Estimator estimator(classifier_fn, config);
+  estimator.train(train_input, {.max_steps = 10});
+  auto [x, y] = testing::classification_data(2);
+  Features serving{{"x", x}};
+  env->fail_from(-1);
+  estimator.export_model(path("whole"), serving);
+  int steps = env->mutations();
+  ASSERT_GT(steps, 3);
+  for (int failing = 0; failing < steps; ++failing) {
+    std::filesystem::remove_all(path("exports"));
+    env->fail_from(failing, /*once=*/true);
+    EXPECT_THROW(estimator.export_model(path("exports/model"), serving), UnavailableError)
+        << failing;
+    env->fail_from(-1);
+    EXPECT_FALSE(std::filesystem::exists(path("exports/model"))) << failing;
+    if (std::filesystem::exists(path("exports"))) {
+      EXPECT_TRUE(std::filesystem::is_empty(path("exports"))) << failing;
+    }
+  }
+  EXPECT_EQ(estimator.export_model(path("exports/model"), serving), path("exports/model"));
 }
 
 TEST_F(EstimatorTest, PredictStreamsPerExamplePredictions) {

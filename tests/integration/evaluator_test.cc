@@ -57,7 +57,7 @@ TEST_F(EvaluatorTest, EvaluatesEveryCheckpointOnceAndExitsAfterTheFinalOne) {
   EXPECT_EQ(evaluations(dir),
             (std::map<int64_t, int>{{10, 1}, {20, 1}, {30, 1}, {40, 1}, {50, 1}, {60, 1}}));
   // Retention caught up once the evaluator released its leases.
-  auto env = checkpoint::posix_env();
+  auto env = posix_env();
   EXPECT_LE(checkpoint::list_checkpoint_files(*env, dir).size(), 3u);
 
   // Restarted, it finds everything evaluated and exits at once.

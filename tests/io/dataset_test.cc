@@ -12,6 +12,7 @@
 #include "cadre/io/input_context.h"
 #include "cadre/ops/math.h"
 #include "tests/io/dataset_helpers.h"
+#include "tests/support/fault_env.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre::io {
@@ -279,6 +280,27 @@ TEST_F(DatasetFileTest, CacheToFileIsReadByLaterDatasets) {
   int after_first = calls->load();
   EXPECT_EQ(labels_of(make().cache(file)), (V{1, 2, 3, 4}));  // a new dataset, same file
   EXPECT_EQ(calls->load(), after_first);
+}
+
+TEST_F(DatasetFileTest, TheFileCacheIsWrittenAndPublishedThroughItsEnv) {
+  auto env = std::make_shared<cadre::testing::FaultEnv>();
+  std::string file = path("cache");
+  auto drain = [](const Dataset& ds) {
+    Iterator it = ds.make_iterator();
+    int n = 0;
+    while (it.next()) ++n;
+    return n;
+  };
+  env->fail_from(-1);
+  EXPECT_EQ(drain(Dataset::range(3).cache(file, env)), 3);
+  std::vector<std::string> log = env->log();
+  EXPECT_EQ(log.front(), "open cache.partial");
+  EXPECT_EQ(log.back(), "rename cache.partial cache");
+  // A publish that fails leaves no cache under the final name: the next pass reads the input.
+  std::filesystem::remove(file);
+  env->fail_from(static_cast<int>(log.size()) - 1);
+  EXPECT_THROW(drain(Dataset::range(3).cache(file, env)), UnavailableError);
+  EXPECT_FALSE(std::filesystem::exists(file));
 }
 
 TEST(DatasetTest, IteratorOutlivesItsDataset) {

@@ -7,6 +7,7 @@
 #include "cadre/base/errors.h"
 #include "core/base/crc32c.h"
 #include "io/masked_crc.h"
+#include "tests/support/fault_env.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre::io {
@@ -66,6 +67,25 @@ TEST_F(TFRecordTest, WriterProducesTheFramesAndReaderReadsThemBack) {
   EXPECT_EQ(reader.read(), std::nullopt);
   reader.seek(0);
   EXPECT_EQ(reader.read(), "abc");
+}
+
+TEST_F(TFRecordTest, TheWriterWritesThroughItsEnvAndReportsItsFailures) {
+  auto env = std::make_shared<cadre::testing::FaultEnv>();
+  std::string file = path("b.tfrecord");
+  {
+    TFRecordWriter writer(file, /*append=*/false, env);
+    writer.write("abc");
+    writer.flush(/*sync=*/true);
+    writer.close();
+  }
+  EXPECT_EQ(read_file(file), kAbcFrame);
+  EXPECT_EQ(env->log(), (std::vector<std::string>{"open b.tfrecord", "append b.tfrecord",
+                                                   "append b.tfrecord", "append b.tfrecord",
+                                                   "sync b.tfrecord", "close b.tfrecord"}));
+  TFRecordWriter appending(file, /*append=*/true, env);
+  EXPECT_EQ(appending.offset(), kAbcFrame.size());
+  env->fail_from(0);
+  EXPECT_THROW(appending.write("more"), UnavailableError);
 }
 
 TEST_F(TFRecordTest, ReadsLargeRecordsAndDatasets) {

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "cadre/base/errors.h"
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
 #include "core/base/strings.h"
@@ -27,7 +27,7 @@ bool is_directory(const std::string& path) {
 std::string resolve(const std::string& path) {
   if (!is_directory(path)) return path;
   if (auto latest = checkpoint::latest_checkpoint(path)) return *latest;
-  auto env = checkpoint::posix_env();
+  auto env = posix_env();
   auto files = checkpoint::list_checkpoint_files(*env, path);
   if (files.empty()) throw NotFoundError(str_cat(path, " holds no checkpoint"));
   return files.back().second;
@@ -126,7 +126,7 @@ int ckpt_diff(const std::string& a_path, const std::string& b_path, std::ostream
 int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
   std::vector<std::string> files;
   if (is_directory(path)) {
-    auto env = checkpoint::posix_env();
+    auto env = posix_env();
     for (const auto& [step, file] : checkpoint::list_checkpoint_files(*env, path)) {
       files.push_back(file);
     }

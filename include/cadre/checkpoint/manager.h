@@ -23,7 +23,7 @@
 
 #include "cadre/base/mutex.h"
 #include "cadre/checkpoint/contents.h"
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/writer.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/tensor/tensor.h"
 

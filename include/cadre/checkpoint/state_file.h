@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 
 namespace cadre::checkpoint {
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 #include "cadre/checkpoint/reader.h"
 
 namespace cadre::checkpoint {

@@ -136,6 +136,8 @@ class Estimator {
   Params params_;
   std::optional<WarmStartSettings> warm_start_;
   uint64_t seed_;
+  struct EvalWriters;  // copies of an Estimator share them
+  std::shared_ptr<EvalWriters> eval_writers_;
 };
 
 }  // namespace cadre

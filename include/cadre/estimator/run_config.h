@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "cadre/base/env.h"
 #include "cadre/strategies/cluster_spec.h"
 #include "cadre/strategies/strategy.h"
 
@@ -40,6 +41,9 @@ struct RunConfig {
   // log lines: kAuto draws it when stderr is a terminal.
   enum class ProgressLine { kAuto, kOn, kOff };
   ProgressLine progress_line = ProgressLine::kAuto;
+  // Every file the Estimator writes or publishes (checkpoint state, leases, summaries,
+  // exports, the training-finished marker) goes through this; null: the real file system.
+  std::shared_ptr<Env> env;
 
   // How training and evaluation are distributed over devices (and, later, workers); null:
   // OneDeviceStrategy on cpu:0. Evaluation may use another strategy than training, and a
@@ -64,6 +68,8 @@ struct RunConfig {
   // itself.
   static RunConfig from_environment();
 
+  // `env`, or the real file system when it is null.
+  std::shared_ptr<Env> file_system() const;
   // Seconds between checkpoints after resolving the defaults (0 when steps are used).
   double checkpoint_secs() const;
   // Throws InvalidArgumentError naming the field and its value when a field is out of range

@@ -86,6 +86,7 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
 
 // The step at which the chief marked training finished in model_dir (the file
 // "training_finished", "training finished at step N"), or nullopt while training runs.
-std::optional<int64_t> read_training_finished(const std::string& model_dir);
+std::optional<int64_t> read_training_finished(const std::string& model_dir,
+                                              const std::shared_ptr<Env>& env = nullptr);
 
 }  // namespace cadre

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cadre/base/env.h"
 #include "cadre/io/dataset_options.h"
 #include "cadre/io/element.h"
 #include "cadre/io/iterator_state.h"
@@ -149,8 +150,9 @@ class Dataset {
   // The input's elements, read once: an empty `filename` keeps them in memory; otherwise
   // they are written to `filename` (records of encoded elements, published by rename once
   // a pass completes) and later iterators, also in other processes, read that file. A pass
-  // that stops early caches nothing.
-  Dataset cache(const std::string& filename = "") const;
+  // that stops early caches nothing. The file is written through `env` (null: the real
+  // file system).
+  Dataset cache(const std::string& filename = "", std::shared_ptr<Env> env = nullptr) const;
   // Adds an int64 scalar feature `name` counting elements from `start`.
   Dataset enumerate(int64_t start = 0, const std::string& name = "index") const;
   // This dataset's elements, then `other`'s.

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <thread>
 
+#include "cadre/base/env.h"
 #include "cadre/tensor/tensor.h"
 
 namespace cadre::io {
@@ -25,6 +26,8 @@ struct SummaryWriterOptions {
   double flush_secs = 120;
   // Appended to the file name (e.g. ".v2").
   std::string filename_suffix;
+  // Where the file is written; null: the real file system.
+  std::shared_ptr<Env> env;
 };
 
 // Thread-safe: any thread may write summaries at any time.

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cadre/base/env.h"
 #include "cadre/io/dataset.h"
 
 namespace cadre::io {
@@ -21,9 +23,11 @@ std::string frame_record(std::string_view data);
 // Writes records to a file. Not thread-safe.
 class TFRecordWriter {
  public:
-  // Creates (or truncates) `path`; with `append`, keeps what is there and writes after it.
-  // Throws NotFoundError / PermissionDeniedError naming the path when it cannot be opened.
-  explicit TFRecordWriter(const std::string& path, bool append = false);
+  // Creates (or truncates) `path` through `env` (the real file system when null); with
+  // `append`, keeps what is there and writes after it. Throws NotFoundError /
+  // PermissionDeniedError naming the path when it cannot be opened.
+  explicit TFRecordWriter(const std::string& path, bool append = false,
+                          const std::shared_ptr<Env>& env = nullptr);
   ~TFRecordWriter();  // closes; errors are lost there, so call close() to see them
   TFRecordWriter(const TFRecordWriter&) = delete;
   TFRecordWriter& operator=(const TFRecordWriter&) = delete;
@@ -34,13 +38,13 @@ class TFRecordWriter {
   void flush(bool sync = false);
   void close();
   // Bytes in the file so far: the offset of the next record.
-  uint64_t offset() const { return offset_; }
+  uint64_t offset() const;
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  std::FILE* file_ = nullptr;
-  uint64_t offset_ = 0;
+  std::unique_ptr<WritableFile> file_;  // null once closed
+  uint64_t closed_size_ = 0;
 };
 
 // Reads records of a file in order. Not thread-safe.

@@ -1,4 +1,4 @@
-#include "cadre/checkpoint/env.h"
+#include "cadre/base/env.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,12 +9,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
 #include "cadre/base/errors.h"
 #include "core/base/file_errors.h"
 #include "core/base/strings.h"
 
-namespace cadre::checkpoint {
+namespace cadre {
 namespace {
 
 // Closes a file descriptor on every path out of a scope.
@@ -45,11 +46,96 @@ void sync_path(const std::string& path, int flags, std::string_view what) {
   if (::fsync(fd.get()) != 0) throw_file_error(what, path, errno);
 }
 
+// Writes whole buffers to `fd`, retrying short writes and EINTR.
+void write_all(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    ssize_t wrote = ::write(fd, data, size);
+    if (wrote < 0) {
+      if (errno == EINTR) continue;
+      throw_file_error("cannot write", path, errno);
+    }
+    data += wrote;
+    size -= static_cast<size_t>(wrote);
+  }
+}
+
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, bool append) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC),
+                 0644);
+    if (fd_ < 0) throw_file_error("cannot open for writing", path_, errno);
+    if (append) {
+      struct stat info;
+      if (::fstat(fd_, &info) != 0) throw_file_error("cannot stat", path_, errno);
+      size_ = static_cast<uint64_t>(info.st_size);
+    }
+  }
+  ~PosixWritableFile() override {
+    if (fd_ < 0) return;
+    try {
+      flush();
+    } catch (...) {
+      // The destructor cannot report it; close() does.
+    }
+    ::close(fd_);
+  }
+
+  void append(std::string_view data) override {
+    if (fd_ < 0) throw_file_error("cannot append to a closed file", path_, EBADF);
+    size_ += data.size();
+    if (buffer_.size() + data.size() <= kBufferBytes) {
+      buffer_.append(data);
+      return;
+    }
+    flush();
+    if (data.size() >= kBufferBytes) {
+      write_all(fd_, data.data(), data.size(), path_);
+    } else {
+      buffer_.assign(data);
+    }
+  }
+
+  void flush() override {
+    if (fd_ < 0 || buffer_.empty()) return;
+    write_all(fd_, buffer_.data(), buffer_.size(), path_);
+    buffer_.clear();
+  }
+
+  void sync() override {
+    flush();
+    if (fd_ >= 0 && ::fsync(fd_) != 0) throw_file_error("fsync", path_, errno);
+  }
+
+  void close() override {
+    if (fd_ < 0) return;
+    flush();
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw_file_error("cannot close", path_, errno);
+  }
+
+  uint64_t size() const override { return size_; }
+
+ private:
+  static constexpr size_t kBufferBytes = 64 * 1024;
+  std::string path_;
+  int fd_ = -1;
+  std::string buffer_;
+  uint64_t size_ = 0;
+};
+
 class PosixEnv : public Env {
  public:
   bool file_exists(const std::string& path) override {
     struct stat info;
     return ::stat(path.c_str(), &info) == 0;
+  }
+
+  uint64_t file_size(const std::string& path) override {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) throw_file_error("cannot stat", path, errno);
+    return static_cast<uint64_t>(info.st_size);
   }
 
   std::vector<std::string> list_dir(const std::string& dir) override {
@@ -84,16 +170,18 @@ class PosixEnv : public Env {
   void write_file(const std::string& path, std::string_view contents) override {
     FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
     if (fd.get() < 0) throw_file_error("cannot create", path, errno);
-    size_t done = 0;
-    while (done < contents.size()) {
-      ssize_t wrote = ::write(fd.get(), contents.data() + done, contents.size() - done);
-      if (wrote < 0) {
-        if (errno == EINTR) continue;
-        throw_file_error("cannot write", path, errno);
-      }
-      done += static_cast<size_t>(wrote);
-    }
+    write_all(fd.get(), contents.data(), contents.size(), path);
     if (fd.close() != 0) throw_file_error("cannot write", path, errno);
+  }
+
+  std::unique_ptr<WritableFile> new_writable_file(const std::string& path, bool append) override {
+    return std::make_unique<PosixWritableFile>(path, append);
+  }
+
+  void truncate_file(const std::string& path, uint64_t size) override {
+    if (::truncate(path.c_str(), static_cast<off_t>(size)) != 0) {
+      throw_file_error("cannot truncate", path, errno);
+    }
   }
 
   void sync_file(const std::string& path) override { sync_path(path, O_RDONLY, "fsync"); }
@@ -112,6 +200,13 @@ class PosixEnv : public Env {
     if (::unlink(path.c_str()) == 0) return true;
     if (errno == ENOENT) return false;
     throw_file_error("cannot remove", path, errno);
+  }
+
+  bool remove_dir_recursively(const std::string& dir) override {
+    std::error_code error;
+    std::uintmax_t removed = std::filesystem::remove_all(dir, error);
+    if (error) throw_file_error("cannot remove directory", dir, error.value());
+    return removed > 0;
   }
 
   void create_dir(const std::string& dir) override {
@@ -177,4 +272,4 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-}  // namespace cadre::checkpoint
+}  // namespace cadre

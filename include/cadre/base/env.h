@@ -1,40 +1,68 @@
-// The file-system operations the checkpoint module needs, behind an interface (as leveldb's
-// Env) so that tests can inject failures between the steps of an atomic publish and check
-// that every step happens in the right order.
+// Every file the framework writes or publishes goes through an Env (as leveldb's): the
+// checkpoint state, leases, exports, the evaluator's cursor, the training-finished marker,
+// TensorBoard event files, TFRecord files and the dataset file cache. Tests substitute an Env
+// that records each call and fails the n-th one, to check that a crash between any two
+// steps of a publish leaves the previous file intact.
 //
-// HDF5 itself writes and reads checkpoint files through its own POSIX driver; Env covers
-// everything around that: syncing, renaming, listing, the state and lease files, the clock.
+// HDF5 writes and reads checkpoint files through its own POSIX driver; an Env covers
+// everything around that: syncing, renaming, listing, the clock.
 //
 // Failures throw Cadre's typed errors naming the path and the system's reason: NotFoundError
 // (ENOENT), PermissionDeniedError, ResourceExhaustedError (ENOSPC, EDQUOT), UnavailableError
-// (anything else). Implementations are safe for concurrent use from several threads.
+// (anything else). An Env is safe for concurrent use from several threads; a WritableFile is
+// used by one thread at a time.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace cadre::checkpoint {
+namespace cadre {
+
+// A file open for writing, buffered in the process until flush().
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;  // closes; errors are lost there, so close() first
+  virtual void append(std::string_view data) = 0;
+  // Hands what is buffered to the operating system: other processes then read it.
+  virtual void flush() = 0;
+  // flush(), then waits until the data is on disk (fsync).
+  virtual void sync() = 0;
+  // flush() and close; later calls do nothing.
+  virtual void close() = 0;
+  // Bytes in the file: what was there when opened to append, plus everything appended.
+  virtual uint64_t size() const = 0;
+};
 
 class Env {
  public:
   virtual ~Env() = default;
 
   virtual bool file_exists(const std::string& path) = 0;
+  virtual uint64_t file_size(const std::string& path) = 0;
   // Names (not paths) of the entries of `dir`, without "." and "..", in no particular order.
   virtual std::vector<std::string> list_dir(const std::string& dir) = 0;
   virtual std::string read_file(const std::string& path) = 0;
   // Creates or truncates `path` and writes `contents`; does not sync.
   virtual void write_file(const std::string& path, std::string_view contents) = 0;
+  // Creates or truncates `path` (with `append`, keeps what is there and writes after it).
+  virtual std::unique_ptr<WritableFile> new_writable_file(const std::string& path,
+                                                          bool append = false) = 0;
+  // Cuts `path` to its first `size` bytes.
+  virtual void truncate_file(const std::string& path, uint64_t size) = 0;
   // fsync of the file's data and metadata.
   virtual void sync_file(const std::string& path) = 0;
   // fsync of a directory, which makes renames and removals inside it durable.
   virtual void sync_dir(const std::string& dir) = 0;
-  // Atomically replaces `to` (rename(2)); both must be on one file system.
+  // Atomically replaces `to` (rename(2)); both must be on one file system. `from` may be a
+  // directory when `to` does not exist.
   virtual void rename_file(const std::string& from, const std::string& to) = 0;
   // Returns false when the file did not exist.
   virtual bool remove_file(const std::string& path) = 0;
+  // Removes `dir` and everything in it; false when it did not exist.
+  virtual bool remove_dir_recursively(const std::string& dir) = 0;
   // Creates `dir` and missing parents; succeeds when it exists already.
   virtual void create_dir(const std::string& dir) = 0;
   // Wall-clock time in seconds since the Unix epoch (leases compare it across processes).
@@ -50,7 +78,7 @@ std::shared_ptr<Env> posix_env();
 void write_file_atomically(Env& env, const std::string& path, std::string_view contents);
 
 // A temporary name beside `path` that is unique in this process and across processes:
-// "<path>.tmp-<pid>-<counter>". Readers never treat such names as checkpoints.
+// "<path>.tmp-<pid>-<counter>". Readers never treat such names as finished files.
 std::string temporary_path_for(const std::string& path);
 bool is_temporary_name(std::string_view name);
 
@@ -60,4 +88,4 @@ std::string join_path(const std::string& dir, const std::string& name);
 std::string dir_name(const std::string& path);
 std::string base_name(const std::string& path);
 
-}  // namespace cadre::checkpoint
+}  // namespace cadre
