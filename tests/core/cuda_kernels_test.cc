@@ -3,7 +3,7 @@
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#include "core/backend/cuda/portable/op_math.h"
+#include "core/backend/portable/op_math.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/indexing.h"
 #include "core/kernels/linalg.h"
@@ -15,7 +15,7 @@
 namespace cadre {
 namespace {
 
-namespace p = backend::cuda::portable;
+namespace p = backend::portable;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
 using testing::Both;

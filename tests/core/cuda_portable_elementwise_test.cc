@@ -7,10 +7,10 @@
 #include <limits>
 
 #include "core/backend/cuda/dispatch.h"
-#include "core/backend/cuda/portable/elementwise_ops.h"
-#include "core/backend/cuda/portable/index_ops.h"
-#include "core/backend/cuda/portable/reduce_ops.h"
-#include "core/backend/cuda/portable/softmax_ops.h"
+#include "core/backend/portable/elementwise_ops.h"
+#include "core/backend/portable/index_ops.h"
+#include "core/backend/portable/reduce_ops.h"
+#include "core/backend/portable/softmax_ops.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/indexing.h"
 #include "core/kernels/linalg.h"
@@ -22,7 +22,7 @@
 namespace cadre {
 namespace {
 
-namespace p = backend::cuda::portable;
+namespace p = backend::portable;
 using kernels::Activation;
 using kernels::BinaryOp;
 using kernels::UnaryOp;

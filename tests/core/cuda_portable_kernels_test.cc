@@ -7,9 +7,9 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/runtime/precision.h"
-#include "core/backend/cuda/portable/conv_ops.h"
-#include "core/backend/cuda/portable/optimizer_ops.h"
-#include "core/backend/cuda/portable/random_ops.h"
+#include "core/backend/portable/conv_ops.h"
+#include "core/backend/portable/optimizer_ops.h"
+#include "core/backend/portable/random_ops.h"
 #include "core/kernels/nn.h"
 #include "core/kernels/optimizer.h"
 #include "core/kernels/random.h"
@@ -20,7 +20,7 @@
 namespace cadre {
 namespace {
 
-namespace p = backend::cuda::portable;
+namespace p = backend::portable;
 using testing::all_close;
 using testing::host_ptr;
 using testing::poisoned;

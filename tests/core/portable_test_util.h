@@ -1,5 +1,5 @@
 // Helpers for the tests that run the CUDA kernels' per-element bodies
-// (core/backend/cuda/portable/) on the host against the CPU kernels.
+// (core/backend/portable/) on the host against the CPU kernels.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,10 +1,10 @@
 // CPU activation kernels, their gradients, and the fused bias-and-activation gradient of a
 // dense layer.
-#include <cmath>
-#include <numbers>
+#include <algorithm>
 
 #include "core/backend/cpu/kernels.h"
 #include "core/backend/cpu/loops.h"
+#include "core/backend/portable/op_math.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/linalg.h"
 
@@ -12,41 +12,6 @@ namespace cadre::backend::cpu {
 namespace {
 
 using kernels::Activation;
-
-template <typename T>
-T forward(Activation act, T alpha, T x) {
-  switch (act) {
-    case Activation::kNone: return x;
-    case Activation::kRelu: return x > T(0) ? x : T(0);
-    case Activation::kSigmoid: return T(1) / (T(1) + std::exp(-x));
-    case Activation::kTanh: return std::tanh(x);
-    case Activation::kGelu: return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
-    case Activation::kElu: return x > T(0) ? x : alpha * std::expm1(x);
-    case Activation::kLeakyRelu: return x > T(0) ? x : alpha * x;
-    case Activation::kSoftplus: return std::log1p(std::exp(-std::abs(x))) + (x > T(0) ? x : T(0));
-  }
-  return x;
-}
-
-// d act / d input, from the saved value s (y or x as activation_uses_output says).
-template <typename T>
-T derivative(Activation act, T alpha, T s) {
-  switch (act) {
-    case Activation::kNone: return T(1);
-    case Activation::kRelu: return s > T(0) ? T(1) : T(0);
-    case Activation::kSigmoid: return s * (T(1) - s);
-    case Activation::kTanh: return T(1) - s * s;
-    case Activation::kElu: return s > T(0) ? T(1) : s + alpha;
-    case Activation::kGelu: {
-      T cdf = T(0.5) * (T(1) + std::erf(s * T(std::numbers::sqrt2 / 2)));
-      T pdf = std::exp(T(-0.5) * s * s) * T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
-      return cdf + s * pdf;
-    }
-    case Activation::kLeakyRelu: return s > T(0) ? T(1) : alpha;
-    case Activation::kSoftplus: return T(1) / (T(1) + std::exp(-s));
-  }
-  return T(1);
-}
 
 template <typename T, typename F>
 void contiguous_map(const Tensor& x, Tensor& y, F f) {
@@ -71,21 +36,25 @@ void activation(Activation act, double alpha, const Tensor& x, Tensor& y) {
   visit_float_dtype(x.dtype(), "activation", [&]<typename T>() {
     T a = static_cast<T>(alpha);
     if (act == Activation::kRelu) {
-      contiguous_map<T>(x, y, [](T v) { return v > T(0) ? v : T(0); });
+      contiguous_map<T>(x, y, [](T v) { return portable::activation_value(Activation::kRelu, T(0), v); });
     } else {
-      contiguous_map<T>(x, y, [=](T v) { return forward(act, a, v); });
+      contiguous_map<T>(x, y, [=](T v) { return portable::activation_value(act, a, v); });
     }
   });
 }
 
+// The common activations get loops of their own, the rest the per-element switch.
 template <typename T>
 void grad_loop(Activation act, T alpha, const T* s, const T* dy, T* dx, int64_t b, int64_t e) {
+  auto loop = [&]<Activation kAct>() {
+    for (int64_t i = b; i < e; ++i) dx[i] = portable::activation_grad_value(kAct, alpha, s[i], dy[i]);
+  };
   if (act == Activation::kRelu) {
-    for (int64_t i = b; i < e; ++i) dx[i] = s[i] > T(0) ? dy[i] : T(0);
+    loop.template operator()<Activation::kRelu>();
   } else if (act == Activation::kNone) {
-    for (int64_t i = b; i < e; ++i) dx[i] = dy[i];
+    loop.template operator()<Activation::kNone>();
   } else {
-    for (int64_t i = b; i < e; ++i) dx[i] = dy[i] * derivative(act, alpha, s[i]);
+    for (int64_t i = b; i < e; ++i) dx[i] = portable::activation_grad_value(act, alpha, s[i], dy[i]);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/backend/cpu/kernels.h"
 #include "core/backend/cpu/loops.h"
+#include "core/backend/portable/op_math.h"
 #include "core/kernels/elementwise.h"
 
 namespace cadre::backend::cpu {
@@ -156,155 +157,67 @@ void cast(const Tensor& src, Tensor& dst) {
   });
 }
 
-template <typename T>
-T round_half_even(T v) {
-  return std::nearbyint(v);  // the default rounding mode rounds half to even
+// Calls fn.template operator()<kOp>() with `op` as a compile-time constant, so that the
+// portable definitions' switch over the op folds away inside the loops.
+template <typename Fn>
+void with_unary_op(UnaryOp op, Fn&& fn) {
+  switch (op) {
+#define CADRE_UNARY(name) \
+  case UnaryOp::name:     \
+    return fn.template operator()<UnaryOp::name>();
+    CADRE_UNARY(kNeg) CADRE_UNARY(kAbs) CADRE_UNARY(kSign) CADRE_UNARY(kSquare)
+    CADRE_UNARY(kSqrt) CADRE_UNARY(kRsqrt) CADRE_UNARY(kReciprocal) CADRE_UNARY(kExp)
+    CADRE_UNARY(kExpm1) CADRE_UNARY(kLog) CADRE_UNARY(kLog1p) CADRE_UNARY(kSin)
+    CADRE_UNARY(kCos) CADRE_UNARY(kTan) CADRE_UNARY(kErf) CADRE_UNARY(kFloor)
+    CADRE_UNARY(kCeil) CADRE_UNARY(kRound) CADRE_UNARY(kLogicalNot) CADRE_UNARY(kIsNan)
+    CADRE_UNARY(kIsInf) CADRE_UNARY(kIsFinite)
+#undef CADRE_UNARY
+  }
 }
 
-template <typename T>
-void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out) {
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case UnaryOp::kNeg: return map1<T, T>(x, out, [](T v) { return -v; });
-      case UnaryOp::kAbs: return map1<T, T>(x, out, [](T v) { return std::abs(v); });
-      case UnaryOp::kSign:
-        return map1<T, T>(x, out, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
-      case UnaryOp::kSquare: return map1<T, T>(x, out, [](T v) { return v * v; });
-      case UnaryOp::kSqrt: return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
-      case UnaryOp::kRsqrt: return map1<T, T>(x, out, [](T v) { return T(1) / std::sqrt(v); });
-      case UnaryOp::kReciprocal: return map1<T, T>(x, out, [](T v) { return T(1) / v; });
-      case UnaryOp::kExp: return map1<T, T>(x, out, [](T v) { return std::exp(v); });
-      case UnaryOp::kExpm1: return map1<T, T>(x, out, [](T v) { return std::expm1(v); });
-      case UnaryOp::kLog: return map1<T, T>(x, out, [](T v) { return std::log(v); });
-      case UnaryOp::kLog1p: return map1<T, T>(x, out, [](T v) { return std::log1p(v); });
-      case UnaryOp::kSin: return map1<T, T>(x, out, [](T v) { return std::sin(v); });
-      case UnaryOp::kCos: return map1<T, T>(x, out, [](T v) { return std::cos(v); });
-      case UnaryOp::kTan: return map1<T, T>(x, out, [](T v) { return std::tan(v); });
-      case UnaryOp::kErf: return map1<T, T>(x, out, [](T v) { return std::erf(v); });
-      case UnaryOp::kFloor: return map1<T, T>(x, out, [](T v) { return std::floor(v); });
-      case UnaryOp::kCeil: return map1<T, T>(x, out, [](T v) { return std::ceil(v); });
-      case UnaryOp::kRound: return map1<T, T>(x, out, [](T v) { return round_half_even(v); });
-      case UnaryOp::kIsNan: return map1<T, bool>(x, out, [](T v) { return std::isnan(v); });
-      case UnaryOp::kIsInf: return map1<T, bool>(x, out, [](T v) { return std::isinf(v); });
-      case UnaryOp::kIsFinite: return map1<T, bool>(x, out, [](T v) { return std::isfinite(v); });
-      case UnaryOp::kLogicalNot: break;
-    }
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (op == UnaryOp::kLogicalNot) return map1<bool, bool>(x, out, [](bool v) { return !v; });
-  } else {
-    switch (op) {
-      case UnaryOp::kNeg: return map1<T, T>(x, out, [](T v) { return static_cast<T>(-v); });
-      case UnaryOp::kAbs:
-        return map1<T, T>(x, out, [](T v) {
-          if constexpr (std::is_signed_v<T>) return static_cast<T>(v < 0 ? -v : v);
-          return v;
-        });
-      case UnaryOp::kSign:
-        return map1<T, T>(x, out, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
-      case UnaryOp::kSquare: return map1<T, T>(x, out, [](T v) { return static_cast<T>(v * v); });
-      default: break;
-    }
+template <typename Fn>
+void with_binary_op(BinaryOp op, Fn&& fn) {
+  switch (op) {
+#define CADRE_BINARY(name) \
+  case BinaryOp::name:     \
+    return fn.template operator()<BinaryOp::name>();
+    CADRE_BINARY(kAdd) CADRE_BINARY(kSub) CADRE_BINARY(kMul) CADRE_BINARY(kDiv)
+    CADRE_BINARY(kPow) CADRE_BINARY(kMaximum) CADRE_BINARY(kMinimum)
+    CADRE_BINARY(kSquaredDifference) CADRE_BINARY(kFloorDiv) CADRE_BINARY(kMod)
+    CADRE_BINARY(kEqual) CADRE_BINARY(kNotEqual) CADRE_BINARY(kLess) CADRE_BINARY(kLessEqual)
+    CADRE_BINARY(kGreater) CADRE_BINARY(kGreaterEqual) CADRE_BINARY(kLogicalAnd)
+    CADRE_BINARY(kLogicalOr)
+#undef CADRE_BINARY
   }
-  throw_unsupported_dtype("unary op", x.dtype(), "a dtype the op is defined for");
 }
 
 void unary(UnaryOp op, const Tensor& x, Tensor& out) {
-  visit_dtype(x.dtype(), "unary op", [&]<typename T>() { unary_typed<T>(op, x, out); });
-}
-
-template <typename T>
-T floor_div_value(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::floor(a / b);
-  } else {
-    if (b == 0) return 0;  // TensorFlow raises here; the op layer does not reach it for floats
-    T q = a / b;
-    if constexpr (std::is_signed_v<T>) {
-      if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-    }
-    return q;
-  }
-}
-
-template <typename T>
-T floor_mod_value(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    T r = std::fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-  } else {
-    if (b == 0) return 0;
-    T r = a % b;
-    if constexpr (std::is_signed_v<T>) {
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    }
-    return r;
-  }
-}
-
-template <typename T>
-void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  switch (op) {
-    case BinaryOp::kEqual: return map2<T, bool>(a, b, out, [](T x, T y) { return x == y; });
-    case BinaryOp::kNotEqual: return map2<T, bool>(a, b, out, [](T x, T y) { return x != y; });
-    case BinaryOp::kLess: return map2<T, bool>(a, b, out, [](T x, T y) { return x < y; });
-    case BinaryOp::kLessEqual: return map2<T, bool>(a, b, out, [](T x, T y) { return x <= y; });
-    case BinaryOp::kGreater: return map2<T, bool>(a, b, out, [](T x, T y) { return x > y; });
-    case BinaryOp::kGreaterEqual:
-      return map2<T, bool>(a, b, out, [](T x, T y) { return x >= y; });
-    default: break;
-  }
-  if constexpr (std::is_same_v<T, bool>) {
-    switch (op) {
-      case BinaryOp::kLogicalAnd: return map2<T, bool>(a, b, out, [](T x, T y) { return x && y; });
-      case BinaryOp::kLogicalOr: return map2<T, bool>(a, b, out, [](T x, T y) { return x || y; });
-      default: break;
-    }
-  } else {
-    switch (op) {
-      case BinaryOp::kAdd: return map2<T, T>(a, b, out, [](T x, T y) { return T(x + y); });
-      case BinaryOp::kSub: return map2<T, T>(a, b, out, [](T x, T y) { return T(x - y); });
-      case BinaryOp::kMul: return map2<T, T>(a, b, out, [](T x, T y) { return T(x * y); });
-      case BinaryOp::kDiv:
-        return map2<T, T>(a, b, out, [](T x, T y) {
-          if constexpr (std::is_integral_v<T>) {
-            return y == 0 ? T(0) : T(x / y);
-          } else {
-            return x / y;
-          }
-        });
-      case BinaryOp::kPow:
-        return map2<T, T>(a, b, out, [](T x, T y) {
-          return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
-        });
-      case BinaryOp::kMaximum:
-        return map2<T, T>(a, b, out, [](T x, T y) {
-          if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
-          }
-          return x > y ? x : y;
-        });
-      case BinaryOp::kMinimum:
-        return map2<T, T>(a, b, out, [](T x, T y) {
-          if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
-          }
-          return x < y ? x : y;
-        });
-      case BinaryOp::kSquaredDifference:
-        return map2<T, T>(a, b, out, [](T x, T y) { return T((x - y) * (x - y)); });
-      case BinaryOp::kFloorDiv:
-        return map2<T, T>(a, b, out, [](T x, T y) { return floor_div_value(x, y); });
-      case BinaryOp::kMod:
-        return map2<T, T>(a, b, out, [](T x, T y) { return floor_mod_value(x, y); });
-      default: break;
-    }
-  }
-  throw_unsupported_dtype("binary op", a.dtype(), "a dtype the op is defined for");
+  visit_dtype(x.dtype(), "unary op", [&]<typename T>() {
+    with_unary_op(op, [&]<UnaryOp kOp>() {
+      if constexpr (!portable::unary_defined<T>(kOp)) {
+        throw_unsupported_dtype("unary op", x.dtype(), "a dtype the op is defined for");
+      } else if constexpr (portable::unary_is_predicate(kOp)) {
+        map1<T, bool>(x, out, [](T v) { return portable::unary_predicate(kOp, v); });
+      } else {
+        map1<T, T>(x, out, [](T v) { return portable::unary_value(kOp, v); });
+      }
+    });
+  });
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
-  visit_dtype(a.dtype(), "binary op", [&]<typename T>() { binary_typed<T>(op, a, b, out); });
+  visit_dtype(a.dtype(), "binary op", [&]<typename T>() {
+    with_binary_op(op, [&]<BinaryOp kOp>() {
+      if constexpr (!portable::binary_defined<T>(kOp)) {
+        throw_unsupported_dtype("binary op", a.dtype(), "a dtype the op is defined for");
+      } else if constexpr (portable::binary_is_comparison(kOp) ||
+                           portable::binary_is_logical(kOp)) {
+        map2<T, bool>(a, b, out, [](T x, T y) { return portable::compare_value(kOp, x, y); });
+      } else {
+        map2<T, T>(a, b, out, [](T x, T y) { return portable::binary_value(kOp, x, y); });
+      }
+    });
+  });
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
@@ -331,7 +244,7 @@ void clip(const Tensor& x, double lo, double hi, Tensor& out) {
       throw_unsupported_dtype("clip_by_value", x.dtype(), "a numeric dtype");
     } else {
       T l = static_cast<T>(lo), h = static_cast<T>(hi);
-      map1<T, T>(x, out, [=](T v) { return v < l ? l : (v > h ? h : v); });
+      map1<T, T>(x, out, [=](T v) { return portable::clip_value(v, l, h); });
     }
   });
 }

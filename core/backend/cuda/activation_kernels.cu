@@ -2,7 +2,7 @@
 // dense layer.
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/elementwise_ops.h"
+#include "core/backend/portable/elementwise_ops.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/linalg.h"
 #include "core/kernels/reduction.h"

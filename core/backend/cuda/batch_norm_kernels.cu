@@ -9,7 +9,7 @@
 
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/portable/scalar_math.h"
 #include "core/kernels/nn.h"
 
 namespace cadre::backend::cuda {

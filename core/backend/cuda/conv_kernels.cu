@@ -1,5 +1,5 @@
 // CUDA 2-D convolution (NHWC input, [KH, KW, in, out] filters) as matrix products over an
-// im2col matrix (core/backend/cuda/portable/conv_ops.h): the product runs on cuBLASLt or
+// im2col matrix (core/backend/portable/conv_ops.h): the product runs on cuBLASLt or
 // cuBLAS tensor cores with the bias and ReLU fused, and the filter needs no reorder. The
 // batch is processed in chunks of images so that the im2col workspace stays bounded. A 1x1
 // convolution with unit stride and no padding is a plain product over the pixels.
@@ -7,7 +7,7 @@
 
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/conv_ops.h"
+#include "core/backend/portable/conv_ops.h"
 #include "core/kernels/nn.h"
 
 namespace cadre::backend::cuda {

@@ -1,10 +1,10 @@
 // dtype -> element type dispatch for the CUDA kernels, with the 16-bit float types as the
-// portable storage structs the kernels convert with (core/backend/cuda/portable/).
+// portable storage structs the kernels convert with (core/backend/portable/).
 #pragma once
 
 #include "cadre/tensor/dtype.h"
 #include "cadre/tensor/tensor.h"
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/portable/scalar_math.h"
 
 namespace cadre::backend::cuda {
 

@@ -1,6 +1,6 @@
 // CUDA elementwise kernels: fill, copy, cast, unary and binary math, where, clip, and the
 // matmul epilogue. Operands of any strides (broadcast views included) through
-// portable::Offsets; the per-element bodies are in core/backend/cuda/portable/.
+// portable::Offsets; the per-element bodies are in core/backend/portable/.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "core/backend/cuda/dispatch.h"
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/elementwise_ops.h"
+#include "core/backend/portable/elementwise_ops.h"
 #include "core/kernels/elementwise.h"
 
 namespace cadre::backend::cuda {

@@ -1,4 +1,4 @@
-// Grid-stride launches of per-element functors (the bodies in core/backend/cuda/portable/).
+// Grid-stride launches of per-element functors (the bodies in core/backend/portable/).
 // For .cu files only.
 #pragma once
 

@@ -6,8 +6,8 @@
 #include "core/backend/cuda/dispatch.h"
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/index_ops.h"
-#include "core/backend/cuda/portable/offsets.h"
+#include "core/backend/portable/index_ops.h"
+#include "core/backend/portable/offsets.h"
 #include "core/kernels/indexing.h"
 
 namespace cadre::backend::cuda {

@@ -1,13 +1,13 @@
 // CUDA fused optimizer updates: one launch updates every variable of a call (per dtype, up
 // to UpdateTable::kCapacity variables), each variable owning a run of thread blocks. The
 // table of pointers travels as the kernel's parameter, so a step copies nothing to the
-// device. Update rules in core/backend/cuda/portable/optimizer_ops.h.
+// device. Update rules in core/backend/portable/optimizer_ops.h.
 #include <algorithm>
 #include <span>
 
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/optimizer_ops.h"
+#include "core/backend/portable/optimizer_ops.h"
 #include "core/kernels/optimizer.h"
 
 namespace cadre::backend::cuda {
@@ -72,42 +72,26 @@ void fused(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tens
 
 void sgd(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> momenta,
          const kernels::SgdParams& params) {
-  bool momentum = params.momentum != 0;
-  fused(vars, grads, momentum ? momenta : std::span<Tensor>(), {}, {}, "sgd_update",
-        [&]<typename T>() {
-          return p::SgdRule<T>{static_cast<T>(params.learning_rate),
-                               static_cast<T>(params.momentum), momentum, params.nesterov};
-        });
+  fused(vars, grads, params.momentum != 0 ? momenta : std::span<Tensor>(), {}, {}, "sgd_update",
+        [&]<typename T>() { return p::sgd_rule<T>(params); });
 }
 
 void adam(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> m,
           std::span<Tensor> v, const kernels::AdamParams& params) {
-  fused(vars, grads, m, v, {}, "adam_update", [&]<typename T>() {
-    T b1 = static_cast<T>(params.beta1), b2 = static_cast<T>(params.beta2);
-    return p::AdamRule<T>{static_cast<T>(params.learning_rate), b1,        b2,
-                          static_cast<T>(params.epsilon),       T(1) - b1, T(1) - b2};
-  });
+  fused(vars, grads, m, v, {}, "adam_update", [&]<typename T>() { return p::adam_rule<T>(params); });
 }
 
 void adagrad(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> accum,
              const kernels::AdagradParams& params) {
-  fused(vars, grads, accum, {}, {}, "adagrad_update", [&]<typename T>() {
-    return p::AdagradRule<T>{static_cast<T>(params.learning_rate), static_cast<T>(params.epsilon)};
-  });
+  fused(vars, grads, accum, {}, {}, "adagrad_update",
+        [&]<typename T>() { return p::adagrad_rule<T>(params); });
 }
 
 void rmsprop(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> ms,
              std::span<Tensor> mom, std::span<Tensor> mg, const kernels::RmsPropParams& params) {
-  bool momentum = params.momentum > 0;
-  fused(vars, grads, ms, momentum ? mom : std::span<Tensor>(),
-        params.centered ? mg : std::span<Tensor>(), "rmsprop_update", [&]<typename T>() {
-          return p::RmsPropRule<T>{static_cast<T>(params.learning_rate),
-                                   static_cast<T>(params.rho),
-                                   static_cast<T>(params.momentum),
-                                   static_cast<T>(params.epsilon),
-                                   momentum,
-                                   params.centered};
-        });
+  fused(vars, grads, ms, params.momentum > 0 ? mom : std::span<Tensor>(),
+        params.centered ? mg : std::span<Tensor>(), "rmsprop_update",
+        [&]<typename T>() { return p::rmsprop_rule<T>(params); });
 }
 
 }  // namespace

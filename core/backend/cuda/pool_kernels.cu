@@ -1,9 +1,9 @@
 // CUDA 2-D max and average pooling over NHWC images: one thread per output element
 // forward, one per input element backward (gathering the windows that cover it, so no two
-// threads write one element). Bodies in core/backend/cuda/portable/conv_ops.h.
+// threads write one element). Bodies in core/backend/portable/conv_ops.h.
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/conv_ops.h"
+#include "core/backend/portable/conv_ops.h"
 #include "core/kernels/nn.h"
 
 namespace cadre::backend::cuda {

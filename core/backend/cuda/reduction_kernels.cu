@@ -12,7 +12,7 @@
 
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
-#include "core/backend/cuda/portable/reduce_ops.h"
+#include "core/backend/portable/reduce_ops.h"
 #include "core/kernels/reduction.h"
 
 namespace cadre::backend::cuda {

@@ -13,7 +13,7 @@
 #include "cadre/tensor/tensor.h"
 #include "core/base/host_device.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 template <int N>
 struct Offsets {
@@ -81,4 +81,4 @@ Offsets<N> make_offsets(const std::array<const Tensor*, N>& operands) {
   return o;
 }
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

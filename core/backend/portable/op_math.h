@@ -1,16 +1,17 @@
-// The elementwise ops of the CUDA kernels on scalars, following the CPU backend exactly
-// (core/backend/cpu/elementwise_kernels.cc and activation_kernels.cc): NaN propagation of
-// maximum/minimum, floor division and modulo, rounding half to even, integer division by
-// zero giving 0, the activations and their derivatives.
+// The elementwise ops on scalars, the one definition the CPU kernels (elementwise_kernels.cc,
+// activation_kernels.cc) and the CUDA kernels both run: NaN propagation of maximum/minimum,
+// floor division and modulo, rounding half to even, integer division by zero giving 0, the
+// activations and their derivatives. The CPU kernels call them with the op a compile-time
+// constant, so that the switch folds away inside their loops.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/portable/scalar_math.h"
 #include "core/kernels/elementwise.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 // --- unary ops ---
 using kernels::Activation;
@@ -18,14 +19,14 @@ using kernels::BinaryOp;
 using kernels::UnaryOp;
 
 // Ops whose result is bool whatever the input.
-CADRE_HOST_DEVICE inline bool unary_is_predicate(UnaryOp op) {
+CADRE_HOST_DEVICE constexpr bool unary_is_predicate(UnaryOp op) {
   return op == UnaryOp::kIsNan || op == UnaryOp::kIsInf || op == UnaryOp::kIsFinite ||
          op == UnaryOp::kLogicalNot;
 }
 
 // Whether the CPU backend defines `op` for elements of type T (the same set here).
 template <typename T>
-inline bool unary_defined(UnaryOp op) {
+constexpr bool unary_defined(UnaryOp op) {
   if constexpr (std::is_floating_point_v<T>) {
     return op != UnaryOp::kLogicalNot;
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -119,15 +120,15 @@ CADRE_HOST_DEVICE inline bool unary_predicate(UnaryOp op, T v) {
 }
 
 // --- binary ops ---
-CADRE_HOST_DEVICE inline bool binary_is_comparison(BinaryOp op) {
+CADRE_HOST_DEVICE constexpr bool binary_is_comparison(BinaryOp op) {
   return op == BinaryOp::kEqual || op == BinaryOp::kNotEqual || op == BinaryOp::kLess ||
          op == BinaryOp::kLessEqual || op == BinaryOp::kGreater || op == BinaryOp::kGreaterEqual;
 }
-CADRE_HOST_DEVICE inline bool binary_is_logical(BinaryOp op) {
+CADRE_HOST_DEVICE constexpr bool binary_is_logical(BinaryOp op) {
   return op == BinaryOp::kLogicalAnd || op == BinaryOp::kLogicalOr;
 }
 template <typename T>
-inline bool binary_defined(BinaryOp op) {
+constexpr bool binary_defined(BinaryOp op) {
   if (binary_is_comparison(op)) return true;
   return std::is_same_v<T, bool> == binary_is_logical(op);
 }
@@ -296,4 +297,4 @@ CADRE_HOST_DEVICE inline T clip_value(T v, T lo, T hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

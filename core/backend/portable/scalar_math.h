@@ -1,7 +1,7 @@
-// Scalar building blocks of the CUDA kernels, written once for the GPU and the host (nvcc
-// compiles them into the kernels; the host tests in tests/core/cuda_portable_*_test.cc run
-// them against the CPU kernels): math functions, NaN and infinity, and the 16-bit float
-// storage types with the CPU's conversions.
+// Scalar building blocks that the CPU and CUDA kernels share, written once for the host and
+// the GPU (nvcc compiles them into the CUDA kernels, the host compiler into the CPU kernels
+// and the host tests in tests/core/cuda_portable_*_test.cc): math functions, NaN and
+// infinity, and the 16-bit float storage types with the CPU's conversions.
 //
 // Math functions are called through the C names (::expf, ::exp, ...), which resolve to
 // CUDA's device functions on the GPU and to the C library on the host.
@@ -15,7 +15,7 @@
 
 #include "core/base/host_device.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 // --- math functions, overloaded for float and double ---
 #define CADRE_PORTABLE_MATH1(name)                                          \
@@ -163,4 +163,4 @@ CADRE_HOST_DEVICE inline To convert(From value) {
   }
 }
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

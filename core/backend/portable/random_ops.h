@@ -14,7 +14,7 @@
 
 #include "core/random/philox.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 // Writes the elements of block `blk` of a uniform [lo, hi) draw of n elements.
 template <typename T>
@@ -110,4 +110,4 @@ struct DropoutBlock {
   }
 };
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

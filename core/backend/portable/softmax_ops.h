@@ -7,7 +7,7 @@
 
 #include "core/base/host_device.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 template <typename T, typename L>
 struct XentGradElement {
@@ -25,4 +25,4 @@ struct XentGradElement {
   }
 };
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

@@ -1,14 +1,16 @@
-// Per-element update rules of the fused optimizer kernels (TensorFlow 2 / Keras rules, the
-// CPU backend's core/backend/cpu/optimizer_kernels.cc operation for operation), and the
-// table that lets one launch update a whole list of variables: each variable owns a run of
-// thread blocks, and a block finds its variable by binary search over the runs' starts.
+// Per-element update rules of the fused optimizer kernels (TensorFlow 2 / Keras rules), which
+// the CPU kernels (core/backend/cpu/optimizer_kernels.cc) and the CUDA kernels both apply,
+// and the table that lets one CUDA launch update a whole list of variables: each variable
+// owns a run of thread blocks, and a block finds its variable by binary search over the
+// runs' starts.
 #pragma once
 
 #include <cstdint>
 
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/portable/scalar_math.h"
+#include "core/kernels/optimizer.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 template <typename T>
 struct SgdRule {
@@ -70,6 +72,28 @@ struct RmsPropRule {
     }
   }
 };
+
+// The rules for the kernels' parameters (host code: each backend makes them per dtype).
+template <typename T>
+SgdRule<T> sgd_rule(const kernels::SgdParams& p) {
+  return {static_cast<T>(p.learning_rate), static_cast<T>(p.momentum), p.momentum != 0,
+          p.nesterov};
+}
+template <typename T>
+AdamRule<T> adam_rule(const kernels::AdamParams& p) {
+  T b1 = static_cast<T>(p.beta1), b2 = static_cast<T>(p.beta2);
+  return {static_cast<T>(p.learning_rate), b1, b2, static_cast<T>(p.epsilon), T(1) - b1,
+          T(1) - b2};
+}
+template <typename T>
+AdagradRule<T> adagrad_rule(const kernels::AdagradParams& p) {
+  return {static_cast<T>(p.learning_rate), static_cast<T>(p.epsilon)};
+}
+template <typename T>
+RmsPropRule<T> rmsprop_rule(const kernels::RmsPropParams& p) {
+  return {static_cast<T>(p.learning_rate), static_cast<T>(p.rho), static_cast<T>(p.momentum),
+          static_cast<T>(p.epsilon), p.momentum > 0, p.centered};
+}
 
 // One variable of a fused update: its elements, gradient and up to three slots (null when
 // the rule does not use them), and the first thread block of its run.
@@ -134,4 +158,4 @@ CADRE_HOST_DEVICE inline void update_block(const UpdateTable<T>& table, const Ru
   }
 }
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

@@ -13,11 +13,11 @@
 
 #include <cstdint>
 
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/portable/scalar_math.h"
 #include "core/base/host_device.h"
 #include "core/kernels/nn.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 struct ConvGeometry {
   int64_t n, h, w, c;  // input
@@ -219,4 +219,4 @@ struct PoolGradElement {
   }
 };
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-#include "core/backend/cuda/portable/offsets.h"
-#include "core/backend/cuda/portable/op_math.h"
+#include "core/backend/portable/offsets.h"
+#include "core/backend/portable/op_math.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 // out[i] = value; W is the unsigned word of the element size.
 template <typename W>
@@ -159,4 +159,4 @@ struct BiasActivationElement {
   }
 };
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

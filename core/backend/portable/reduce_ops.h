@@ -7,9 +7,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/backend/cuda/portable/scalar_math.h"
+#include "core/backend/portable/scalar_math.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 template <typename T>
 struct SumOp {
@@ -108,4 +108,4 @@ struct ArgReduceElement {
   }
 };
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable

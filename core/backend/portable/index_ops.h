@@ -6,7 +6,7 @@
 
 #include "core/base/host_device.h"
 
-namespace cadre::backend::cuda::portable {
+namespace cadre::backend::portable {
 
 // out [outer, n, inner] from params [outer, rows, inner]; W is the element's storage word, I
 // the index type. Indices were checked to lie in [0, rows).
@@ -37,4 +37,4 @@ struct OneHotElement {
   }
 };
 
-}  // namespace cadre::backend::cuda::portable
+}  // namespace cadre::backend::portable
