@@ -262,11 +262,6 @@ void write_double_attribute(hid_t object, const std::string& name, double value)
   write_attribute(object, name, H5T_IEEE_F64LE, &value);
 }
 
-bool has_attribute(hid_t object, const std::string& name) {
-  quiet_hdf5();
-  return H5Aexists(object, name.c_str()) > 0;
-}
-
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name,
                                                  const std::string& context) {
   Handle attribute = open_attribute(object, name, context);

@@ -74,7 +74,6 @@ void write_string_attribute(hid_t object, const std::string& name, const std::st
 void write_int64_attribute(hid_t object, const std::string& name, int64_t value);
 void write_uint32_attribute(hid_t object, const std::string& name, uint32_t value);
 void write_double_attribute(hid_t object, const std::string& name, double value);
-bool has_attribute(hid_t object, const std::string& name);
 // nullopt when the attribute is missing; DataLossError naming `context` when unreadable.
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name,
                                                  const std::string& context);

@@ -36,12 +36,6 @@ std::vector<std::string> restore_variables(const CheckpointReader& reader,
   return restore(reader, whole_targets(variable_tensors(store)), options);
 }
 
-std::vector<std::string> warm_start_variables(const CheckpointReader& reader,
-                                              const nn::VariableStore& store,
-                                              const WarmStartOptions& options) {
-  return warm_start(reader, variable_tensors(store), slot_relations(store), options);
-}
-
 CheckpointSourceFn same_names() {
   return [](const nn::VariableSpec& spec) -> std::optional<std::string> { return spec.name; };
 }

@@ -100,10 +100,6 @@ EstimatorSpec EstimatorSpec::predict(
   return spec;
 }
 
-EstimatorSpec& EstimatorSpec::with_predictions(std::map<std::string, Tensor> values) {
-  predictions = std::move(values);
-  return *this;
-}
 EstimatorSpec& EstimatorSpec::with_tensors(std::map<std::string, Tensor> values) {
   tensors = std::move(values);
   return *this;

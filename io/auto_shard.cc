@@ -146,20 +146,6 @@ ShardedDataset shard_data(const Dataset& dataset, int64_t workers, int64_t index
 
 }  // namespace
 
-std::string_view auto_shard_policy_name(AutoShardPolicy policy) {
-  switch (policy) {
-    case AutoShardPolicy::kAuto:
-      return "AUTO";
-    case AutoShardPolicy::kFile:
-      return "FILE";
-    case AutoShardPolicy::kData:
-      return "DATA";
-    case AutoShardPolicy::kOff:
-      return "OFF";
-  }
-  return "?";
-}
-
 Dataset Dataset::with_options(const DatasetOptions& options) const {
   return Dataset(std::make_shared<OptionsNode>(node_, options));
 }

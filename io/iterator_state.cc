@@ -18,10 +18,6 @@ void StateWriter::write_string(std::string_view key, std::string_view value) {
   (*state_)[str_cat(prefix_, key)] = bytes_tensor(value);
 }
 
-void StateWriter::write_tensor(std::string_view key, const Tensor& value) {
-  (*state_)[str_cat(prefix_, key)] = value;
-}
-
 void StateWriter::write_elements(std::string_view key, const std::vector<Element>& elements) {
   write_string(key, encode_elements(elements));
 }
@@ -62,8 +58,6 @@ std::string StateReader::read_string(std::string_view key) const {
   }
   return tensor_bytes(t);
 }
-
-Tensor StateReader::read_tensor(std::string_view key) const { return get(key); }
 
 std::vector<Element> StateReader::read_elements(std::string_view key) const {
   return decode_elements(read_string(key), str_cat("iterator state entry '", full_key(key), "'"));

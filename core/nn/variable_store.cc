@@ -49,11 +49,6 @@ std::shared_ptr<Variable> default_variable_creator(const VariableSpec& spec, uin
 VariableStore::VariableStore(uint64_t seed, VariableCreator creator)
     : seed_(seed), creator_(std::move(creator)) {}
 
-void VariableStore::set_creator(VariableCreator creator) {
-  MutexLock lock(mutex_);
-  creator_ = std::move(creator);
-}
-
 Variable& VariableStore::get_or_create(const VariableSpec& spec) {
   MutexLock lock(mutex_);
   auto it = by_name_.find(spec.name);
@@ -127,11 +122,6 @@ std::vector<std::pair<std::string, std::shared_ptr<Metric>>> VariableStore::metr
   return metrics_;
 }
 
-void VariableStore::clear_metrics() {
-  MutexLock lock(mutex_);
-  metrics_.clear();
-}
-
 VariableStore& current_store() {
   if (current == nullptr) {
     throw FailedPreconditionError(
@@ -141,8 +131,6 @@ VariableStore& current_store() {
   }
   return *current;
 }
-
-bool has_current_store() { return current != nullptr; }
 
 VariableStoreScope::VariableStoreScope(VariableStore& store) : previous_(current) {
   current = &store;

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
@@ -8,6 +11,7 @@
 #include "cadre/ops/math.h"
 #include "cadre/ops/random.h"
 #include "cadre/ops/reduce.h"
+#include "cadre/random/generator.h"
 
 namespace cadre {
 namespace {
@@ -156,6 +160,47 @@ TEST(LossesTest, ReductionsAndValues) {
   EXPECT_NEAR(nn::sparse_softmax_cross_entropy(ids, logits).item<float>(),
               nn::softmax_cross_entropy(onehot, logits).item<float>(), 1e-6);
   EXPECT_NEAR(nn::sparse_softmax_cross_entropy(ids, logits).item<float>(), std::log(1 + std::exp(-2.0)), 1e-6);
+  // max(x, 0) - x z + log(1 + exp(-|x|)), averaged over the last axis then the batch.
+  Tensor z = Tensor::from_vector<float>({1, 0, 0.5, 1}, Shape{2, 2});
+  Tensor x = Tensor::from_vector<float>({2, -1, 0, -3}, Shape{2, 2});
+  double expected = 0;
+  std::vector<float> zs = z.to_vector<float>(), xs = x.to_vector<float>();
+  for (int i = 0; i < 4; ++i) {
+    expected += std::max(xs[i], 0.0f) - xs[i] * zs[i] + std::log1p(std::exp(-std::abs(xs[i])));
+  }
+  EXPECT_NEAR(nn::sigmoid_cross_entropy(z, x).item<float>(), expected / 4, 1e-6);
+}
+
+// Keras' variance-scaling initializers: the spread follows the fans, normals are truncated
+// at two standard deviations.
+TEST(InitializersTest, VarianceScalingFollowsTheFans) {
+  Generator generator(7, 0);
+  const Shape shape{400, 200};  // fan_in 400, fan_out 200
+  auto stats = [](const Tensor& t) {
+    std::vector<float> v = t.to_vector<float>();
+    double mean = 0, square = 0, largest = 0;
+    for (float x : v) {
+      mean += x;
+      square += double(x) * x;
+      largest = std::max(largest, double(std::abs(x)));
+    }
+    mean /= v.size();
+    return std::tuple{mean, std::sqrt(square / v.size() - mean * mean), largest};
+  };
+  struct Case {
+    nn::Initializer init;
+    double stddev, bound;
+  };
+  const double glorot = std::sqrt(2.0 / 600), he = std::sqrt(2.0 / 400);
+  for (const Case& c : {Case{nn::initializers::glorot_normal(), glorot, 2 * glorot / 0.8796},
+                        Case{nn::initializers::he_normal(), he, 2 * he / 0.8796},
+                        Case{nn::initializers::he_uniform(), std::sqrt(6.0 / 400) / std::sqrt(3.0),
+                             std::sqrt(6.0 / 400)}}) {
+    auto [mean, stddev, largest] = stats(c.init(shape, DType::kFloat32, generator));
+    EXPECT_NEAR(mean, 0, 0.05 * c.stddev);
+    EXPECT_NEAR(stddev, c.stddev, 0.03 * c.stddev);
+    EXPECT_LE(largest, c.bound * 1.0001);
+  }
 }
 
 }  // namespace

@@ -223,6 +223,18 @@ TEST(OpsTest, BadInputNamesOpShapesAndDtypes) {
   EXPECT_NE(message.find("[4, 5]"), std::string::npos) << message;
   EXPECT_THROW(sum(Tensor::zeros(Shape{2}), {3}), InvalidArgumentError);
   EXPECT_THROW(Tensor::zeros(Shape{2, 3}).transpose({0, 0}), InvalidArgumentError);
+  EXPECT_EQ(parse_padding("same"), Padding::kSame);
+  EXPECT_EQ(parse_padding("VALID"), Padding::kValid);
+  message = error_of([] { parse_padding("full"); });
+  EXPECT_NE(message.find("full"), std::string::npos) << message;
+}
+
+TEST(OpsTest, FullLikeTakesShapeDtypeAndDevice) {
+  Tensor x = Tensor::zeros(Shape{2, 3}, DType::kFloat64);
+  Tensor y = full_like(x, 2.5);
+  EXPECT_EQ(y.shape(), x.shape());
+  EXPECT_EQ(y.dtype(), DType::kFloat64);
+  EXPECT_EQ(y.to_vector<double>(), std::vector<double>(6, 2.5));
 }
 
 }  // namespace

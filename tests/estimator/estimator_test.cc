@@ -70,6 +70,31 @@ TEST_F(EstimatorTest, AMissingMetricIsNotFoundNamingThoseThatExist) {
   EXPECT_THROW(EvalResult()["loss"], NotFoundError);
 }
 
+// Hooks a model_fn returns with its spec run in that spec's mode only.
+TEST_F(EstimatorTest, HooksOfTheSpecRunInItsMode) {
+  struct Counter : Hook {
+    void after_run(cadre::Run& run, const StepResult& result, RunContext& context) override {
+      ++(run.mode() == ModeKeys::kTrain ? train_steps : eval_steps);
+    }
+    int train_steps = 0, eval_steps = 0;
+  };
+  auto train_counter = std::make_shared<Counter>(), eval_counter = std::make_shared<Counter>();
+  auto model_fn = [&](const Features& features, const Tensor& labels, ModeKeys mode,
+                      const Params& params) {
+    EstimatorSpec spec = classifier_fn(features, labels, mode, params);
+    if (mode == ModeKeys::kTrain) spec.with_hooks({train_counter});
+    if (mode == ModeKeys::kEval) spec.with_hooks({eval_counter});
+    return spec;
+  };
+  Estimator estimator(model_fn, test_config(model_dir()));
+  estimator.train(train_input, {.max_steps = 7});
+  estimator.evaluate(eval_input, {.steps = 3});
+  EXPECT_EQ(train_counter->train_steps, 7);
+  EXPECT_EQ(train_counter->eval_steps, 0);
+  EXPECT_EQ(eval_counter->eval_steps, 3);
+  EXPECT_EQ(eval_counter->train_steps, 0);
+}
+
 TEST_F(EstimatorTest, ResumingContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   Estimator straight(classifier_fn, test_config(model_dir("straight"), 40));
   auto all = std::make_shared<LossRecorder>();

@@ -27,10 +27,6 @@ class FaultEnv : public Env {
     once_ = once;
     count_ = 0;
   }
-  void set_now(double seconds) {
-    MutexLock lock(mutex_);
-    now_ = seconds;
-  }
   void advance(double seconds) {
     MutexLock lock(mutex_);
     now_ += seconds;

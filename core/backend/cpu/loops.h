@@ -87,14 +87,6 @@ struct StridedLoop {
   }
 };
 
-// Calls fn(i) in parallel chunks over [0, n).
-template <typename Fn>
-void parallel_elements(int64_t n, Fn&& fn, int64_t grain = kElementwiseGrain) {
-  parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) fn(i);
-  });
-}
-
 // A contiguous version of t (t itself when it already is), copied without recording on
 // any gradient tape.
 Tensor contiguous_raw(const Tensor& t);

@@ -29,9 +29,6 @@ enum class ErrorCode {
   kDataLoss = 15,
 };
 
-// "InvalidArgument", "NotFound", ...: the name TensorFlow prints for the code.
-std::string_view error_code_name(ErrorCode code);
-
 class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);

@@ -39,8 +39,6 @@ class CADRE_CAPABILITY("mutex") Mutex {
 
   void lock() CADRE_ACQUIRE() { mutex_.lock(); }
   void unlock() CADRE_RELEASE() { mutex_.unlock(); }
-  // Tells the analysis that the caller holds the mutex (no run-time check).
-  void assert_held() const CADRE_ASSERT_HELD(this) {}
 
  private:
   friend class CondVar;

@@ -25,13 +25,10 @@ void add_variables(const nn::VariableStore& store, CheckpointData* data);
 std::map<std::string, Tensor> variable_tensors(const nn::VariableStore& store);
 std::map<std::string, std::string> slot_relations(const nn::VariableStore& store);
 
-// restore() and warm_start() for every variable of `store`.
+// restore() for every variable of `store`.
 std::vector<std::string> restore_variables(const CheckpointReader& reader,
                                            const nn::VariableStore& store,
                                            const RestoreOptions& options = {});
-std::vector<std::string> warm_start_variables(const CheckpointReader& reader,
-                                              const nn::VariableStore& store,
-                                              const WarmStartOptions& options = {});
 
 // Where a variable being created takes its value from: its name in the checkpoint, or
 // nullopt to initialise it as usual.

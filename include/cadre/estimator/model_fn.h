@@ -105,7 +105,6 @@ struct EstimatorSpec {
   static EstimatorSpec predict(std::map<std::string, Tensor> predictions,
                                std::map<std::string, std::vector<std::string>> export_outputs = {});
 
-  EstimatorSpec& with_predictions(std::map<std::string, Tensor> values);
   EstimatorSpec& with_tensors(std::map<std::string, Tensor> values);
   EstimatorSpec& with_scalar_summaries(std::map<std::string, Tensor> values);
   EstimatorSpec& with_hooks(Hooks hooks);  // the hooks of this spec's mode

@@ -14,8 +14,6 @@ namespace cadre::io {
 // pipeline's output. kOff: every worker reads all of it.
 enum class AutoShardPolicy { kAuto, kFile, kData, kOff };
 
-std::string_view auto_shard_policy_name(AutoShardPolicy policy);  // "AUTO", "FILE", ...
-
 struct DatasetOptions {
   AutoShardPolicy auto_shard_policy = AutoShardPolicy::kAuto;
 };

@@ -31,7 +31,6 @@ class StateWriter {
 
   void write_int(std::string_view key, int64_t value);
   void write_string(std::string_view key, std::string_view value);
-  void write_tensor(std::string_view key, const Tensor& value);
   void write_elements(std::string_view key, const std::vector<Element>& elements);
 
  private:
@@ -50,7 +49,6 @@ class StateReader {
   bool contains(std::string_view key) const;
   int64_t read_int(std::string_view key) const;
   std::string read_string(std::string_view key) const;
-  Tensor read_tensor(std::string_view key) const;
   std::vector<Element> read_elements(std::string_view key) const;
 
  private:

@@ -34,7 +34,6 @@ class Optimizer {
 
   const std::string& name() const { return name_; }
   const LearningRate& learning_rate() const { return learning_rate_; }
-  void set_learning_rate(LearningRate learning_rate) { learning_rate_ = std::move(learning_rate); }
   const OptimizerOptions& options() const { return options_; }
 
   // Steps applied so far, from "<name>/iterations" in the current store (0 before the first).

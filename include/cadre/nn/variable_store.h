@@ -53,10 +53,8 @@ class VariableStore {
   std::shared_ptr<Metric> metric(const std::string& name,
                                  const std::function<std::shared_ptr<Metric>()>& make);
   std::vector<std::pair<std::string, std::shared_ptr<Metric>>> metrics() const;
-  void clear_metrics();
 
   uint64_t seed() const { return seed_; }
-  void set_creator(VariableCreator creator);
 
  private:
   uint64_t seed_;
@@ -70,7 +68,6 @@ class VariableStore {
 // The calling thread's store; throws FailedPreconditionError when no VariableStoreScope
 // is active on this thread.
 VariableStore& current_store();
-bool has_current_store();
 
 class VariableStoreScope {
  public:
