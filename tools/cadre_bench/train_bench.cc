@@ -36,7 +36,8 @@ DEFINE_int32(windows, 7, "timing windows; the median is reported");
 DEFINE_double(window_s, 1.0, "seconds per window when --steps is 0");
 DEFINE_int32(threads, 0, "intra-op threads (0: every core, or CADRE_NUM_THREADS)");
 DEFINE_string(strategy, "one_device",
-              "one_device, mirrored, central_storage or multi_worker_mirrored (under TF_CONFIG)");
+              "one_device, mirrored, central_storage, multi_worker_mirrored or parameter_server "
+              "(the last two under TF_CONFIG)");
 DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1 or gpu:0");
 DEFINE_string(float32_precision, "float32", "GPU products: float32, tf32 or bf16");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
