@@ -16,7 +16,7 @@
 
 #include "cadre/checkpoint/manager.h"
 #include "cadre/checkpoint/state_file.h"
-#include "tests/checkpoint/test_model.h"
+#include "tests/checkpoint/small_model.h"
 
 namespace {
 

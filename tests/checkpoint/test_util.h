@@ -10,7 +10,7 @@
 
 #include "cadre/checkpoint/contents.h"
 #include "cadre/tensor/tensor.h"
-#include "tests/checkpoint/test_model.h"
+#include "tests/checkpoint/small_model.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre::checkpoint::testing {
