@@ -2,6 +2,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -248,6 +249,34 @@ std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start(const WarmSt
   return reader;
 }
 
+// Examples in a replica's batch: the labels' first dimension, else a feature's.
+int64_t batch_rows(const io::Element& element) {
+  if (element.labels.defined() && element.labels.rank() > 0) return element.labels.shape()[0];
+  for (const auto& [name, feature] : element.features) {
+    if (feature.rank() > 0) return feature.shape()[0];
+  }
+  return 1;
+}
+
+// The line a training run starts with: the strategy, its replicas and devices, the batch
+// per replica and how gradients are combined.
+std::string plan_line(const Strategy& strategy, const PerReplica<io::Element>& batch) {
+  int64_t smallest = batch_rows(batch[0]), largest = smallest, local = 0;
+  for (size_t r = 0; r < batch.size(); ++r) {
+    int64_t rows = batch_rows(batch[r]);
+    smallest = std::min(smallest, rows);
+    largest = std::max(largest, rows);
+    local += rows;
+  }
+  std::string per_replica = smallest == largest ? std::to_string(smallest)
+                                                : str_cat(smallest, "-", largest);
+  std::string workers =
+      strategy.num_workers() > 1 ? str_cat(" on each of ", strategy.num_workers(), " workers") : "";
+  return str_cat("strategy ", strategy.name(), ": ", strategy.topology(), workers, "; batch ",
+                 per_replica, " per replica (", local * strategy.num_workers_in_sync(),
+                 " per step); gradients: ", strategy.extended().reduction());
+}
+
 }  // namespace
 
 int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
@@ -346,6 +375,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
       LOG(INFO) << "the training input ended at step " << run.global_step();
       break;
     }
+    if (first) LOG(INFO) << plan_line(*strategy, *batch);
     StepResult result = run.step(*batch, &spec);
     if (first && !spec.training_hooks.empty()) {
       // A spec's hooks join when the first step has shown them.

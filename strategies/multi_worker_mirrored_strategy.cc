@@ -64,6 +64,12 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
     group_->collective->broadcast(&value, sizeof value, /*root=*/0);
     return value;
   }
+  std::string reduction() const override {
+    std::string across = str_cat(gpus_ ? "NCCL" : "Gloo", " all-reduce across ", num_workers(),
+                                 " workers");
+    if (num_local_replicas() == 1) return across;
+    return str_cat(StrategyExtended::reduction(), " within the worker, then ", across);
+  }
 
  protected:
   // Every variable starts as the chief's (TensorFlow's MultiWorkerMirrored initializes by

@@ -34,6 +34,12 @@ class ParameterServerExtended final : public StrategyExtended {
   int worker_index() const override { return cluster_.global_task_id(); }
   int num_workers_in_sync() const override { return 1; }
   const ps::ParameterServers* parameter_servers() const override { return &servers_; }
+  std::string reduction() const override {
+    std::string push = str_cat("pushed to ", cluster_.num_ps_replicas(),
+                               " ps task(s), which apply them asynchronously");
+    if (num_local_replicas() == 1) return push;
+    return str_cat(StrategyExtended::reduction(), ", then ", push);
+  }
 
   // The chief sets the global step on ps 0; the others wait for it and take it.
   int64_t broadcast_from_chief(int64_t value) const override {

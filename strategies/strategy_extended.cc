@@ -29,6 +29,12 @@ StrategyExtended::StrategyExtended(std::vector<Device> devices,
 
 StrategyExtended::~StrategyExtended() = default;
 
+std::string StrategyExtended::reduction() const {
+  if (num_local_replicas() == 1) return "none (one replica)";
+  return str_cat(cross_device_ops().name(), " over ", num_local_replicas(), " replica(s)",
+                 mirrors_variables() ? "" : str_cat(" onto the variables on ", variable_device(0)));
+}
+
 std::unique_ptr<DistributedVariables> StrategyExtended::create_variables(
     uint64_t seed, nn::VariableCreator creator) const {
   std::vector<std::unique_ptr<nn::VariableStore>> stores;

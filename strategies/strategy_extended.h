@@ -57,6 +57,9 @@ class StrategyExtended {
   // worker calls it with the same values in the same order; collective). Nothing to do for
   // a single worker.
   virtual void cross_worker_sum(std::vector<Gradient>& values, double& weight) const {}
+  // How a step's gradients are combined, for the line a training run starts with
+  // ("HierarchicalCopyAllReduce over 2 replicas", "Gloo across 2 workers", ...).
+  virtual std::string reduction() const;
   // The chief's `value` on every worker (collective), e.g. the step a run starts at.
   virtual int64_t broadcast_from_chief(int64_t value) const { return value; }
   // The cluster's ps tasks when the variables live there, else null: a ps task serves with

@@ -23,3 +23,9 @@ cmake -S "$source_dir/consumer" -B "$work/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer" >/dev/null
 "$work/consumer/consumer" "$work/model" 2>"$work/stderr" || { cat "$work/stderr" >&2; exit 1; }
+# A first program that never initialises glog gets the library's logging, not glog's warning.
+if grep -q "Logging before InitGoogleLogging" "$work/stderr"; then
+  echo "the consumer's log starts with glog's warning:" >&2
+  head -3 "$work/stderr" >&2
+  exit 1
+fi

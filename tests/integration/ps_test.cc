@@ -131,6 +131,12 @@ TEST_F(PsClusterTest, TwoPsTwoWorkersAChiefAndAnEvaluatorTrainFashionMnist) {
   EXPECT_GE(std::stod(m[2]), 0.86) << "test accuracy after " << m[1] << " asynchronous steps";
   EXPECT_NE(output.find("hidden1/kernel/part_0"), std::string::npos) << "the placement plan";
   EXPECT_NE(output.find("hidden1/kernel/part_1"), std::string::npos);
+  EXPECT_NE(output.find("strategy parameter_server: 1 replica on cpu:0 on each of 3 workers; "
+                        "batch 128 per replica "
+                        "(128 per step); gradients: pushed to 2 ps task(s), which apply them "
+                        "asynchronously"),
+            std::string::npos)
+      << "the strategy's line";
   auto reader = latest(path("m"));
   EXPECT_EQ(reader->variables().at("hidden1/kernel").shape, (Shape{784, 256}));
   EXPECT_EQ(reader->variables().at("hidden1/kernel/Adam/m").shape, (Shape{784, 256}));
