@@ -8,6 +8,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/state_file.h"
+#include "core/base/process_id.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {
@@ -42,6 +43,9 @@ std::optional<LeaseRecord> parse_lease(const std::string& text) {
       } else if (key == "expires_at") {
         record.expires_at = std::stod(value);
         ++fields;
+      } else if (key == "owner") {
+        if (value.size() < 2) return std::nullopt;
+        record.owner = value.substr(1, value.size() - 2);
       }
     } catch (const std::exception&) {
       return std::nullopt;
@@ -55,7 +59,22 @@ bool is_lease_name(const std::string& name) {
   return name.ends_with(kSuffix) && !is_temporary_name(name);
 }
 
+bool owner_is_dead(const std::string& owner) {
+  std::optional<ProcessId> id = parse_process_token(owner);
+  return id && liveness(*id) == Liveness::kDead;
+}
+
+constexpr char kPendingFile[] = "pending_deletions";
+
 }  // namespace
+
+bool LeaseRecord::covers(int64_t step, double now) const {
+  return now < expires_at && first_step <= step && step <= last_step && !owner_is_dead(owner);
+}
+
+bool LeaseRecord::stale(double now, double grace_seconds) const {
+  return expires_at + grace_seconds < now || owner_is_dead(owner);
+}
 
 std::vector<LeaseRecord> read_leases(Env& env, const std::string& model_dir) {
   std::vector<LeaseRecord> leases;
@@ -85,16 +104,87 @@ bool is_leased(const std::vector<LeaseRecord>& leases, int64_t step, double now)
   return false;
 }
 
-int remove_expired_leases(Env& env, const std::string& model_dir, double grace_seconds) {
+int remove_stale_leases(Env& env, const std::string& model_dir, double grace_seconds) {
   double now = env.now_seconds();
   int removed = 0;
   for (const LeaseRecord& lease : read_leases(env, model_dir)) {
-    if (lease.expires_at + grace_seconds < now &&
+    if (lease.stale(now, grace_seconds) &&
         env.remove_file(join_path(lease_dir(model_dir), lease.holder + kSuffix))) {
+      if (lease.expires_at + grace_seconds >= now) {
+        LOG(INFO) << "releasing the lease of " << lease.holder << ", whose process is gone";
+      }
       ++removed;
     }
   }
+  std::vector<std::string> names;
+  try {
+    names = env.list_dir(lease_dir(model_dir));
+  } catch (const NotFoundError&) {
+    return removed;
+  }
+  for (const std::string& name : names) {
+    if (temporary_is_abandoned(env, lease_dir(model_dir), name)) {
+      env.remove_file(join_path(lease_dir(model_dir), name));
+    }
+  }
   return removed;
+}
+
+std::vector<std::string> read_pending_deletions(Env& env, const std::string& model_dir) {
+  std::vector<std::string> names;
+  std::string text;
+  try {
+    text = env.read_file(join_path(lease_dir(model_dir), kPendingFile));
+  } catch (const NotFoundError&) {
+    return names;
+  }
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // Names only, never paths: a damaged list must not reach outside model_dir.
+    if (!line.empty() && line.find('/') == std::string::npos && line != "." && line != "..") {
+      names.push_back(line);
+    }
+  }
+  return names;
+}
+
+void write_pending_deletions(Env& env, const std::string& model_dir,
+                             const std::vector<std::string>& names) {
+  std::string path = join_path(lease_dir(model_dir), kPendingFile);
+  if (names.empty()) {
+    env.remove_file(path);
+    return;
+  }
+  env.create_dir(lease_dir(model_dir));
+  std::string text;
+  for (const std::string& name : names) text += name + "\n";
+  write_file_atomically(env, path, text);
+}
+
+std::vector<std::string> delete_unleased_checkpoints(Env& env, const std::string& model_dir,
+                                                     const std::vector<std::string>& names,
+                                                     const std::string& basename) {
+  std::vector<std::string> pending;
+  if (names.empty()) return pending;
+  std::vector<LeaseRecord> leases = read_leases(env, model_dir);
+  double now = env.now_seconds();
+  for (const std::string& name : names) {
+    std::optional<int64_t> step = checkpoint_step(name, basename);
+    if (!step) continue;  // not a checkpoint of this model_dir: never ours to delete
+    if (is_leased(leases, *step, now)) {
+      pending.push_back(name);
+      continue;
+    }
+    try {
+      env.remove_file(join_path(model_dir, name));
+    } catch (const std::exception& error) {
+      LOG(WARNING) << "retention could not delete checkpoint " << name
+                   << " (will retry): " << error.what();
+      pending.push_back(name);
+    }
+  }
+  return pending;
 }
 
 std::string unique_lease_holder(const std::string& prefix) {
@@ -132,7 +222,8 @@ void Lease::hold(int64_t first_step, int64_t last_step, double seconds) {
   std::ostringstream text;
   text.precision(17);
   text << "holder: \"" << holder_ << "\"\nfirst_step: " << first_step
-       << "\nlast_step: " << last_step << "\nexpires_at: " << env_->now_seconds() + seconds << "\n";
+       << "\nlast_step: " << last_step << "\nexpires_at: " << env_->now_seconds() + seconds
+       << "\nowner: \"" << to_token(this_process()) << "\"\n";
   write_file_atomically(*env_, join_path(dir, holder_ + kSuffix), text.str());
   held_ = true;
 }

@@ -73,6 +73,10 @@ CheckpointManager::CheckpointManager(std::string model_dir, CheckpointManagerOpt
     }
     adopt_unrecorded_checkpoints();
   }
+  pending_ = read_pending_deletions(*env_, model_dir_);
+  lock.unlock();
+  // What an earlier manager could not delete, and what a dead reader's lease kept.
+  delete_unleased({});
 }
 
 void CheckpointManager::adopt_unrecorded_checkpoints() {
@@ -106,6 +110,11 @@ std::string CheckpointManager::checkpoint_path(int64_t global_step) const {
 
 void CheckpointManager::join_worker() {
   if (worker_.joinable()) worker_.join();
+}
+
+void CheckpointManager::close() {
+  wait();
+  delete_unleased({});
 }
 
 void CheckpointManager::wait() {
@@ -197,39 +206,39 @@ void CheckpointManager::apply_retention(std::vector<std::string>* to_delete) {
 }
 
 void CheckpointManager::delete_unleased(std::vector<std::string> names) {
+  MutexLock lock(deleting_);
+  std::vector<std::string> before;
   {
-    MutexLock lock(mutex_);
-    for (std::string& name : pending_) names.push_back(std::move(name));
-    pending_.clear();
+    MutexLock state(mutex_);
+    before = pending_;
   }
-  if (names.empty()) return;
-  std::vector<LeaseRecord> leases = read_leases(*env_, model_dir_);
-  double now = env_->now_seconds();
-  std::vector<std::string> still_leased;  // or not deletable now
-  for (const std::string& name : names) {
-    std::optional<int64_t> step = checkpoint_step(name, options_.basename);
-    if (step && is_leased(leases, *step, now)) {
-      still_leased.push_back(name);
-      continue;
-    }
+  names.insert(names.begin(), before.begin(), before.end());
+  std::vector<std::string> still = delete_unleased_checkpoints(*env_, model_dir_, names,
+                                                               options_.basename);
+  remove_stale_leases(*env_, model_dir_, /*grace_seconds=*/3600);
+  if (still != before) {
     try {
-      env_->remove_file(join_path(model_dir_, name));
+      write_pending_deletions(*env_, model_dir_, still);
     } catch (const std::exception& error) {
-      LOG(WARNING) << "retention could not delete checkpoint " << name
-                   << " (will retry): " << error.what();
-      still_leased.push_back(name);
+      // The list is what a reader or a later manager catches up from; this manager retries.
+      LOG(WARNING) << "could not record the checkpoints retention still has to delete: "
+                   << error.what();
     }
   }
-  remove_expired_leases(*env_, model_dir_, /*grace_seconds=*/3600);
-  MutexLock lock(mutex_);
-  pending_.insert(pending_.end(), still_leased.begin(), still_leased.end());
+  MutexLock state(mutex_);
+  pending_ = std::move(still);
 }
 
+// Temporaries of saves in flight in another live process (a second chief by mistake, a
+// chief restarted while its predecessor still finishes) are left alone: only what a dead
+// owner left is removed, and what this process left (it is the model_dir's only writer, so
+// an earlier manager's failed save).
 void CheckpointManager::remove_stale_temporaries() {
   for (const std::string& name : env_->list_dir(model_dir_)) {
     bool ours = name.starts_with(options_.basename + "-") ||
                 name.starts_with(std::string(kStateFileName) + ".");
-    if (ours && is_temporary_name(name)) {
+    if (ours && (temporary_of_this_process(name) ||
+                 temporary_is_abandoned(*env_, model_dir_, name))) {
       LOG(INFO) << "removing " << name << ", left by an interrupted save";
       env_->remove_file(join_path(model_dir_, name));
     }

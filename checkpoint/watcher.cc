@@ -41,6 +41,16 @@ CheckpointWatcher::CheckpointWatcher(std::string model_dir, WatcherOptions optio
 
 CheckpointWatcher::~CheckpointWatcher() {
   if (inotify_fd_ >= 0) ::close(inotify_fd_);
+  if (!lease_) return;
+  // Letting go: what retention dropped while this watcher leased it goes now, unless another
+  // reader still holds it (the chief may have ended long ago).
+  try {
+    lease_->release();
+    delete_unleased_checkpoints(*env_, model_dir_, read_pending_deletions(*env_, model_dir_),
+                                options_.basename);
+  } catch (const std::exception& error) {
+    LOG(WARNING) << "releasing checkpoints in " << model_dir_ << ": " << error.what();
+  }
 }
 
 void CheckpointWatcher::lease_from(int64_t first_step, int64_t last_step) {

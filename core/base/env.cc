@@ -13,10 +13,13 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/file_errors.h"
+#include "core/base/process_id.h"
 #include "core/base/strings.h"
 
 namespace cadre {
 namespace {
+
+constexpr char kTemporaryMark[] = ".tmp-";
 
 // Closes a file descriptor on every path out of a scope.
 class FileDescriptor {
@@ -138,6 +141,12 @@ class PosixEnv : public Env {
     return static_cast<uint64_t>(info.st_size);
   }
 
+  double modified_seconds(const std::string& path) override {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) throw_file_error("cannot stat", path, errno);
+    return static_cast<double>(info.st_mtim.tv_sec) + info.st_mtim.tv_nsec * 1e-9;
+  }
+
   std::vector<std::string> list_dir(const std::string& dir) override {
     DIR* handle = ::opendir(dir.c_str());
     if (handle == nullptr) throw_file_error("cannot list directory", dir, errno);
@@ -230,11 +239,44 @@ std::shared_ptr<Env> posix_env() { return std::make_shared<PosixEnv>(); }
 
 std::string temporary_path_for(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
-  return str_cat(path, ".tmp-", ::getpid(), "-", counter.fetch_add(1));
+  return str_cat(path, kTemporaryMark, counter.fetch_add(1), "-", to_token(this_process()));
 }
 
 bool is_temporary_name(std::string_view name) {
-  return name.find(".tmp-") != std::string_view::npos;
+  return name.find(kTemporaryMark) != std::string_view::npos;
+}
+
+// The owner named by a temporary name ("...tmp-<counter>-<token>"), if it parses.
+std::optional<ProcessId> temporary_owner(std::string_view name) {
+  size_t mark = name.rfind(kTemporaryMark);
+  if (mark == std::string_view::npos) return std::nullopt;
+  std::string_view rest = name.substr(mark + std::string_view(kTemporaryMark).size());
+  size_t dash = rest.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  return parse_process_token(rest.substr(dash + 1));
+}
+
+bool temporary_owner_is_dead(std::string_view name) {
+  std::optional<ProcessId> owner = temporary_owner(name);
+  return owner && liveness(*owner) == Liveness::kDead;
+}
+
+bool temporary_of_this_process(std::string_view name) {
+  std::optional<ProcessId> owner = temporary_owner(name);
+  return owner && *owner == this_process();
+}
+
+bool temporary_is_abandoned(Env& env, const std::string& dir, const std::string& name,
+                            double stale_seconds) {
+  if (!is_temporary_name(name)) return false;
+  std::optional<ProcessId> owner = temporary_owner(name);
+  Liveness state = owner ? liveness(*owner) : Liveness::kUnknown;
+  if (state != Liveness::kUnknown) return state == Liveness::kDead;
+  try {
+    return env.now_seconds() - env.modified_seconds(join_path(dir, name)) > stale_seconds;
+  } catch (const NotFoundError&) {
+    return false;  // gone already
+  }
 }
 
 void write_file_atomically(Env& env, const std::string& path, std::string_view contents) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -12,7 +15,9 @@
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
+#include "cadre/checkpoint/watcher.h"
 #include "checkpoint/lease.h"
+#include "core/base/process_id.h"
 #include "tests/support/fault_env.h"
 #include "tests/checkpoint/test_util.h"
 
@@ -69,7 +74,7 @@ TEST(ManagerTest, PublishesInTheOrderThatMakesCrashesHarmless) {
   manager.save(small_model(2));
   std::vector<std::string> log = env->log();
   for (std::string& entry : log)
-    entry = std::regex_replace(entry, std::regex("\\.tmp-[0-9-]+"), ".tmp");
+    entry = std::regex_replace(entry, std::regex("\\.tmp-[^ ]+"), ".tmp");
   EXPECT_EQ(log, (std::vector<std::string>{
                      "sync model.ckpt-2.h5.tmp",                     // the data is durable
                      "rename model.ckpt-2.h5.tmp model.ckpt-2.h5",   // then published
@@ -292,13 +297,89 @@ TEST(ManagerTest, AnAsynchronousFailureSurfacesAtTheNextSaveAndAtClose) {
   EXPECT_EQ(latest_checkpoint(dir.path()), dir.file("model.ckpt-4.h5"));
 }
 
-TEST(ManagerTest, RemovesTemporariesLeftByACrashedSave) {
+// Only what a dead owner left goes: a save in flight in another live process (a chief
+// restarted while its predecessor finishes) keeps its temporary, and another host's is
+// removed only once it has not changed for hours.
+TEST(ManagerTest, RemovesOnlyTheTemporariesOfDeadOwners) {
   TempDir dir;
-  testing::write_file(dir.file("model.ckpt-5.h5.tmp-999-0"), "partial");
-  testing::write_file(dir.file("checkpoint.tmp-999-1"), "partial");
+  ProcessId gone = this_process();
+  ++gone.start_ticks;  // this pid, another start: a process that ended
+  ProcessId parent = process_on_this_host(::getppid()).value();
+  ProcessId remote{"another-host", 4242, 7};
+  testing::write_file(dir.file("model.ckpt-5.h5.tmp-0-" + to_token(gone)), "partial");
+  testing::write_file(dir.file("checkpoint.tmp-1-" + to_token(gone)), "partial");
+  testing::write_file(dir.file("model.ckpt-6.h5.tmp-0-" + to_token(parent)), "in flight");
+  testing::write_file(dir.file("model.ckpt-7.h5.tmp-0-" + to_token(remote)), "recent");
+  testing::write_file(dir.file("model.ckpt-8.h5.tmp-0-" + to_token(remote)), "hours old");
+  std::filesystem::last_write_time(dir.file("model.ckpt-8.h5.tmp-0-" + to_token(remote)),
+                                   std::filesystem::file_time_type::clock::now() -
+                                       std::chrono::hours(7));
   testing::write_file(dir.file("notes.txt"), "not ours");
   CheckpointManager manager(dir.path());
-  EXPECT_EQ(files_in(dir.path()), (std::set<std::string>{"notes.txt"}));
+  EXPECT_EQ(files_in(dir.path()),
+            (std::set<std::string>{"notes.txt", "model.ckpt-6.h5.tmp-0-" + to_token(parent),
+                                   "model.ckpt-7.h5.tmp-0-" + to_token(remote)}));
+}
+
+TEST(ManagerTest, ALeaseOfADeadProcessProtectsNothingAndIsRemoved) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.keep_checkpoint_max = 1;
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(1));
+  ProcessId gone = this_process();
+  ++gone.start_ticks;
+  std::filesystem::create_directories(dir.file(".leases"));
+  testing::write_file(dir.file(".leases/watcher-dead.lease"),
+                      "holder: \"watcher-dead\"\nfirst_step: 0\nlast_step: 100\nexpires_at: " +
+                          std::to_string(env->now_seconds() + 600) + "\nowner: \"" +
+                          to_token(gone) + "\"\n");
+  ASSERT_EQ(read_leases(*env, dir.path()).size(), 1u);
+  manager.save(small_model(2));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({2}));
+  EXPECT_TRUE(read_leases(*env, dir.path()).empty()) << "the dead reader's lease is reclaimed";
+}
+
+// Retention catches up once the readers let go, also after training ended: the watcher that
+// releases its lease deletes what retention dropped, and a new manager finishes what an
+// earlier one could not.
+TEST(ManagerTest, RetentionCatchesUpWhenTheReadersLetGo) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.keep_checkpoint_max = 1;
+  {
+    WatcherOptions watching;
+    watching.env = env;
+    watching.protect_unseen = true;  // an evaluator with policy "all", before any checkpoint
+    watching.use_inotify = false;
+    CheckpointWatcher watcher(dir.path(), watching);
+    {
+      CheckpointManager manager(dir.path(), options);
+      for (int step : {1, 2, 3}) manager.save(small_model(step));
+      manager.close();
+      EXPECT_EQ(files_in(dir.path()), checkpoint_files({1, 2, 3}));
+      EXPECT_EQ(read_pending_deletions(*env, dir.path()),
+                (std::vector<std::string>{"model.ckpt-1.h5", "model.ckpt-2.h5"}));
+    }
+  }
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({3}));
+
+  Lease lease(env, dir.path(), "evaluator-0");
+  lease.hold(3, 4, /*seconds=*/60);
+  {
+    CheckpointManager manager(dir.path(), options);
+    manager.save(small_model(4));
+    manager.save(small_model(5));
+  }
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({3, 4, 5}));
+  lease.release();
+  CheckpointManager restarted(dir.path(), options);
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({5}));
+  EXPECT_TRUE(restarted.pending_deletions().empty());
 }
 
 TEST(ManagerTest, ACorruptStateFileIsAClearError) {

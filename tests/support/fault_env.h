@@ -46,6 +46,9 @@ class FaultEnv : public Env {
 
   bool file_exists(const std::string& path) override { return base_->file_exists(path); }
   uint64_t file_size(const std::string& path) override { return base_->file_size(path); }
+  double modified_seconds(const std::string& path) override {
+    return base_->modified_seconds(path);
+  }
   std::vector<std::string> list_dir(const std::string& dir) override {
     return base_->list_dir(dir);
   }

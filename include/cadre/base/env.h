@@ -42,6 +42,8 @@ class Env {
 
   virtual bool file_exists(const std::string& path) = 0;
   virtual uint64_t file_size(const std::string& path) = 0;
+  // When `path` was last modified, in seconds since the Unix epoch.
+  virtual double modified_seconds(const std::string& path) = 0;
   // Names (not paths) of the entries of `dir`, without "." and "..", in no particular order.
   virtual std::vector<std::string> list_dir(const std::string& dir) = 0;
   virtual std::string read_file(const std::string& path) = 0;
@@ -77,10 +79,21 @@ std::shared_ptr<Env> posix_env();
 // is removed (best effort) and `path` is untouched.
 void write_file_atomically(Env& env, const std::string& path, std::string_view contents);
 
-// A temporary name beside `path` that is unique in this process and across processes:
-// "<path>.tmp-<pid>-<counter>". Readers never treat such names as finished files.
+// A temporary name beside `path`, unique across processes and hosts, that names its owner:
+// "<path>.tmp-<counter>-<pid>-<start>-<host>". Readers never treat such names as finished
+// files.
 std::string temporary_path_for(const std::string& path);
 bool is_temporary_name(std::string_view name);
+// Whether the process that made temporary file `name` is certainly gone (it ran on this
+// host and no longer does), so that what it left may be removed. False for another host's
+// process, a live one, or a name that is not a temporary.
+bool temporary_owner_is_dead(std::string_view name);
+// Whether the calling process made temporary file `name`.
+bool temporary_of_this_process(std::string_view name);
+// Whether temporary file `dir/name` was abandoned: its owner is dead, or it is another
+// host's (or unnamed) and has not changed for `stale_seconds`.
+bool temporary_is_abandoned(Env& env, const std::string& dir, const std::string& name,
+                            double stale_seconds = 6 * 3600);
 
 // "a/b" from ("a", "b"); `name` unchanged when absolute.
 std::string join_path(const std::string& dir, const std::string& name);

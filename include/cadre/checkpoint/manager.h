@@ -2,13 +2,13 @@
 // the `checkpoint` state file and applies retention. The training chief owns one.
 //
 // Publishing a checkpoint of step S, in this order:
-//   1. write model_dir/model.ckpt-S.h5.tmp-<pid>-<n> (HDF5, checksummed), close it;
+//   1. write model_dir/model.ckpt-S.h5.tmp-<n>-<owner> (HDF5, checksummed), close it;
 //   2. fsync it, rename it to model.ckpt-S.h5, fsync model_dir;
 //   3. replace the state file the same way (temporary, fsync, rename, fsync model_dir);
 //   4. only then delete the checkpoints that retention drops (skipping leased ones).
 // A crash at any point leaves a state file naming only complete, durable files; at worst a
-// temporary file (removed by the next manager of the model_dir) or a published file the
-// state file does not name yet.
+// temporary file (removed by the next manager of the model_dir once its owner is seen dead)
+// or a published file the state file does not name yet.
 //
 // A CheckpointManager is meant for one thread (the saver); its asynchronous writer is
 // internal. It must be the only writer of its model_dir.
@@ -68,8 +68,9 @@ class CheckpointManager {
   std::string save(const CheckpointData& data);
   // Blocks until no save is in flight; throws the failure of the last asynchronous save.
   void wait();
-  // wait(); the manager stays usable.
-  void close() { wait(); }
+  // wait(), then deletes what retention dropped and no reader leases any more; the manager
+  // stays usable.
+  void close();
 
   const std::string& model_dir() const { return model_dir_; }
   std::string checkpoint_path(int64_t global_step) const;
@@ -78,7 +79,8 @@ class CheckpointManager {
   std::vector<std::string> checkpoints() const;
   std::optional<std::string> latest_checkpoint() const;
   // Checkpoints retention dropped but has not deleted yet because a reader leases them (or
-  // the deletion failed); retried at each save. A new manager does not know them.
+  // the deletion failed); retried at each save, at close() and by a new manager of the
+  // model_dir, and deleted by a CheckpointWatcher that lets go of its lease.
   std::vector<std::string> pending_deletions() const;
 
  private:
@@ -89,7 +91,7 @@ class CheckpointManager {
 
   void save_now(const CheckpointData& data);
   void apply_retention(std::vector<std::string>* to_delete) CADRE_REQUIRES(mutex_);
-  void delete_unleased(std::vector<std::string> names);
+  void delete_unleased(std::vector<std::string> names) CADRE_EXCLUDES(mutex_);
   void remove_stale_temporaries();
   void adopt_unrecorded_checkpoints() CADRE_REQUIRES(mutex_);
   void join_worker();
@@ -97,6 +99,7 @@ class CheckpointManager {
   std::string model_dir_;
   CheckpointManagerOptions options_;
   std::shared_ptr<Env> env_;
+  Mutex deleting_;  // one deletion pass at a time (the saver's, close())
   mutable Mutex mutex_;
   std::vector<Entry> entries_ CADRE_GUARDED_BY(mutex_);
   std::vector<std::string> pending_ CADRE_GUARDED_BY(mutex_);

@@ -1,0 +1,92 @@
+#include "core/base/process_id.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace cadre {
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+// Field 22 of /proc/<pid>/stat, after the command name (which may hold spaces and
+// parentheses, so fields are counted from the last ')').
+std::optional<uint64_t> start_ticks_of(int64_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  if (!file) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(file)), {});
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return std::nullopt;
+  }
+  uint64_t ticks = 0;
+  auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), ticks);
+  if (error != std::errc() || end != field.data() + field.size()) return std::nullopt;
+  return ticks;
+}
+
+template <typename T>
+std::optional<T> number(std::string_view text) {
+  T value{};
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+const ProcessId& this_process() {
+  // Once per thread, and again in a fork()ed child (whose pid differs from its parent's).
+  thread_local ProcessId id;
+  if (id.pid != ::getpid()) {
+    id.host = host_name();
+    id.pid = ::getpid();
+    id.start_ticks = start_ticks_of(id.pid).value_or(0);
+  }
+  return id;
+}
+
+std::optional<ProcessId> process_on_this_host(int64_t pid) {
+  std::optional<uint64_t> ticks = start_ticks_of(pid);
+  if (!ticks) return std::nullopt;
+  return ProcessId{this_process().host, pid, *ticks};
+}
+
+std::string to_token(const ProcessId& id) {
+  return std::to_string(id.pid) + "-" + std::to_string(id.start_ticks) + "-" + id.host;
+}
+
+std::optional<ProcessId> parse_process_token(std::string_view token) {
+  size_t first = token.find('-');
+  if (first == std::string_view::npos) return std::nullopt;
+  size_t second = token.find('-', first + 1);
+  if (second == std::string_view::npos || second + 1 >= token.size()) return std::nullopt;
+  auto pid = number<int64_t>(token.substr(0, first));
+  auto ticks = number<uint64_t>(token.substr(first + 1, second - first - 1));
+  if (!pid || !ticks || *pid <= 0) return std::nullopt;
+  ProcessId id;
+  id.pid = *pid;
+  id.start_ticks = *ticks;
+  id.host = std::string(token.substr(second + 1));
+  if (id.host.find('/') != std::string::npos) return std::nullopt;
+  return id;
+}
+
+Liveness liveness(const ProcessId& id) {
+  if (id.host != this_process().host) return Liveness::kUnknown;
+  std::optional<uint64_t> ticks = start_ticks_of(id.pid);
+  return ticks && *ticks == id.start_ticks ? Liveness::kAlive : Liveness::kDead;
+}
+
+}  // namespace cadre
