@@ -1,6 +1,8 @@
 // The program the evaluator test runs as a chief and as an evaluator (TF_CONFIG from the
 // environment): train_and_evaluate on the test classifier, a checkpoint every 10 steps,
 // keep_checkpoint_max 2, steps slowed by STEP_MS so that the evaluator runs beside them.
+// The evaluator starts at once and evaluates without a throttle unless EVAL_START_DELAY_SECS
+// and EVAL_THROTTLE_SECS say otherwise.
 //
 //   estimator_role_helper MODEL_DIR MAX_STEPS STEP_MS
 #include <chrono>
@@ -40,8 +42,10 @@ int main(int argc, char** argv) {
     config.keep_checkpoint_max = 2;
     cadre::Estimator estimator(cadre::testing::classifier_fn, config);
     cadre::EvalSpec eval_spec(cadre::testing::eval_input, /*steps=*/0);
-    eval_spec.start_delay_secs = 0;
-    eval_spec.throttle_secs = 0;
+    const char* delay = std::getenv("EVAL_START_DELAY_SECS");
+    const char* throttle = std::getenv("EVAL_THROTTLE_SECS");
+    eval_spec.start_delay_secs = delay ? std::atof(delay) : 0;
+    eval_spec.throttle_secs = throttle ? std::atof(throttle) : 0;
     cadre::TrainAndEvaluateResult result =
         cadre::train_and_evaluate(estimator,
                                   cadre::TrainSpec(cadre::testing::train_input, std::atoll(argv[2]),

@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <thread>
 #include <map>
 #include <string>
 
@@ -22,12 +25,13 @@ namespace {
 
 constexpr char kCluster[] = R"("cluster": {"chief": ["127.0.0.1:1"]})";
 
-pid_t start(const std::string& type, const std::string& model_dir, int steps, int step_ms) {
-  std::string tf_config =
+pid_t start(const std::string& type, const std::string& model_dir, int steps, int step_ms,
+            std::map<std::string, std::string> environment = {}) {
+  environment["TF_CONFIG"] =
       std::string("{") + kCluster + R"(, "task": {"type": ")" + type + R"(", "index": 0}})";
   return testing::spawn(
       {CADRE_ROLE_HELPER, model_dir, std::to_string(steps), std::to_string(step_ms)},
-      {{"TF_CONFIG", tf_config}});
+      {environment.begin(), environment.end()});
 }
 
 using testing::wait_for;
@@ -70,6 +74,44 @@ TEST_F(EvaluatorTest, AnEvaluatorStartedLateCatchesUpOnWhatRetentionKept) {
   EXPECT_EQ(wait_for(start("chief", dir, 40, 0)), 0);
   EXPECT_EQ(wait_for(start("evaluator", dir, 40, 0)), 0);
   EXPECT_EQ(evaluations(dir), (std::map<int64_t, int>{{30, 1}, {40, 1}}));  // the two kept
+}
+
+// TensorFlow's defaults pace an evaluator (a first look after start_delay_secs, then one
+// evaluation per throttle_secs); retention must not delete what it will want meanwhile, and
+// once training has finished the backlog is evaluated at once, not one per throttle.
+TEST_F(EvaluatorTest, TheEvaluatorsCheckpointsAreKeptFromTheStartAndTheBacklogRunsAtOnce) {
+  std::string dir = path("model");
+  auto started = std::chrono::steady_clock::now();
+  pid_t evaluator = start("evaluator", dir, 60, 0,
+                          {{"EVAL_START_DELAY_SECS", "3"}, {"EVAL_THROTTLE_SECS", "60"}});
+  // Its lease is there before the chief saves anything.
+  while (!std::filesystem::exists(dir + "/.leases") &&
+         std::chrono::steady_clock::now() - started < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(wait_for(start("chief", dir, 60, 5)), 0);
+  EXPECT_EQ(wait_for(evaluator), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(40))
+      << "the throttle held back the backlog after training finished";
+  EXPECT_EQ(evaluations(dir),
+            (std::map<int64_t, int>{{10, 1}, {20, 1}, {30, 1}, {40, 1}, {50, 1}, {60, 1}}));
+  auto env = posix_env();
+  EXPECT_LE(checkpoint::list_checkpoint_files(*env, dir).size(), 3u);
+}
+
+// A finished job resumed with a larger max_steps: the evaluator started with it follows the
+// new run to its end instead of taking the previous run's marker for it.
+TEST_F(EvaluatorTest, AResumedJobIsFollowedToItsNewEnd) {
+  std::string dir = path("model");
+  pid_t evaluator = start("evaluator", dir, 20, 0);
+  EXPECT_EQ(wait_for(start("chief", dir, 20, 0)), 0);
+  EXPECT_EQ(wait_for(evaluator), 0);
+  evaluator = start("evaluator", dir, 40, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // it sees the old marker first
+  EXPECT_EQ(wait_for(start("chief", dir, 40, 5)), 0);
+  EXPECT_EQ(wait_for(evaluator), 0);
+  EXPECT_EQ(read_training_finished(dir), 40);
+  EXPECT_EQ(evaluations(dir), (std::map<int64_t, int>{{10, 1}, {20, 1}, {30, 1}, {40, 1}}));
 }
 
 TEST_F(EvaluatorTest, ATrainingClusterWithoutAMultiWorkerStrategyIsRefused) {
