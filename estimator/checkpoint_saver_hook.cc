@@ -30,8 +30,15 @@ bool CheckpointSaverHook::save(Run& run, int64_t global_step) {
   return stop;
 }
 
+void CheckpointSaverHook::before_run(Run& run, RunContext& context) {
+  int64_t next = run.global_step() + 1;
+  announced_ = timer_.should_trigger(next) || (run.max_steps() && next >= *run.max_steps());
+  if (announced_) run.announce_checkpoint();
+}
+
 void CheckpointSaverHook::after_run(Run& run, const StepResult& result, RunContext& context) {
-  if (!timer_.should_trigger(result.global_step)) return;
+  // Only announced steps: an interval in seconds that runs out during a step saves the next.
+  if (!announced_ || !timer_.should_trigger(result.global_step)) return;
   timer_.update_last_triggered_step(result.global_step);
   if (save(run, result.global_step)) {
     LOG(INFO) << "a checkpoint listener asked training to stop at step " << result.global_step;

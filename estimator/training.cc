@@ -20,6 +20,7 @@
 #include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
 #include "estimator/model_session.h"
+#include "estimator/worker_states.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre {
@@ -108,6 +109,17 @@ class TrainRun : public Run {
   io::SummaryWriter* summary_writer() override { return writer_.get(); }
   Generator& generator() { return generators_[0]; }
 
+  // This worker's input position and its replicas' generators.
+  estimator_internal::WorkerState own_state() {
+    estimator_internal::WorkerState state;
+    if (iterator_) state.input = iterator_->save();
+    for (size_t r = 0; r < generators_.size(); ++r) {
+      int global = strategy_->worker_index() * strategy_->num_local_replicas() + static_cast<int>(r);
+      state.generators[generator_name(global)] = generators_[r].state();
+    }
+    return state;
+  }
+
   std::string save_checkpoint() override {
     if (!manager_) {
       throw FailedPreconditionError("only the chief saves checkpoints of a training run");
@@ -117,12 +129,18 @@ class TrainRun : public Run {
     std::shared_ptr<const nn::VariableStore> logical =
         strategy_->extended().variables_to_save(*variables_);
     checkpoint::add_variables(*logical, &data);
-    // The chief saves its own replicas' generators (the other workers' continue from their
-    // seed streams on resume).
-    for (size_t r = 0; r < generators_.size(); ++r) {
-      data.rng_states[generator_name(static_cast<int>(r))] = generators_[r].state();
+    estimator_internal::add_worker_state(0, own_state(), &data);
+    estimator_internal::set_input_pipelines(strategy_->num_workers(), &data);
+    if (strategy_->num_workers_in_sync() > 1) {
+      if (gathered_step_ == global_step_) {
+        for (size_t w = 0; w < gathered_.size(); ++w) {
+          estimator_internal::add_worker_state(static_cast<int>(w) + 1, gathered_[w], &data);
+        }
+      } else {
+        LOG(WARNING) << "the checkpoint of step " << global_step_
+                     << " holds the chief's input position only (it was not announced)";
+      }
     }
-    if (iterator_) data.iterator_state = iterator_->save();
     data.attributes["strategy"] = strategy_->name();
     data.attributes["topology"] =
         str_cat(strategy_->num_workers(), " worker(s), ", strategy_->topology(), " each");
@@ -130,6 +148,25 @@ class TrainRun : public Run {
   }
 
   void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
+
+  void announce_checkpoint() override { strategy_->extended().raise_step_signal(); }
+
+  // After every step of workers that step together: when the chief announced a checkpoint
+  // of this step, every worker hands it its input position and random streams.
+  void exchange_worker_states() {
+    if (strategy_->num_workers_in_sync() <= 1 || !strategy_->extended().take_step_signal()) {
+      return;
+    }
+    std::vector<std::string> all =
+        strategy_->extended().all_gather_bytes(estimator_internal::encode_worker_state(own_state()));
+    if (!manager_) return;
+    gathered_.clear();
+    for (size_t w = 1; w < all.size(); ++w) {
+      gathered_.push_back(
+          estimator_internal::decode_worker_state(all[w], str_cat("the state of worker ", w)));
+    }
+    gathered_step_ = global_step_;
+  }
 
   // variables_to_train, chosen again only when the store's trainable variables change (the
   // regular expression is not matched against every name at every step). Replicas call it
@@ -211,6 +248,8 @@ class TrainRun : public Run {
   std::unique_ptr<DistributedVariables> variables_;
   std::unique_ptr<io::SummaryWriter> writer_;
   DistributedIterator* iterator_ = nullptr;
+  std::vector<estimator_internal::WorkerState> gathered_;  // the other workers', on the chief
+  int64_t gathered_step_ = -1;
   struct Chosen {
     size_t trainable = 0;
     std::vector<nn::Variable*> variables;
@@ -220,13 +259,21 @@ class TrainRun : public Run {
       CADRE_GUARDED_BY(chosen_mutex_);
 };
 
-// Restores the input position unless the pipeline changed since the checkpoint, in which
-// case the input starts over (TensorFlow never restores it at all).
-void restore_input(DistributedIterator& iterator, const checkpoint::CheckpointReader& reader) {
-  std::map<std::string, Tensor> state = reader.iterator_state(/*verify=*/false);
-  if (state.empty()) return;
+// Restores this worker's input position unless the checkpoint has none for it or the
+// pipeline changed since, in which case the input starts over (TensorFlow never restores it
+// at all).
+void restore_input(DistributedIterator& iterator, const checkpoint::CheckpointReader& reader,
+                   const Strategy& strategy) {
+  if (reader.iterator_state(/*verify=*/false).empty()) return;
+  std::string why;
+  std::optional<io::IteratorState> state = estimator_internal::input_state_of(
+      reader, strategy.worker_index(), strategy.num_workers(), &why);
+  if (!state) {
+    LOG(WARNING) << "worker " << strategy.worker_index() << ": " << why;
+    return;
+  }
   try {
-    iterator.restore(state);
+    iterator.restore(*state);
   } catch (const InvalidArgumentError& error) {
     LOG(WARNING) << "the input pipeline differs from the one checkpointed in " << reader.path()
                  << " (" << error.what() << "); reading the input from its start";
@@ -337,7 +384,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   TrainRun run(*this, strategy, start_step, resume, warm, warm_names, manager.get(), max_steps);
   DistributedIterator iterator =
       strategy->distribute_datasets_from_function(input_fn).make_iterator();
-  if (resume) restore_input(iterator, *resume);
+  if (resume) restore_input(iterator, *resume, *strategy);
   run.set_iterator(&iterator);
   // Hooks see the logical variables (replica 0's) and generator, as model_fn does.
   nn::VariableStoreScope store_scope(run.store());
@@ -377,6 +424,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     }
     if (first) LOG(INFO) << plan_line(*strategy, *batch);
     StepResult result = run.step(*batch, &spec);
+    run.exchange_worker_states();
     if (first && !spec.training_hooks.empty()) {
       // A spec's hooks join when the first step has shown them.
       for (const auto& hook : spec.training_hooks) {

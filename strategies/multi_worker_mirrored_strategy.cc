@@ -60,6 +60,8 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   int num_workers() const override { return group_->collective->size(); }
   int worker_index() const override { return group_->collective->rank(); }
   void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
+  std::vector<std::string> all_gather_bytes(std::string bytes) const override;
+  bool take_step_signal() const override;
   int64_t broadcast_from_chief(int64_t value) const override {
     group_->collective->broadcast(&value, sizeof value, /*root=*/0);
     return value;
@@ -83,6 +85,9 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else Gloo through the host
   double timeout_seconds_;
+  // The step signal as the reductions since the last take_step_signal() carried it.
+  mutable std::atomic<bool> signal_heard_{false};
+  mutable std::atomic<int64_t> reductions_{0};
 };
 
 std::vector<nn::VariableCreator> MultiWorkerMirroredExtended::copy_creators(
@@ -115,14 +120,14 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     throw AbortedError(str_cat("the cluster failed: ", failure));
   }
   NoGradScope no_grad;
-  // One flat buffer for everything (dense; sparse gradients densified), the weight last: one
-  // all-reduce per step, by NCCL on the GPU that holds the worker's sum, else by Gloo's ring
+  // One flat buffer for everything (dense; sparse gradients densified), then the weight and
+  // the step signal: one all-reduce per step, by NCCL on the GPU that holds the worker's sum, else by Gloo's ring
   // on the host. Float32 gradients travel as float32 (half the bytes of doubles), anything
   // else as float64. The sums are views of the buffer: no copies out.
   ProcessCollective& across = gpus_ ? static_cast<ProcessCollective&>(*gpus_) : *group_->collective;
   const Device home = across.device();
   bool all_float = true;
-  int64_t total = 1;
+  int64_t total = 2;
   std::vector<Tensor> dense(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i].defined()) continue;
@@ -138,7 +143,8 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     flat.slice(0, at, at + t.numel()).reshape(t.shape().to_vector()).assign(t);
     at += t.numel();
   }
-  flat.slice(0, at, at + 1).assign(Tensor::scalar(weight).reshape({1}));
+  flat.slice(0, at, at + 2)
+      .assign(Tensor::from_vector<double>({weight, signal_raised_ ? 1.0 : 0.0}).cast(dtype));
   if (all_float) {
     across.sum(flat.data<float>(), static_cast<size_t>(total));
   } else {
@@ -153,6 +159,32 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     at += dense[i].numel();
   }
   weight = flat.slice(0, at, at + 1).item<double>();
+  if (flat.slice(0, at + 1, at + 2).item<double>() > 0.5) signal_heard_ = true;
+  ++reductions_;
+}
+
+bool MultiWorkerMirroredExtended::take_step_signal() const {
+  bool raised = signal_raised_.exchange(false);
+  if (reductions_.exchange(0) == 0) {
+    // No reduction carried it this step (nothing to train): one of its own, which every
+    // worker makes alike.
+    double value = raised ? 1 : 0;
+    group_->collective->sum(&value, 1);
+    return value > 0.5;
+  }
+  return signal_heard_.exchange(false);
+}
+
+std::vector<std::string> MultiWorkerMirroredExtended::all_gather_bytes(std::string bytes) const {
+  ProcessCollective& collective = *group_->collective;
+  std::vector<std::string> all(static_cast<size_t>(collective.size()));
+  for (int r = 0; r < collective.size(); ++r) {
+    uint64_t size = r == collective.rank() ? bytes.size() : 0;
+    collective.broadcast(&size, sizeof size, r);
+    all[r] = r == collective.rank() ? std::move(bytes) : std::string(size, '\0');
+    if (size > 0) collective.broadcast(all[r].data(), size, r);
+  }
+  return all;
 }
 
 }  // namespace

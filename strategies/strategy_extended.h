@@ -14,14 +14,17 @@
 //                      push them instead);
 //   global_step_after  the global step reached by a step taken at `step`;
 //   variables_to_save  the logical variables a checkpoint holds, whole;
-//   cross_worker_sum, broadcast_from_chief   collectives across the workers of a job.
+//   cross_worker_sum, broadcast_from_chief, all_gather_bytes, take_step_signal
+//                      collectives across the workers of a job.
 //
 // Immutable after creation, like the Strategy that owns it; the hooks are thread-safe
 // where their callers need it (update_shared and cross_worker_sum run on a replica thread).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cadre/autodiff/gradient.h"
@@ -60,6 +63,15 @@ class StrategyExtended {
   // How a step's gradients are combined, for the line a training run starts with
   // ("HierarchicalCopyAllReduce over 2 replicas", "Gloo across 2 workers", ...).
   virtual std::string reduction() const;
+  // Every worker's `bytes`, in worker order (collective).
+  virtual std::vector<std::string> all_gather_bytes(std::string bytes) const { return {bytes}; }
+  // A step signal: a worker raises it before a step (the chief, when a checkpoint of the step
+  // follows), and after the step take_step_signal() tells every worker whether any worker
+  // raised it, and clears it. Workers that step together carry it in the step's gradient
+  // reduction, so that it costs nothing; take_step_signal() is collective there (every
+  // worker calls it after every step).
+  void raise_step_signal() const { signal_raised_ = true; }
+  virtual bool take_step_signal() const { return signal_raised_.exchange(false); }
   // The chief's `value` on every worker (collective), e.g. the step a run starts at.
   virtual int64_t broadcast_from_chief(int64_t value) const { return value; }
   // The cluster's ps tasks when the variables live there, else null: a ps task serves with
@@ -94,6 +106,8 @@ class StrategyExtended {
   // by default the caller's for every copy.
   virtual std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
                                                          int copies) const;
+
+  mutable std::atomic<bool> signal_raised_{false};  // by this worker, for the coming step
 
  private:
   std::vector<Device> devices_;

@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstring>
 #include <regex>
 #include <string>
 
+#include "cadre/checkpoint/reader.h"
 #include "cadre/estimator/train_and_evaluate.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
@@ -75,6 +77,38 @@ TEST_F(LaunchTest, WithoutRestartsAFailureStopsTheClusterWithAnError) {
   EXPECT_EQ(run.status, 1);
   EXPECT_NE(run.output.find("unknown model 'nope'"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("failed (exit status 1); stopping the cluster"), std::string::npos);
+}
+
+// Every worker's input position and random streams are in the chief's checkpoints: a job
+// stopped at step 200 and relaunched ends at step 300 with the very variables of one that ran
+// through. A third worker cannot take up two workers' positions: every worker then starts
+// its new shard over, and says so.
+TEST_F(LaunchTest, MultiWorkerResumeIsBitExact) {
+  auto train = [&](const std::string& dir, int steps, int workers = 1) {
+    testing::CommandResult run =
+        launch("--chief=1 --workers=" + std::to_string(workers) + program(dir, steps) +
+                   (workers == 2 ? " --batch_size=96" : ""),
+               [](const std::string&) {});
+    EXPECT_EQ(run.status, 0) << testing::tail(run.output);
+    return run.output;
+  };
+  train(path("straight"), 300);
+  train(path("split"), 200);
+  std::string resumed = train(path("split"), 300);
+  EXPECT_EQ(resumed.find("reads its new shard from the start"), std::string::npos);
+  auto straight = checkpoint::CheckpointReader::open(path("straight") + "/model.ckpt-300.h5");
+  auto split = checkpoint::CheckpointReader::open(path("split") + "/model.ckpt-300.h5");
+  EXPECT_EQ(split->attributes().at("input_pipelines"), "2");
+  for (const auto& [name, info] : straight->variables()) {
+    Tensor a = straight->read(name), b = split->read(name);
+    ASSERT_EQ(a.nbytes(), b.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << name << " differs";
+  }
+  std::string regrown = train(path("split"), 350, /*workers=*/2);
+  EXPECT_NE(regrown.find("the checkpoint holds the input positions of 2 worker(s) and this job "
+                         "shards its input over 3: every worker reads its new shard from the start"),
+            std::string::npos)
+      << testing::tail(regrown);
 }
 
 }  // namespace

@@ -29,6 +29,9 @@ class CheckpointSaverHook : public Hook {
                       CheckpointSaverListeners listeners = {});
   void begin(Run& run) override;
   void after_create(Run& run) override;
+  // Decides whether the coming step is saved (its interval is due, or it is the last), and
+  // announces it to the run.
+  void before_run(Run& run, RunContext& context) override;
   void after_run(Run& run, const StepResult& result, RunContext& context) override;
   // Saves the final step unless it was just saved.
   void end(Run& run) override;
@@ -38,6 +41,7 @@ class CheckpointSaverHook : public Hook {
  private:
   bool save(Run& run, int64_t global_step);  // true when a listener asks to stop
   StepTimer timer_;
+  bool announced_ = false;  // the coming step is to be saved
   CheckpointSaverListeners listeners_;
   std::vector<std::string> saved_;
 };

@@ -46,6 +46,10 @@ class Run {
   // TRAIN on the chief: writes a checkpoint of the current state and returns its path.
   // Throws FailedPreconditionError elsewhere.
   virtual std::string save_checkpoint() = 0;
+  // TRAIN, in before_run: a checkpoint of the coming step will be saved, so the workers that
+  // step together gather with it what only they know (their input positions and random
+  // streams). A checkpoint saved without it holds the chief's alone.
+  virtual void announce_checkpoint() {}
 };
 
 class RunContext {

@@ -1,0 +1,92 @@
+#include "estimator/worker_states.h"
+
+#include "cadre/base/errors.h"
+#include "core/base/strings.h"
+#include "io/element_codec.h"
+
+namespace cadre::estimator_internal {
+namespace {
+
+constexpr char kInput[] = "input/";
+constexpr char kGenerator[] = "rng/";
+constexpr char kPipelinePrefix[] = "input_pipeline_";
+constexpr char kPipelinesAttribute[] = "input_pipelines";
+
+std::string pipeline_prefix(int worker) { return str_cat(kPipelinePrefix, worker, "/"); }
+
+}  // namespace
+
+std::string encode_worker_state(const WorkerState& state) {
+  io::Element element;
+  for (const auto& [key, value] : state.input) element.features.set(kInput + key, value);
+  for (const auto& [name, generator] : state.generators) {
+    element.features.set(kGenerator + name,
+                         Tensor::from_vector<int64_t>({static_cast<int64_t>(generator.seed),
+                                                       static_cast<int64_t>(generator.stream),
+                                                       static_cast<int64_t>(generator.offset)}));
+  }
+  std::string bytes;
+  io::encode_element(element, bytes);
+  return bytes;
+}
+
+WorkerState decode_worker_state(std::string_view bytes, const std::string& what) {
+  size_t offset = 0;
+  io::Element element = io::decode_element(bytes, offset, what);
+  WorkerState state;
+  for (const auto& [key, value] : element.features) {
+    if (key.starts_with(kInput)) {
+      state.input[key.substr(std::string_view(kInput).size())] = value;
+    } else if (key.starts_with(kGenerator) && value.dtype() == DType::kInt64 &&
+               value.numel() == 3) {
+      std::vector<int64_t> fields = value.to_vector<int64_t>();
+      state.generators[key.substr(std::string_view(kGenerator).size())] = {
+          static_cast<uint64_t>(fields[0]), static_cast<uint64_t>(fields[1]),
+          static_cast<uint64_t>(fields[2])};
+    } else {
+      throw DataLossError(str_cat(what, ": unexpected entry '", key, "' in a worker's state"));
+    }
+  }
+  return state;
+}
+
+void add_worker_state(int worker, const WorkerState& state, checkpoint::CheckpointData* data) {
+  std::string prefix = worker == 0 ? "" : pipeline_prefix(worker);
+  for (const auto& [key, value] : state.input) data->iterator_state[prefix + key] = value;
+  for (const auto& [name, generator] : state.generators) data->rng_states[name] = generator;
+}
+
+void set_input_pipelines(int pipelines, checkpoint::CheckpointData* data) {
+  data->attributes[kPipelinesAttribute] = std::to_string(pipelines);
+}
+
+std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointReader& reader,
+                                                int pipeline, int pipelines, std::string* why) {
+  int saved = 1;
+  std::map<std::string, std::string> attributes = reader.attributes();
+  if (auto it = attributes.find(kPipelinesAttribute); it != attributes.end()) {
+    saved = std::atoi(it->second.c_str());
+  }
+  if (saved != pipelines) {
+    *why = str_cat("the checkpoint holds the input positions of ", saved,
+                   " worker(s) and this job shards its input over ", pipelines,
+                   ": every worker reads its new shard from the start");
+    return std::nullopt;
+  }
+  std::map<std::string, Tensor> all = reader.iterator_state(/*verify=*/false);
+  io::IteratorState mine;
+  std::string prefix = pipeline_prefix(pipeline);
+  for (const auto& [key, value] : all) {
+    if (pipeline == 0 ? !key.starts_with(kPipelinePrefix) : key.starts_with(prefix)) {
+      mine[pipeline == 0 ? key : key.substr(prefix.size())] = value;
+    }
+  }
+  if (mine.empty()) {
+    *why = str_cat("the checkpoint holds no input position for worker ", pipeline,
+                   " (its workers step on their own): it reads its shard from the start");
+    return std::nullopt;
+  }
+  return mine;
+}
+
+}  // namespace cadre::estimator_internal

@@ -1,0 +1,42 @@
+// What only each worker of a synchronous multi-worker run knows, its input position and its
+// replicas' random streams: gathered to the chief for a checkpoint, so that every worker
+// resumes exactly where it was (TensorFlow saves the chief's position at most).
+//
+// In a checkpoint, worker w's input state is under "input_pipeline_<w>/" (the chief's, w = 0,
+// as in a single-worker checkpoint, unprefixed), its generators under their replicas' global
+// names, and the attribute "input_pipelines" says how many workers read the input.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cadre/checkpoint/contents.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/io/iterator_state.h"
+#include "cadre/random/generator.h"
+
+namespace cadre::estimator_internal {
+
+struct WorkerState {
+  io::IteratorState input;
+  std::map<std::string, Generator::State> generators;  // by global replica name
+};
+
+std::string encode_worker_state(const WorkerState& state);
+// DataLossError naming `what` when the bytes are not an encoded WorkerState.
+WorkerState decode_worker_state(std::string_view bytes, const std::string& what);
+
+// Adds worker `worker`'s state to checkpoint `data`, and records that `pipelines` workers
+// read the input.
+void add_worker_state(int worker, const WorkerState& state, checkpoint::CheckpointData* data);
+void set_input_pipelines(int pipelines, checkpoint::CheckpointData* data);
+
+// The input position of worker `pipeline` of `pipelines` in `reader`'s checkpoint, or nullopt
+// with the reason in `why`: the checkpoint has none for it, or was written by a job whose
+// input was sharded over another number of workers (then every worker starts over).
+std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointReader& reader,
+                                                int pipeline, int pipelines, std::string* why);
+
+}  // namespace cadre::estimator_internal
