@@ -46,6 +46,9 @@ CheckpointWatcher::~CheckpointWatcher() {
   // reader still holds it (the chief may have ended long ago).
   try {
     lease_->release();
+    // A predecessor killed before it could let go (a restarted evaluator's) leaves its lease,
+    // which nobody else may come to reclaim once training has ended.
+    remove_stale_leases(*env_, model_dir_, /*grace_seconds=*/3600);
     delete_unleased_checkpoints(*env_, model_dir_, read_pending_deletions(*env_, model_dir_),
                                 options_.basename);
   } catch (const std::exception& error) {

@@ -368,6 +368,21 @@ TEST(ManagerTest, RetentionCatchesUpWhenTheReadersLetGo) {
   }
   EXPECT_EQ(files_in(dir.path()), checkpoint_files({3}));
 
+  // A watcher that lets go after training ended also reclaims a dead predecessor's lease.
+  ProcessId gone = this_process();
+  ++gone.start_ticks;
+  testing::write_file(dir.file(".leases/watcher-dead.lease"),
+                      "holder: \"watcher-dead\"\nfirst_step: 0\nlast_step: 9\nexpires_at: " +
+                          std::to_string(env->now_seconds() + 600) + "\nowner: \"" +
+                          to_token(gone) + "\"\n");
+  {
+    WatcherOptions watching;
+    watching.env = env;
+    watching.use_inotify = false;
+    CheckpointWatcher watcher(dir.path(), watching);
+  }
+  EXPECT_TRUE(read_leases(*env, dir.path()).empty());
+
   Lease lease(env, dir.path(), "evaluator-0");
   lease.hold(3, 4, /*seconds=*/60);
   {
