@@ -55,7 +55,7 @@ Tensor softmax_impl(const Tensor& logits, int axis, bool log, const char* op) {
   if (rows.numel() > 0) kernels::softmax.get(rows.device())(rows, out_rows, log);
   Tensor y = from_rows(out_rows, logits.shape(), axis, perm);
   if (autodiff::should_record({&logits})) {
-    autodiff::record(op, {logits}, {y}, [out_rows, perm, axis, log, shape = logits.shape()](
+    autodiff::record(op, {logits}, {y}, [out_rows, perm = perm, axis, log, shape = logits.shape()](
                                             const BackwardContext& c) {
       auto [dy_rows, unused] = to_rows(c.grad(), axis);
       Tensor dx_rows = Tensor::empty(dy_rows.shape(), dy_rows.dtype(), dy_rows.device());

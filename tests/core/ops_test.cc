@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
@@ -227,6 +229,17 @@ TEST(OpsTest, BadInputNamesOpShapesAndDtypes) {
   EXPECT_EQ(parse_padding("VALID"), Padding::kValid);
   message = error_of([] { parse_padding("full"); });
   EXPECT_NE(message.find("full"), std::string::npos) << message;
+}
+
+TEST(OpsTest, FloatToIntegerCastsTruncateSaturateAndTakeNanAsZero) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = Tensor::from_vector<double>({std::nan(""), inf, -inf, 3.9, -3.9, 1e20, 300, -5});
+  EXPECT_EQ(cast(x, DType::kInt32).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, INT32_MAX, INT32_MIN, 3, -3, INT32_MAX, 300, -5}));
+  EXPECT_EQ(cast(cast(x, DType::kFloat32), DType::kInt64).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, INT64_MAX, INT64_MIN, 3, -3, INT64_MAX, 300, -5}));
+  EXPECT_EQ(cast(x, DType::kUInt8).to_vector<uint8_t>(),
+            (std::vector<uint8_t>{0, 255, 0, 3, 0, 255, 255, 0}));
 }
 
 TEST(OpsTest, FullLikeTakesShapeDtypeAndDevice) {

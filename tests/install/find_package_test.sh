@@ -19,8 +19,12 @@ if ! diff -u "$work/public" "$work/installed"; then
 fi
 echo "installed headers: $(wc -l <"$work/installed"), exactly include/cadre"
 
+# The build's compiler and sanitizer flags (empty for the normal build), which a program
+# linking sanitized libraries needs too.
 cmake -S "$source_dir/consumer" -B "$work/consumer" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release \
+  ${CADRE_CONSUMER_CXX:+-DCMAKE_CXX_COMPILER="$CADRE_CONSUMER_CXX"} \
+  -DCMAKE_CXX_FLAGS="${CADRE_CONSUMER_FLAGS:-}" >/dev/null
 cmake --build "$work/consumer" >/dev/null
 "$work/consumer/consumer" "$work/model" 2>"$work/stderr" || { cat "$work/stderr" >&2; exit 1; }
 # A first program that never initialises glog gets the library's logging, not glog's warning.

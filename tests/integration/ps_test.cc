@@ -242,7 +242,7 @@ TEST_F(PsClusterTest, AKilledWorkerIsRestartedAloneAndRejoins) {
   EXPECT_NE(output.find("cadre_launch: worker:0 failed (killed by signal 9); restarting it"),
             std::string::npos)
       << tail(output);
-  auto count = [&](const std::string& text) {
+  auto count = [&output = output](const std::string& text) {
     size_t n = 0;
     for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
       ++n;

@@ -113,6 +113,8 @@ To convert(From value) {
     return To(static_cast<float>(value));
   } else if constexpr (std::is_same_v<To, bool>) {
     return value != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    return portable::float_to_integer<To>(value);
   } else {
     return static_cast<To>(value);
   }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "core/base/host_device.h"
@@ -143,6 +144,18 @@ CADRE_HOST_DEVICE inline float from_half(Half v) {
 template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, Bf16> || std::is_same_v<T, Half>;
 
+// A floating-point value as integer type To, defined for every input (a plain C++ cast is
+// undefined for NaN and out-of-range values): truncated toward zero, saturated at To's
+// limits, and NaN as 0, as a GPU's saturating conversion gives it.
+template <typename To, typename From>
+CADRE_HOST_DEVICE inline To float_to_integer(From value) {
+  constexpr To lowest = std::numeric_limits<To>::lowest(), highest = std::numeric_limits<To>::max();
+  if (value != value) return To(0);
+  if (value <= static_cast<From>(lowest)) return lowest;
+  if (value >= static_cast<From>(highest)) return highest;
+  return static_cast<To>(value);
+}
+
 // The CPU's convert<To>(From) for every pair of storage types.
 template <typename To, typename From>
 CADRE_HOST_DEVICE inline To convert(From value) {
@@ -158,6 +171,8 @@ CADRE_HOST_DEVICE inline To convert(From value) {
     return to_half(static_cast<float>(value));
   } else if constexpr (std::is_same_v<To, bool>) {
     return value != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    return float_to_integer<To>(value);
   } else {
     return static_cast<To>(value);
   }

@@ -30,7 +30,9 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 Tensor contiguous(const Tensor& x);  // x itself when already contiguous
 Tensor clone(const Tensor& x);
 Tensor to_device(const Tensor& x, Device device);  // x itself when already there
-Tensor cast(const Tensor& x, DType dtype);         // x itself when already of that dtype
+// x itself when already of that dtype. Floating point to integer truncates toward zero and
+// saturates at the integer type's limits, and NaN becomes 0 (the same on every device).
+Tensor cast(const Tensor& x, DType dtype);
 
 Tensor zeros_like(const Tensor& x);
 Tensor ones_like(const Tensor& x);
