@@ -34,7 +34,12 @@ Shape::Shape(std::span<const int64_t> dims) {
 
 int64_t Shape::num_elements() const {
   int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[i];
+  for (int i = 0; i < rank_; ++i) {
+    if (__builtin_mul_overflow(n, dims_[i], &n)) {
+      throw InvalidArgumentError(
+          str_cat("a tensor of shape ", to_string(), " has more elements than an int64 counts"));
+    }
+  }
   return n;
 }
 

@@ -12,11 +12,19 @@
 
 namespace cadre {
 
+// More hosts than any cluster has: a node list or task count past it is a mistake (and must
+// not cost the memory it claims).
+constexpr size_t kMaxHosts = 1 << 16;
+
 std::vector<std::string> expand_hostlist(const std::string& hostlist) {
   std::vector<std::string> hosts;
   auto fail = [&] {
     throw InvalidArgumentError(str_cat("Slurm node list '", hostlist,
                                        "' is malformed; expected e.g. node[01-03,07],gpu5"));
+  };
+  auto too_many = [&] {
+    throw InvalidArgumentError(str_cat("Slurm node list '", hostlist.substr(0, 200),
+                                       "' names more than ", kMaxHosts, " hosts"));
   };
   size_t at = 0;
   while (at < hostlist.size()) {
@@ -25,6 +33,7 @@ std::vector<std::string> expand_hostlist(const std::string& hostlist) {
       std::string host =
           hostlist.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
       if (host.empty()) fail();
+      if (hosts.size() >= kMaxHosts) too_many();
       hosts.push_back(host);
       at = comma == std::string::npos ? hostlist.size() : comma + 1;
       continue;
@@ -40,10 +49,14 @@ std::vector<std::string> expand_hostlist(const std::string& hostlist) {
       size_t dash = range.find('-');
       std::string lo = range.substr(0, dash),
                   hi = dash == std::string::npos ? lo : range.substr(dash + 1);
-      if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
+      if (lo.empty() || hi.empty() || lo.size() > 9 || hi.size() > 9 ||
+          lo.find_first_not_of("0123456789") != std::string::npos ||
           hi.find_first_not_of("0123456789") != std::string::npos ||
           std::stol(hi) < std::stol(lo)) {
         fail();
+      }
+      if (static_cast<size_t>(std::stol(hi) - std::stol(lo)) >= kMaxHosts - hosts.size()) {
+        too_many();
       }
       for (long v = std::stol(lo); v <= std::stol(hi); ++v) {
         std::string digits = std::to_string(v);
@@ -135,7 +148,8 @@ ClusterConfig cluster_from_slurm(const std::map<std::string, std::string>& env, 
     std::string item =
         per_node_text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     int count = 0, repeat = 1;
-    if (std::sscanf(item.c_str(), "%d(x%d)", &count, &repeat) < 1 || count <= 0 || repeat <= 0) {
+    if (std::sscanf(item.c_str(), "%d(x%d)", &count, &repeat) < 1 || count <= 0 || repeat <= 0 ||
+        static_cast<size_t>(repeat) > kMaxHosts - per_node.size()) {
       throw InvalidArgumentError(str_cat("Slurm: tasks per node '", per_node_text,
                                          "' is malformed; expected e.g. 2(x3),1"));
     }

@@ -55,6 +55,19 @@ TEST(ShapeTest, BroadcastingRules) {
   EXPECT_THROW(Shape({1, 2, 3, 4, 5, 6, 7, 8, 9}), InvalidArgumentError);
 }
 
+// Found by fuzzing (an IDX header, an encoded element): dimensions whose product overflows
+// int64 are an error naming the shape, not a wrapped count.
+TEST(ShapeTest, AnElementCountPastInt64IsAnError) {
+  Shape huge{int64_t{4286054399}, int64_t{4261412864}, 4};
+  try {
+    huge.num_elements();
+    FAIL() << "the count wrapped";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("[4286054399, 4261412864, 4]"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TensorTest, CreationAndAccess) {
   Tensor t = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
   EXPECT_EQ(t.shape(), (Shape{2, 3}));

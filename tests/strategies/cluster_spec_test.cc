@@ -125,6 +125,12 @@ TEST(ClusterSpecTest, SlurmJobStepsBecomeClusters) {
   EXPECT_EQ(expand_hostlist("a,b[9-10]"), (std::vector<std::string>{"a", "b9", "b10"}));
   EXPECT_THROW(expand_hostlist("node[3-1]"), InvalidArgumentError);
   EXPECT_THROW(expand_hostlist("node[1-2"), InvalidArgumentError);
+  // Found by fuzzing: a number past long's range, and a range of more hosts than any
+  // cluster has, are typed errors (not std::out_of_range, not gigabytes of names).
+  EXPECT_THROW(expand_hostlist("n[1-44444444444444444444444]"), InvalidArgumentError);
+  EXPECT_THROW(expand_hostlist("n[1-999999999]"), InvalidArgumentError);
+  EXPECT_EQ(expand_hostlist("n[1-65536]").size(), 65536u);
+  EXPECT_THROW(expand_hostlist("n[1-65536],m"), InvalidArgumentError);
   std::map<std::string, std::string> env{{"SLURM_PROCID", "2"},
                                          {"SLURM_NTASKS", "3"},
                                          {"SLURM_STEP_NODELIST", "n[1-2]"},
