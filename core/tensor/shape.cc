@@ -78,7 +78,7 @@ std::array<int64_t, Shape::kMaxRank> Shape::contiguous_strides() const {
   int64_t stride = 1;
   for (int i = rank_ - 1; i >= 0; --i) {
     strides[i] = stride;
-    stride *= dims_[i];
+    if (i > 0 && __builtin_mul_overflow(stride, dims_[i], &stride)) num_elements();  // throws
   }
   return strides;
 }
