@@ -5,13 +5,17 @@
 // several training tasks (else one device, or Mirrored on cpu:0 and cpu:1 with
 // HELPER_STRATEGY=mirrored2). With
 // HELPER_INPUT=unsharded the input_fn leaves sharding to the strategy's auto-sharding;
-// HELPER_SEED replaces the seed 42.
+// HELPER_SEED replaces the seed 42; HELPER_STEP_SLEEP_MS paces every task's steps, so that a
+// test that restarts a task knows the job is still training when the task is back.
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
+#include "cadre/estimator/hooks.h"
 #include "cadre/estimator/train_and_evaluate.h"
 #include "cadre/strategies/mirrored_strategy.h"
 #include "cadre/strategies/multi_worker_mirrored_strategy.h"
@@ -29,6 +33,17 @@ cadre::Dataset sharded_batches(const cadre::InputContext& context) {
   }
   return examples.repeat().batch(context.per_replica_batch_size(12));
 }
+
+class PacingHook : public cadre::Hook {
+ public:
+  explicit PacingHook(int milliseconds) : milliseconds_(milliseconds) {}
+  void before_run(cadre::Run&, cadre::RunContext&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds_));
+  }
+
+ private:
+  int milliseconds_;
+};
 
 }  // namespace
 
@@ -67,8 +82,12 @@ int main(int argc, char** argv) {
     cadre::EvalSpec eval_spec(cadre::testing::eval_input, 0);
     eval_spec.start_delay_secs = 0;
     eval_spec.throttle_secs = 0;
+    cadre::Hooks hooks;
+    if (const char* pace = std::getenv("HELPER_STEP_SLEEP_MS"); pace && *pace) {
+      hooks.push_back(std::make_shared<PacingHook>(std::atoi(pace)));
+    }
     cadre::TrainAndEvaluateResult result = cadre::train_and_evaluate(
-        estimator, cadre::TrainSpec(sharded_batches, std::atoll(argv[2])), eval_spec);
+        estimator, cadre::TrainSpec(sharded_batches, std::atoll(argv[2]), hooks), eval_spec);
     std::printf("{\"task\":\"%s\",\"global_step\":%lld}\n", config.task_type.c_str(),
                 static_cast<long long>(result.final_eval.at("global_step")));
     return 0;
