@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "cadre/base/errors.h"
 #include "core/base/crc32c.h"
 #include "checkpoint/format.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_reader.h"
+#include "checkpoint/superblock.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {
@@ -271,6 +273,13 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& path
   }
   if (is_hdf5 < 0) {
     internal::throw_hdf5(ErrorCode::kDataLoss, str_cat("checkpoint ", path, " cannot be read"));
+  }
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::string head(96, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    internal::check_superblock(path, head, static_cast<uint64_t>(info.st_size));
   }
   auto impl = std::make_unique<Impl>();
   impl->path = path;

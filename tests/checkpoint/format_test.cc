@@ -278,6 +278,33 @@ TEST(FormatTest, TruncatedFileIsADataLossError) {
   }
 }
 
+// A superblock whose addresses lie past the end of the file is refused before libhdf5 reads
+// it: libhdf5 allocated 2.2 GB for this 43-byte file (found by fuzzing).
+TEST(FormatTest, ASuperblockPointingPastTheFileIsRefusedBeforeHdf5ReadsIt) {
+  TempDir dir;
+  std::string path = dir.file("model.ckpt-1.h5");
+  const unsigned char fuzzed[] = {
+      0x89, 0x48, 0x44, 0x46, 0x0d, 0x0a, 0x1a, 0x0a, 0x01, 0x00, 0x00, 0x2b, 0x00, 0x04, 0x02,
+      0x08, 0x4e, 0x06, 0xd3, 0xf1, 0x00, 0xff, 0x85, 0x84, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85,
+      0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x85, 0x14};
+  testing::write_file(path, std::string(reinterpret_cast<const char*>(fuzzed), sizeof fuzzed));
+  std::string message = error_of([&] { CheckpointReader::open(path); });
+  EXPECT_NE(message.find("is damaged: its HDF5 superblock has base address"), std::string::npos)
+      << message;
+  EXPECT_THROW(CheckpointReader::open(path), DataLossError);
+
+  // A real checkpoint whose end-of-file address is made larger than the file.
+  CheckpointData data = testing::small_model(3);
+  write_checkpoint_file(path, data);
+  std::string bytes = testing::read_file(path);
+  int version = static_cast<unsigned char>(bytes[8]);
+  size_t end_at = version == 0 ? 24 + 16 : version == 1 ? 28 + 16 : 12 + 16;
+  bytes[end_at + 4] = '\x7f';
+  testing::write_file(path, bytes);
+  message = error_of([&] { CheckpointReader::open(path); });
+  EXPECT_NE(message.find("says the file ends at byte"), std::string::npos) << message;
+}
+
 TEST(FormatTest, MissingFileIsNotFound) {
   TempDir dir;
   EXPECT_THROW(CheckpointReader::open(dir.file("model.ckpt-9.h5")), NotFoundError);

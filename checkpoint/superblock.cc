@@ -1,0 +1,102 @@
+#include "checkpoint/superblock.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "cadre/base/errors.h"
+#include "core/base/strings.h"
+
+namespace cadre::checkpoint::internal {
+namespace {
+
+constexpr std::string_view kSignature("\x89HDF\r\n\x1a\n", 8);
+
+class Superblock {
+ public:
+  Superblock(const std::string& path, const std::string& head, uint64_t file_size)
+      : path_(path), head_(head), file_size_(file_size) {}
+
+  void check() {
+    if (head_.size() < 16 || std::string_view(head_).substr(0, 8) != kSignature) {
+      damaged("does not begin the file (a user block, which checkpoints never have, or damage)");
+    }
+    int version = byte(8);
+    if (version > 3) damaged(str_cat("has superblock version ", version, " (known: 0 to 3)"));
+    // Versions 0 and 1 put the sizes after three format versions and a reserved byte, and
+    // the addresses after the B-tree parameters; 2 and 3 put both first.
+    size_t sizes = version <= 1 ? 13 : 9;
+    offset_bytes_ = byte(sizes);
+    int length_bytes = byte(sizes + 1);
+    for (int size : {offset_bytes_, length_bytes}) {
+      if (size != 2 && size != 4 && size != 8) {
+        damaged(str_cat("declares ", size, "-byte addresses or lengths (expected 2, 4 or 8)"));
+      }
+    }
+    size_t at = version == 0 ? 24 : version == 1 ? 28 : 12;
+    uint64_t base = address(at);
+    if (base != 0) damaged(str_cat("has base address ", base, " (expected 0)"));
+    if (version <= 1) {
+      uint64_t free_space = address(at + offset_bytes_);
+      uint64_t end = address(at + 2 * offset_bytes_);
+      uint64_t driver = address(at + 3 * offset_bytes_);
+      check_end(end);
+      check_inside("free-space", free_space, end);
+      check_inside("driver information", driver, end);
+    } else {
+      uint64_t extension = address(at + offset_bytes_);
+      uint64_t end = address(at + 2 * offset_bytes_);
+      uint64_t root = address(at + 3 * offset_bytes_);
+      check_end(end);
+      check_inside("superblock extension", extension, end);
+      if (root == undefined()) damaged("has no root group");
+      check_inside("root group", root, end);
+    }
+  }
+
+ private:
+  [[noreturn]] void damaged(const std::string& what) const {
+    throw DataLossError(str_cat("checkpoint ", path_, " is damaged: its HDF5 superblock ", what));
+  }
+
+  int byte(size_t at) const {
+    if (at >= head_.size()) damaged(str_cat("is cut short (", file_size_, " bytes in the file)"));
+    return static_cast<unsigned char>(head_[at]);
+  }
+
+  // A little-endian address of offset_bytes_ bytes.
+  uint64_t address(size_t at) const {
+    uint64_t value = 0;
+    for (int i = offset_bytes_ - 1; i >= 0; --i) value = value << 8 | byte(at + i);
+    return value;
+  }
+
+  uint64_t undefined() const {
+    return offset_bytes_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * offset_bytes_)) - 1;
+  }
+
+  void check_end(uint64_t end) const {
+    if (end == undefined() || end > file_size_) {
+      damaged(str_cat("says the file ends at byte ", end, " but it has ", file_size_,
+                      " (truncated)"));
+    }
+  }
+
+  void check_inside(const char* what, uint64_t address, uint64_t end) const {
+    if (address != undefined() && address >= end) {
+      damaged(str_cat("puts the ", what, " at byte ", address, ", past the end at ", end));
+    }
+  }
+
+  const std::string& path_;
+  const std::string& head_;
+  uint64_t file_size_;
+  int offset_bytes_ = 8;
+};
+
+}  // namespace
+
+void check_superblock(const std::string& path, const std::string& head, uint64_t file_size) {
+  Superblock(path, head, file_size).check();
+}
+
+}  // namespace cadre::checkpoint::internal
