@@ -10,6 +10,8 @@ find_package(dnnl CONFIG REQUIRED)
 # HDF5 for checkpoints: Debian's serial 1.10 (thread-safe build); needs C among the
 # project() languages.
 find_package(HDF5 REQUIRED COMPONENTS C)
+# OpenSSL (which gRPC links too): the job token's digest, and cadre_launch --tls's certificates.
+find_package(OpenSSL REQUIRED)
 
 # OpenBLAS: Debian's libopenblas-dev provides libopenblas.so and cblas.h.
 find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)

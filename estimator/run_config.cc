@@ -8,6 +8,16 @@
 #include "core/base/strings.h"
 
 namespace cadre {
+namespace {
+
+// Only such a task serves or calls a service, and so needs the job's secret: an evaluator,
+// or the one training task of a cluster, must not make the user's default on the way.
+bool talks_to_other_tasks(const ClusterConfig& cluster) {
+  return cluster.task.type != "evaluator" &&
+         (cluster.num_worker_replicas() > 1 || cluster.num_ps_replicas() > 0);
+}
+
+}  // namespace
 
 RunConfig RunConfig::for_cluster(const ClusterConfig& cluster) {
   RunConfig config;
@@ -22,7 +32,11 @@ RunConfig RunConfig::for_cluster(const ClusterConfig& cluster) {
 
 RunConfig RunConfig::from_environment() {
   const char* text = std::getenv("TF_CONFIG");
-  if (text != nullptr && *text != '\0') return for_cluster(parse_tf_config(text));
+  if (text != nullptr && *text != '\0') {
+    ClusterConfig cluster = parse_tf_config(text);
+    if (talks_to_other_tasks(cluster)) cluster.security = ClusterSecurity::from_environment();
+    return for_cluster(cluster);
+  }
   // Under Slurm (srun), the job step is the cluster.
   if (std::getenv("SLURM_PROCID") != nullptr && std::getenv("SLURM_NTASKS") != nullptr &&
       std::string(std::getenv("SLURM_NTASKS")) != "1") {
@@ -33,7 +47,9 @@ RunConfig RunConfig::from_environment() {
           "CADRE_SLURM_PORT_BASE"}) {
       if (const char* value = std::getenv(name)) env[name] = value;
     }
-    return for_cluster(cluster_from_slurm(env));
+    ClusterConfig cluster = cluster_from_slurm(env);
+    if (talks_to_other_tasks(cluster)) cluster.security = ClusterSecurity::from_environment();
+    return for_cluster(cluster);
   }
   return RunConfig();
 }

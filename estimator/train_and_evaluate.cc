@@ -107,6 +107,7 @@ const ps::ParameterServers* parameter_servers(const RunConfig& config) {
 [[noreturn]] void serve_parameters(const RunConfig& config) {
   ps::ServerOptions options;
   options.task = config.cluster->task.to_string();
+  options.security = config.cluster->security;
   if (const ps::ParameterServers* servers = parameter_servers(config)) {
     options.max_message_bytes = servers->options().max_message_bytes;
   }

@@ -22,6 +22,7 @@ void throw_error(ErrorCode code, const std::string& message) {
     case ErrorCode::kInternal: throw InternalError(message);
     case ErrorCode::kUnavailable: throw UnavailableError(message);
     case ErrorCode::kDataLoss: throw DataLossError(message);
+    case ErrorCode::kUnauthenticated: throw UnauthenticatedError(message);
   }
   throw UnknownError(message);
 }

@@ -57,6 +57,7 @@
 
 // Distribution strategies and clusters.
 #include "cadre/strategies/central_storage_strategy.h"
+#include "cadre/strategies/cluster_security.h"
 #include "cadre/strategies/cluster_spec.h"
 #include "cadre/strategies/cross_device_ops.h"
 #include "cadre/strategies/distributed_dataset.h"

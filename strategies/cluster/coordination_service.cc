@@ -13,6 +13,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/base/mutex.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/grpc_security.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
 
 namespace cadre {
@@ -28,13 +29,17 @@ Clock::duration seconds(double s) {
 
 std::string name_of(const pb::Task& task) { return str_cat(task.type(), ":", task.index()); }
 
+constexpr int kMaxMessageBytes = 1 << 20;
+
 std::string names(const std::set<std::string>& set) {
   return set.empty() ? std::string("none") : join(set);
 }
 
 class Service final : public pb::Coordination::Service, public CoordinationService {
  public:
-  Service(std::vector<TaskId> tasks, CoordinationOptions options) : options_(options) {
+  Service(std::vector<TaskId> tasks, CoordinationOptions options,
+          const ClusterSecurity& security)
+      : options_(options), security_(security), callers_(security, "coordination service") {
     for (const TaskId& t : tasks) expected_.insert(t.to_string());
   }
   ~Service() override { stop(); }
@@ -43,17 +48,22 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     grpc::ServerBuilder builder;
     // gRPC sets SO_REUSEPORT by default: a second server would share the port silently.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Requests are small (keys and rendezvous records); anything larger is refused.
+    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     int port = 0;
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    std::string listen = bind_address(security_, address);
+    builder.AddListeningPort(listen, server_credentials(security_), &port);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (!server_ || port == 0) {
-      throw UnavailableError(str_cat("coordination service: cannot listen on ", address,
+      throw UnavailableError(str_cat("coordination service: cannot listen on ", listen,
                                      " (the port is in use, or the address is not this host's)"));
     }
     address_ = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
     monitor_ = std::thread([this] { monitor(); });
-    LOG(INFO) << "coordination service on " << address_ << " for " << names(expected_);
+    LOG(INFO) << "coordination service on " << address_ << " for " << names(expected_)
+              << " (listening on " << listen.substr(0, listen.rfind(':') + 1) << port
+              << (security_.tls() ? ", mutual TLS)" : ")");
   }
 
   std::string address() const override { return address_; }
@@ -69,8 +79,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     if (monitor_.joinable()) monitor_.join();
   }
 
-  grpc::Status Register(grpc::ServerContext*, const pb::RegisterRequest* request,
+  grpc::Status Register(grpc::ServerContext* context, const pb::RegisterRequest* request,
                         pb::RegisterResponse*) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     std::string task = name_of(request->task());
     MutexLock lock(mutex_);
     if (!expected_.count(task)) {
@@ -96,23 +107,26 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     return status_locked();
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* request,
+  grpc::Status Heartbeat(grpc::ServerContext* context, const pb::HeartbeatRequest* request,
                          pb::HeartbeatResponse*) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     heartbeat_[name_of(request->task())] = Clock::now();
     return status_locked();
   }
 
-  grpc::Status SetKey(grpc::ServerContext*, const pb::SetKeyRequest* request,
+  grpc::Status SetKey(grpc::ServerContext* context, const pb::SetKeyRequest* request,
                       pb::SetKeyResponse*) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     store_[request->key()] = request->value();
     changed_.notify_all();
     return status_locked();
   }
 
-  grpc::Status GetKey(grpc::ServerContext*, const pb::GetKeyRequest* request,
+  grpc::Status GetKey(grpc::ServerContext* context, const pb::GetKeyRequest* request,
                       pb::GetKeyResponse* response) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     auto deadline = Clock::now() + seconds(request->timeout_seconds());
     while (!store_.count(request->key()) && failure_.empty() && !stopping_) {
@@ -130,8 +144,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     return status_locked();
   }
 
-  grpc::Status Barrier(grpc::ServerContext*, const pb::BarrierRequest* request,
+  grpc::Status Barrier(grpc::ServerContext* context, const pb::BarrierRequest* request,
                        pb::BarrierResponse*) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     std::set<std::string>& arrived = barriers_[request->name()];
     arrived.insert(name_of(request->task()));
@@ -204,6 +219,8 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   }
 
   CoordinationOptions options_;
+  ClusterSecurity security_;
+  CallerCheck callers_;
   std::set<std::string> expected_;
   std::string address_;
   std::unique_ptr<grpc::Server> server_;
@@ -219,21 +236,25 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 };
 
 // gRPC status -> Cadre's typed error, naming the service.
-void check(const grpc::Status& status, const std::string& what, const std::string& address) {
+void check(const grpc::Status& status, const std::string& what, const std::string& address,
+           const ClusterSecurity& security) {
   if (status.ok()) return;
   std::string message =
       str_cat(what, " (coordination service at ", address, "): ", status.error_message());
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) message += refusal_hint(security);
   throw_error(static_cast<ErrorCode>(status.error_code()), message);
 }
 
 class Client final : public CoordinationClient {
  public:
-  Client(const std::string& address, TaskId task, CoordinationOptions options)
+  Client(const std::string& address, TaskId task, CoordinationOptions options,
+         const ClusterSecurity& security)
       : address_(address),
         task_(std::move(task)),
         options_(options),
+        security_(security),
         stub_(pb::Coordination::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+            grpc::CreateChannel(address, channel_credentials(security)))) {
     std::random_device device;
     incarnation_ = (static_cast<uint64_t>(device()) << 32) | device();
   }
@@ -246,13 +267,14 @@ class Client final : public CoordinationClient {
     request.set_timeout_seconds(timeout_seconds);
     pb::RegisterResponse response;
     grpc::ClientContext context;
+    add_job_token(context, security_);
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::duration_cast<std::chrono::system_clock::duration>(
                              std::chrono::duration<double>(timeout_seconds + 5)));
     context.set_wait_for_ready(true);  // the chief may start after this task
     LOG(INFO) << task_.to_string() << ": registering with the coordination service at " << address_
               << " (waiting up to " << timeout_seconds << " s for every task)";
-    check(stub_->Register(&context, request, &response), "registration", address_);
+    check(stub_->Register(&context, request, &response), "registration", address_, security_);
     heartbeats_ = std::thread([this] { beat(); });
   }
 
@@ -262,9 +284,10 @@ class Client final : public CoordinationClient {
     request.set_value(value);
     pb::SetKeyResponse response;
     grpc::ClientContext context;
+    add_job_token(context, security_);
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    check(stub_->SetKey(&context, request, &response), str_cat("setting key '", key, "'"),
-          address_);
+    check(stub_->SetKey(&context, request, &response), str_cat("setting key '", key, "'"), address_,
+          security_);
   }
 
   std::string get(const std::string& key, double timeout_seconds) override {
@@ -273,9 +296,10 @@ class Client final : public CoordinationClient {
     request.set_timeout_seconds(timeout_seconds);
     pb::GetKeyResponse response;
     grpc::ClientContext context;
+    add_job_token(context, security_);
     context.set_deadline(deadline(timeout_seconds + 5));
-    check(stub_->GetKey(&context, request, &response), str_cat("getting key '", key, "'"),
-          address_);
+    check(stub_->GetKey(&context, request, &response), str_cat("getting key '", key, "'"), address_,
+          security_);
     return response.value();
   }
 
@@ -293,8 +317,10 @@ class Client final : public CoordinationClient {
     request.set_timeout_seconds(timeout_seconds);
     pb::BarrierResponse response;
     grpc::ClientContext context;
+    add_job_token(context, security_);
     context.set_deadline(deadline(timeout_seconds + 5));
-    check(stub_->Barrier(&context, request, &response), str_cat("barrier '", name, "'"), address_);
+    check(stub_->Barrier(&context, request, &response), str_cat("barrier '", name, "'"), address_,
+          security_);
   }
 
   void stop_heartbeats() override {
@@ -333,6 +359,8 @@ class Client final : public CoordinationClient {
       request.set_incarnation(incarnation_);
       pb::HeartbeatResponse response;
       grpc::ClientContext context;
+      add_job_token(context, security_);
+    add_job_token(context, security_);
       context.set_deadline(deadline(options_.heartbeat_interval_seconds * 3));
       grpc::Status status = stub_->Heartbeat(&context, request, &response);
       lock.lock();
@@ -359,6 +387,7 @@ class Client final : public CoordinationClient {
   std::string address_;
   TaskId task_;
   CoordinationOptions options_;
+  ClusterSecurity security_;
   std::unique_ptr<pb::Coordination::Stub> stub_;
   uint64_t incarnation_ = 0;
   std::thread heartbeats_;
@@ -372,16 +401,20 @@ class Client final : public CoordinationClient {
 
 std::unique_ptr<CoordinationService> CoordinationService::start(const std::string& address,
                                                                 std::vector<TaskId> tasks,
-                                                                CoordinationOptions options) {
-  auto service = std::make_unique<Service>(std::move(tasks), options);
+                                                                CoordinationOptions options,
+                                                                const ClusterSecurity& security) {
+  check_security_configured(security, "coordination service");
+  auto service = std::make_unique<Service>(std::move(tasks), options, security);
   service->start(address);
   return service;
 }
 
 std::unique_ptr<CoordinationClient> CoordinationClient::connect(const std::string& address,
                                                                 TaskId task,
-                                                                CoordinationOptions options) {
-  return std::make_unique<Client>(address, std::move(task), options);
+                                                                CoordinationOptions options,
+                                                                const ClusterSecurity& security) {
+  check_security_configured(security, task.to_string());
+  return std::make_unique<Client>(address, std::move(task), options, security);
 }
 
 }  // namespace cadre

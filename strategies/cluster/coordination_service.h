@@ -32,9 +32,12 @@ class CoordinationService {
  public:
   // Serves at `address` ("host:port"; port 0 picks a free one) for the training tasks of
   // `tasks`. Throws UnavailableError naming the address when it cannot be bound.
+  // Accepts only callers holding `security`'s job token (FailedPreconditionError when it has
+  // none and is not insecure), with mutual TLS when it names the files.
   static std::unique_ptr<CoordinationService> start(const std::string& address,
                                                     std::vector<TaskId> tasks,
-                                                    CoordinationOptions options = {});
+                                                    CoordinationOptions options,
+                                                    const ClusterSecurity& security);
   virtual ~CoordinationService() = default;
   // The address it listens on, with the port chosen.
   virtual std::string address() const = 0;
@@ -46,7 +49,8 @@ class CoordinationService {
 class CoordinationClient : public Store {
  public:
   static std::unique_ptr<CoordinationClient> connect(const std::string& address, TaskId task,
-                                                     CoordinationOptions options = {});
+                                                     CoordinationOptions options,
+                                                     const ClusterSecurity& security);
   virtual ~CoordinationClient() = default;
   // Registers this task and waits for every other one, then starts heartbeats.
   virtual void register_task(double timeout_seconds) = 0;

@@ -30,9 +30,11 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
   std::string chief_address = cluster.address(cluster.chief());
   auto group = std::make_unique<WorkerGroup>();
   if (cluster.is_chief()) {
-    group->service = CoordinationService::start(chief_address, tasks, options.coordination);
+    group->service =
+        CoordinationService::start(chief_address, tasks, options.coordination, cluster.security);
   }
-  group->client = CoordinationClient::connect(chief_address, cluster.task, options.coordination);
+  group->client = CoordinationClient::connect(chief_address, cluster.task, options.coordination,
+                                             cluster.security);
   group->client->register_task(options.registration_timeout_seconds);
   std::string own = cluster.address(cluster.task);
   std::string host = own.substr(0, own.rfind(':'));

@@ -1,5 +1,6 @@
 #include "strategies/ps/parameter_servers.h"
 
+#include "strategies/cluster/grpc_security.h"
 #include "strategies/ps/ps_client.h"
 
 namespace cadre::ps {
@@ -10,6 +11,8 @@ ParameterServers::ParameterServers(const ClusterConfig& cluster,
   ClientOptions client;
   client.max_message_bytes = options_.max_message_bytes;
   client.rpc_timeout_seconds = options_.rpc_timeout_seconds;
+  client.security = cluster.security;
+  if (cluster.num_ps_replicas() > 0) check_security_configured(cluster.security, cluster.task.to_string());
   for (int i = 0; i < cluster.num_ps_replicas(); ++i) {
     clients_.push_back(std::make_unique<PsClient>(i, cluster.address(TaskId{"ps", i}), client));
   }

@@ -7,6 +7,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/grpc_security.h"
 
 namespace cadre::ps {
 namespace {
@@ -30,7 +31,7 @@ PsClient::PsClient(int index, std::string address, ClientOptions options)
   int limit = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(address_, channel_credentials(options_.security), args);
   stub_ = ParameterServerService::NewStub(channel_);
 }
 
@@ -61,12 +62,16 @@ Response PsClient::call(const char* what, const Request& request, Method method,
   }
   grpc::ClientContext context;
   context.set_deadline(after(timeout_seconds));
+  add_job_token(context, options_.security);
   Response response;
   grpc::Status status = (stub_.get()->*method)(&context, request, &response);
   bytes_sent_ += size;
   if (!status.ok()) {
     std::string message =
         str_cat(what, " at parameter server ", name_, ": ", status.error_message());
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      message += refusal_hint(options_.security);
+    }
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       message +=
           "; training cannot go on without it (restart the cluster: training resumes "

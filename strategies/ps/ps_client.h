@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cadre/base/errors.h"
+#include "cadre/strategies/cluster_security.h"
 #include "strategies/ps/ps.grpc.pb.h"
 
 namespace cadre::ps {
@@ -18,6 +19,8 @@ struct ClientOptions {
   int64_t max_message_bytes = int64_t{256} << 20;
   // For calls that do not wait for the chief.
   double rpc_timeout_seconds = 60;
+  // The job's token and TLS files.
+  ClusterSecurity security;
 };
 
 class PsClient {

@@ -9,6 +9,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/grpc_security.h"
 #include "strategies/ps/ps.grpc.pb.h"
 #include "strategies/ps/shard.h"
 
@@ -30,7 +31,10 @@ grpc::Status guarded(F&& handler) {
 
 class Server final : public ParameterServer, public ParameterServerService::Service {
  public:
-  explicit Server(ServerOptions options) : options_(std::move(options)), shard_(options_.task) {}
+  explicit Server(ServerOptions options)
+      : options_(std::move(options)),
+        shard_(options_.task),
+        callers_(options_.security, str_cat(options_.task, " (parameter server)")) {}
   ~Server() override { stop(); }
 
   void start(const std::string& address) {
@@ -40,17 +44,20 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     builder.SetMaxReceiveMessageSize(limit);
     builder.SetMaxSendMessageSize(limit);
     int port = 0;
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    std::string listen = bind_address(options_.security, address);
+    builder.AddListeningPort(listen, server_credentials(options_.security), &port);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
     if (!server_ || port == 0) {
       throw UnavailableError(str_cat(options_.task, ": the parameter server cannot listen on ",
-                                     address,
+                                     listen,
                                      " (the port is in use, or the address is not this host's)"));
     }
     address_ = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
     logger_ = std::thread([this] { log_progress(); });
-    LOG(INFO) << options_.task << ": parameter server on " << address_;
+    LOG(INFO) << options_.task << ": parameter server on " << address_ << " (listening on "
+              << listen.substr(0, listen.rfind(':') + 1) << port
+              << (options_.security.tls() ? ", mutual TLS)" : ")");
   }
 
   std::string address() const override { return address_; }
@@ -72,8 +79,9 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     if (logger_.joinable()) logger_.join();
   }
 
-  grpc::Status Create(grpc::ServerContext*, const CreateRequest* request,
+  grpc::Status Create(grpc::ServerContext* context, const CreateRequest* request,
                       CreateResponse* response) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] {
       *response = shard_.create(*request);
       check_size(*response,
@@ -81,26 +89,30 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     });
   }
 
-  grpc::Status Pull(grpc::ServerContext*, const PullRequest* request,
+  grpc::Status Pull(grpc::ServerContext* context, const PullRequest* request,
                     PullResponse* response) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] {
       *response = shard_.pull(*request);
       check_size(*response, str_cat(options_.task, ": the pulled values"));
     });
   }
 
-  grpc::Status Push(grpc::ServerContext*, const PushRequest* request,
+  grpc::Status Push(grpc::ServerContext* context, const PushRequest* request,
                     PushResponse* response) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] { *response = shard_.push(*request); });
   }
 
-  grpc::Status GlobalStep(grpc::ServerContext*, const GlobalStepRequest* request,
+  grpc::Status GlobalStep(grpc::ServerContext* context, const GlobalStepRequest* request,
                           GlobalStepResponse* response) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] { response->set_value(shard_.global_step(*request)); });
   }
 
-  grpc::Status Read(grpc::ServerContext*, const ReadRequest* request,
+  grpc::Status Read(grpc::ServerContext* context, const ReadRequest* request,
                     ReadResponse* response) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] {
       *response = shard_.read(*request);
       // A listing carries no values; values are read in batches under the limit.
@@ -138,12 +150,14 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   Mutex mutex_;
   CondVar stopped_;
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
+  CallerCheck callers_;
 };
 
 }  // namespace
 
 std::unique_ptr<ParameterServer> ParameterServer::start(const std::string& address,
                                                         ServerOptions options) {
+  check_security_configured(options.security, options.task);
   auto server = std::make_unique<Server>(std::move(options));
   server->start(address);
   return server;

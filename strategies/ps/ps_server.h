@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "cadre/strategies/cluster_security.h"
+
 namespace cadre::ps {
 
 struct ServerOptions {
@@ -18,12 +20,15 @@ struct ServerOptions {
   // How often the server logs what it holds and how busy it is.
   double log_every_seconds = 30;
   std::string task = "ps:0";  // for messages
+  // Who may call (the job's secret, TLS) and where to listen.
+  ClusterSecurity security;
 };
 
 class ParameterServer {
  public:
-  // Serves at `address` ("host:port"; port 0 picks one). Throws UnavailableError naming the
-  // address when it cannot be bound.
+  // Serves at `address` ("host:port"; port 0 picks one; on the security's bind host when it
+  // names one) callers holding the job's token. Throws UnavailableError naming the address
+  // when it cannot be bound, FailedPreconditionError when the security has no secret.
   static std::unique_ptr<ParameterServer> start(const std::string& address,
                                                 ServerOptions options = {});
   virtual ~ParameterServer() = default;

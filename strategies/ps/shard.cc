@@ -167,13 +167,25 @@ PushResponse Shard::push(const PushRequest& request) {
       response.set_global_step(*global_step_);
       return response;
     }
-    entries = entries_to_update(request, name);
-    optimizer = state.optimizer;
-    if (!request.items().empty()) step = ++state.iterations;
+    entries = entries_to_update(request);
   }
+  // Checked before waiting for the chief: a malformed push fails at once.
   std::vector<Gradient> gradients;
   for (size_t i = 0; i < entries.size(); ++i) {
     gradients.push_back(gradient_of(request.items(static_cast<int>(i)), *entries[i], task_));
+  }
+  {
+    MutexLock lock(mutex_);
+    OptimizerState& state = optimizers_.find_or_make(request.optimizer());
+    const std::string name = state.optimizer->name();
+    for (Entry* entry : entries) {
+      wait_for(
+          request.timeout_seconds(), [&] { return entry->optimizer_state.count(name) > 0; },
+          str_cat(task_, ": the ", name, " state of '", entry->def.name(),
+                  "' has not come from the chief"));
+    }
+    optimizer = state.optimizer;
+    if (!request.items().empty()) step = ++state.iterations;
   }
   if (!entries.empty()) apply(*optimizer, entries, gradients, step);
   for (const NamedTensor& delta : request.deltas()) add_delta(delta);
@@ -187,8 +199,7 @@ PushResponse Shard::push(const PushRequest& request) {
   return response;
 }
 
-std::vector<Entry*> Shard::entries_to_update(const PushRequest& request,
-                                             const std::string& optimizer) {
+std::vector<Entry*> Shard::entries_to_update(const PushRequest& request) {
   std::vector<Entry*> entries;
   std::set<std::string> seen;
   for (const PushItem& item : request.items()) {
@@ -201,10 +212,6 @@ std::vector<Entry*> Shard::entries_to_update(const PushRequest& request,
           str_cat(task_, " holds no initialised variable '", item.name(), "' to update"));
     }
     Entry* entry = it->second.get();
-    wait_for(
-        request.timeout_seconds(), [&] { return entry->optimizer_state.count(optimizer) > 0; },
-        str_cat(task_, ": the ", optimizer, " state of '", item.name(),
-                "' has not come from the chief"));
     entries.push_back(entry);
   }
   return entries;

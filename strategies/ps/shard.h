@@ -68,9 +68,8 @@ class Shard {
   void initialise(Entry& entry, const Tensor& value, const std::string& what)
       CADRE_REQUIRES(mutex_);
   Entry& initialised(const std::string& name);
-  // The entries a push updates, once the chief's optimizer state for each has come.
-  std::vector<Entry*> entries_to_update(const PushRequest& request, const std::string& optimizer)
-      CADRE_REQUIRES(mutex_);
+  // The initialised entries a push names, each once.
+  std::vector<Entry*> entries_to_update(const PushRequest& request) CADRE_REQUIRES(mutex_);
   // The chief's slots and step counter for the variables it names.
   void take_optimizer_state(const PushRequest& request, const std::string& optimizer,
                             OptimizerState& state) CADRE_REQUIRES(mutex_);

@@ -25,8 +25,14 @@ Shape checked_shape(const google::protobuf::RepeatedField<int64_t>& dims, std::s
   if (v.size() > static_cast<size_t>(Shape::kMaxRank)) {
     throw InvalidArgumentError(str_cat(what, ": rank ", v.size(), " is over ", Shape::kMaxRank));
   }
+  // Counted before anything waits on or allocates for it: its byte count must fit an int64.
+  int64_t bytes = 16;
   for (int64_t d : v) {
     if (d < 0) throw InvalidArgumentError(str_cat(what, ": negative dimension in [", join(v), "]"));
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      throw InvalidArgumentError(
+          str_cat(what, ": shape [", join(v), "] has more elements than a tensor can hold"));
+    }
   }
   return Shape(v);
 }

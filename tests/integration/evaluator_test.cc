@@ -115,10 +115,13 @@ TEST_F(EvaluatorTest, AResumedJobIsFollowedToItsNewEnd) {
 }
 
 TEST_F(EvaluatorTest, ATrainingClusterWithoutAMultiWorkerStrategyIsRefused) {
+  // HOME: a task of a real cluster makes the user's default secret there.
+  std::filesystem::create_directories(path("home"));
   pid_t pid = testing::spawn({CADRE_ROLE_HELPER, path("model"), "10", "0"},
                              {{"TF_CONFIG", R"({"cluster": {"chief": ["127.0.0.1:1"],
                                                             "worker": ["127.0.0.1:2"]},
-                                               "task": {"type": "worker", "index": 0}})"}});
+                                               "task": {"type": "worker", "index": 0}})"},
+                              {"HOME", path("home")}});
   EXPECT_EQ(wait_for(pid), 1);
 }
 

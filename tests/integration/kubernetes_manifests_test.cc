@@ -68,13 +68,14 @@ launch::LaunchOptions shape() {
 
 TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
   launch::KubernetesOptions options;
+  options.secret = "a job secret";
   options.name = "fm";
   options.cpu = "4";
   options.memory = "8Gi";
   std::string yaml = launch::kubernetes_manifests(shape(), options);
   EXPECT_EQ(yaml.find("StatefulSet"), std::string::npos) << "restarts pods that succeeded";
   std::map<std::string, std::string> jobs;
-  bool service = false, claim = false;
+  bool service = false, claim = false, secret = false, policy = false;
   for (const std::string& doc : documents(yaml)) {
     std::string kind = field(doc, "kind");
     if (kind == "Service") {
@@ -85,12 +86,24 @@ TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
       claim = true;
       EXPECT_NE(doc.find("ReadWriteMany"), std::string::npos);
       EXPECT_EQ(field(doc, "name"), "fm-model-dir");
+    } else if (kind == "Secret") {
+      secret = true;
+      EXPECT_EQ(field(doc, "name"), "fm-job-secret");
+      EXPECT_EQ(field(doc, "secret"), "\"a job secret\"");
+    } else if (kind == "NetworkPolicy") {
+      policy = true;
+      EXPECT_NE(doc.find("podSelector:\n    matchLabels:\n      app: fm\n"), std::string::npos);
+      EXPECT_NE(doc.find("- from:\n        - podSelector:\n            matchLabels:\n"
+                         "              app: fm\n"),
+                std::string::npos);
     } else if (kind == "Job") {
       jobs[field(doc, "task")] = doc;
     }
   }
   EXPECT_TRUE(service);
   EXPECT_TRUE(claim);
+  EXPECT_TRUE(secret) << "every pod presents the job's secret";
+  EXPECT_TRUE(policy) << "only the job's pods reach its collectives' ports";
   ASSERT_EQ(jobs.size(), 4u);
   const std::map<std::string, int> counts = {{"chief", 1}, {"worker", 2}, {"ps", 1}, {"evaluator", 1}};
   for (const auto& [type, count] : counts) {
@@ -107,6 +120,8 @@ TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
     EXPECT_EQ(field(job, "mountPath"), "\"/cadre\"");
     EXPECT_EQ(field(job, "workingDir"), "\"/cadre\"");
     EXPECT_EQ(field(job, "cpu"), "\"4\"");
+    EXPECT_EQ(field(job, "secretName"), "fm-job-secret");
+    EXPECT_NE(job.find("- name: CADRE_JOB_SECRET_FILE\n"), std::string::npos);
     bool trains = type == "chief" || type == "worker";
     EXPECT_EQ(field(job, "nvidia.com/gpu"), trains ? "2" : "") << "GPUs from --devices";
     for (int index = 0; index < count; ++index) {
@@ -126,6 +141,7 @@ TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
 
 TEST(KubernetesManifestsTest, AnExistingClaimAndExplicitGpus) {
   launch::KubernetesOptions options;
+  options.secret = "a job secret";
   options.volume_claim = "shared";
   options.gpus = 0;
   std::string yaml = launch::kubernetes_manifests(shape(), options);
@@ -136,17 +152,35 @@ TEST(KubernetesManifestsTest, AnExistingClaimAndExplicitGpus) {
   EXPECT_THROW(launch::kubernetes_manifests(shape(), options), InvalidArgumentError);
 }
 
+// Open by choice only: no secret is an error, --insecure says so in every pod, and TLS needs
+// certificates from the cluster's own CA.
+TEST(KubernetesManifestsTest, TheSecretIsRequiredUnlessInsecure) {
+  launch::KubernetesOptions options;
+  EXPECT_THROW(launch::kubernetes_manifests(shape(), options), InvalidArgumentError);
+  launch::LaunchOptions open = shape();
+  open.security = launch::LaunchOptions::Security::kInsecure;
+  std::string yaml = launch::kubernetes_manifests(open, options);
+  EXPECT_EQ(yaml.find("kind: Secret"), std::string::npos);
+  EXPECT_NE(yaml.find("- name: CADRE_INSECURE\n"), std::string::npos);
+  launch::LaunchOptions tls = shape();
+  tls.security = launch::LaunchOptions::Security::kTls;
+  options.secret = "s";
+  EXPECT_THROW(launch::kubernetes_manifests(tls, options), InvalidArgumentError);
+}
+
 // The TFJob's replicas, and the TF_CONFIG Kubeflow's operator gives each pod: the cluster
 // without the evaluator, addresses <job>-<type>-<i>.<namespace>.svc:<port>, and an
 // "environment" field.
 TEST(KubernetesManifestsTest, TheTFJobResolvesTheOperatorsTfConfig) {
   launch::KubernetesOptions options;
+  options.secret = "a job secret";
   options.kind = launch::KubernetesOptions::Kind::kTFJob;
   options.name = "fm";
   std::string yaml = launch::kubernetes_manifests(shape(), options);
   EXPECT_EQ(field(yaml, "kind"), "TFJob");
   EXPECT_EQ(field(yaml, "apiVersion"), "kubeflow.org/v1");
   EXPECT_EQ(field(yaml, "cleanPodPolicy"), "Running");
+  EXPECT_NE(yaml.find("kind: NetworkPolicy\n"), std::string::npos);
   for (const auto& [replica, count] :
        std::vector<std::pair<std::string, int>>{{"Chief", 1}, {"Worker", 2}, {"PS", 1}, {"Evaluator", 1}}) {
     size_t at = yaml.find("    " + replica + ":\n");
@@ -156,6 +190,8 @@ TEST(KubernetesManifestsTest, TheTFJobResolvesTheOperatorsTfConfig) {
     EXPECT_EQ(field(spec, "restartPolicy"), "OnFailure") << replica;
     EXPECT_EQ(field(spec, "- name"), "tensorflow") << "the operator's default container";
     EXPECT_NE(spec.find("- name: tfjob-port"), std::string::npos) << "the operator's port name";
+    EXPECT_NE(spec.find("metadata:\n          labels:\n            app: fm\n"), std::string::npos)
+        << "the pods the NetworkPolicy admits";
   }
   std::string cluster =
       R"("cluster":{"chief":["fm-chief-0.default.svc:2222"],)"

@@ -15,6 +15,7 @@
 #include "cadre/checkpoint/state_file.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
+#include "tests/support/job_secret.h"
 
 namespace cadre {
 namespace {
@@ -26,7 +27,8 @@ pid_t start(const std::string& tf_config, const std::string& model_dir, int step
             const std::string& log, const char* strategy = "", const char* input = "",
             const char* seed = "") {
   std::vector<std::pair<std::string, std::string>> env{
-      {"HELPER_STRATEGY", strategy}, {"HELPER_INPUT", input}, {"HELPER_SEED", seed}};
+      {"HELPER_STRATEGY", strategy}, {"HELPER_INPUT", input}, {"HELPER_SEED", seed},
+      testing::job_secret_env()};
   if (!tf_config.empty()) env.emplace_back("TF_CONFIG", tf_config);
   return testing::spawn({CADRE_MULTI_WORKER_HELPER, model_dir, std::to_string(steps)}, env, log);
 }
@@ -76,6 +78,34 @@ TEST_F(MultiWorkerTest, AChiefAndAWorkerTrainAsOneProcessOnTheSameGlobalBatch) {
                 .find("input of worker 1 of 2: the input_fn shards by itself: shard(2, 1)"),
             std::string::npos)
       << read_log(path("worker.log"));
+}
+
+// Tasks started by hand with TF_CONFIG alone (no job secret, as a user first tries) share
+// the user's default secret and train together; a task with another home (another user's
+// secret) is refused at registration and says where its secret came from.
+TEST_F(MultiWorkerTest, TasksWithTfConfigAloneShareTheUsersDefaultSecret) {
+  std::string cluster = cluster_json(free_port(), free_port());
+  auto task = [&](const std::string& type, const std::string& home, const std::string& log) {
+    std::filesystem::create_directories(home);
+    std::string tf_config = "{" + cluster + R"(, "task": {"type": ")" + type + R"(", "index": 0}})";
+    return testing::spawn({CADRE_MULTI_WORKER_HELPER, path("m"), "20"},
+                          {{"TF_CONFIG", tf_config}, {"HOME", home}, {"CADRE_JOB_SECRET", ""}},
+                          log);
+  };
+  pid_t chief = task("chief", path("home"), path("chief.log"));
+  pid_t stranger = task("worker", path("other"), path("stranger.log"));
+  EXPECT_EQ(wait_for(stranger), 1) << read_log(path("stranger.log"));
+  EXPECT_NE(read_log(path("stranger.log"))
+                .find("this task's secret comes from " + path("other") +
+                      "/.cadre/job_secret (this user's default)"),
+            std::string::npos)
+      << read_log(path("stranger.log"));
+  pid_t worker = task("worker", path("home"), path("worker.log"));
+  EXPECT_EQ(wait_for(worker), 0) << read_log(path("worker.log"));
+  EXPECT_EQ(wait_for(chief), 0) << read_log(path("chief.log"));
+  EXPECT_TRUE(std::filesystem::exists(path("m") + "/model.ckpt-20.h5"));
+  auto permissions = std::filesystem::status(path("home") + "/.cadre/job_secret").permissions();
+  EXPECT_EQ(permissions, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 // An input_fn that does not shard is divided by auto-sharding (DATA: the pipeline reads no

@@ -19,6 +19,7 @@
 #include "cadre/estimator/train_and_evaluate.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
+#include "tests/support/job_secret.h"
 
 namespace cadre {
 namespace {
@@ -56,7 +57,7 @@ class HelperCluster {
   pid_t start(const std::string& type, int index, const std::string& model_dir, int steps,
               const std::string& log) {
     pid_t pid = spawn({CADRE_MULTI_WORKER_HELPER, model_dir, std::to_string(steps)},
-                      {{"TF_CONFIG", tf_config(type, index)}}, log);
+                      {{"TF_CONFIG", tf_config(type, index)}, testing::job_secret_env()}, log);
     if (type == "ps") ps_pids_.push_back(pid);
     return pid;
   }

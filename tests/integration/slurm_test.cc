@@ -38,8 +38,11 @@ class SlurmTest : public cadre::testing::TempDirTest {
 };
 
 TEST_F(SlurmTest, AChiefAWorkerAndAnEvaluatorRunAsOneSrunJobStep) {
+  // The job's secret in a file on storage every node sees, as docs/DEPLOY.md has it.
+  testing::write_file(path("job_secret"), "a secret for this srun job step\n");
   std::string command =
       "SLURM_CONF=" + slurm_dir_ + "/slurm.conf CADRE_SLURM_JOBS=chief:1,worker:1,evaluator:1" +
+      " CADRE_JOB_SECRET_FILE=" + path("job_secret") +
       " CADRE_SLURM_PORT_BASE=" + std::to_string(testing::free_port()) +
       " CADRE_NUM_THREADS=1 timeout 240 srun --ntasks=3 --overcommit --label " +
       CADRE_FASHION_MNIST + " --model_dir=" + path("m") +

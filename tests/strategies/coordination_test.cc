@@ -8,6 +8,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/strategies/multi_worker_mirrored_strategy.h"
 #include "strategies/cluster/coordination_service.h"
+#include "tests/support/job_secret.h"
 
 namespace cadre {
 namespace {
@@ -22,12 +23,20 @@ CoordinationOptions fast() {
   return options;
 }
 
+std::unique_ptr<CoordinationService> serve(const std::string& address, std::vector<TaskId> tasks) {
+  return CoordinationService::start(address, std::move(tasks), fast(), testing::test_security());
+}
+
+std::unique_ptr<CoordinationClient> join(const std::string& address, TaskId task) {
+  return CoordinationClient::connect(address, std::move(task), fast(), testing::test_security());
+}
+
 TEST(CoordinationTest, TasksRegisterShareKeysAndMeetAtBarriers) {
-  auto service = CoordinationService::start("127.0.0.1:0", kTasks, fast());
+  auto service = serve("127.0.0.1:0", kTasks);
   std::vector<std::future<std::string>> tasks;
   for (const TaskId& task : kTasks) {
     tasks.push_back(std::async(std::launch::async, [&, task] {
-      auto client = CoordinationClient::connect(service->address(), task, fast());
+      auto client = join(service->address(), task);
       client->register_task(10);
       if (task.type == "chief") client->set("gloo/rendezvous", "ring of 3");
       std::string value = client->get("gloo/rendezvous", 10);
@@ -41,11 +50,11 @@ TEST(CoordinationTest, TasksRegisterShareKeysAndMeetAtBarriers) {
 }
 
 TEST(CoordinationTest, RegistrationTimesOutNamingTheTasksThatNeverCame) {
-  auto service = CoordinationService::start("127.0.0.1:0", kTasks, fast());
+  auto service = serve("127.0.0.1:0", kTasks);
   auto chief = std::async(std::launch::async, [&] {
-    CoordinationClient::connect(service->address(), {"chief", 0}, fast())->register_task(1);
+    join(service->address(), {"chief", 0})->register_task(1);
   });
-  auto worker = CoordinationClient::connect(service->address(), {"worker", 0}, fast());
+  auto worker = join(service->address(), {"worker", 0});
   try {
     worker->register_task(1);
     FAIL();
@@ -57,11 +66,11 @@ TEST(CoordinationTest, RegistrationTimesOutNamingTheTasksThatNeverCame) {
 }
 
 TEST(CoordinationTest, ADeadTaskIsNamedToTheSurvivorsWithinTheHeartbeatTimeout) {
-  auto service = CoordinationService::start("127.0.0.1:0", kTasks, fast());
+  auto service = serve("127.0.0.1:0", kTasks);
   std::vector<std::unique_ptr<CoordinationClient>> clients;
   std::vector<std::future<void>> registering;
   for (const TaskId& task : kTasks) {
-    clients.push_back(CoordinationClient::connect(service->address(), task, fast()));
+    clients.push_back(join(service->address(), task));
   }
   for (auto& client : clients) {
     registering.push_back(std::async(std::launch::async, [&client] { client->register_task(10); }));
@@ -87,8 +96,8 @@ TEST(CoordinationTest, ADeadTaskIsNamedToTheSurvivorsWithinTheHeartbeatTimeout) 
 }
 
 TEST(CoordinationTest, TimeoutsAndBadAddressesAreNamed) {
-  auto service = CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, fast());
-  auto client = CoordinationClient::connect(service->address(), {"worker", 0}, fast());
+  auto service = serve("127.0.0.1:0", {{"worker", 0}});
+  auto client = join(service->address(), {"worker", 0});
   client->register_task(5);
   try {
     client->get("nccl/unique_id", 0.3);
@@ -98,12 +107,12 @@ TEST(CoordinationTest, TimeoutsAndBadAddressesAreNamed) {
   }
   // The port is taken: a clear bind error naming the address.
   try {
-    CoordinationService::start(service->address(), {{"worker", 0}}, fast());
+    serve(service->address(), {{"worker", 0}});
     FAIL();
   } catch (const UnavailableError& e) {
     EXPECT_NE(std::string(e.what()).find(service->address()), std::string::npos) << e.what();
   }
-  auto stranger = CoordinationClient::connect(service->address(), {"worker", 7}, fast());
+  auto stranger = join(service->address(), {"worker", 7});
   EXPECT_THROW(stranger->register_task(1), InvalidArgumentError);
 }
 

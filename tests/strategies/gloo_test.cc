@@ -2,10 +2,15 @@
 // in-memory store on 127.0.0.1: sums and broadcasts over ranks x sizes, and a rank whose
 // peers never come.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <functional>
+#include <cstring>
 #include <future>
+#include <map>
+#include <mutex>
 #include <tuple>
 #include <vector>
 
@@ -68,6 +73,57 @@ INSTANTIATE_TEST_SUITE_P(RanksBySizes, GlooTest,
                          ::testing::Combine(::testing::Values(1, 2, 3),
                                             ::testing::Values(size_t{1}, size_t{1000},
                                                               size_t{100000})));
+
+// A store that keeps a copy of everything published through it.
+class RecordingStore : public MemoryStore {
+ public:
+  void set(const std::string& key, const std::string& value) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      published_[key] = value;
+    }
+    MemoryStore::set(key, value);
+  }
+  std::map<std::string, std::string> published() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return published_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::string> published_;
+};
+
+// What a rank publishes for its peers is its addresses and nothing else: every byte of a
+// sockaddr_storage past the address family's own part is zero (Gloo left stack contents
+// there, which went over the network to anyone reading the store).
+TEST(GlooRendezvousTest, PublishedAddressesHoldNoUninitialisedBytes) {
+  RecordingStore store;
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < 3; ++r) {
+    done.push_back(std::async(std::launch::async, [&, r] {
+      auto collective = gloo_collective(store, r, 3, "127.0.0.1", /*timeout_seconds=*/30);
+      float x = 1;
+      collective->sum(&x, 1);
+      EXPECT_EQ(x, 3);
+    }));
+  }
+  for (auto& d : done) d.get();
+  constexpr size_t kRecord = sizeof(sockaddr_storage) + sizeof(int64_t);
+  int records = 0;
+  for (const auto& [key, value] : store.published()) {
+    if (value.size() % kRecord != 0) continue;
+    for (size_t at = 0; at < value.size(); at += kRecord, ++records) {
+      sa_family_t family;
+      std::memcpy(&family, value.data() + at, sizeof family);
+      ASSERT_EQ(family, AF_INET) << key;
+      for (size_t b = sizeof(sockaddr_in); b < sizeof(sockaddr_storage); ++b) {
+        ASSERT_EQ(value[at + b], '\0') << key << ": byte " << b << " of record " << at / kRecord;
+      }
+    }
+  }
+  EXPECT_GE(records, 6) << "each of 3 ranks publishes an address per peer";
+}
 
 TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
   MemoryStore store;

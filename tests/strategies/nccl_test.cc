@@ -14,6 +14,7 @@
 #include "strategies/cluster/coordination_service.h"
 #include "strategies/collectives/nccl/collective.h"
 #include "strategies/collectives/nccl/local_group.h"
+#include "tests/support/job_secret.h"
 
 namespace cadre {
 namespace {
@@ -74,8 +75,10 @@ TEST_F(NcclGpuTest, SingleRankAllReduceAndBroadcast) {
 }
 
 TEST_F(NcclGpuTest, UniqueIdThroughTheCoordinationService) {
-  auto service = CoordinationService::start("127.0.0.1:0", {{"worker", 0}});
-  auto client = CoordinationClient::connect(service->address(), {"worker", 0});
+  auto service =
+      CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {}, testing::test_security());
+  auto client =
+      CoordinationClient::connect(service->address(), {"worker", 0}, {}, testing::test_security());
   client->register_task(10);
   NcclOptions options;
   options.timeout_seconds = 30;

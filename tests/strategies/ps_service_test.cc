@@ -9,6 +9,7 @@
 #include "strategies/ps/tensor_data.h"
 #include "tests/strategies/ps_requests.h"
 #include "tests/support/processes.h"
+#include "tests/support/job_secret.h"
 
 namespace cadre {
 namespace {
@@ -22,8 +23,10 @@ class ParameterServerTest : public ::testing::Test {
   void SetUp() override {
     ps::ServerOptions options;
     options.max_message_bytes = 1 << 20;
+    options.security = testing::test_security();
     server_ = ps::ParameterServer::start("127.0.0.1:0", options);
     ps::ClientOptions client;
+    client.security = testing::test_security();
     client.rpc_timeout_seconds = 20;
     client_ = std::make_unique<ps::PsClient>(0, server_->address(), client);
     client_->wait_until_ready(10);
@@ -57,6 +60,7 @@ TEST_F(ParameterServerTest, OversizedMessagesAreClearErrors) {
   // Over the client's limit: refused before it is sent.
   ps::ClientOptions small;
   small.max_message_bytes = 1000;
+  small.security = testing::test_security();
   ps::PsClient limited(0, server_->address(), small);
   Tensor big = Tensor::zeros(Shape{1000});
   try {
@@ -70,6 +74,7 @@ TEST_F(ParameterServerTest, OversizedMessagesAreClearErrors) {
   Tensor large = Tensor::zeros(Shape{300000});
   ps::ClientOptions roomy;
   roomy.max_message_bytes = 4 << 20;
+  roomy.security = testing::test_security();
   ps::PsClient generous(0, server_->address(), roomy);
   EXPECT_THROW(generous.create(create_request("large", &large, Shape{300000})),
                ResourceExhaustedError);
@@ -77,7 +82,9 @@ TEST_F(ParameterServerTest, OversizedMessagesAreClearErrors) {
 
 TEST(ParameterServerErrorsTest, AnAddressThatNeverAnswersAndAPortInUseAreNamed) {
   std::string nobody = "127.0.0.1:" + std::to_string(free_port());
-  ps::PsClient client(1, nobody);
+  ps::ClientOptions options;
+  options.security = testing::test_security();
+  ps::PsClient client(1, nobody, options);
   try {
     client.wait_until_ready(1);
     FAIL() << "expected DeadlineExceededError";
@@ -86,9 +93,11 @@ TEST(ParameterServerErrorsTest, AnAddressThatNeverAnswersAndAPortInUseAreNamed) 
               std::string::npos)
         << e.what();
   }
-  auto first = ps::ParameterServer::start("127.0.0.1:0");
+  ps::ServerOptions server;
+  server.security = testing::test_security();
+  auto first = ps::ParameterServer::start("127.0.0.1:0", server);
   try {
-    ps::ParameterServer::start(first->address());
+    ps::ParameterServer::start(first->address(), server);
     FAIL() << "expected UnavailableError";
   } catch (const UnavailableError& e) {
     EXPECT_NE(std::string(e.what()).find(first->address()), std::string::npos) << e.what();

@@ -17,6 +17,7 @@
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_server.h"
 #include "strategies/strategy_extended.h"
+#include "tests/support/job_secret.h"
 
 namespace cadre {
 namespace {
@@ -36,11 +37,19 @@ struct Cluster {
   }
 };
 
+// A task's config in `json`, with the job's secret.
+ClusterConfig configured(const std::string& json) {
+  ClusterConfig config = parse_tf_config(json);
+  config.security = testing::test_security();
+  return config;
+}
+
 Cluster start_servers(int count) {
   Cluster cluster;
   for (int i = 0; i < count; ++i) {
     ps::ServerOptions options;
     options.task = "ps:" + std::to_string(i);
+    options.security = testing::test_security();
     cluster.servers.push_back(ps::ParameterServer::start("127.0.0.1:0", options));
   }
   return cluster;
@@ -56,7 +65,7 @@ ParameterServerOptions small_slices() {
 
 // The strategy of `task` in `cluster` with one worker beside the chief.
 std::shared_ptr<ParameterServerStrategy> strategy_of(const Cluster& cluster, const char* task) {
-  return ParameterServerStrategy::create(parse_tf_config(cluster.json(task, 1)), {Device::cpu(0)},
+  return ParameterServerStrategy::create(configured(cluster.json(task, 1)), {Device::cpu(0)},
                                          small_slices());
 }
 
@@ -85,7 +94,7 @@ void train(const Strategy& strategy, DistributedVariables& variables, int steps,
 TEST(ParameterServerStrategyTest, OneWorkerWithTwoPsTrainsAsOneDevice) {
   Cluster cluster = start_servers(2);
   auto strategy = ParameterServerStrategy::create(
-      parse_tf_config(cluster.json(R"({"type": "chief", "index": 0})")), {Device::cpu(0)},
+      configured(cluster.json(R"({"type": "chief", "index": 0})")), {Device::cpu(0)},
       small_slices());
   auto variables = strategy->create_variables(11);
   EXPECT_EQ(strategy->extended().broadcast_from_chief(0), 0);
@@ -130,7 +139,9 @@ TEST(ParameterServerStrategyTest, AWorkerWaitsForTheChiefAndBothUpdateTheSameVar
   EXPECT_EQ(worker_run.get(), 5);
   std::shared_ptr<const nn::VariableStore> saved = chief->extended().variables_to_save(*variables);
   // 20 pushes in all: the global step and every ps task's Adam counter.
-  ps::PsClient ps0(0, cluster.servers[0]->address());
+  ps::ClientOptions member;
+  member.security = testing::test_security();
+  ps::PsClient ps0(0, cluster.servers[0]->address(), member);
   EXPECT_EQ(ps0.global_step(std::nullopt, 5), 25);
   EXPECT_EQ(saved->find("Adam/iterations")->tensor().item<int64_t>(), 20);
 }
@@ -175,7 +186,7 @@ TEST(ParameterServerStrategyTest, EmbeddingsPullAndPushOnlyTheRowsLookedUp) {
   ParameterServerOptions options = small_slices();
   options.placement.min_slice_bytes = 1 << 20;
   auto strategy = ParameterServerStrategy::create(
-      parse_tf_config(cluster.json(R"({"type": "chief", "index": 0})")), {Device::cpu(0)}, options);
+      configured(cluster.json(R"({"type": "chief", "index": 0})")), {Device::cpu(0)}, options);
   auto variables = strategy->create_variables(3);
   strategy->extended().broadcast_from_chief(0);
   const int64_t vocab = 50000, dim = 16;  // 3.2 MB, two slices

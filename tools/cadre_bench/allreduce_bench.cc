@@ -41,6 +41,7 @@ int run_allreduce() {
     throw InvalidArgumentError("--tensors and --repeats must be positive, --bytes >= 0");
   }
   ClusterConfig cluster = parse_tf_config(text);
+  cluster.security = ClusterSecurity::from_environment();
   MultiWorkerOptions options;
   options.registration_timeout_seconds = 120;
   std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);

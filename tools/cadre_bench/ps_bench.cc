@@ -38,7 +38,9 @@ ClusterConfig cluster_from_environment(const char* subcommand) {
                                        "--chief=1 --ps=1 -- cadre_bench ",
                                        subcommand));
   }
-  return parse_tf_config(text);
+  ClusterConfig cluster = parse_tf_config(text);
+  cluster.security = ClusterSecurity::from_environment();
+  return cluster;
 }
 
 // Calls per second of `once`, the median of --repeats rounds of about 0.3 s.
@@ -62,10 +64,12 @@ bool serve_if_ps() {
   const char* text = std::getenv("TF_CONFIG");
   if (text == nullptr || *text == '\0') return false;
   ClusterConfig cluster = parse_tf_config(text);
+  cluster.security = ClusterSecurity::from_environment();
   if (cluster.task.type != "ps") return false;
   ps::ServerOptions options;
   options.task = cluster.task.to_string();
   options.max_message_bytes = int64_t{1} << 30;
+  options.security = cluster.security;
   ps::ParameterServer::start(cluster.address(cluster.task), options)->wait();
   return true;
 }

@@ -140,6 +140,7 @@ int run_train() {
     std::optional<ClusterConfig> cluster;
     if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
       cluster = parse_tf_config(tf_config);
+      cluster->security = ClusterSecurity::from_environment();
     }
     strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices, cluster ? &*cluster : nullptr);
     if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {

@@ -37,6 +37,12 @@ std::string quoted(const std::string& text) {
   return out + "\"";
 }
 
+constexpr char kSecretDir[] = "/var/run/cadre/job-secret";
+
+bool insecure(const LaunchOptions& cluster) {
+  return cluster.security == LaunchOptions::Security::kInsecure;
+}
+
 std::string volume_claim_name(const KubernetesOptions& options) {
   return options.volume_claim.empty() ? options.name + "-model-dir" : options.volume_claim;
 }
@@ -70,6 +76,13 @@ std::string container(const LaunchOptions& cluster, const KubernetesOptions& opt
   }
   out += str_cat(in, "ports:\n", in, "  - name: ", port_name, "\n", in,
                  "    containerPort: ", options.port, "\n");
+  out += str_cat(in, "env:\n");
+  if (insecure(cluster)) {
+    out += str_cat(in, "  - name: CADRE_INSECURE\n", in, "    value: \"1\"\n");
+  } else {
+    out += str_cat(in, "  - name: CADRE_JOB_SECRET_FILE\n", in, "    value: \"", kSecretDir,
+                   "/secret\"\n");
+  }
   int gpus = role.trains() ? gpus_per_pod(cluster, options) : 0;
   if (!options.cpu.empty() || !options.memory.empty() || gpus > 0) {
     out += str_cat(in, "resources:\n");
@@ -86,14 +99,47 @@ std::string container(const LaunchOptions& cluster, const KubernetesOptions& opt
   }
   out += str_cat(in, "volumeMounts:\n", in, "  - name: model-dir\n", in,
                  "    mountPath: ", quoted(options.mount_path), "\n");
+  if (!insecure(cluster)) {
+    out += str_cat(in, "  - name: job-secret\n", in, "    mountPath: \"", kSecretDir, "\"\n", in,
+                   "    readOnly: true\n");
+  }
   return out;
 }
 
-std::string volumes(const KubernetesOptions& options, int indent) {
+std::string volumes(const LaunchOptions& cluster, const KubernetesOptions& options, int indent) {
   std::string pad(static_cast<size_t>(indent), ' ');
-  return str_cat(pad, "volumes:\n", pad, "  - name: model-dir\n", pad,
-                 "    persistentVolumeClaim:\n", pad, "      claimName: ",
-                 volume_claim_name(options), "\n");
+  std::string out = str_cat(pad, "volumes:\n", pad, "  - name: model-dir\n", pad,
+                            "    persistentVolumeClaim:\n", pad, "      claimName: ",
+                            volume_claim_name(options), "\n");
+  if (!insecure(cluster)) {
+    out += str_cat(pad, "  - name: job-secret\n", pad, "    secret:\n", pad,
+                   "      secretName: ", options.name, "-job-secret\n", pad,
+                   "      defaultMode: 0400\n");
+  }
+  return out;
+}
+
+// The job's secret, which every task presents to the others' services.
+std::string secret(const LaunchOptions& cluster, const KubernetesOptions& options) {
+  if (insecure(cluster)) return "";
+  return str_cat("---\n# The job's secret: only pods holding it may call the tasks' services.\n"
+                 "apiVersion: v1\nkind: Secret\nmetadata:\n  name: ",
+                 options.name, "-job-secret\ntype: Opaque\nstringData:\n  secret: ",
+                 quoted(options.secret), "\n");
+}
+
+// The services check the job's secret, but the collectives' data connections (Gloo's, NCCL's)
+// authenticate nothing: only the job's own pods may connect to its pods, where the network
+// plugin enforces NetworkPolicy.
+std::string network_policy(const KubernetesOptions& options) {
+  return str_cat(
+      "---\n# Only the job's own pods may connect to them (the collectives' data connections\n"
+      "# carry no credentials; see docs/SECURITY.md).\n"
+      "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: ",
+      options.name, "-job-only\nspec:\n  podSelector:\n    matchLabels:\n      app: ", options.name,
+      "\n  policyTypes: [\"Ingress\"]\n  ingress:\n    - from:\n"
+      "        - podSelector:\n            matchLabels:\n              app: ",
+      options.name, "\n");
 }
 
 std::string claim(const KubernetesOptions& options) {
@@ -130,7 +176,7 @@ std::string indexed_jobs(const LaunchOptions& cluster, const KubernetesOptions& 
       options.name, "\n  labels:\n    app: ", options.name,
       "\nspec:\n  clusterIP: None  # headless: a DNS name per pod\n  selector:\n    app: ",
       options.name, "\n  ports:\n    - name: cadre\n      port: ", options.port, "\n");
-  out += claim(options);
+  out += claim(options) + secret(cluster, options) + network_policy(options);
   for (const Role& role : roles) {
     std::string setup = str_cat("export TF_CONFIG=\"{\\\"cluster\\\": {", cluster_json,
                                 "}, \\\"task\\\": {\\\"type\\\": \\\"", role.type,
@@ -147,7 +193,7 @@ std::string indexed_jobs(const LaunchOptions& cluster, const KubernetesOptions& 
         options.name, "\n        task: ", role.type, "\n    spec:\n      subdomain: ", options.name,
         "\n      restartPolicy: OnFailure  # restarted in place; a finished task stays finished\n"
         "      containers:\n",
-        container(cluster, options, role, "cadre", "cadre", setup, 8), volumes(options, 6));
+        container(cluster, options, role, "cadre", "cadre", setup, 8), volumes(cluster, options, 6));
   }
   return out;
 }
@@ -167,12 +213,15 @@ std::string tfjob(const LaunchOptions& cluster, const KubernetesOptions& options
     std::string type = role.type == "ps" ? "PS" : role.type;
     type[0] = static_cast<char>(std::toupper(type[0]));
     out += str_cat("    ", type, ":\n      replicas: ", role.count,
-                   "\n      restartPolicy: OnFailure\n      template:\n        spec:\n"
+                   "\n      restartPolicy: OnFailure\n      template:\n        metadata:\n"
+                   "          labels:\n            app: ",
+                   options.name,
+                   "\n        spec:\n"
                    "          containers:\n",
                    container(cluster, options, role, "tensorflow", "tfjob-port", "", 12),
-                   volumes(options, 10));
+                   volumes(cluster, options, 10));
   }
-  return out + claim(options);
+  return out + claim(options) + secret(cluster, options) + network_policy(options);
 }
 
 }  // namespace
@@ -198,6 +247,14 @@ std::string kubernetes_manifests(const LaunchOptions& cluster, const KubernetesO
   }
   if (cluster.command.empty()) {
     throw InvalidArgumentError("cadre_launch: no program given after --");
+  }
+  if (cluster.security == LaunchOptions::Security::kTls) {
+    throw InvalidArgumentError(
+        "cadre_launch: --tls with --k8s_out: pods need certificates for their DNS names from "
+        "your cluster's CA (cert-manager, say) in CADRE_TLS_CA/CERT/KEY; see docs/SECURITY.md");
+  }
+  if (!insecure(cluster) && options.secret.empty()) {
+    throw InvalidArgumentError("cadre_launch: the Kubernetes manifests need the job's secret");
   }
   if (options.port <= 0 || options.port > 65535) {
     throw InvalidArgumentError(

@@ -30,10 +30,15 @@ struct KubernetesOptions {
   std::string cpu;
   std::string memory;
   int gpus = -1;
+  // The job's secret, in a Secret <name>-job-secret mounted into every pod (read through
+  // CADRE_JOB_SECRET_FILE); with the cluster's Security::kInsecure, none and
+  // CADRE_INSECURE=1. Required otherwise.
+  std::string secret;
 };
 
 // YAML documents separated by "---". Throws InvalidArgumentError for a name that is not a
-// DNS label, an empty command, or a port out of range.
+// DNS label, an empty command, a port out of range, a missing secret, or Security::kTls
+// (certificates for pods come from the cluster's own CA: docs/SECURITY.md).
 std::string kubernetes_manifests(const LaunchOptions& cluster, const KubernetesOptions& options);
 
 // GPUs a pod of `cluster`'s program asks for: options.gpus, or the gpu devices its

@@ -5,7 +5,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,13 +16,17 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "cadre/base/errors.h"
 #include "cadre/runtime/threading.h"
+#include "core/base/process_id.h"
 #include "core/base/strings.h"
+#include "tools/cadre_launch/tls_files.h"
 
 namespace cadre::launch {
 
@@ -75,6 +81,20 @@ void print_line(const std::string& prefix, const std::string& line) {
 }
 
 }  // namespace
+
+std::string random_secret() {
+  unsigned char bytes[32];
+  if (::getrandom(bytes, sizeof bytes, 0) != sizeof bytes) {
+    throw UnavailableError("cadre_launch: cannot draw the job's secret (getrandom)");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : bytes) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return hex;
+}
 
 std::vector<std::pair<std::string, std::string>> tf_configs(const LaunchOptions& options,
                                                             const std::vector<int>& ports) {
@@ -133,9 +153,58 @@ class Cluster {
       children_.push_back(Child{.task = tasks[i]});
       tf_config_[tasks[i].name()] = configs[i].second;
     }
+    set_up_security(tasks);
   }
 
-  ~Cluster() { kill_all(); }
+  ~Cluster() {
+    kill_all();
+    if (!pki_dir_.empty()) std::filesystem::remove_all(pki_dir_);
+  }
+
+  // The job's keys live in a private folder named for this process, removed at exit; one
+  // that a launcher killed outright left behind is removed by the next launch.
+  static std::string make_pki_dir() {
+    constexpr std::string_view kPrefix = "cadre_launch_pki_";
+    std::filesystem::path temp = std::filesystem::temp_directory_path();
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(temp, ignored)) {
+      std::string name = entry.path().filename().string();
+      if (!name.starts_with(kPrefix)) continue;
+      std::optional<ProcessId> owner = parse_process_token(name.substr(kPrefix.size()));
+      if (owner && liveness(*owner) == Liveness::kDead) {
+        std::filesystem::remove_all(entry.path(), ignored);
+      }
+    }
+    std::string dir = (temp / str_cat(kPrefix, to_token(this_process()))).string();
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+      throw UnavailableError(
+          str_cat("cadre_launch --tls: cannot make the private directory ", dir));
+    }
+    return dir;
+  }
+
+  void set_up_security(const std::vector<Task>& tasks) {
+    using Security = LaunchOptions::Security;
+    bool given = std::getenv("CADRE_JOB_SECRET") || std::getenv("CADRE_JOB_SECRET_FILE") ||
+                 std::getenv("CADRE_INSECURE");
+    if (options_.security == Security::kInsecure) {
+      for (const Task& t : tasks) task_env_[t.name()]["CADRE_INSECURE"] = "1";
+      return;
+    }
+    std::string secret = given ? "" : random_secret();
+    for (const Task& t : tasks) {
+      if (!secret.empty()) task_env_[t.name()]["CADRE_JOB_SECRET"] = secret;
+    }
+    if (options_.security != Security::kTls || std::getenv("CADRE_TLS_CA")) return;
+    pki_dir_ = make_pki_dir();
+    std::vector<std::string> names;
+    for (const Task& t : tasks) names.push_back(t.name());
+    for (const auto& [task, files] : make_job_pki(pki_dir_, names, {"127.0.0.1", "localhost"})) {
+      task_env_[task]["CADRE_TLS_CA"] = files.ca;
+      task_env_[task]["CADRE_TLS_CERT"] = files.cert;
+      task_env_[task]["CADRE_TLS_KEY"] = files.key;
+    }
+  }
 
   int run() {
     catch_stop_signals();
@@ -311,6 +380,9 @@ class Cluster {
         ::setenv("CADRE_NUM_THREADS", std::to_string(threads_).c_str(), 1);
       }
       ::setenv("GOMP_SPINCOUNT", "1000", 0);
+      for (const auto& [name, value] : task_env_[c.task.name()]) {
+        ::setenv(name.c_str(), value.c_str(), 1);
+      }
       std::vector<char*> argv;
       for (const std::string& a : options_.command) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -409,6 +481,9 @@ class Cluster {
   std::vector<Child> children_;
   std::map<std::string, std::string> tf_config_;
   int threads_ = 1;
+  // Per task: what the security adds to its environment.
+  std::map<std::string, std::map<std::string, std::string>> task_env_;
+  std::string pki_dir_;  // the job's CA and certificates (kTls), removed with the cluster
   int training_restarts_ = 0;
   int evaluator_restarts_ = 0;
 };

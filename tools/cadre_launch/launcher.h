@@ -22,6 +22,13 @@ struct LaunchOptions {
   // task stops the cluster. The evaluator has max_restarts of its own: it restarts alone
   // and its death never stops training (without restarts left the exit status is 1).
   int max_restarts = 0;
+  // How the tasks authenticate each other (docs/SECURITY.md). kSecret: a fresh secret for
+  // the job in every task's CADRE_JOB_SECRET; kTls: that and mutual TLS, with a CA and
+  // certificates made for the job in a private temporary directory (CADRE_TLS_*), removed
+  // at the end; kInsecure: CADRE_INSECURE=1. A secret or TLS files the launcher's own
+  // environment already names are passed on instead.
+  enum class Security { kSecret, kTls, kInsecure };
+  Security security = Security::kSecret;
   std::vector<std::string> command;  // the program and its arguments
 };
 
@@ -32,6 +39,10 @@ struct LaunchOptions {
 // dies (PR_SET_PDEATHSIG), so none outlives it. Throws InvalidArgumentError for
 // options that describe no cluster.
 int run_cluster(const LaunchOptions& options);
+
+// 32 random bytes from the kernel, as hex: a job's secret. Throws UnavailableError when the
+// kernel has none to give.
+std::string random_secret();
 
 // The TF_CONFIG of each task for the given ports, "type:index" -> JSON (for --explain and
 // tests).

@@ -3,9 +3,14 @@
 //   cadre_launch --chief=1 --workers=1 --evaluator=1 [--max_restarts=2] -- PROGRAM ARGS...
 //   cadre_launch --explain --chief=1 --workers=2 -- PROGRAM   (the TF_CONFIG of each task)
 //   cadre_launch --k8s_out=job.yaml --chief=1 --workers=2 --evaluator=1 -- PROGRAM ARGS...
+#include <fcntl.h>
 #include <gflags/gflags.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "examples/program_main.h"
@@ -17,6 +22,10 @@ DEFINE_int32(workers, 0, "worker tasks");
 DEFINE_int32(ps, 0, "parameter-server tasks");
 DEFINE_int32(evaluator, 0, "evaluator tasks (0 or 1)");
 DEFINE_int32(max_restarts, 0, "restarts of the training tasks, together, after a failure");
+DEFINE_bool(tls, false,
+            "mutual TLS between the tasks, with a CA and certificates made for this job");
+DEFINE_bool(insecure, false,
+            "no job secret: every process that reaches the tasks' ports is trusted");
 DEFINE_bool(explain, false, "print each task's TF_CONFIG (with placeholder ports) and exit");
 DEFINE_string(k8s_out, "", "write Kubernetes manifests for this cluster shape to FILE and exit");
 DEFINE_string(k8s_kind, "jobs",
@@ -44,6 +53,13 @@ int main(int argc, char** argv) {
   options.ps = FLAGS_ps;
   options.evaluator = FLAGS_evaluator;
   options.max_restarts = FLAGS_max_restarts;
+  if (FLAGS_tls && FLAGS_insecure) {
+    std::cerr << "cadre_launch: --tls and --insecure: expected at most one of them\n";
+    return 1;
+  }
+  using Security = cadre::launch::LaunchOptions::Security;
+  options.security =
+      FLAGS_tls ? Security::kTls : (FLAGS_insecure ? Security::kInsecure : Security::kSecret);
   for (int i = 1; i < argc; ++i) options.command.push_back(argv[i]);
   try {
     if (!FLAGS_k8s_out.empty()) {
@@ -64,11 +80,16 @@ int main(int argc, char** argv) {
       k8s.cpu = FLAGS_k8s_cpu;
       k8s.memory = FLAGS_k8s_memory;
       k8s.gpus = FLAGS_k8s_gpus;
+      k8s.secret = cadre::launch::random_secret();
       std::string text = cadre::launch::kubernetes_manifests(options, k8s);
-      std::FILE* file = std::fopen(FLAGS_k8s_out.c_str(), "w");
-      if (file == nullptr || std::fwrite(text.data(), 1, text.size(), file) != text.size() ||
-          std::fclose(file) != 0) {
-        std::cerr << "cadre_launch: cannot write " << FLAGS_k8s_out << "\n";
+      // The manifests hold the job's secret: readable by their owner only.
+      int fd = ::open(FLAGS_k8s_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+                     ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      if (fd >= 0 && ::close(fd) != 0) written = false;
+      if (!written) {
+        std::cerr << "cadre_launch: cannot write " << FLAGS_k8s_out << ": " << std::strerror(errno)
+                  << "\n";
         return 1;
       }
       std::printf("wrote %s\n", FLAGS_k8s_out.c_str());

@@ -2,7 +2,7 @@
 """Loads the manifests `cadre_launch --k8s_out` writes into the official models.
 
 Every object goes through the OpenAPI model of its kind in the `kubernetes` package
-(Service, PersistentVolumeClaim, Job) or the `kubeflow-training` package (TFJob): each key
+(Service, PersistentVolumeClaim, Secret, NetworkPolicy, Job) or the `kubeflow-training` package (TFJob): each key
 must be a field of the model at its level, each value of the field's type, and the model's
 own deserializer (with client-side validation) must build it. Then the invariants that let
 a job finish are checked on the built objects.
@@ -21,6 +21,8 @@ from kubeflow.training.api_client import ApiClient as KubeflowApiClient
 MODELS = {
     "Service": ("V1Service", k8s.ApiClient(), k8s),
     "PersistentVolumeClaim": ("V1PersistentVolumeClaim", k8s.ApiClient(), k8s),
+    "Secret": ("V1Secret", k8s.ApiClient(), k8s),
+    "NetworkPolicy": ("V1NetworkPolicy", k8s.ApiClient(), k8s),
     "Job": ("V1Job", k8s.ApiClient(), k8s),
     "TFJob": ("KubeflowOrgV1TFJob", KubeflowApiClient(), kubeflow_models),
 }

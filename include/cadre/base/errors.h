@@ -27,6 +27,7 @@ enum class ErrorCode {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 class Error : public std::runtime_error {
@@ -59,6 +60,7 @@ CADRE_DEFINE_ERROR(UnimplementedError, kUnimplemented)
 CADRE_DEFINE_ERROR(InternalError, kInternal)
 CADRE_DEFINE_ERROR(UnavailableError, kUnavailable)
 CADRE_DEFINE_ERROR(DataLossError, kDataLoss)
+CADRE_DEFINE_ERROR(UnauthenticatedError, kUnauthenticated)
 
 #undef CADRE_DEFINE_ERROR
 

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cadre/strategies/cluster_security.h"
+
 namespace cadre {
 
 struct TaskId {
@@ -34,6 +36,8 @@ class ClusterConfig {
   TaskId task;
   std::string rpc_layer;    // "grpc" when unset
   std::string environment;  // TF_CONFIG's optional "environment" ("cloud", ...)
+  // Not in TF_CONFIG: the job's secret and TLS files (RunConfig::from_environment fills it).
+  ClusterSecurity security;
 
   // Tasks of a job, counting the highest index given (a sparse job's size is a lower bound).
   int num_tasks(const std::string& job) const;

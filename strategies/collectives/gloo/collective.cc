@@ -1,5 +1,8 @@
 #include "strategies/collectives/gloo/collective.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -8,6 +11,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,13 +22,32 @@ namespace cadre {
 
 namespace {
 
+// Gloo publishes each pair's TCP address as the raw bytes of {sockaddr_storage, int64
+// sequence number}, records concatenated, of which getsockname() filled only the family's
+// part: the rest is whatever the stack held (library and heap addresses). Those bytes are
+// zeroed before they reach the store, so nothing uninitialised crosses the network.
+std::string without_stale_bytes(const std::vector<char>& data) {
+  constexpr size_t kRecord = sizeof(sockaddr_storage) + sizeof(int64_t);
+  std::string bytes(data.begin(), data.end());
+  if (bytes.empty() || bytes.size() % kRecord != 0) return bytes;
+  for (size_t at = 0; at < bytes.size(); at += kRecord) {
+    sa_family_t family;
+    std::memcpy(&family, bytes.data() + at, sizeof family);
+    size_t used = family == AF_INET ? sizeof(sockaddr_in)
+                  : family == AF_INET6 ? sizeof(sockaddr_in6)
+                                       : sizeof(sockaddr_storage);
+    std::memset(bytes.data() + at + used, 0, sizeof(sockaddr_storage) - used);
+  }
+  return bytes;
+}
+
 // Gloo's rendezvous store on ours, its keys under a prefix.
 class RendezvousStore : public gloo::rendezvous::Store {
  public:
   RendezvousStore(cadre::Store& store, std::string prefix, double timeout_seconds)
       : store_(store), prefix_(std::move(prefix)), timeout_(timeout_seconds) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(prefix_ + "/" + key, std::string(data.begin(), data.end()));
+    store_.set(prefix_ + "/" + key, without_stale_bytes(data));
   }
   std::vector<char> get(const std::string& key) override {
     std::string value = store_.get(prefix_ + "/" + key, timeout_);

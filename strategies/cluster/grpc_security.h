@@ -1,0 +1,50 @@
+// What every gRPC service and client of a cluster uses to apply its ClusterSecurity: the
+// credentials (mutual TLS, or plain TCP), the job token each call carries, the check each
+// handler starts with, and the address a service binds.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "cadre/base/mutex.h"
+#include "cadre/strategies/cluster_security.h"
+
+namespace cadre {
+
+// Throws FailedPreconditionError naming `who` and what to set when the cluster has neither a
+// secret nor `insecure`; logs once per process when it is insecure.
+void check_security_configured(const ClusterSecurity& security, const std::string& who);
+
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const ClusterSecurity& security);
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const ClusterSecurity& security);
+
+// What a client adds to a refusal's message: where its secret came from, since tasks that
+// disagree on it are the usual cause.
+std::string refusal_hint(const ClusterSecurity& security);
+
+// Adds the job token to a call.
+void add_job_token(grpc::ClientContext& context, const ClusterSecurity& security);
+
+// "<bind_host>:<port>" of `address` when the security names a bind host, else `address`.
+std::string bind_address(const ClusterSecurity& security, const std::string& address);
+
+// The check a service's handlers start with. Thread-safe.
+class CallerCheck {
+ public:
+  CallerCheck(const ClusterSecurity& security, std::string service);
+  // OK when the caller holds the job token (compared in constant time) or the cluster is
+  // insecure; UNAUTHENTICATED otherwise, logged at most every 10 s naming the peer.
+  grpc::Status check(const grpc::ServerContext& context) const;
+
+ private:
+  std::string token_;  // empty: insecure
+  std::string service_;
+  mutable Mutex mutex_;
+  mutable std::chrono::steady_clock::time_point last_log_ CADRE_GUARDED_BY(mutex_);
+  mutable int refused_since_log_ CADRE_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace cadre

@@ -1,0 +1,20 @@
+// The secret a user's tasks share when no job secret is given: one per user and home
+// directory, made on first use. Tasks started by hand with only TF_CONFIG, on one host or on
+// hosts that share the home directory (as Slurm clusters do), then find each other while
+// other users' processes cannot call them.
+#pragma once
+
+#include <string>
+
+namespace cadre {
+
+// `home`/.cadre/job_secret: 32 random bytes (hex), made readable by the owner only, or read
+// when it exists. Two tasks starting together end with the same one. Throws
+// InvalidArgumentError when the file is open to other users or not the caller's, and
+// UnavailableError when it cannot be made.
+std::string user_secret(const std::string& home);
+
+// "~/.cadre/job_secret" under `home`.
+std::string user_secret_path(const std::string& home);
+
+}  // namespace cadre

@@ -1,0 +1,255 @@
+// The services of a cluster on 127.0.0.1 facing strangers: every method of the coordination
+// service and of a parameter server refuses a caller without the job's token (the methods
+// are taken from the services' descriptors, so a method added later is covered); malformed
+// requests get clear errors and the server goes on serving; a bind host is obeyed; a
+// cluster without a secret says what to set.
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "cadre/base/errors.h"
+#include "strategies/cluster/coordination.grpc.pb.h"
+#include "strategies/cluster/coordination_service.h"
+#include "strategies/ps/ps.grpc.pb.h"
+#include "strategies/ps/ps_client.h"
+#include "strategies/ps/ps_server.h"
+#include "strategies/ps/tensor_data.h"
+#include "tests/strategies/ps_requests.h"
+#include "tests/support/job_secret.h"
+
+namespace cadre {
+namespace {
+
+namespace pb = coordination;
+
+constexpr char kTokenKey[] = "x-cadre-job-token";
+
+// Calls every method of a service (by name) with an empty request.
+using CallByName = std::function<grpc::Status(const std::string& method, grpc::ClientContext&)>;
+
+// The status of every method of `service` when called with `token` ("" for none).
+std::map<std::string, grpc::StatusCode> statuses(const std::string& service,
+                                                 const std::string& token,
+                                                 const CallByName& call) {
+  const auto* descriptor =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+  EXPECT_NE(descriptor, nullptr) << service;
+  std::map<std::string, grpc::StatusCode> result;
+  for (int m = 0; descriptor && m < descriptor->method_count(); ++m) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (!token.empty()) context.AddMetadata(kTokenKey, token);
+    result[descriptor->method(m)->name()] = call(descriptor->method(m)->name(), context).error_code();
+  }
+  return result;
+}
+
+CallByName coordination_calls(pb::Coordination::Stub& stub) {
+  return [&stub](const std::string& method, grpc::ClientContext& context) -> grpc::Status {
+    if (method == "Register") {
+      pb::RegisterRequest request;
+      pb::RegisterResponse response;
+      return stub.Register(&context, request, &response);
+    }
+    if (method == "Heartbeat") {
+      pb::HeartbeatResponse response;
+      return stub.Heartbeat(&context, pb::HeartbeatRequest(), &response);
+    }
+    if (method == "SetKey") {
+      pb::SetKeyResponse response;
+      return stub.SetKey(&context, pb::SetKeyRequest(), &response);
+    }
+    if (method == "GetKey") {
+      pb::GetKeyResponse response;
+      return stub.GetKey(&context, pb::GetKeyRequest(), &response);
+    }
+    if (method == "Barrier") {
+      pb::BarrierResponse response;
+      return stub.Barrier(&context, pb::BarrierRequest(), &response);
+    }
+    return {grpc::StatusCode::INTERNAL, "the test does not know method " + method};
+  };
+}
+
+CallByName ps_calls(ps::ParameterServerService::Stub& stub) {
+  return [&stub](const std::string& method, grpc::ClientContext& context) -> grpc::Status {
+    if (method == "Create") {
+      ps::CreateResponse response;
+      return stub.Create(&context, ps::CreateRequest(), &response);
+    }
+    if (method == "Pull") {
+      ps::PullResponse response;
+      return stub.Pull(&context, ps::PullRequest(), &response);
+    }
+    if (method == "Push") {
+      ps::PushResponse response;
+      return stub.Push(&context, ps::PushRequest(), &response);
+    }
+    if (method == "GlobalStep") {
+      ps::GlobalStepResponse response;
+      return stub.GlobalStep(&context, ps::GlobalStepRequest(), &response);
+    }
+    if (method == "Read") {
+      ps::ReadResponse response;
+      return stub.Read(&context, ps::ReadRequest(), &response);
+    }
+    return {grpc::StatusCode::INTERNAL, "the test does not know method " + method};
+  };
+}
+
+void expect_every_method_refused(const std::string& service, const CallByName& call) {
+  for (const std::string& token : {std::string(), std::string("0123456789abcdef"),
+                                   std::string(64, 'a')}) {
+    for (const auto& [method, code] : statuses(service, token, call)) {
+      EXPECT_EQ(code, grpc::StatusCode::UNAUTHENTICATED)
+          << service << "/" << method << " with token '" << token << "'";
+    }
+  }
+}
+
+TEST(ServiceSecurityTest, EveryMethodRefusesACallerWithoutTheJobsToken) {
+  auto coordination = CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {},
+                                                 testing::test_security());
+  auto coordination_stub = pb::Coordination::NewStub(
+      grpc::CreateChannel(coordination->address(), grpc::InsecureChannelCredentials()));
+  expect_every_method_refused("cadre.coordination.Coordination",
+                              coordination_calls(*coordination_stub));
+
+  ps::ServerOptions options;
+  options.security = testing::test_security();
+  auto server = ps::ParameterServer::start("127.0.0.1:0", options);
+  auto ps_stub = ps::ParameterServerService::NewStub(
+      grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  expect_every_method_refused("cadre.ps.ParameterServerService", ps_calls(*ps_stub));
+
+  // A task of the job gets through (and reads the variables a stranger could not).
+  ps::ClientOptions client_options;
+  client_options.security = testing::test_security();
+  ps::PsClient member(0, server->address(), client_options);
+  Tensor value = Tensor::full(Shape{2}, 1.5);
+  member.create(testing::create_request("w", &value, Shape{2}));
+  EXPECT_EQ(ps::from_proto(member.pull(testing::pull_request("w")).values(0), "w")
+                .to_vector<float>(),
+            (std::vector<float>{1.5f, 1.5f}));
+  // A client holding another job's secret is told so, by name.
+  client_options.security.secret = "another job's secret";
+  ps::PsClient stranger(0, server->address(), client_options);
+  EXPECT_THROW(stranger.pull(testing::pull_request("w")), UnauthenticatedError);
+  ps::PushRequest push = testing::push_request(*nn::optimizers::sgd(1.0), true, 1);
+  testing::add_dense(push, "w", Tensor::full(Shape{2}, 100.0));
+  EXPECT_THROW(stranger.push(push), UnauthenticatedError);
+  EXPECT_EQ(
+      ps::from_proto(member.pull(testing::pull_request("w")).values(0), "w").to_vector<float>(),
+      (std::vector<float>{1.5f, 1.5f}))
+      << "a refused push changed the variable";
+}
+
+// Wrong shapes, dtypes, rows and sizes, unknown names and truncated tensors: each a clear
+// error (never a crash or an allocation the size of the claim), and the server serves on.
+TEST(ServiceSecurityTest, MalformedParameterServerRequestsAreClearErrors) {
+  ps::ServerOptions options;
+  options.security = testing::test_security();
+  auto server = ps::ParameterServer::start("127.0.0.1:0", options);
+  ps::ClientOptions client_options;
+  client_options.security = testing::test_security();
+  ps::PsClient client(0, server->address(), client_options);
+  Tensor value = Tensor::full(Shape{4, 3}, 0.5);
+  client.create(testing::create_request("w", &value, Shape{4, 3}));
+
+  auto expect_error = [&](const std::string& what, const std::function<void()>& call) {
+    try {
+      call();
+      ADD_FAILURE() << what << " was accepted";
+    } catch (const InvalidArgumentError&) {
+    } catch (const NotFoundError&) {
+    } catch (const ResourceExhaustedError&) {
+    } catch (const FailedPreconditionError&) {
+    }
+  };
+  Tensor wrong = Tensor::full(Shape{3, 4}, 0.5);
+  expect_error("a variable redefined with another shape",
+               [&] { client.create(testing::create_request("w", &wrong, Shape{3, 4})); });
+  expect_error("a huge shape", [&] {
+    ps::CreateRequest request = testing::create_request("huge", nullptr, Shape{1}, 0.01);
+    request.mutable_variable()->set_shape(0, int64_t{1} << 40);
+    request.mutable_variable()->add_shape(int64_t{1} << 40);
+    client.create(request);
+  });
+  expect_error("a negative dimension", [&] {
+    ps::CreateRequest request = testing::create_request("negative", &value, Shape{4, 3});
+    request.mutable_variable()->set_shape(0, -4);
+    client.create(request);
+  });
+  expect_error("an unknown dtype", [&] {
+    ps::CreateRequest request = testing::create_request("dtype", &value, Shape{4, 3});
+    request.mutable_variable()->set_dtype(99);
+    client.create(request);
+  });
+  expect_error("an initial value cut short", [&] {
+    ps::CreateRequest request = testing::create_request("short", &value, Shape{4, 3});
+    request.mutable_initial_value()->mutable_data()->resize(5);
+    client.create(request);
+  });
+  expect_error("an unknown variable", [&] { client.pull(testing::pull_request("nobody")); });
+  expect_error("rows out of range", [&] {
+    ps::PullRequest request = testing::pull_request("w");
+    ps::to_proto(Tensor::from_vector<int64_t>({0, 4}), request.mutable_items(0)->mutable_rows());
+    client.pull(request);
+  });
+  expect_error("a gradient of the wrong shape", [&] {
+    ps::PushRequest request = testing::push_request(*nn::optimizers::sgd(0.1), false, 0.01);
+    testing::add_dense(request, "w", Tensor::full(Shape{2, 2}, 1.0));
+    client.push(request);
+  });
+  expect_error("a gradient of the wrong dtype", [&] {
+    ps::PushRequest request = testing::push_request(*nn::optimizers::sgd(0.1), false, 0.01);
+    testing::add_dense(request, "w", Tensor::full(Shape{4, 3}, 1.0).cast(DType::kFloat64));
+    client.push(request);
+  });
+  expect_error("sparse rows out of range", [&] {
+    ps::PushRequest request = testing::push_request(*nn::optimizers::sgd(0.1), false, 0.01);
+    ps::PushItem* item = request.add_items();
+    item->set_name("w");
+    item->set_sparse(true);
+    ps::to_proto(Tensor::from_vector<int64_t>({7}), item->mutable_indices());
+    ps::to_proto(Tensor::full(Shape{1, 3}, 1.0), item->mutable_values());
+    client.push(request);
+  });
+  // Still serving, the variable untouched.
+  EXPECT_EQ(ps::from_proto(client.pull(testing::pull_request("w")).values(0), "w")
+                .to_vector<float>(),
+            std::vector<float>(12, 0.5f));
+}
+
+TEST(ServiceSecurityTest, AServiceListensOnItsBindHostOnly) {
+  ps::ServerOptions options;
+  options.security = testing::test_security();
+  options.security.bind_host = "127.0.0.2";
+  auto server = ps::ParameterServer::start("127.0.0.1:0", options);
+  std::string port = server->address().substr(server->address().rfind(':'));
+  ps::ClientOptions client_options;
+  client_options.security = testing::test_security();
+  ps::PsClient there(0, "127.0.0.2" + port, client_options);
+  EXPECT_NO_THROW(there.wait_until_ready(5));
+  ps::PsClient not_there(0, "127.0.0.1" + port, client_options);
+  EXPECT_THROW(not_there.wait_until_ready(1), DeadlineExceededError);
+}
+
+TEST(ServiceSecurityTest, AClusterWithoutASecretSaysWhatToSet) {
+  try {
+    CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {}, ClusterSecurity());
+    FAIL() << "an open service was started";
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("CADRE_JOB_SECRET_FILE"), std::string::npos) << e.what();
+  }
+  ClusterSecurity open;
+  open.insecure = true;
+  EXPECT_NO_THROW(CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {}, open));
+}
+
+}  // namespace
+}  // namespace cadre
