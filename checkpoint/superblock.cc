@@ -25,27 +25,31 @@ class Superblock {
     // Versions 0 and 1 put the sizes after three format versions and a reserved byte, and
     // the addresses after the B-tree parameters; 2 and 3 put both first.
     size_t sizes = version <= 1 ? 13 : 9;
-    offset_bytes_ = byte(sizes);
-    int length_bytes = byte(sizes + 1);
-    for (int size : {offset_bytes_, length_bytes}) {
-      if (size != 2 && size != 4 && size != 8) {
-        damaged(str_cat("declares ", size, "-byte addresses or lengths (expected 2, 4 or 8)"));
-      }
+    int offset_bytes = byte(sizes), length_bytes = byte(sizes + 1);
+    // Every HDF5 writer in use (libhdf5's defaults, h5py, ours) writes 8-byte addresses and
+    // lengths; other sizes are legal but only ever seen in damaged files.
+    for (int size : {offset_bytes, length_bytes}) {
+      if (size != 8) damaged(str_cat("declares ", size, "-byte addresses or lengths (expected 8)"));
     }
     size_t at = version == 0 ? 24 : version == 1 ? 28 : 12;
     uint64_t base = address(at);
     if (base != 0) damaged(str_cat("has base address ", base, " (expected 0)"));
     if (version <= 1) {
-      uint64_t free_space = address(at + offset_bytes_);
-      uint64_t end = address(at + 2 * offset_bytes_);
-      uint64_t driver = address(at + 3 * offset_bytes_);
+      uint64_t free_space = address(at + 8);
+      uint64_t end = address(at + 16);
+      uint64_t driver = address(at + 24);
       check_end(end);
       check_inside("free-space", free_space, end);
-      check_inside("driver information", driver, end);
+      // Only the family and multi file drivers write one, and its size is what libhdf5
+      // allocates: a checkpoint (one file, the default driver) has none.
+      if (driver != undefined()) {
+        damaged(str_cat("names a driver information block at byte ", driver,
+                        " (checkpoints are single files and have none)"));
+      }
     } else {
-      uint64_t extension = address(at + offset_bytes_);
-      uint64_t end = address(at + 2 * offset_bytes_);
-      uint64_t root = address(at + 3 * offset_bytes_);
+      uint64_t extension = address(at + 8);
+      uint64_t end = address(at + 16);
+      uint64_t root = address(at + 24);
       check_end(end);
       check_inside("superblock extension", extension, end);
       if (root == undefined()) damaged("has no root group");
@@ -63,21 +67,20 @@ class Superblock {
     return static_cast<unsigned char>(head_[at]);
   }
 
-  // A little-endian address of offset_bytes_ bytes.
+  // A little-endian address of 8 bytes.
   uint64_t address(size_t at) const {
     uint64_t value = 0;
-    for (int i = offset_bytes_ - 1; i >= 0; --i) value = value << 8 | byte(at + i);
+    for (int i = 7; i >= 0; --i) value = value << 8 | byte(at + i);
     return value;
   }
 
-  uint64_t undefined() const {
-    return offset_bytes_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * offset_bytes_)) - 1;
-  }
+  // HDF5's "undefined address": all bits set.
+  static constexpr uint64_t undefined() { return ~uint64_t{0}; }
 
   void check_end(uint64_t end) const {
     if (end == undefined() || end > file_size_) {
-      damaged(str_cat("says the file ends at byte ", end, " but it has ", file_size_,
-                      " (truncated)"));
+      damaged(
+          str_cat("says the file ends at byte ", end, " but it has ", file_size_, " (truncated)"));
     }
   }
 
@@ -90,7 +93,6 @@ class Superblock {
   const std::string& path_;
   const std::string& head_;
   uint64_t file_size_;
-  int offset_bytes_ = 8;
 };
 
 }  // namespace
