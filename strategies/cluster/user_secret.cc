@@ -1,7 +1,6 @@
 #include "strategies/cluster/user_secret.h"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,28 +11,11 @@
 #include <iterator>
 
 #include "cadre/base/errors.h"
+#include "core/base/random_token.h"
 #include "core/base/strings.h"
 
 namespace cadre {
 namespace {
-
-std::string fresh_secret() {
-  unsigned char bytes[32];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw UnavailableError("cannot draw a secret (getrandom failed)");
-    got += static_cast<size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char b : bytes) {
-    hex += kHex[b >> 4];
-    hex += kHex[b & 15];
-  }
-  return hex;
-}
 
 [[noreturn]] void cannot(const std::string& what, const std::string& path) {
   throw UnavailableError(str_cat("cannot ", what, " ", path, ": ", std::strerror(errno),
@@ -67,10 +49,10 @@ std::string user_secret(const std::string& home) {
     // Written whole under a random name of its own (hosts sharing the home directory may
     // reuse pids), then linked into place: a task starting at the same time either wins or
     // reads the winner's, never half a file.
-    std::string temporary = str_cat(path, ".", fresh_secret().substr(0, 16), ".tmp");
+    std::string temporary = str_cat(path, ".", random_token(8), ".tmp");
     int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) cannot("make", temporary);
-    std::string secret = fresh_secret() + "\n";
+    std::string secret = random_token() + "\n";
     bool written =
         ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) &&
         ::fsync(fd) == 0;

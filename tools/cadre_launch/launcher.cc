@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,6 +24,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/process_id.h"
+#include "core/base/random_token.h"
 #include "core/base/strings.h"
 #include "tools/cadre_launch/tls_files.h"
 
@@ -81,20 +81,6 @@ void print_line(const std::string& prefix, const std::string& line) {
 }
 
 }  // namespace
-
-std::string random_secret() {
-  unsigned char bytes[32];
-  if (::getrandom(bytes, sizeof bytes, 0) != sizeof bytes) {
-    throw UnavailableError("cadre_launch: cannot draw the job's secret (getrandom)");
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char b : bytes) {
-    hex += kHex[b >> 4];
-    hex += kHex[b & 15];
-  }
-  return hex;
-}
 
 std::vector<std::pair<std::string, std::string>> tf_configs(const LaunchOptions& options,
                                                             const std::vector<int>& ports) {
@@ -191,7 +177,7 @@ class Cluster {
       for (const Task& t : tasks) task_env_[t.name()]["CADRE_INSECURE"] = "1";
       return;
     }
-    std::string secret = given ? "" : random_secret();
+    std::string secret = given ? "" : random_token();
     for (const Task& t : tasks) {
       if (!secret.empty()) task_env_[t.name()]["CADRE_JOB_SECRET"] = secret;
     }

@@ -40,10 +40,6 @@ struct LaunchOptions {
 // options that describe no cluster.
 int run_cluster(const LaunchOptions& options);
 
-// 32 random bytes from the kernel, as hex: a job's secret. Throws UnavailableError when the
-// kernel has none to give.
-std::string random_secret();
-
 // The TF_CONFIG of each task for the given ports, "type:index" -> JSON (for --explain and
 // tests).
 std::vector<std::pair<std::string, std::string>> tf_configs(const LaunchOptions& options,

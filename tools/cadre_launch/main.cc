@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "core/base/random_token.h"
 #include "examples/program_main.h"
 #include "tools/cadre_launch/kubernetes_manifests.h"
 #include "tools/cadre_launch/launcher.h"
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
       k8s.cpu = FLAGS_k8s_cpu;
       k8s.memory = FLAGS_k8s_memory;
       k8s.gpus = FLAGS_k8s_gpus;
-      k8s.secret = cadre::launch::random_secret();
+      k8s.secret = cadre::random_token();
       std::string text = cadre::launch::kubernetes_manifests(options, k8s);
       // The manifests hold the job's secret: readable by their owner only.
       int fd = ::open(FLAGS_k8s_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
