@@ -3,10 +3,7 @@
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
-#include <algorithm>
-#include <atomic>
 #include <map>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -235,168 +232,6 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
-// gRPC status -> Cadre's typed error, naming the service.
-void check(const grpc::Status& status, const std::string& what, const std::string& address,
-           const ClusterSecurity& security) {
-  if (status.ok()) return;
-  std::string message =
-      str_cat(what, " (coordination service at ", address, "): ", status.error_message());
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) message += refusal_hint(security);
-  throw_error(static_cast<ErrorCode>(status.error_code()), message);
-}
-
-class Client final : public CoordinationClient {
- public:
-  Client(const std::string& address, TaskId task, CoordinationOptions options,
-         const ClusterSecurity& security)
-      : address_(address),
-        task_(std::move(task)),
-        options_(options),
-        security_(security),
-        stub_(pb::Coordination::NewStub(
-            grpc::CreateChannel(address, channel_credentials(security)))) {
-    std::random_device device;
-    incarnation_ = (static_cast<uint64_t>(device()) << 32) | device();
-  }
-  ~Client() override { stop_heartbeats(); }
-
-  void register_task(double timeout_seconds) override {
-    pb::RegisterRequest request;
-    fill(request.mutable_task());
-    request.set_incarnation(incarnation_);
-    request.set_timeout_seconds(timeout_seconds);
-    pb::RegisterResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                             std::chrono::duration<double>(timeout_seconds + 5)));
-    context.set_wait_for_ready(true);  // the chief may start after this task
-    LOG(INFO) << task_.to_string() << ": registering with the coordination service at " << address_
-              << " (waiting up to " << timeout_seconds << " s for every task)";
-    check(stub_->Register(&context, request, &response), "registration", address_, security_);
-    heartbeats_ = std::thread([this] { beat(); });
-  }
-
-  void set(const std::string& key, const std::string& value) override {
-    pb::SetKeyRequest request;
-    request.set_key(key);
-    request.set_value(value);
-    pb::SetKeyResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    check(stub_->SetKey(&context, request, &response), str_cat("setting key '", key, "'"), address_,
-          security_);
-  }
-
-  std::string get(const std::string& key, double timeout_seconds) override {
-    pb::GetKeyRequest request;
-    request.set_key(key);
-    request.set_timeout_seconds(timeout_seconds);
-    pb::GetKeyResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(deadline(timeout_seconds + 5));
-    check(stub_->GetKey(&context, request, &response), str_cat("getting key '", key, "'"), address_,
-          security_);
-    return response.value();
-  }
-
-  void wait(const std::vector<std::string>& keys, double timeout_seconds) override {
-    auto end = Clock::now() + seconds(timeout_seconds);
-    for (const std::string& key : keys) {
-      get(key, std::max(0.0, std::chrono::duration<double>(end - Clock::now()).count()));
-    }
-  }
-
-  void barrier(const std::string& name, double timeout_seconds) override {
-    pb::BarrierRequest request;
-    request.set_name(name);
-    fill(request.mutable_task());
-    request.set_timeout_seconds(timeout_seconds);
-    pb::BarrierResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(deadline(timeout_seconds + 5));
-    check(stub_->Barrier(&context, request, &response), str_cat("barrier '", name, "'"), address_,
-          security_);
-  }
-
-  void stop_heartbeats() override {
-    {
-      MutexLock lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    if (heartbeats_.joinable()) heartbeats_.join();
-  }
-
-  std::string failure() const override {
-    MutexLock lock(mutex_);
-    return failure_;
-  }
-
- private:
-  static std::chrono::system_clock::time_point deadline(double s) {
-    return std::chrono::system_clock::now() +
-           std::chrono::duration_cast<std::chrono::system_clock::duration>(
-               std::chrono::duration<double>(s));
-  }
-  void fill(pb::Task* task) const {
-    task->set_type(task_.type);
-    task->set_index(task_.index);
-  }
-
-  void beat() {
-    auto unreachable_since = Clock::now();
-    bool reachable = true;
-    MutexLock lock(mutex_);
-    while (!stopping_) {
-      lock.unlock();
-      pb::HeartbeatRequest request;
-      fill(request.mutable_task());
-      request.set_incarnation(incarnation_);
-      pb::HeartbeatResponse response;
-      grpc::ClientContext context;
-      add_job_token(context, security_);
-    add_job_token(context, security_);
-      context.set_deadline(deadline(options_.heartbeat_interval_seconds * 3));
-      grpc::Status status = stub_->Heartbeat(&context, request, &response);
-      lock.lock();
-      if (status.ok()) {
-        reachable = true;
-      } else if (status.error_code() == grpc::StatusCode::ABORTED) {
-        if (failure_.empty()) LOG(ERROR) << task_.to_string() << ": " << status.error_message();
-        failure_ = status.error_message();
-      } else {
-        if (reachable) unreachable_since = Clock::now();
-        reachable = false;
-        double silent = std::chrono::duration<double>(Clock::now() - unreachable_since).count();
-        if (silent > options_.heartbeat_timeout_seconds && failure_.empty()) {
-          failure_ = str_cat("the coordination service at ", address_, " has not answered for ",
-                             static_cast<int>(silent), " s: the chief died or hung (",
-                             status.error_message(), ")");
-          LOG(ERROR) << task_.to_string() << ": " << failure_;
-        }
-      }
-      wake_.wait_for(mutex_, seconds(options_.heartbeat_interval_seconds));
-    }
-  }
-
-  std::string address_;
-  TaskId task_;
-  CoordinationOptions options_;
-  ClusterSecurity security_;
-  std::unique_ptr<pb::Coordination::Stub> stub_;
-  uint64_t incarnation_ = 0;
-  std::thread heartbeats_;
-  mutable Mutex mutex_;
-  CondVar wake_;
-  std::string failure_ CADRE_GUARDED_BY(mutex_);
-  bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
-};
-
 }  // namespace
 
 std::unique_ptr<CoordinationService> CoordinationService::start(const std::string& address,
@@ -407,14 +242,6 @@ std::unique_ptr<CoordinationService> CoordinationService::start(const std::strin
   auto service = std::make_unique<Service>(std::move(tasks), options, security);
   service->start(address);
   return service;
-}
-
-std::unique_ptr<CoordinationClient> CoordinationClient::connect(const std::string& address,
-                                                                TaskId task,
-                                                                CoordinationOptions options,
-                                                                const ClusterSecurity& security) {
-  check_security_configured(security, task.to_string());
-  return std::make_unique<Client>(address, std::move(task), options, security);
 }
 
 }  // namespace cadre
