@@ -1,8 +1,7 @@
 #include "cadre/strategies/cluster_security.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <optional>
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
@@ -16,19 +15,17 @@ std::string variable(const char* name) {
   return value ? value : "";
 }
 
-std::string read_secret_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+std::string job_secret_from_file(const std::string& path) {
+  std::optional<std::string> secret = read_secret_file(path);
+  if (!secret) {
     throw InvalidArgumentError(
         str_cat("CADRE_JOB_SECRET_FILE=", path, " cannot be read; expected the job's secret"));
   }
-  std::string secret((std::istreambuf_iterator<char>(in)), {});
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (secret.empty()) {
+  if (secret->empty()) {
     throw InvalidArgumentError(
         str_cat("CADRE_JOB_SECRET_FILE=", path, " is empty; expected the job's secret"));
   }
-  return secret;
+  return *secret;
 }
 
 }  // namespace
@@ -46,7 +43,7 @@ ClusterSecurity ClusterSecurity::from_environment() {
   ClusterSecurity security;
   security.insecure = variable("CADRE_INSECURE") == "1";
   if (std::string file = variable("CADRE_JOB_SECRET_FILE"); !file.empty()) {
-    security.secret = read_secret_file(file);
+    security.secret = job_secret_from_file(file);
     security.secret_source = "CADRE_JOB_SECRET_FILE=" + file;
   } else if (std::string secret = variable("CADRE_JOB_SECRET"); !secret.empty()) {
     security.secret = secret;

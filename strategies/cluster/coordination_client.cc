@@ -23,10 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 // gRPC status -> Cadre's typed error, naming the service.
 void check(const grpc::Status& status, const std::string& what, const std::string& address,
            const ClusterSecurity& security) {
@@ -45,6 +41,7 @@ class Client final : public CoordinationClient {
         task_(std::move(task)),
         options_(options),
         security_(security),
+        token_(security),
         stub_(pb::Coordination::NewStub(
             grpc::CreateChannel(address, channel_credentials(security)))) {
     std::random_device device;
@@ -57,16 +54,11 @@ class Client final : public CoordinationClient {
     fill(request.mutable_task());
     request.set_incarnation(incarnation_);
     request.set_timeout_seconds(timeout_seconds);
-    pb::RegisterResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                             std::chrono::duration<double>(timeout_seconds + 5)));
-    context.set_wait_for_ready(true);  // the chief may start after this task
     LOG(INFO) << task_.to_string() << ": registering with the coordination service at " << address_
               << " (waiting up to " << timeout_seconds << " s for every task)";
-    check(stub_->Register(&context, request, &response), "registration", address_, security_);
+    // wait_for_ready: the chief may start after this task.
+    call<pb::RegisterResponse>(&pb::Coordination::Stub::Register, request, "registration",
+                               timeout_seconds + 5, /*wait_for_ready=*/true);
     heartbeats_ = std::thread([this] { beat(); });
   }
 
@@ -74,29 +66,21 @@ class Client final : public CoordinationClient {
     pb::SetKeyRequest request;
     request.set_key(key);
     request.set_value(value);
-    pb::SetKeyResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    check(stub_->SetKey(&context, request, &response), str_cat("setting key '", key, "'"), address_,
-          security_);
+    call<pb::SetKeyResponse>(&pb::Coordination::Stub::SetKey, request,
+                             str_cat("setting key '", key, "'"), 30);
   }
 
   std::string get(const std::string& key, double timeout_seconds) override {
     pb::GetKeyRequest request;
     request.set_key(key);
     request.set_timeout_seconds(timeout_seconds);
-    pb::GetKeyResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(deadline(timeout_seconds + 5));
-    check(stub_->GetKey(&context, request, &response), str_cat("getting key '", key, "'"), address_,
-          security_);
-    return response.value();
+    return call<pb::GetKeyResponse>(&pb::Coordination::Stub::GetKey, request,
+                                    str_cat("getting key '", key, "'"), timeout_seconds + 5)
+        .value();
   }
 
   void wait(const std::vector<std::string>& keys, double timeout_seconds) override {
-    auto end = Clock::now() + seconds(timeout_seconds);
+    auto end = Clock::now() + std::chrono::duration<double>(timeout_seconds);
     for (const std::string& key : keys) {
       get(key, std::max(0.0, std::chrono::duration<double>(end - Clock::now()).count()));
     }
@@ -107,12 +91,8 @@ class Client final : public CoordinationClient {
     request.set_name(name);
     fill(request.mutable_task());
     request.set_timeout_seconds(timeout_seconds);
-    pb::BarrierResponse response;
-    grpc::ClientContext context;
-    add_job_token(context, security_);
-    context.set_deadline(deadline(timeout_seconds + 5));
-    check(stub_->Barrier(&context, request, &response), str_cat("barrier '", name, "'"), address_,
-          security_);
+    call<pb::BarrierResponse>(&pb::Coordination::Stub::Barrier, request,
+                              str_cat("barrier '", name, "'"), timeout_seconds + 5);
   }
 
   void stop_heartbeats() override {
@@ -135,6 +115,20 @@ class Client final : public CoordinationClient {
            std::chrono::duration_cast<std::chrono::system_clock::duration>(
                std::chrono::duration<double>(s));
   }
+  // One call with the job's token and a deadline `seconds` away; a failure is Cadre's typed
+  // error naming `what` and the service.
+  template <typename Response, typename Request, typename Method>
+  Response call(Method method, const Request& request, const std::string& what, double seconds,
+                bool wait_for_ready = false) {
+    grpc::ClientContext context;
+    token_.add_to(context);
+    context.set_deadline(deadline(seconds));
+    context.set_wait_for_ready(wait_for_ready);
+    Response response;
+    check((stub_.get()->*method)(&context, request, &response), what, address_, security_);
+    return response;
+  }
+
   void fill(pb::Task* task) const {
     task->set_type(task_.type);
     task->set_index(task_.index);
@@ -151,8 +145,7 @@ class Client final : public CoordinationClient {
       request.set_incarnation(incarnation_);
       pb::HeartbeatResponse response;
       grpc::ClientContext context;
-      add_job_token(context, security_);
-    add_job_token(context, security_);
+      token_.add_to(context);
       context.set_deadline(deadline(options_.heartbeat_interval_seconds * 3));
       grpc::Status status = stub_->Heartbeat(&context, request, &response);
       lock.lock();
@@ -172,7 +165,7 @@ class Client final : public CoordinationClient {
           LOG(ERROR) << task_.to_string() << ": " << failure_;
         }
       }
-      wake_.wait_for(mutex_, seconds(options_.heartbeat_interval_seconds));
+      wake_.wait_for(mutex_, std::chrono::duration<double>(options_.heartbeat_interval_seconds));
     }
   }
 
@@ -180,6 +173,7 @@ class Client final : public CoordinationClient {
   TaskId task_;
   CoordinationOptions options_;
   ClusterSecurity security_;
+  JobToken token_;
   std::unique_ptr<pb::Coordination::Stub> stub_;
   uint64_t incarnation_ = 0;
   std::thread heartbeats_;

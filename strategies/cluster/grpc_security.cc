@@ -93,8 +93,11 @@ std::string refusal_hint(const ClusterSecurity& security) {
                  ", and every task of the job needs the same one (CADRE_JOB_SECRET_FILE)");
 }
 
-void add_job_token(grpc::ClientContext& context, const ClusterSecurity& security) {
-  if (!security.secret.empty()) context.AddMetadata(kTokenKey, job_token(security.secret));
+JobToken::JobToken(const ClusterSecurity& security)
+    : token_(security.secret.empty() ? std::string() : job_token(security.secret)) {}
+
+void JobToken::add_to(grpc::ClientContext& context) const {
+  if (!token_.empty()) context.AddMetadata(kTokenKey, token_);
 }
 
 std::string bind_address(const ClusterSecurity& security, const std::string& address) {

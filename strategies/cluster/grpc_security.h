@@ -25,8 +25,17 @@ std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const ClusterSecur
 // disagree on it are the usual cause.
 std::string refusal_hint(const ClusterSecurity& security);
 
-// Adds the job token to a call.
-void add_job_token(grpc::ClientContext& context, const ClusterSecurity& security);
+// The token a client's calls carry, derived from its secret once: a digest per call would
+// sit on every training step's pulls and pushes.
+class JobToken {
+ public:
+  explicit JobToken(const ClusterSecurity& security);
+  // Adds the token to a call (nothing when the cluster has no secret).
+  void add_to(grpc::ClientContext& context) const;
+
+ private:
+  std::string token_;
+};
 
 // "<bind_host>:<port>" of `address` when the security names a bind host, else `address`.
 std::string bind_address(const ClusterSecurity& security, const std::string& address);

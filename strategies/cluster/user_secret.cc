@@ -38,6 +38,15 @@ void check_private(const std::string& path, const struct stat& st) {
 
 }  // namespace
 
+std::optional<std::string> read_secret_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string secret((std::istreambuf_iterator<char>(in)), {});
+  if (in.bad()) return std::nullopt;
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  return secret;
+}
+
 std::string user_secret_path(const std::string& home) { return home + "/.cadre/job_secret"; }
 
 std::string user_secret(const std::string& home) {
@@ -65,17 +74,15 @@ std::string user_secret(const std::string& home) {
     if (::stat(path.c_str(), &st) != 0) cannot("read", path);
   }
   check_private(path, st);
-  std::ifstream in(path, std::ios::binary);
-  std::string secret((std::istreambuf_iterator<char>(in)), {});
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (!in.good() && !in.eof()) cannot("read", path);
-  if (secret.empty()) {
+  std::optional<std::string> secret = read_secret_file(path);
+  if (!secret) cannot("read", path);
+  if (secret->empty()) {
     throw InvalidArgumentError(str_cat(path,
                                        " (the default job secret) is empty; delete it "
                                        "to have a new one made, or set "
                                        "CADRE_JOB_SECRET_FILE"));
   }
-  return secret;
+  return *secret;
 }
 
 }  // namespace cadre

@@ -1,9 +1,10 @@
-// The secret a user's tasks share when no job secret is given: one per user and home
-// directory, made on first use. Tasks started by hand with only TF_CONFIG, on one host or on
-// hosts that share the home directory (as Slurm clusters do), then find each other while
-// other users' processes cannot call them.
+// Job secrets kept in files: reading one, and the secret a user's tasks share when no job
+// secret is given (one per user and home directory, made on first use). Tasks started by
+// hand with only TF_CONFIG, on one host or on hosts that share the home directory (as Slurm
+// clusters do), then find each other while other users' processes cannot call them.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace cadre {
@@ -13,6 +14,10 @@ namespace cadre {
 // InvalidArgumentError when the file is open to other users or not the caller's, and
 // UnavailableError when it cannot be made.
 std::string user_secret(const std::string& home);
+
+// The secret in the file at `path`: its bytes without trailing line ends (possibly none).
+// nullopt when the file cannot be read.
+std::optional<std::string> read_secret_file(const std::string& path);
 
 // "~/.cadre/job_secret" under `home`.
 std::string user_secret_path(const std::string& home);

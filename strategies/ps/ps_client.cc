@@ -26,7 +26,8 @@ constexpr double kMargin = 10;
 PsClient::PsClient(int index, std::string address, ClientOptions options)
     : address_(std::move(address)),
       name_(str_cat("ps:", index, " (", address_, ")")),
-      options_(options) {
+      options_(options),
+      token_(options_.security) {
   grpc::ChannelArguments args;
   int limit = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
   args.SetMaxReceiveMessageSize(limit);
@@ -62,7 +63,7 @@ Response PsClient::call(const char* what, const Request& request, Method method,
   }
   grpc::ClientContext context;
   context.set_deadline(after(timeout_seconds));
-  add_job_token(context, options_.security);
+  token_.add_to(context);
   Response response;
   grpc::Status status = (stub_.get()->*method)(&context, request, &response);
   bytes_sent_ += size;

@@ -10,6 +10,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_security.h"
+#include "strategies/cluster/grpc_security.h"
 #include "strategies/ps/ps.grpc.pb.h"
 
 namespace cadre::ps {
@@ -57,6 +58,7 @@ class PsClient {
 
   std::string address_, name_;
   ClientOptions options_;
+  JobToken token_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServerService::Stub> stub_;
   std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0}, bytes_pushed_{0}, bytes_pulled_{0};
