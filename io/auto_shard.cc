@@ -16,10 +16,10 @@ namespace cadre::io {
 namespace {
 
 // Passes elements through unchanged and carries the pipeline's options.
-class OptionsNode : public UnaryNode<OptionsNode> {
+class OptionsNode : public PassingNode<OptionsNode> {
  public:
   OptionsNode(NodePtr input, DatasetOptions options)
-      : UnaryNode(std::move(input)), options_(options) {}
+      : PassingNode(std::move(input)), options_(options) {}
   std::string_view kind() const override { return "options"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     return input_->make_iterator(context);

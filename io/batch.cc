@@ -47,6 +47,17 @@ Element join_elements(const std::vector<Element>& elements, bool pad, double pad
     for (size_t i = 0; i < elements.size(); ++i) rows[i] = &elements[i].labels;
     out.labels = join_rows(rows, "labels");
   }
+  // The origins of the elements, each preceded by its length; none if one is unknown.
+  size_t words = 0;
+  for (const Element& e : elements) {
+    if (e.origin.empty()) return out;
+    words += 1 + e.origin.size();
+  }
+  out.origin.reserve(words);
+  for (const Element& e : elements) {
+    out.origin.push_back(static_cast<int64_t>(e.origin.size()));
+    out.origin.insert(out.origin.end(), e.origin.begin(), e.origin.end());
+  }
   return out;
 }
 
@@ -64,6 +75,22 @@ class BatchNode : public UnaryNode<BatchNode> {
     }
   }
   std::string_view kind() const override { return pad_ ? "padded_batch" : "batch"; }
+
+  bool can_fetch() const override { return input_->can_fetch(); }
+  Element fetch(std::span<const int64_t> origin) const override {
+    std::vector<Element> elements;
+    for (size_t at = 0; at < origin.size();) {
+      auto words = static_cast<uint64_t>(origin[at]);
+      if (words == 0 || words > origin.size() - at - 1) {
+        throw DataLossError(str_cat(kind(), ": the origin of a batch is damaged at word ", at));
+      }
+      elements.push_back(input_->fetch(origin.subspan(at + 1, words)));
+      at += 1 + words;
+    }
+    if (elements.empty()) throw DataLossError(str_cat(kind(), ": the origin of a batch is empty"));
+    std::vector<const Tensor*> rows;
+    return join_elements(elements, pad_, padding_value_, rows);
+  }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {

@@ -4,6 +4,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "io/saved_elements.h"
 
 namespace cadre::io {
 
@@ -12,16 +13,20 @@ Element BufferedResult::take() {
   return std::move(*element);
 }
 
-void save_results(StateWriter& writer, const std::deque<BufferedResult>& results) {
-  std::vector<Element> elements;
+void save_results(StateWriter& writer, const std::deque<BufferedResult>& results,
+                  const DatasetNode& source) {
+  static const Element kPlaceholder;
+  std::vector<const Element*> elements;
+  std::vector<bool> errors;
   elements.reserve(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
     const BufferedResult& r = results[i];
+    errors.push_back(r.error != nullptr);
     if (!r.error) {
-      elements.push_back(*r.element);
+      elements.push_back(&*r.element);
       continue;
     }
-    elements.emplace_back();  // a placeholder at the error's position
+    elements.push_back(&kPlaceholder);  // at the error's position
     ErrorCode code = ErrorCode::kUnknown;
     std::string message = "unknown exception";
     try {
@@ -36,12 +41,12 @@ void save_results(StateWriter& writer, const std::deque<BufferedResult>& results
     writer.write_int(str_cat("error", i, "_code"), static_cast<int64_t>(code));
     writer.write_string(str_cat("error", i, "_message"), message);
   }
-  writer.write_elements("results", elements);
+  save_elements(writer, "results", elements, source, errors);
 }
 
-std::deque<BufferedResult> restore_results(const StateReader& reader) {
+std::deque<BufferedResult> restore_results(const StateReader& reader, const DatasetNode& source) {
   std::deque<BufferedResult> out;
-  std::vector<Element> elements = reader.read_elements("results");
+  std::vector<Element> elements = restore_elements(reader, "results", source);
   for (size_t i = 0; i < elements.size(); ++i) {
     BufferedResult r;
     std::string code_key = str_cat("error", i, "_code");

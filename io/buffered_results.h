@@ -1,7 +1,8 @@
 // Results that background stages (prefetch, parallel map) hold for the consumer: an element
 // or the exception computing it raised, kept in order so that an error surfaces at its
-// element's position. Saved in iterator state as encoded elements plus the error codes and
-// messages (an exception is rethrown after restore as the cadre::Error of the same code).
+// element's position. Saved in iterator state as the elements' origins (or the elements)
+// plus the error codes and messages (an exception is rethrown after restore as the
+// cadre::Error of the same code).
 #pragma once
 
 #include <deque>
@@ -10,6 +11,7 @@
 
 #include "cadre/io/element.h"
 #include "cadre/io/iterator_state.h"
+#include "io/dataset_node.h"
 
 namespace cadre::io {
 
@@ -33,8 +35,10 @@ BufferedResult capture_result(Fn&& fn) {
   return result;
 }
 
-void save_results(StateWriter& writer, const std::deque<BufferedResult>& results);
-std::deque<BufferedResult> restore_results(const StateReader& reader);
+// `source` makes the buffered elements again from their origins (see saved_elements.h).
+void save_results(StateWriter& writer, const std::deque<BufferedResult>& results,
+                  const DatasetNode& source);
+std::deque<BufferedResult> restore_results(const StateReader& reader, const DatasetNode& source);
 
 // Names the thread in debuggers and `top -H` (at most 15 characters).
 void set_current_thread_name(const char* name);

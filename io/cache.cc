@@ -8,6 +8,7 @@
 #include "core/base/strings.h"
 #include "io/dataset_node.h"
 #include "io/element_codec.h"
+#include "io/saved_elements.h"
 
 namespace cadre::io {
 namespace {
@@ -35,6 +36,10 @@ class CacheNode : public DatasetNode {
     return std::make_shared<CacheNode>(inputs.at(0), filename_, env_);
   }
   const NodePtr& input() const { return input_; }
+  // The memory cache holds its input's elements as they were; the file cache's elements
+  // are its file's records.
+  bool can_fetch() const override { return filename_.empty() && input_->can_fetch(); }
+  Element fetch(std::span<const int64_t> origin) const override { return input_->fetch(origin); }
 
   NodePtr input_;
   std::string filename_;
@@ -70,7 +75,7 @@ class MemoryCacheIterator : public IteratorNode {
     w.write_int("reading", input_ == nullptr);
     w.write_int("index", static_cast<int64_t>(index_));
     if (input_) {
-      w.write_elements("written", written_);
+      save_elements(w, "written", written_, *node_.input());
       input_->save(w.child("input"));
     }
   }
@@ -85,7 +90,7 @@ class MemoryCacheIterator : public IteratorNode {
     }
     input_ = node_.input()->make_iterator(context_);
     input_->restore(r.child("input"));
-    written_ = r.read_elements("written");
+    written_ = restore_elements(r, "written", *node_.input());
   }
 
  private:

@@ -164,6 +164,9 @@ class CsvNode : public FileSourceNode {
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
   std::string_view kind() const override { return "csv"; }
+  // Origins are (file index, byte offset, line) of a record.
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override;
   const std::vector<std::string>& files() const override { return filenames_; }
   NodePtr with_files(std::vector<std::string> files) const override {
     return std::make_shared<CsvNode>(std::move(files), options_);
@@ -181,6 +184,8 @@ class CsvIterator : public IteratorNode {
     const CsvOptions& options = node_.options_;
     while (file_index_ < node_.filenames_.size()) {
       if (!reader_) open();
+      auto offset = static_cast<int64_t>(reader_->offset());
+      int64_t line = reader_->line();
       if (reader_->read(fields_)) {
         if (fields_.size() != expected_fields_) {
           reader_->fail(
@@ -196,6 +201,7 @@ class CsvIterator : public IteratorNode {
             e.features.set(column.name, std::move(value));
           }
         }
+        e.origin = {static_cast<int64_t>(file_index_), offset, line};
         return e;
       }
       reader_.reset();
@@ -211,12 +217,16 @@ class CsvIterator : public IteratorNode {
   }
 
   void restore_state(const StateReader& r) override {
-    file_index_ = static_cast<size_t>(r.read_int("file_index"));
+    seek(r.read_int("file_index"), r.read_int("offset"), r.read_int("line"));
+  }
+
+  // To record `offset` (at `line`) of file `file_index`; offset -1: before the file's header.
+  void seek(int64_t file_index, int64_t offset, int64_t line) {
+    file_index_ = static_cast<size_t>(std::max<int64_t>(file_index, 0));
     reader_.reset();
-    int64_t offset = r.read_int("offset");
     if (file_index_ >= node_.filenames_.size() || offset < 0) return;
     open();  // reads the header, which maps the columns
-    reader_->seek(static_cast<uint64_t>(offset), r.read_int("line"));
+    reader_->seek(static_cast<uint64_t>(offset), line);
   }
 
  private:
@@ -255,6 +265,24 @@ class CsvIterator : public IteratorNode {
 
 std::unique_ptr<IteratorNode> CsvNode::make_iterator(const IteratorContext&) const {
   return std::make_unique<CsvIterator>(*this);
+}
+
+Element CsvNode::fetch(std::span<const int64_t> origin) const {
+  auto missing = [&] {
+    return DataLossError(str_cat("csv: no record at origin [", join(origin),
+                                 "] (file index, byte offset, line): has the file changed?"));
+  };
+  if (origin.size() != 3 || origin[0] < 0 || origin[0] >= static_cast<int64_t>(filenames_.size()) ||
+      origin[1] < 0) {
+    throw missing();
+  }
+  CsvIterator it(*this);
+  it.seek(origin[0], origin[1], origin[2]);
+  std::optional<Element> e = it.next();
+  if (!e || !std::equal(e->origin.begin(), e->origin.end(), origin.begin(), origin.end())) {
+    throw missing();
+  }
+  return std::move(*e);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,18 @@ class DatasetNode {
   // The same stage over other inputs, as many as inputs() returned. Only asked of stages
   // that have inputs; the default throws InternalError.
   virtual NodePtr with_inputs(std::vector<NodePtr> inputs) const;
+
+  // Whether fetch() makes this stage's elements again from their Element::origin, which is
+  // what lets iterator state hold origins instead of elements. Stages whose elements are a
+  // function of their origin alone say so: sources that can read at an offset, and stages
+  // that pass elements on (shuffle, repeat, prefetch) or transform each on its own (map,
+  // batch) over such inputs. False for anything that depends on position (enumerate) or on
+  // other elements (zip), and by default.
+  virtual bool can_fetch() const { return false; }
+  // The element whose origin is `origin` (with that origin), as this stage produced it.
+  // Only asked when can_fetch(); throws DataLossError when the origin no longer names an
+  // element (a file that changed since the state was saved).
+  virtual Element fetch(std::span<const int64_t> origin) const;
 };
 
 // A stage with one input. Self must be copyable: with_inputs copies it onto the new input.
@@ -89,6 +102,18 @@ class UnaryNode : public DatasetNode {
 
  protected:
   NodePtr input_;
+};
+
+// A stage that hands its input's elements on unchanged (or drops some), so that its
+// elements are fetched from its input.
+template <typename Self>
+class PassingNode : public UnaryNode<Self> {
+ public:
+  using UnaryNode<Self>::UnaryNode;
+  bool can_fetch() const override { return this->input_->can_fetch(); }
+  Element fetch(std::span<const int64_t> origin) const override {
+    return this->input_->fetch(origin);
+  }
 };
 
 // A source that reads a list of files, which auto-sharding divides among workers.

@@ -4,6 +4,7 @@
 #include "cadre/io/dataset.h"
 #include "core/base/strings.h"
 #include "io/dataset_node.h"
+#include "io/saved_elements.h"
 
 namespace cadre::io {
 namespace {
@@ -25,6 +26,23 @@ class InterleaveNode : public UnaryNode<InterleaveNode> {
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
   std::string_view kind() const override { return "interleave"; }
 
+  // An element's origin is the length of its input element's origin, that origin, then the
+  // element's origin in the dataset made of it.
+  bool can_fetch() const override { return input_->can_fetch(); }
+  Element fetch(std::span<const int64_t> origin) const override {
+    auto words = origin.empty() ? uint64_t{0} : static_cast<uint64_t>(origin[0]);
+    if (words == 0 || words >= origin.size()) {
+      throw DataLossError("interleave: the origin of an element is damaged");
+    }
+    NodePtr dataset = fn_(input_->fetch(origin.subspan(1, words))).node();
+    if (!dataset->can_fetch()) {
+      throw DataLossError("interleave: the dataset made of an input element cannot fetch by origin");
+    }
+    Element e = dataset->fetch(origin.subspan(1 + words));
+    e.origin.assign(origin.begin(), origin.end());
+    return e;
+  }
+
   Dataset::InterleaveFn fn_;
   int64_t cycle_length_, block_length_;
 };
@@ -44,6 +62,7 @@ class InterleaveIterator : public IteratorNode {
       if (slot.iterator) {
         if (auto e = slot.iterator->next()) {
           if (++block_index_ == node_.block_length_) advance();
+          set_origin(slot, *e);
           return e;
         }
         // Exhausted: the slot is refilled from the input when the cycle comes back to it.
@@ -74,6 +93,7 @@ class InterleaveIterator : public IteratorNode {
       sw.write_int("open", slots_[i].iterator != nullptr);
       if (!slots_[i].iterator) continue;
       sw.write_elements("source", {slots_[i].source});
+      sw.write_string("source_origin", encode_origin(slots_[i].source.origin));
       slots_[i].iterator->save(sw.child("iterator"));
     }
   }
@@ -93,6 +113,10 @@ class InterleaveIterator : public IteratorNode {
         throw InvalidArgumentError(
             str_cat("interleave: slot ", i, " of the saved state is damaged"));
       }
+      if (sr.contains("source_origin")) {
+        source.front().origin = decode_origin(sr.read_string("source_origin"),
+                                              str_cat("interleave slot ", i, "'s source origin"));
+      }
       open(slots_[i], std::move(source.front()));
       slots_[i].iterator->restore(sr.child("iterator"));
     }
@@ -103,6 +127,7 @@ class InterleaveIterator : public IteratorNode {
     Element source;  // the input element the dataset was made from, to remake it on restore
     std::shared_ptr<const DatasetNode> dataset;  // outlives `iterator`, declared first
     std::unique_ptr<IteratorNode> iterator;
+    bool can_fetch = false;  // the slot's elements can have origins (see InterleaveNode)
   };
 
   void open(Slot& slot, Element source) {
@@ -110,7 +135,22 @@ class InterleaveIterator : public IteratorNode {
     slot.source = std::move(source);
     slot.dataset = dataset.node();
     slot.iterator = slot.dataset->make_iterator(context_);
+    slot.can_fetch = !slot.source.origin.empty() && slot.dataset->can_fetch();
     ++open_;
+  }
+
+  static void set_origin(const Slot& slot, Element& e) {
+    if (!slot.can_fetch || e.origin.empty()) {
+      e.origin.clear();
+      return;
+    }
+    const std::vector<int64_t>& outer = slot.source.origin;
+    std::vector<int64_t> origin;
+    origin.reserve(1 + outer.size() + e.origin.size());
+    origin.push_back(static_cast<int64_t>(outer.size()));
+    origin.insert(origin.end(), outer.begin(), outer.end());
+    origin.insert(origin.end(), e.origin.begin(), e.origin.end());
+    e.origin = std::move(origin);
   }
 
   // Member-wise assignment would release the dataset before its iterator.

@@ -31,6 +31,19 @@ class MapNode : public UnaryNode<MapNode> {
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
   std::string_view kind() const override { return "map"; }
+  // A map function is a function of its element (TensorFlow assumes as much to resume): the
+  // element is made again by applying it again.
+  bool can_fetch() const override { return input_->can_fetch(); }
+  Element fetch(std::span<const int64_t> origin) const override {
+    return apply(input_->fetch(origin));
+  }
+  // fn of `e`, with e's origin.
+  Element apply(Element e) const {
+    std::vector<int64_t> origin = std::move(e.origin);
+    Element out = fn_(std::move(e));
+    out.origin = std::move(origin);
+    return out;
+  }
 
   Dataset::MapFn fn_;
   int num_parallel_calls_ = 1;
@@ -45,7 +58,7 @@ class MapIterator : public IteratorNode {
   std::optional<Element> next() override {
     auto e = input_->next();
     if (!e) return e;
-    return node_.fn_(std::move(*e));
+    return node_.apply(std::move(*e));
   }
   void save_state(StateWriter& w) override { input_->save(w.child("input")); }
   void restore_state(const StateReader& r) override { input_->restore(r.child("input")); }
@@ -98,7 +111,7 @@ class ParallelMapIterator : public IteratorNode {
     // Every slot is filled and no worker touches the input now.
     std::deque<BufferedResult> results;
     for (const auto& slot : slots_) results.push_back(slot->result);
-    save_results(w, results);
+    save_results(w, results, node_);
     w.write_int("input_done", input_done_);
     input_->save(w.child("input"));
     paused_ = false;
@@ -111,7 +124,7 @@ class ParallelMapIterator : public IteratorNode {
     input_->restore(r.child("input"));
     input_done_ = r.read_int("input_done") != 0;
     slots_.clear();
-    for (BufferedResult& result : restore_results(r)) {
+    for (BufferedResult& result : restore_results(r, node_)) {
       auto slot = std::make_shared<Slot>();
       slot->result = std::move(result);
       slot->done = true;
@@ -184,7 +197,7 @@ class ParallelMapIterator : public IteratorNode {
         }
         input = std::move(pulled);
       }
-      BufferedResult result = capture_result([&] { return node_.fn_(std::move(*input)); });
+      BufferedResult result = capture_result([&] { return node_.apply(std::move(*input)); });
       std::lock_guard lock(mutex_);
       slot->result = std::move(result);
       slot->done = true;

@@ -66,11 +66,7 @@ class MnistNode : public DatasetNode {
       explicit It(const MnistNode& n) : IteratorNode("mnist"), node_(n) {}
       std::optional<Element> next() override {
         if (index_ >= node_.images_.dim(0)) return std::nullopt;
-        int64_t i = index_++;
-        Element e;
-        e.features.set("image", row_view(node_.images_, i));
-        e.labels = row_view(node_.labels_, i);
-        return e;
+        return node_.row(index_++);
       }
       void save_state(StateWriter& w) override { w.write_int("index", index_); }
       void restore_state(const StateReader& r) override { index_ = r.read_int("index"); }
@@ -82,7 +78,24 @@ class MnistNode : public DatasetNode {
     return std::make_unique<It>(*this);
   }
 
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override {
+    if (origin.size() != 1 || origin[0] < 0 || origin[0] >= images_.dim(0)) {
+      throw DataLossError(str_cat("mnist: no image at origin [", join(origin), "]; the set has ",
+                                  images_.dim(0)));
+    }
+    return row(origin[0]);
+  }
+
  private:
+  Element row(int64_t i) const {
+    Element e;
+    e.features.set("image", row_view(images_, i));
+    e.labels = row_view(labels_, i);
+    e.origin = {i};
+    return e;
+  }
+
   Tensor images_, labels_;
 };
 

@@ -18,10 +18,10 @@ namespace {
 constexpr int64_t kMaxAutotuneBuffer = 16;
 constexpr auto kSpin = std::chrono::microseconds(200);
 
-class PrefetchNode : public UnaryNode<PrefetchNode> {
+class PrefetchNode : public PassingNode<PrefetchNode> {
  public:
   PrefetchNode(NodePtr input, int64_t buffer_size)
-      : UnaryNode(std::move(input)), buffer_size_(buffer_size) {
+      : PassingNode(std::move(input)), buffer_size_(buffer_size) {
     if (buffer_size <= 0 && buffer_size != kAutotune) {
       throw InvalidArgumentError(str_cat("prefetch: buffer_size is ", buffer_size,
                                          "; expected a positive number or kAutotune"));
@@ -45,6 +45,7 @@ class PrefetchIterator : public IteratorNode {
  public:
   PrefetchIterator(const PrefetchNode& node, const IteratorContext& context)
       : IteratorNode("prefetch"),
+        node_(node),
         input_(node.input()->make_iterator(context)),
         autotune_(node.buffer_size_ == kAutotune),
         limit_(autotune_ ? 1 : node.buffer_size_) {}
@@ -92,7 +93,7 @@ class PrefetchIterator : public IteratorNode {
     ++consumers_waiting_;
     has_result_.wait(lock, [&] { return !producing_; });
     --consumers_waiting_;
-    save_results(w, buffer_);
+    save_results(w, buffer_, *node_.input());
     w.write_int("end", end_);
     input_->save(w.child("input"));
     paused_ = false;
@@ -104,7 +105,7 @@ class PrefetchIterator : public IteratorNode {
     stop();
     std::lock_guard lock(mutex_);
     input_->restore(r.child("input"));
-    buffer_ = restore_results(r);
+    buffer_ = restore_results(r, *node_.input());
     end_ = r.read_int("end") != 0;
     available_.store(buffer_.size() + (end_ ? 1 : 0), std::memory_order_release);
     cancelled_ = false;
@@ -166,6 +167,7 @@ class PrefetchIterator : public IteratorNode {
     }
   }
 
+  const PrefetchNode& node_;
   std::unique_ptr<IteratorNode> input_;  // used by the producer, or by save/restore while
                                          // the producer is paused or stopped
   const bool autotune_;

@@ -10,7 +10,7 @@
 namespace cadre::io {
 
 // Elements i of the input with i % num_shards == index.
-class ShardNode : public UnaryNode<ShardNode> {
+class ShardNode : public PassingNode<ShardNode> {
  public:
   // Throws InvalidArgumentError unless num_shards > 0 and 0 <= index < num_shards.
   ShardNode(NodePtr input, int64_t num_shards, int64_t index);

@@ -6,14 +6,15 @@
 #include "core/base/strings.h"
 #include "core/random/philox.h"
 #include "io/dataset_node.h"
+#include "io/saved_elements.h"
 
 namespace cadre::io {
 namespace {
 
-class ShuffleNode : public UnaryNode<ShuffleNode> {
+class ShuffleNode : public PassingNode<ShuffleNode> {
  public:
   ShuffleNode(NodePtr input, int64_t buffer_size, uint64_t seed, bool reshuffle)
-      : UnaryNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {
+      : PassingNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {
     if (buffer_size <= 0) {
       throw InvalidArgumentError(
           str_cat("shuffle: buffer_size is ", buffer_size, "; expected a positive number"));
@@ -54,7 +55,7 @@ class ShuffleIterator : public IteratorNode {
     w.write_int("stream", static_cast<int64_t>(g.stream));
     w.write_int("offset", static_cast<int64_t>(g.offset));
     w.write_int("input_done", input_done_);
-    w.write_elements("buffer", buffer_);
+    save_elements(w, "buffer", buffer_, *node_.input());
     input_->save(w.child("input"));
   }
 
@@ -63,8 +64,8 @@ class ShuffleIterator : public IteratorNode {
                           static_cast<uint64_t>(r.read_int("stream")),
                           static_cast<uint64_t>(r.read_int("offset"))});
     input_done_ = r.read_int("input_done") != 0;
-    buffer_ = r.read_elements("buffer");
     input_->restore(r.child("input"));
+    buffer_ = restore_elements(r, "buffer", *node_.input());
   }
 
  private:

@@ -25,7 +25,9 @@ class TensorsNode : public DatasetNode {
       std::optional<Element> next() override {
         if (done_) return std::nullopt;
         done_ = true;
-        return element_;
+        Element e = element_;
+        e.origin = {0};
+        return e;
       }
       void save_state(StateWriter& w) override { w.write_int("done", done_); }
       void restore_state(const StateReader& r) override { done_ = r.read_int("done") != 0; }
@@ -35,6 +37,15 @@ class TensorsNode : public DatasetNode {
       bool done_ = false;
     };
     return std::make_unique<It>(element_);
+  }
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override {
+    if (origin.size() != 1 || origin[0] != 0) {
+      throw DataLossError(str_cat("from_tensors: no element at origin [", join(origin), "]"));
+    }
+    Element e = element_;
+    e.origin = {0};
+    return e;
   }
 
  private:
@@ -73,11 +84,7 @@ class SlicesNode : public DatasetNode {
       explicit It(const SlicesNode& node) : IteratorNode("from_tensor_slices"), node_(node) {}
       std::optional<Element> next() override {
         if (index_ >= node_.size_) return std::nullopt;
-        Element e;
-        for (const auto& [name, t] : node_.features_) e.features.set(name, row_view(t, index_));
-        if (node_.labels_.defined()) e.labels = row_view(node_.labels_, index_);
-        ++index_;
-        return e;
+        return node_.row(index_++);
       }
       void save_state(StateWriter& w) override { w.write_int("index", index_); }
       void restore_state(const StateReader& r) override { index_ = r.read_int("index"); }
@@ -89,7 +96,24 @@ class SlicesNode : public DatasetNode {
     return std::make_unique<It>(*this);
   }
 
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override {
+    if (origin.size() != 1 || origin[0] < 0 || origin[0] >= size_) {
+      throw DataLossError(str_cat("from_tensor_slices: no slice at origin [", join(origin),
+                                  "]; there are ", size_));
+    }
+    return row(origin[0]);
+  }
+
  private:
+  Element row(int64_t i) const {
+    Element e;
+    for (const auto& [name, t] : features_) e.features.set(name, row_view(t, i));
+    if (labels_.defined()) e.labels = row_view(labels_, i);
+    e.origin = {i};
+    return e;
+  }
+
   Features features_;
   Tensor labels_;
   int64_t size_ = -1;
@@ -110,7 +134,7 @@ class RangeNode : public DatasetNode {
         if (node_.step_ > 0 ? value_ >= node_.stop_ : value_ <= node_.stop_) return std::nullopt;
         int64_t v = value_;
         value_ += node_.step_;
-        return Element(Tensor::scalar<int64_t>(v));
+        return node_.fetch({&v, 1});
       }
       void save_state(StateWriter& w) override { w.write_int("value", value_); }
       void restore_state(const StateReader& r) override { value_ = r.read_int("value"); }
@@ -120,6 +144,17 @@ class RangeNode : public DatasetNode {
       int64_t value_;
     };
     return std::make_unique<It>(*this);
+  }
+
+  // The origin of an element is its value.
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override {
+    if (origin.size() != 1) {
+      throw DataLossError(str_cat("range: origin [", join(origin), "] should be one value"));
+    }
+    Element e(Tensor::scalar<int64_t>(origin[0]));
+    e.origin = {origin[0]};
+    return e;
   }
 
  private:
@@ -178,13 +213,25 @@ class GeneratorNode : public DatasetNode {
 };
 
 // Byte-string elements (uint8 [n]) from a list, for from_strings and list_files.
+Element string_element(std::string_view kind, const std::vector<std::string>& strings,
+                       std::span<const int64_t> origin) {
+  if (origin.size() != 1 || origin[0] < 0 || origin[0] >= static_cast<int64_t>(strings.size())) {
+    throw DataLossError(str_cat(kind, ": no string at origin [", join(origin), "]; there are ",
+                                strings.size()));
+  }
+  Element e(bytes_tensor(strings[origin[0]]));
+  e.origin = {origin[0]};
+  return e;
+}
+
 class StringsIterator : public IteratorNode {
  public:
   StringsIterator(std::string_view kind, const std::vector<std::string>& strings)
       : IteratorNode(kind), strings_(strings) {}
   std::optional<Element> next() override {
     if (index_ >= strings_.size()) return std::nullopt;
-    return Element(bytes_tensor(strings_[index_++]));
+    auto i = static_cast<int64_t>(index_++);
+    return string_element(kind(), strings_, {&i, 1});
   }
   void save_state(StateWriter& w) override { w.write_int("index", static_cast<int64_t>(index_)); }
   void restore_state(const StateReader& r) override {
@@ -203,6 +250,10 @@ class StringsNode : public DatasetNode {
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
     return std::make_unique<StringsIterator>("from_strings", strings_);
   }
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override {
+    return string_element(kind(), strings_, origin);
+  }
 
  private:
   std::vector<std::string> strings_;
@@ -214,6 +265,10 @@ class ListFilesNode : public FileSourceNode {
   std::string_view kind() const override { return "list_files"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
     return std::make_unique<StringsIterator>("list_files", files_);
+  }
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override {
+    return string_element(kind(), files_, origin);
   }
   const std::vector<std::string>& files() const override { return files_; }
   NodePtr with_files(std::vector<std::string> files) const override {

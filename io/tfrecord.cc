@@ -173,7 +173,12 @@ class TFRecordNode : public FileSourceNode {
       std::optional<Element> next() override {
         while (file_index_ < files_.size()) {
           if (!reader_) reader_ = std::make_unique<TFRecordReader>(files_[file_index_]);
-          if (auto record = reader_->read()) return Element(bytes_tensor(*record));
+          auto offset = static_cast<int64_t>(reader_->offset());
+          if (auto record = reader_->read()) {
+            Element e(bytes_tensor(*record));
+            e.origin = {static_cast<int64_t>(file_index_), offset};
+            return e;
+          }
           reader_.reset();
           ++file_index_;
         }
@@ -204,6 +209,26 @@ class TFRecordNode : public FileSourceNode {
       std::unique_ptr<TFRecordReader> reader_;
     };
     return std::make_unique<It>(filenames_);
+  }
+
+  // Origins are (file index, byte offset) of a record.
+  bool can_fetch() const override { return true; }
+  Element fetch(std::span<const int64_t> origin) const override {
+    if (origin.size() != 2 || origin[0] < 0 ||
+        origin[0] >= static_cast<int64_t>(filenames_.size()) || origin[1] < 0) {
+      throw DataLossError(str_cat("tfrecord: origin [", join(origin),
+                                  "] names no record (file index, byte offset)"));
+    }
+    TFRecordReader reader(filenames_[origin[0]]);
+    reader.seek(static_cast<uint64_t>(origin[1]));
+    std::optional<std::string> record = reader.read();
+    if (!record) {
+      throw DataLossError(str_cat("tfrecord: ", filenames_[origin[0]], " has no record at byte offset ",
+                                  origin[1], ": has the file changed?"));
+    }
+    Element e(bytes_tensor(*record));
+    e.origin = {origin[0], origin[1]};
+    return e;
   }
 
  private:

@@ -22,10 +22,10 @@ class UnaryIterator : public IteratorNode {
   std::unique_ptr<IteratorNode> input_;
 };
 
-class FilterNode : public UnaryNode<FilterNode> {
+class FilterNode : public PassingNode<FilterNode> {
  public:
   FilterNode(NodePtr input, Dataset::Predicate predicate)
-      : UnaryNode(std::move(input)), predicate_(std::move(predicate)) {
+      : PassingNode(std::move(input)), predicate_(std::move(predicate)) {
     if (!predicate_) throw InvalidArgumentError("filter: empty predicate");
   }
   std::string_view kind() const override { return "filter"; }
@@ -54,10 +54,10 @@ class FilterNode : public UnaryNode<FilterNode> {
 };
 
 // take (limit >= 0 elements, then end) and skip (drop the first `count`).
-class TakeSkipNode : public UnaryNode<TakeSkipNode> {
+class TakeSkipNode : public PassingNode<TakeSkipNode> {
  public:
   TakeSkipNode(NodePtr input, int64_t count, bool take)
-      : UnaryNode(std::move(input)), count_(count), take_(take) {}
+      : PassingNode(std::move(input)), count_(count), take_(take) {}
   std::string_view kind() const override { return take_ ? "take" : "skip"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public UnaryIterator {
@@ -99,9 +99,9 @@ class TakeSkipNode : public UnaryNode<TakeSkipNode> {
   bool take_;
 };
 
-class RepeatNode : public UnaryNode<RepeatNode> {
+class RepeatNode : public PassingNode<RepeatNode> {
  public:
-  RepeatNode(NodePtr input, int64_t count) : UnaryNode(std::move(input)), count_(count) {}
+  RepeatNode(NodePtr input, int64_t count) : PassingNode(std::move(input)), count_(count) {}
   std::string_view kind() const override { return "repeat"; }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
@@ -316,7 +316,7 @@ class ZipNode : public DatasetNode {
 }  // namespace
 
 ShardNode::ShardNode(NodePtr input, int64_t num_shards, int64_t index)
-    : UnaryNode(std::move(input)), num_shards_(num_shards), index_(index) {
+    : PassingNode(std::move(input)), num_shards_(num_shards), index_(index) {
   if (num_shards <= 0 || index < 0 || index >= num_shards) {
     throw InvalidArgumentError(str_cat("shard(", num_shards, ", ", index,
                                        "): expected num_shards > 0 and 0 <= index < num_shards"));

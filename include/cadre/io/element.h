@@ -6,6 +6,7 @@
 // Byte strings (file names, TFRecord records, CSV text) are uint8 tensors of shape [n].
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -59,6 +60,12 @@ inline constexpr std::string_view kValueFeature = "value";
 struct Element {
   Features features;
   Tensor labels;  // undefined when the dataset carries no labels
+  // Where the element came from, for sources that can read it again (a row index, a file
+  // and byte offset; a batch concatenates those of its elements). A checkpoint saves an
+  // element held in a buffer (shuffle, prefetch) as its origin instead of its data. Set by
+  // sources and carried by the stages between; empty when unknown. Map functions need not
+  // keep it: map carries it past them.
+  std::vector<int64_t> origin;
 
   Element() = default;
   // A single-tensor element {"value": value}. Implicit so that generators and map

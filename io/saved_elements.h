@@ -1,0 +1,35 @@
+// Elements that a stage holds (a shuffle buffer, prefetched results) in iterator state: as
+// their origins when the stage they came from can fetch them again, a few bytes each, and
+// encoded whole otherwise (generators, zip, enumerate upstream).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cadre/io/element.h"
+#include "cadre/io/iterator_state.h"
+#include "io/dataset_node.h"
+
+namespace cadre::io {
+
+// Writes `elements` under `key`: as origins ("<key>_origins") when `source` can fetch and
+// every element has an origin, else encoded ("<key>"). Elements for which `skip` is true
+// (placeholders at the positions of buffered errors) need no origin.
+void save_elements(StateWriter& writer, std::string_view key,
+                   std::span<const Element* const> elements, const DatasetNode& source,
+                   const std::vector<bool>& skip = {});
+void save_elements(StateWriter& writer, std::string_view key, const std::vector<Element>& elements,
+                   const DatasetNode& source);
+// What save_elements wrote, fetched from `source` or decoded. A placeholder (empty origin)
+// comes back as an empty Element.
+std::vector<Element> restore_elements(const StateReader& reader, std::string_view key,
+                                      const DatasetNode& source);
+
+// One origin as bytes (for the element an interleave slot was made from), and back.
+std::string encode_origin(std::span<const int64_t> origin);
+std::vector<int64_t> decode_origin(std::string_view bytes, std::string_view what);
+
+}  // namespace cadre::io

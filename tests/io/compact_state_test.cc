@@ -1,0 +1,206 @@
+// Iterator state that holds where buffered elements came from (their origins) instead of
+// the elements: a few bytes per element, and a restored iterator that fetches them again
+// yields exactly what an uninterrupted one yields.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "cadre/base/errors.h"
+#include "cadre/io/csv.h"
+#include "cadre/io/dataset.h"
+#include "cadre/io/mnist.h"
+#include "cadre/io/tfrecord.h"
+#include "tests/io/dataset_helpers.h"
+#include "tests/support/temp_dir.h"
+
+namespace cadre::io {
+namespace {
+
+using testing::drain;
+
+size_t state_bytes(const IteratorState& state) {
+  size_t bytes = 0;
+  for (const auto& [key, tensor] : state) bytes += key.size() + tensor.nbytes();
+  return bytes;
+}
+
+// Keys of entries that hold whole encoded elements (buffers saved the old way).
+std::vector<std::string> element_entries(const IteratorState& state) {
+  std::vector<std::string> keys;
+  for (const auto& [key, tensor] : state) {
+    for (const char* suffix : {"buffer", "results", "written"}) {
+      if (key.size() >= std::strlen(suffix) &&
+          key.compare(key.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+        keys.push_back(key);
+      }
+    }
+  }
+  return keys;
+}
+
+IteratorState deep_copy(const IteratorState& state) {
+  IteratorState out;
+  for (const auto& [key, tensor] : state) out[key] = tensor.clone();
+  return out;
+}
+
+// Consumes `consumed` elements, saves, and checks that the state holds origins only (at
+// most `max_bytes` in all), and that a fresh pipeline restored from it yields what the
+// original yields next; then saves the restored iterator again, which must be as compact
+// (fetched elements keep their origins), and resumes once more.
+void expect_compact_exact_resume(const std::function<Dataset()>& make, size_t consumed,
+                                 size_t max_bytes, size_t limit = 120) {
+  SCOPED_TRACE(::testing::Message() << "resuming after " << consumed << " elements");
+  Iterator original = make().make_iterator();
+  ASSERT_EQ(drain(original, consumed).size(), consumed) << "the pipeline ended early";
+  IteratorState state = deep_copy(original.save());
+  EXPECT_EQ(element_entries(state), std::vector<std::string>{});
+  EXPECT_LE(state_bytes(state), max_bytes);
+  std::vector<std::string> expected = drain(original, limit);
+  ASSERT_FALSE(expected.empty());
+
+  Iterator resumed = make().make_iterator();
+  resumed.restore(state);
+  std::vector<std::string> got = drain(resumed, limit / 2);
+  ASSERT_EQ(got.size(), std::min(limit / 2, expected.size()));
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin()))
+      << "the restored iterator yields other elements";
+
+  IteratorState again = deep_copy(resumed.save());
+  EXPECT_EQ(element_entries(again), std::vector<std::string>{});
+  EXPECT_LE(state_bytes(again), max_bytes);
+  Iterator twice = make().make_iterator();
+  twice.restore(again);
+  std::vector<std::string> rest = drain(twice, expected.size() - got.size());
+  ASSERT_EQ(got.size() + rest.size(), expected.size());
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), expected.begin() + got.size()))
+      << "the iterator restored a second time yields other elements";
+}
+
+// A map whose output depends on its input only, as map functions must.
+Dataset::MapFn scale_and_tag() {
+  return [](Element e) {
+    Element out;
+    for (const auto& [name, t] : e.features) out.features.set(name, t);
+    out.features.set("tag", Tensor::scalar<int64_t>(static_cast<int64_t>(e.features.size())));
+    out.labels = e.labels;
+    return out;
+  };
+}
+
+// The pipeline every source goes through: map (parallel), shuffle that reshuffles per
+// pass, repeat, batch (padded for byte strings of varying length) and prefetch, so that
+// state is held by parallel map slots, the shuffle buffer and prefetched batches at once.
+Dataset standard_pipeline(const Dataset& source, bool pad = false) {
+  Dataset shuffled = source.map(scale_and_tag(), 2).shuffle(64, 7).repeat(3);
+  return (pad ? shuffled.padded_batch(5) : shuffled.batch(5)).prefetch(3);
+}
+
+TEST(CompactStateTest, InMemorySourcesSaveOriginsAndResumeExactly) {
+  std::vector<float> pixels(300 * 4);
+  std::vector<int64_t> classes(300);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) / 3;
+  for (size_t i = 0; i < classes.size(); ++i) classes[i] = static_cast<int64_t>(i % 10);
+  Tensor images = Tensor::from_vector(pixels, {300, 4});
+  Tensor labels = Tensor::from_vector(classes);
+  auto slices = [&] {
+    return standard_pipeline(Dataset::from_tensor_slices(Features{{"x", images}}, labels));
+  };
+  auto range = [] { return standard_pipeline(Dataset::range(500, 0, -3)); };
+  std::vector<std::string> names;
+  for (int i = 0; i < 200; ++i) names.push_back("name " + std::to_string(i));
+  auto strings = [&] { return standard_pipeline(Dataset::from_strings(names), true); };
+  for (size_t consumed : {0, 1, 13, 40, 70}) {
+    // 64 buffered origins and 3 x 5 prefetched ones, about 2 bytes each, plus counters.
+    expect_compact_exact_resume(slices, consumed, 2000);
+    expect_compact_exact_resume(range, consumed, 2000);
+    expect_compact_exact_resume(strings, consumed, 2000);
+  }
+}
+
+TEST(CompactStateTest, FashionMnistSavesOriginsAndResumesExactly) {
+  if (!std::filesystem::exists(std::string(kFashionMnistDirectory) + "/t10k-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  Dataset source = fashion_mnist(kFashionMnistDirectory, Split::kTest);
+  auto make = [&] { return source.shuffle(10000, 42).repeat().batch(256).prefetch(2); };
+  // The 10,000-image buffer and two batches as origins: ~30 KB where the images take 31 MB.
+  for (size_t consumed : {1, 39, 45}) expect_compact_exact_resume(make, consumed, 40000, 8);
+}
+
+class CompactFileStateTest : public cadre::testing::TempDirTest {
+ protected:
+  std::vector<std::string> write_tfrecords() {
+    std::vector<std::string> files;
+    for (int f = 0; f < 3; ++f) {
+      files.push_back(path("part" + std::to_string(f) + ".tfrecord"));
+      TFRecordWriter writer(files.back());
+      for (int r = 0; r < 40 + 7 * f; ++r) {
+        writer.write("file " + std::to_string(f) + " record " + std::to_string(r));
+      }
+      writer.close();
+    }
+    return files;
+  }
+};
+
+TEST_F(CompactFileStateTest, FileSourcesAndInterleaveSaveOriginsAndResumeExactly) {
+  std::vector<std::string> files = write_tfrecords();
+  std::string csv_text = "a,b\n";
+  for (int i = 0; i < 150; ++i) {
+    csv_text += std::to_string(i) + ",\"row " + std::to_string(i) + (i % 7 == 0 ? "\n" : "") +
+                "\"\n" + (i % 11 == 0 ? "\n" : "");
+  }
+  std::string csv = write_file("data.csv", csv_text);
+  auto tfrecords = [&] { return standard_pipeline(tfrecord_dataset(files), true); };
+  auto interleaved = [&] {
+    Dataset per_file = Dataset::list_files(path("part*.tfrecord")).interleave(
+        [](const Element& f) { return tfrecord_dataset({tensor_bytes(f.value())}); }, 2, 3);
+    return standard_pipeline(per_file, true);
+  };
+  auto csv_rows = [&] {
+    CsvOptions options;
+    options.columns = {{"b", CsvType::kString}, {"a", CsvType::kInt64}};
+    options.label_column = "a";
+    return standard_pipeline(csv_dataset({csv, csv}, options), true);
+  };
+  for (size_t consumed : {0, 1, 17, 40}) {
+    expect_compact_exact_resume(tfrecords, consumed, 3000);
+    expect_compact_exact_resume(interleaved, consumed, 4000);
+    expect_compact_exact_resume(csv_rows, consumed, 4000);
+  }
+}
+
+TEST_F(CompactFileStateTest, AFileChangedSinceTheSaveIsDataLossNamingIt) {
+  std::vector<std::string> files = write_tfrecords();
+  auto make = [&] { return tfrecord_dataset(files).shuffle(30, 1); };
+  Iterator it = make().make_iterator();
+  it.next();
+  IteratorState state = deep_copy(it.save());
+  std::filesystem::resize_file(files[0], 20);  // the buffered records are gone
+  Iterator resumed = make().make_iterator();
+  try {
+    resumed.restore(state);
+    FAIL() << "restored records from a truncated file";
+  } catch (const DataLossError& e) {
+    EXPECT_NE(std::string(e.what()).find(files[0]), std::string::npos) << e.what();
+  }
+}
+
+TEST(CompactStateTest, StagesThatCannotFetchKeepTheirElements) {
+  // enumerate numbers elements by position, which their origin does not say.
+  auto make = [] { return Dataset::range(50).enumerate().shuffle(8, 3).batch(2).prefetch(2); };
+  Iterator it = make().make_iterator();
+  drain(it, 3);
+  IteratorState state = deep_copy(it.save());
+  EXPECT_FALSE(element_entries(state).empty());
+  std::vector<std::string> expected = drain(it, 100);
+  Iterator resumed = make().make_iterator();
+  resumed.restore(state);
+  EXPECT_EQ(drain(resumed, 100), expected);
+}
+
+}  // namespace
+}  // namespace cadre::io
