@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "cadre/base/errors.h"
 #include "checkpoint/lease.h"
@@ -12,12 +13,27 @@
 namespace cadre::checkpoint {
 namespace {
 
-// Host copies of tensors: host tensors cloned at once, device tensors copied into pinned
-// host memory on their devices' copy streams, all started before any is waited for.
+// Host copies of tensors: host tensors copied at once, device tensors copied into pinned
+// host memory on their devices' copy streams, all started before any is waited for. A host
+// tensor of an earlier snapshot that no save uses any more is copied into when it has the
+// same shape and dtype: it spares the allocation and the page faults of fresh memory,
+// which cost more than the copy itself.
 class HostCopies {
  public:
-  Tensor add(const Tensor& tensor) {
-    if (tensor.device().is_cpu()) return tensor.clone();
+  Tensor add(const Tensor& tensor, const Tensor* reuse) {
+    if (tensor.device().is_cpu()) {
+      if (reuse != nullptr && reuse->defined() && reuse->device().is_cpu() &&
+          reuse->shape() == tensor.shape() && reuse->dtype() == tensor.dtype()) {
+        Tensor copy = *reuse;
+        if (tensor.is_contiguous() && copy.is_contiguous()) {
+          std::memcpy(copy.raw_data(), tensor.raw_data(), tensor.nbytes());
+        } else {
+          copy.assign(tensor);
+        }
+        return copy;
+      }
+      return tensor.clone();
+    }
     Tensor host = empty_pinned(tensor.shape(), tensor.dtype());
     transfers_.push_back(to_host_async(tensor.contiguous(), host));
     return host;
@@ -30,26 +46,41 @@ class HostCopies {
   std::vector<Transfer> transfers_;
 };
 
-}  // namespace
+template <typename Map>
+const typename Map::mapped_type* find_in(const Map* map, const typename Map::key_type& key) {
+  if (map == nullptr) return nullptr;
+  auto it = map->find(key);
+  return it == map->end() ? nullptr : &it->second;
+}
 
-CheckpointData copy_to_host(const CheckpointData& data) {
+CheckpointData copy_to_host(const CheckpointData& data, const CheckpointData* reuse) {
   CheckpointData copy;
   HostCopies copies;
   copy.global_step = data.global_step;
-  for (const auto& [name, value] : data.variables) copy.variables[name] = copies.add(value);
+  for (const auto& [name, value] : data.variables) {
+    copy.variables[name] = copies.add(value, find_in(reuse ? &reuse->variables : nullptr, name));
+  }
   for (const auto& [name, parts] : data.partitioned_variables) {
+    const std::vector<Tensor>* old =
+        find_in(reuse ? &reuse->partitioned_variables : nullptr, name);
     std::vector<Tensor>& copied = copy.partitioned_variables[name];
-    for (const Tensor& part : parts) copied.push_back(copies.add(part));
+    for (size_t i = 0; i < parts.size(); ++i) {
+      copied.push_back(copies.add(parts[i], old && i < old->size() ? &(*old)[i] : nullptr));
+    }
   }
   copy.slot_of = data.slot_of;
   copy.rng_states = data.rng_states;
   for (const auto& [name, value] : data.iterator_state) {
-    copy.iterator_state[name] = copies.add(value);
+    copy.iterator_state[name] = copies.add(value, nullptr);
   }
   copy.attributes = data.attributes;
   copies.wait();
   return copy;
 }
+
+}  // namespace
+
+CheckpointData copy_to_host(const CheckpointData& data) { return copy_to_host(data, nullptr); }
 
 CheckpointManager::CheckpointManager(std::string model_dir, CheckpointManagerOptions options)
     : model_dir_(std::move(model_dir)),
@@ -102,14 +133,42 @@ CheckpointManager::~CheckpointManager() {
   } catch (const std::exception& error) {
     LOG(ERROR) << "asynchronous checkpoint save in " << model_dir_ << " failed: " << error.what();
   }
+  if (writer_.joinable()) {
+    {
+      MutexLock lock(writer_mutex_);
+      stopping_ = true;
+    }
+    writer_changed_.notify_all();
+    writer_.join();
+  }
 }
 
 std::string CheckpointManager::checkpoint_path(int64_t global_step) const {
   return join_path(model_dir_, checkpoint_file_name(options_.basename, global_step));
 }
 
-void CheckpointManager::join_worker() {
-  if (worker_.joinable()) worker_.join();
+// One thread writes every asynchronous save (a thread per save would cost its creation
+// on the training thread each time).
+void CheckpointManager::write_in_background() {
+  MutexLock lock(writer_mutex_);
+  while (true) {
+    writer_changed_.wait(writer_mutex_, [&]() CADRE_REQUIRES(writer_mutex_) {
+      return stopping_ || queued_ != nullptr;
+    });
+    if (queued_ == nullptr) return;  // stopping, nothing left to write
+    std::shared_ptr<const CheckpointData> data = queued_;
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      save_now(*data);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    queued_ = nullptr;
+    if (failure) failure_ = failure;
+    writer_changed_.notify_all();
+  }
 }
 
 void CheckpointManager::close() {
@@ -118,7 +177,9 @@ void CheckpointManager::close() {
 }
 
 void CheckpointManager::wait() {
-  join_worker();
+  MutexLock lock(writer_mutex_);
+  writer_changed_.wait(writer_mutex_,
+                       [&]() CADRE_REQUIRES(writer_mutex_) { return queued_ == nullptr; });
   if (failure_) {
     std::exception_ptr failure = failure_;
     failure_ = nullptr;
@@ -138,14 +199,15 @@ std::string CheckpointManager::save(const CheckpointData& data) {
     save_now(data);
     return path;
   }
-  auto copy = std::make_shared<CheckpointData>(copy_to_host(data));
-  worker_ = std::thread([this, copy] {
-    try {
-      save_now(*copy);
-    } catch (...) {
-      failure_ = std::current_exception();
-    }
-  });
+  // The previous save is done (wait() above): its snapshot's memory is free to copy into.
+  auto copy = std::make_shared<const CheckpointData>(copy_to_host(data, snapshot_.get()));
+  snapshot_ = copy;
+  {
+    MutexLock lock(writer_mutex_);
+    queued_ = copy;
+  }
+  if (!writer_.joinable()) writer_ = std::thread([this] { write_in_background(); });
+  writer_changed_.notify_all();
   return path;
 }
 
@@ -185,6 +247,7 @@ void CheckpointManager::save_now(const CheckpointData& data) {
     state.last_preserved_timestamp = last_preserved_timestamp_;
   }
   write_state(*env_, model_dir_, state);
+  LOG(INFO) << "saved checkpoint for step " << data.global_step << ": " << path;
   // The state file no longer names them: deleting is now safe for readers of the state.
   delete_unleased(std::move(to_delete));
 }

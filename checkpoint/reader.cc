@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "cadre/base/errors.h"
@@ -408,6 +409,28 @@ std::map<std::string, Tensor> CheckpointReader::iterator_state(bool verify) cons
     state[name] = value;
   }
   return state;
+}
+
+CheckpointSizes CheckpointReader::sizes() const {
+  CheckpointSizes sizes;
+  std::error_code ec;
+  sizes.file = std::filesystem::file_size(impl_->path, ec);
+  for (const std::string& name :
+       internal::list_datasets(impl_->file.get(), str_cat("checkpoint ", impl_->path))) {
+    Handle dataset = impl_->open_dataset(name);
+    uint64_t bytes = H5Dget_storage_size(dataset.get());
+    std::string_view group = std::string_view(name).substr(0, name.find('/'));
+    if (group == format::kVariables) {
+      sizes.variables += bytes;
+    } else if (group == format::kSlots) {
+      sizes.slots += bytes;
+    } else if (group == format::kIterator) {
+      sizes.input += bytes;
+    } else {
+      sizes.rng += bytes;
+    }
+  }
+  return sizes;
 }
 
 std::vector<DatasetProblem> CheckpointReader::verify() const {

@@ -2,6 +2,9 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <chrono>
+
 namespace cadre {
 
 CheckpointSaverHook::CheckpointSaverHook(std::optional<int64_t> save_steps,
@@ -12,6 +15,8 @@ CheckpointSaverHook::CheckpointSaverHook(std::optional<int64_t> save_steps,
 void CheckpointSaverHook::begin(Run& run) {
   timer_.reset();
   saved_.clear();
+  blocked_seconds_ = 0;
+  max_blocked_seconds_ = 0;
   for (const auto& listener : listeners_) listener->begin();
 }
 
@@ -22,9 +27,15 @@ void CheckpointSaverHook::after_create(Run& run) {
 
 bool CheckpointSaverHook::save(Run& run, int64_t global_step) {
   for (const auto& listener : listeners_) listener->before_save(global_step);
+  auto start = std::chrono::steady_clock::now();
   std::string path = run.save_checkpoint();
+  double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  blocked_seconds_ += blocked;
+  max_blocked_seconds_ = std::max(max_blocked_seconds_, blocked);
   saved_.push_back(path);
-  LOG(INFO) << "saved checkpoint for step " << global_step << ": " << path;
+  if (listeners_.empty()) return false;
+  // Listeners read what they are told was saved (an evaluation, an export).
+  run.wait_for_checkpoints();
   bool stop = false;
   for (const auto& listener : listeners_) stop = listener->after_save(global_step, path) || stop;
   return stop;
@@ -51,6 +62,12 @@ void CheckpointSaverHook::end(Run& run) {
   if (timer_.last_triggered_step() != step) {
     timer_.update_last_triggered_step(step);
     save(run, step);
+  }
+  run.wait_for_checkpoints();
+  if (!saved_.empty()) {
+    LOG(INFO) << saved_.size() << " checkpoint(s) saved; training waited "
+              << 1e3 * blocked_seconds_ / static_cast<double>(saved_.size())
+              << " ms per save on average, " << 1e3 * max_blocked_seconds_ << " ms at most";
   }
   for (const auto& listener : listeners_) listener->end(step);
 }

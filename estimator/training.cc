@@ -147,9 +147,17 @@ class TrainRun : public Run {
     return manager_->save(data);
   }
 
+  void wait_for_checkpoints() override {
+    if (manager_) manager_->wait();
+  }
+
   void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
 
-  void announce_checkpoint() override { strategy_->extended().raise_step_signal(); }
+  void announce_checkpoint() override {
+    strategy_->extended().raise_step_signal();
+    // The input's position, taken after this step's batch, is the checkpoint's.
+    if (iterator_) iterator_->prepare_save();
+  }
 
   // After every step of workers that step together: when the chief announced a checkpoint
   // of this step, every worker hands it its input position and random streams.

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "io/saved_elements.h"
@@ -14,12 +16,13 @@ Element BufferedResult::take() {
 }
 
 void save_results(StateWriter& writer, const std::deque<BufferedResult>& results,
-                  const DatasetNode& source) {
+                  const DatasetNode& source, size_t count) {
   static const Element kPlaceholder;
+  count = std::min(count, results.size());
   std::vector<const Element*> elements;
   std::vector<bool> errors;
-  elements.reserve(results.size());
-  for (size_t i = 0; i < results.size(); ++i) {
+  elements.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
     const BufferedResult& r = results[i];
     errors.push_back(r.error != nullptr);
     if (!r.error) {

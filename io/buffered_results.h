@@ -5,6 +5,7 @@
 // cadre::Error of the same code).
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -36,8 +37,9 @@ BufferedResult capture_result(Fn&& fn) {
 }
 
 // `source` makes the buffered elements again from their origins (see saved_elements.h).
+// Saves the first `count` of `results` (all when count exceeds their number).
 void save_results(StateWriter& writer, const std::deque<BufferedResult>& results,
-                  const DatasetNode& source);
+                  const DatasetNode& source, size_t count = SIZE_MAX);
 std::deque<BufferedResult> restore_results(const StateReader& reader, const DatasetNode& source);
 
 // Names the thread in debuggers and `top -H` (at most 15 characters).

@@ -56,6 +56,11 @@ std::optional<Element> Iterator::next() {
   return root_->next();
 }
 
+void Iterator::prepare_save() {
+  if (!root_) throw FailedPreconditionError("Iterator::prepare_save on a moved-from iterator");
+  root_->prepare_save();
+}
+
 IteratorState Iterator::save() {
   if (!root_) throw FailedPreconditionError("Iterator::save on a moved-from iterator");
   IteratorState state;

@@ -45,6 +45,9 @@ class IteratorNode {
   // Moves to the position `reader` holds; throws InvalidArgumentError when the state was
   // saved from a different kind of stage.
   void restore(const StateReader& reader);
+  // A save() is coming (Iterator::prepare_save); stages with background threads may get
+  // ready for it there.
+  virtual void prepare_save() {}
 
   std::string_view kind() const { return kind_; }
 

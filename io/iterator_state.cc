@@ -22,6 +22,10 @@ void StateWriter::write_elements(std::string_view key, const std::vector<Element
   write_string(key, encode_elements(elements));
 }
 
+void StateWriter::write_all(const IteratorState& state) {
+  for (const auto& [key, value] : state) (*state_)[str_cat(prefix_, key)] = value;
+}
+
 StateReader StateReader::child(std::string_view name) const {
   return StateReader(*state_, str_cat(prefix_, name, "/"));
 }

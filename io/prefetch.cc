@@ -80,6 +80,7 @@ class PrefetchIterator : public IteratorNode {
     if (buffer_.empty()) return std::nullopt;
     BufferedResult result = std::move(buffer_.front());
     buffer_.pop_front();
+    ++consumed_;
     available_.store(buffer_.size() + (end_ ? 1 : 0), std::memory_order_release);
     bool wake = producer_waiting_;
     lock.unlock();
@@ -87,8 +88,28 @@ class PrefetchIterator : public IteratorNode {
     return result.take();
   }
 
+  void prepare_save() override {
+    std::unique_lock lock(mutex_);
+    if (!producer_.joinable() || end_) return;  // nothing runs in the background
+    snapshot_ = Snapshot{};
+    snapshot_->requested = true;
+    bool wake = producer_waiting_;
+    lock.unlock();
+    if (wake) has_room_.notify_one();
+  }
+
   void save_state(StateWriter& w) override {
     std::unique_lock lock(mutex_);
+    std::optional<Snapshot> snapshot = std::move(snapshot_);
+    snapshot_.reset();
+    // The input's position recorded in the background, if it is still behind the consumer:
+    // the results produced before it that are still buffered complete the state.
+    if (snapshot && snapshot->taken && consumed_ <= snapshot->produced) {
+      save_results(w, buffer_, *node_.input(), snapshot->produced - consumed_);
+      w.write_int("end", snapshot->end);
+      w.child("input").write_all(snapshot->input);
+      return;
+    }
     paused_ = true;
     ++consumers_waiting_;
     has_result_.wait(lock, [&] { return !producing_; });
@@ -109,6 +130,8 @@ class PrefetchIterator : public IteratorNode {
     end_ = r.read_int("end") != 0;
     available_.store(buffer_.size() + (end_ ? 1 : 0), std::memory_order_release);
     cancelled_ = false;
+    consumed_ = 0;
+    snapshot_.reset();
   }
 
  private:
@@ -130,15 +153,21 @@ class PrefetchIterator : public IteratorNode {
     set_current_thread_name("cadre_prefetch");
     std::unique_lock lock(mutex_);
     while (true) {
-      if (!cancelled_ && (paused_ || static_cast<int64_t>(buffer_.size()) >= limit_)) {
+      if (!cancelled_ && !snapshot_pending() &&
+          (paused_ || static_cast<int64_t>(buffer_.size()) >= limit_)) {
         held_back_ = held_back_ || !paused_;
         producer_waiting_ = true;
         has_room_.wait(lock, [&] {
-          return cancelled_ || (!paused_ && static_cast<int64_t>(buffer_.size()) < limit_);
+          return cancelled_ || snapshot_pending() ||
+                 (!paused_ && static_cast<int64_t>(buffer_.size()) < limit_);
         });
         producer_waiting_ = false;
       }
       if (cancelled_) return;
+      if (snapshot_ && snapshot_->requested && !snapshot_->taken) {
+        take_snapshot(lock);
+        continue;
+      }
       producing_ = true;
       lock.unlock();
       std::optional<Element> element;
@@ -167,6 +196,47 @@ class PrefetchIterator : public IteratorNode {
     }
   }
 
+  // The input's state as the producer saw it between two results (prepare_save).
+  struct Snapshot {
+    bool requested = false;
+    bool taken = false;
+    IteratorState input;
+    uint64_t produced = 0;  // results produced before it
+    bool end = false;
+  };
+
+  bool snapshot_pending() const { return snapshot_ && snapshot_->requested && !snapshot_->taken; }
+
+  // On the producer, with the mutex held (released while the input saves).
+  void take_snapshot(std::unique_lock<std::mutex>& lock) {
+    producing_ = true;  // a save() in the meantime waits for the input as for a next()
+    uint64_t produced = consumed_ + buffer_.size();
+    bool end = end_;
+    lock.unlock();
+    IteratorState input;
+    bool ok = true;
+    try {
+      input_->save(StateWriter(input));
+    } catch (...) {
+      ok = false;  // save() will pause and save the input itself, and see the error
+    }
+    lock.lock();
+    producing_ = false;
+    if (snapshot_ && snapshot_->requested) {
+      snapshot_->taken = ok;
+      snapshot_->requested = ok;
+      snapshot_->input = std::move(input);
+      snapshot_->produced = produced;
+      snapshot_->end = end;
+      if (!ok) snapshot_.reset();
+    }
+    if (consumers_waiting_ > 0) {
+      lock.unlock();
+      has_result_.notify_all();
+      lock.lock();
+    }
+  }
+
   const PrefetchNode& node_;
   std::unique_ptr<IteratorNode> input_;  // used by the producer, or by save/restore while
                                          // the producer is paused or stopped
@@ -184,6 +254,9 @@ class PrefetchIterator : public IteratorNode {
   bool held_back_ = false;  // the producer waited for room since the consumer last waited
   bool producer_waiting_ = false;
   int consumers_waiting_ = 0;
+  uint64_t consumed_ = 0;  // results taken by next() (so the buffer holds results
+                           // consumed_ .. consumed_ + size - 1 in production order)
+  std::optional<Snapshot> snapshot_;
   // Results in the buffer (+1 at the end), for the consumer to spin on without the mutex.
   std::atomic<size_t> available_{0};
   std::thread producer_;

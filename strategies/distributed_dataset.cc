@@ -76,6 +76,7 @@ DistributedIterator& DistributedIterator::operator=(DistributedIterator&&) noexc
 DistributedIterator::~DistributedIterator() = default;
 
 io::IteratorState DistributedIterator::save() { return state_->iterator.save(); }
+void DistributedIterator::prepare_save() { state_->iterator.prepare_save(); }
 
 void DistributedIterator::restore(const io::IteratorState& state) {
   state_->iterator.restore(state);

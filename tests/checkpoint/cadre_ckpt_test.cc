@@ -55,6 +55,32 @@ TEST(CadreCkptTest, LsPrintsTheStepAndOneLinePerVariable) {
   EXPECT_TRUE(contains(run.output, "missing.h5 does not exist")) << run.output;
 }
 
+TEST(CadreCkptTest, LsGivesTheBytesOfEachPart) {
+  TempDir dir;
+  CheckpointData data;
+  data.global_step = 7;
+  data.variables["dense/kernel"] = Tensor::zeros({1000, 100});           // 400,000 bytes
+  data.variables["dense/kernel/Adam/m"] = Tensor::zeros({1000, 50});     // 200,000 bytes
+  data.slot_of["dense/kernel/Adam/m"] = "dense/kernel";
+  data.iterator_state["input/index"] = Tensor::zeros({300}, DType::kUInt8);  // 300 bytes
+  CheckpointManager(dir.path()).save(data);
+  ToolRun run = cadre_ckpt("ls " + dir.path());
+  EXPECT_EQ(run.status, 0) << run.output;
+  size_t at = run.output.find("\nbytes ");
+  ASSERT_NE(at, std::string::npos) << run.output;
+  unsigned long long file = 0, variables = 0, slots = 0, input = 0, other = 0;
+  ASSERT_EQ(std::sscanf(run.output.c_str() + at,
+                        "\nbytes %llu: variables %llu, slots %llu, input state %llu, other %llu",
+                        &file, &variables, &slots, &input, &other),
+            5)
+      << run.output;
+  EXPECT_EQ(variables, 400000u);
+  EXPECT_EQ(slots, 200000u);
+  EXPECT_EQ(input, 300u);
+  EXPECT_EQ(file, variables + slots + input + other);
+  EXPECT_LT(other, 40000u) << "headers and attributes";
+}
+
 TEST(CadreCkptTest, DiffListsPresenceShapeAndValueDifferences) {
   TempDir dir;
   CheckpointData a = small_model(1);

@@ -5,7 +5,9 @@
 
 #include <cstring>
 #include <filesystem>
+#include <chrono>
 #include <functional>
+#include <thread>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/csv.h"
@@ -186,6 +188,30 @@ TEST_F(CompactFileStateTest, AFileChangedSinceTheSaveIsDataLossNamingIt) {
     FAIL() << "restored records from a truncated file";
   } catch (const DataLossError& e) {
     EXPECT_NE(std::string(e.what()).find(files[0]), std::string::npos) << e.what();
+  }
+}
+
+// Iterator::prepare_save lets the prefetch thread record its input's position in the
+// background; the consumer then takes up to a few more elements and saves. Within what was
+// prefetched the recorded position is used, beyond it save() pauses the thread as without
+// prepare_save: both must resume exactly.
+TEST(CompactStateTest, APositionRecordedInTheBackgroundResumesExactly) {
+  auto make = [] {
+    return Dataset::range(400).shuffle(50, 3).repeat(2).batch(4).map(scale_and_tag()).prefetch(3);
+  };
+  for (size_t taken_after : {0, 1, 2, 3, 6}) {
+    SCOPED_TRACE(::testing::Message() << taken_after << " elements after prepare_save");
+    Iterator original = make().make_iterator();
+    drain(original, 5);
+    original.prepare_save();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the thread records it
+    drain(original, taken_after);
+    IteratorState state = deep_copy(original.save());
+    EXPECT_EQ(element_entries(state), std::vector<std::string>{});
+    std::vector<std::string> expected = drain(original, 300);
+    Iterator resumed = make().make_iterator();
+    resumed.restore(state);
+    EXPECT_EQ(drain(resumed, 300), expected);
   }
 }
 

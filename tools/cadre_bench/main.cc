@@ -13,6 +13,7 @@
 #include "examples/program_main.h"
 #include "tools/cadre_bench/allreduce_bench.h"
 #include "tools/cadre_bench/ckpt_bench.h"
+#include "tools/cadre_bench/estimator_bench.h"
 #include "tools/cadre_bench/input_bench.h"
 #include "tools/cadre_bench/ps_bench.h"
 #include "tools/cadre_bench/train_bench.h"
@@ -24,12 +25,14 @@ int main(int argc, char** argv) {
       "  train      training throughput of the Fashion-MNIST models (examples/sec)\n"
       "  input      the Fashion-MNIST input pipeline (elements/sec)\n"
       "  ckpt       checkpoint save and restore (MiB/s)\n"
+      "  estimator  Estimator::train on Fashion-MNIST, checkpointing every --save_every steps\n"
       "  allreduce  Gloo all-reduce across TF_CONFIG's processes (GB/s)\n"
       "  ps         pulls and pushes to TF_CONFIG's ps tasks (per second, MiB/s)");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   const std::map<std::string, int (*)()> subcommands = {{"allreduce", cadre::bench::run_allreduce},
                                                         {"ckpt", cadre::bench::run_ckpt},
+                                                        {"estimator", cadre::bench::run_estimator},
                                                         {"input", cadre::bench::run_input},
                                                         {"ps", cadre::bench::run_ps},
                                                         {"train", cadre::bench::run_train}};

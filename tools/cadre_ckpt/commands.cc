@@ -75,6 +75,11 @@ int ckpt_ls(const std::string& path, std::ostream& out, std::ostream& err) {
     if (!info.slot_of.empty()) out << "  (slot of " << info.slot_of << ")";
     out << "\n";
   }
+  checkpoint::CheckpointSizes sizes = reader->sizes();
+  uint64_t parts = sizes.variables + sizes.slots + sizes.input + sizes.rng;
+  out << "bytes " << sizes.file << ": variables " << sizes.variables << ", slots " << sizes.slots
+      << ", input state " << sizes.input << ", other "
+      << (sizes.file > parts ? sizes.file - parts + sizes.rng : sizes.rng) << "\n";
   return 0;
 }
 

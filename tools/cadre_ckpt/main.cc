@@ -1,6 +1,6 @@
 // cadre_ckpt: inspect, compare and verify Cadre checkpoints.
 //
-//   cadre_ckpt ls PATH        global step and variables (PATH: file or model_dir)
+//   cadre_ckpt ls PATH        global step, variables and bytes by part (PATH: file or model_dir)
 //   cadre_ckpt diff A B       variables that differ
 //   cadre_ckpt verify PATH    checks every checksum
 #include <iostream>
@@ -12,7 +12,8 @@ namespace {
 
 int usage(std::ostream& out, int status) {
   out << "usage: cadre_ckpt ls PATH | diff A B | verify PATH\n"
-         "  ls      the global step, then each variable: name, dtype, shape\n"
+         "  ls      the global step, each variable (name, dtype, shape), then the file's bytes\n"
+         "          by part: variables, slots, input state, other\n"
          "  diff    variables that differ in presence, shape or value (max abs diff)\n"
          "  verify  checks every checksum; exit 1 naming the damaged dataset\n"
          "  PATH is a checkpoint file (model.ckpt-N.h5) or a model_dir (its latest checkpoint)\n";

@@ -94,7 +94,7 @@ class CheckpointManager {
   void delete_unleased(std::vector<std::string> names) CADRE_EXCLUDES(mutex_);
   void remove_stale_temporaries();
   void adopt_unrecorded_checkpoints() CADRE_REQUIRES(mutex_);
-  void join_worker();
+  void write_in_background();
 
   std::string model_dir_;
   CheckpointManagerOptions options_;
@@ -104,8 +104,15 @@ class CheckpointManager {
   std::vector<Entry> entries_ CADRE_GUARDED_BY(mutex_);
   std::vector<std::string> pending_ CADRE_GUARDED_BY(mutex_);
   double last_preserved_timestamp_ CADRE_GUARDED_BY(mutex_) = 0;
-  std::thread worker_;
-  std::exception_ptr failure_;  // written by worker_, read after joining it
+  // Asynchronous saves: the writer thread takes the queued copy, writes and publishes it.
+  Mutex writer_mutex_;
+  CondVar writer_changed_;
+  std::shared_ptr<const CheckpointData> queued_ CADRE_GUARDED_BY(writer_mutex_);
+  std::exception_ptr failure_ CADRE_GUARDED_BY(writer_mutex_);
+  bool stopping_ CADRE_GUARDED_BY(writer_mutex_) = false;
+  std::thread writer_;
+  // The last asynchronous save's copy of the data; the next one copies into its tensors.
+  std::shared_ptr<const CheckpointData> snapshot_;
 };
 
 // A deep host copy of `data` (what an asynchronous save writes from).

@@ -15,6 +15,16 @@
 
 namespace cadre::checkpoint {
 
+// Bytes a checkpoint file takes, by part. `file` also counts what none of the parts hold:
+// HDF5's headers, attributes (checksums, names) and free space.
+struct CheckpointSizes {
+  uint64_t file = 0;
+  uint64_t variables = 0;
+  uint64_t slots = 0;
+  uint64_t input = 0;  // iterator state: the input pipelines' positions
+  uint64_t rng = 0;    // random generators and the global step
+};
+
 // A variable or slot as stored.
 struct VariableInfo {
   DType dtype = DType::kFloat32;
@@ -76,6 +86,9 @@ class CheckpointReader {
 
   std::map<std::string, Generator::State> rng_states(bool verify = true) const;
   std::map<std::string, Tensor> iterator_state(bool verify = true) const;
+
+  // The stored bytes of each part (no data is read).
+  CheckpointSizes sizes() const;
 
   // Checks every dataset's checksum (reading each once, a block at a time) and returns what
   // is wrong, empty when the file is intact.

@@ -17,7 +17,8 @@ class CheckpointSaverListener {
   virtual ~CheckpointSaverListener() = default;
   virtual void begin() {}
   virtual void before_save(int64_t global_step) {}
-  // Returning true asks training to stop.
+  // Called once the checkpoint at `path` is durable (with asynchronous saves, training waits
+  // for that when there are listeners). Returning true asks training to stop.
   virtual bool after_save(int64_t global_step, const std::string& path) { return false; }
   virtual void end(int64_t global_step) {}
 };
@@ -33,7 +34,7 @@ class CheckpointSaverHook : public Hook {
   // announces it to the run.
   void before_run(Run& run, RunContext& context) override;
   void after_run(Run& run, const StepResult& result, RunContext& context) override;
-  // Saves the final step unless it was just saved.
+  // Saves the final step unless it was just saved, and waits until it is durable.
   void end(Run& run) override;
   // The paths saved in this run, oldest first.
   const std::vector<std::string>& saved() const { return saved_; }
@@ -44,6 +45,8 @@ class CheckpointSaverHook : public Hook {
   bool announced_ = false;  // the coming step is to be saved
   CheckpointSaverListeners listeners_;
   std::vector<std::string> saved_;
+  double blocked_seconds_ = 0;  // training's wait for save_checkpoint(), in all and at most
+  double max_blocked_seconds_ = 0;
 };
 
 }  // namespace cadre

@@ -43,9 +43,12 @@ class Run {
   virtual nn::VariableStore& store() = 0;
   // Training summaries (model_dir); null where this task writes none.
   virtual io::SummaryWriter* summary_writer() = 0;
-  // TRAIN on the chief: writes a checkpoint of the current state and returns its path.
-  // Throws FailedPreconditionError elsewhere.
+  // TRAIN on the chief: writes a checkpoint of the current state (or, asynchronously, takes
+  // a copy to write) and returns its path. Throws FailedPreconditionError elsewhere.
   virtual std::string save_checkpoint() = 0;
+  // Blocks until the checkpoints save_checkpoint() returned are durable (they are written in
+  // the background under RunConfig::async_checkpoint); throws the error of a failed save.
+  virtual void wait_for_checkpoints() {}
   // TRAIN, in before_run: a checkpoint of the coming step will be saved, so the workers that
   // step together gather with it what only they know (their input positions and random
   // streams). A checkpoint saved without it holds the chief's alone.

@@ -57,6 +57,12 @@ class Iterator {
   // iterator of the same pipeline restored from it returns exactly the elements this one
   // would have returned next.
   IteratorState save();
+  // Says that save() will be called soon, after the next few elements: a pipeline that
+  // ends with prefetch then records its input's position in the background, where it
+  // costs the consumer nothing, and save() only has to name the prefetched elements. A
+  // save() without it, or after more elements than were prefetched, waits for the
+  // background thread to pause instead (and saves the same state).
+  void prepare_save();
   // Moves this iterator (of the same pipeline) to a saved position. Throws
   // InvalidArgumentError when the state does not fit the pipeline.
   void restore(const IteratorState& state);

@@ -32,6 +32,8 @@ class StateWriter {
   void write_int(std::string_view key, int64_t value);
   void write_string(std::string_view key, std::string_view value);
   void write_elements(std::string_view key, const std::vector<Element>& elements);
+  // Every entry of `state` (saved by another writer) under this writer's prefix.
+  void write_all(const IteratorState& state);
 
  private:
   IteratorState* state_;

@@ -40,6 +40,8 @@ class DistributedIterator {
   // alive until the next call.
   std::optional<PerReplica<io::Element>> next();
   io::IteratorState save();
+  // See io::Iterator::prepare_save.
+  void prepare_save();
   void restore(const io::IteratorState& state);
 
  private:

@@ -1,0 +1,169 @@
+#include "tools/cadre_bench/estimator_bench.h"
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/io/mnist.h"
+#include "cadre/nn/nn.h"
+#include "cadre/ops/math.h"
+#include "cadre/runtime/threading.h"
+#include "core/base/strings.h"
+#include "examples/fashion_mnist/models.h"
+#include "tools/cadre_bench/timing.h"
+
+DECLARE_string(model);
+DECLARE_int32(batch_size);
+DECLARE_int32(threads);
+DECLARE_string(data_dir);
+DEFINE_int64(train_steps, 3000, "estimator: steps to train (the first 100 are not timed)");
+DEFINE_int64(save_every, 0, "estimator: checkpoint every this many steps (0: at the end only)");
+DEFINE_bool(sync_save, false, "estimator: write checkpoints on the training thread");
+DEFINE_string(model_dir, "", "estimator: model_dir (default: a temporary one, removed after)");
+
+namespace cadre::bench {
+namespace {
+
+constexpr int64_t kUntimedSteps = 100;
+
+EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys mode,
+                       const Params&) {
+  Tensor logits = examples::model_logits(FLAGS_model, features.at("image"));
+  Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
+  return EstimatorSpec::train(loss, nn::optimizers::adam(1e-3));
+}
+
+Dataset input_fn(const InputContext& context) {
+  return io::fashion_mnist(FLAGS_data_dir, io::Split::kTrain, io::ImageFormat::kRawBytes)
+      .shuffle(10'000, 0)
+      .repeat()
+      .batch(context.per_replica_batch_size(FLAGS_batch_size), /*drop_remainder=*/true)
+      .map(io::scale_pixels_fn())
+      .prefetch();
+}
+
+// When each step began and ended, as a hook ahead of the checkpoint saver sees it: the
+// time from a step's end to the next one's start is the other hooks' (a save's blocking
+// included), the time from end to end also counts a background write's interference.
+class StepTimes : public Hook {
+ public:
+  void before_run(Run&, RunContext&) override { begins.push_back(Clock::now()); }
+  void after_run(Run&, const StepResult& result, RunContext&) override {
+    steps.push_back(result.global_step);
+    ends.push_back(Clock::now());
+  }
+  std::vector<int64_t> steps;
+  std::vector<Clock::time_point> begins, ends;
+};
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return 1e3 * std::chrono::duration<double>(b - a).count();
+}
+
+// Plain copies of every variable and slot (medians of 21 rounds): memcpy into memory that
+// holds a copy already and is in cache, and into memory last touched 15 copies ago (out of
+// cache, as a snapshot's memory is between saves).
+struct PlainCopies {
+  double warm_ms = 0;
+  double cold_ms = 0;
+};
+
+PlainCopies plain_copies(const std::string& checkpoint) {
+  auto reader = checkpoint::CheckpointReader::open(checkpoint);
+  constexpr int kSets = 16;
+  std::vector<Tensor> sources;
+  std::vector<std::vector<Tensor>> sets(kSets);
+  for (const auto& [name, info] : reader->variables()) {
+    sources.push_back(reader->read(name));
+    for (auto& set : sets) set.push_back(sources.back().clone());
+  }
+  auto copy_into = [&](std::vector<Tensor>& set) {
+    auto start = Clock::now();
+    for (size_t i = 0; i < sources.size(); ++i) {
+      std::memcpy(set[i].raw_data(), sources[i].raw_data(), sources[i].nbytes());
+    }
+    return ms_between(start, Clock::now());
+  };
+  std::vector<double> warm, cold;
+  for (int round = 0; round < 21 * kSets; ++round) {
+    cold.push_back(copy_into(sets[round % kSets]));
+  }
+  for (int round = 0; round < 21; ++round) warm.push_back(copy_into(sets[0]));
+  return {median(warm), median(cold)};
+}
+
+}  // namespace
+
+int run_estimator() {
+  examples::check_model_name(FLAGS_model);
+  if (FLAGS_batch_size <= 0 || FLAGS_train_steps <= 2 * kUntimedSteps || FLAGS_save_every < 0) {
+    throw InvalidArgumentError(str_cat("--batch_size must be positive, --train_steps above ",
+                                       2 * kUntimedSteps, " and --save_every 0 or more"));
+  }
+  if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
+  std::string model_dir = FLAGS_model_dir;
+  bool temporary = model_dir.empty();
+  if (temporary) {
+    model_dir = (std::filesystem::temp_directory_path() /
+                 ("cadre_bench_estimator." + std::to_string(::getpid())))
+                    .string();
+  }
+  RunConfig config;
+  config.model_dir = model_dir;
+  config.tf_random_seed = 0;
+  config.save_checkpoints_steps = FLAGS_save_every > 0 ? FLAGS_save_every : int64_t{1} << 40;
+  config.async_checkpoint = !FLAGS_sync_save;
+  config.save_summary_steps = 0;
+  config.log_step_count_steps = int64_t{1} << 40;
+  config.progress_line = RunConfig::ProgressLine::kOff;
+  Estimator estimator(model_fn, config);
+  auto times = std::make_shared<StepTimes>();
+  TrainArgs args;
+  args.max_steps = FLAGS_train_steps;
+  args.hooks = {times};
+  estimator.train(input_fn, args);
+
+  // Steps after kUntimedSteps: the rate; and for the steps that saved, how much longer than
+  // the median step their hooks took (training blocked) and the interval to the next step
+  // end (blocked, plus the background write's interference).
+  std::vector<double> gaps, saved_gaps, intervals, saved_intervals;
+  size_t first = 0;
+  const auto& steps = times->steps;
+  while (first < steps.size() && steps[first] < kUntimedSteps) ++first;
+  for (size_t i = first + 1; i < steps.size(); ++i) {
+    bool saved = FLAGS_save_every > 0 && steps[i - 1] % FLAGS_save_every == 0;
+    (saved ? saved_gaps : gaps).push_back(ms_between(times->ends[i - 1], times->begins[i]));
+    (saved ? saved_intervals : intervals).push_back(ms_between(times->ends[i - 1], times->ends[i]));
+  }
+  size_t last = steps.size() - 1;
+  double rate = static_cast<double>(steps[last] - steps[first]) * FLAGS_batch_size * 1e3 /
+                ms_between(times->ends[first], times->ends[last]);
+  double blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
+  double extra_ms = saved_intervals.empty() ? 0 : median(saved_intervals) - median(intervals);
+
+  std::string latest = estimator.latest_checkpoint().value();
+  checkpoint::CheckpointSizes sizes = checkpoint::CheckpointReader::open(latest)->sizes();
+  PlainCopies copies = plain_copies(latest);
+  std::printf(
+      "{\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,\"async\":%s,"
+      "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"saves_timed\":%zu,"
+      "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
+      "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
+      "\"input_bytes\":%llu}\n",
+      FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
+      static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", rate,
+      median(intervals), saved_gaps.size(), blocked_ms, extra_ms, copies.warm_ms, copies.cold_ms,
+      static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
+      static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input));
+  if (temporary) std::filesystem::remove_all(model_dir);
+  return 0;
+}
+
+}  // namespace cadre::bench
