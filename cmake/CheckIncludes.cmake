@@ -1,7 +1,7 @@
 # Checks the include graph against the layering in docs/ARCHITECTURE.md (run by CTest as
 # LayeringTest.*, or by hand: cmake -DSOURCE_DIR=. -P cmake/CheckIncludes.cmake).
 #
-#   core <- io, checkpoint <- strategies (core, io) <- estimator <- tools, examples
+#   core <- io, checkpoint <- strategies (core, io) <- estimator <- keras <- tools, examples
 #
 # - A file may include project headers only from its own layer and the layers below it.
 # - Public headers (include/cadre) include only other public headers: they are installed,
@@ -21,11 +21,11 @@ function(layer_of path out)
   set(layer "")
   if(path MATCHES "^include/cadre/(base|runtime|tensor|autodiff|ops|random|nn)/")
     set(layer core)
-  elseif(path MATCHES "^include/cadre/(io|checkpoint|strategies|estimator)/")
+  elseif(path MATCHES "^include/cadre/(io|checkpoint|strategies|estimator|keras)/")
     set(layer ${CMAKE_MATCH_1})
-  elseif(path MATCHES "^(core|io|checkpoint|strategies|estimator)/")
+  elseif(path MATCHES "^(core|io|checkpoint|strategies|estimator|keras)/")
     set(layer ${CMAKE_MATCH_1})
-  elseif(path MATCHES "^tests/(core|io|checkpoint|strategies|estimator)/")
+  elseif(path MATCHES "^tests/(core|io|checkpoint|strategies|estimator|keras)/")
     set(layer test_${CMAKE_MATCH_1})
   elseif(path MATCHES "^(tools|examples)/")
     set(layer ${CMAKE_MATCH_1})
@@ -38,7 +38,8 @@ set(allowed_io core io)
 set(allowed_checkpoint core checkpoint)
 set(allowed_strategies core io strategies)
 set(allowed_estimator core io checkpoint strategies estimator)
-set(allowed_tools core io checkpoint strategies estimator tools examples)
+set(allowed_keras core io checkpoint strategies estimator keras)
+set(allowed_tools core io checkpoint strategies estimator keras tools examples)
 
 file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/include/*.h
@@ -47,6 +48,7 @@ file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/checkpoint/*.h ${SOURCE_DIR}/checkpoint/*.cc
   ${SOURCE_DIR}/strategies/*.h ${SOURCE_DIR}/strategies/*.cc
   ${SOURCE_DIR}/estimator/*.h ${SOURCE_DIR}/estimator/*.cc
+  ${SOURCE_DIR}/keras/*.h ${SOURCE_DIR}/keras/*.cc
   ${SOURCE_DIR}/tools/*.h ${SOURCE_DIR}/tools/*.cc
   ${SOURCE_DIR}/examples/*.h ${SOURCE_DIR}/examples/*.cc
   ${SOURCE_DIR}/tests/*.h ${SOURCE_DIR}/tests/*.cc)
@@ -55,7 +57,7 @@ set(violations "")
 set(checked 0)
 foreach(file IN LISTS files)
   layer_of(${file} layer)
-  file(STRINGS ${SOURCE_DIR}/${file} includes REGEX "^#include [\"<](cadre|core|io|checkpoint|strategies|estimator|tools|examples|tests)/")
+  file(STRINGS ${SOURCE_DIR}/${file} includes REGEX "^#include [\"<](cadre|core|io|checkpoint|strategies|estimator|keras|tools|examples|tests)/")
   foreach(line IN LISTS includes)
     string(REGEX REPLACE "^#include [\"<]([^\">]+)[\">].*" "\\1" target "${line}")
     math(EXPR checked "${checked} + 1")
@@ -84,7 +86,7 @@ foreach(file IN LISTS files)
       else()
         layer_of(${target} target_layer)
         if(target MATCHES "^cadre/cadre.h$")
-          set(target_layer estimator)
+          set(target_layer keras)
         endif()
         set(own_layer ${layer})
         if(layer MATCHES "^test_(.*)")

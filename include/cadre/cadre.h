@@ -85,3 +85,10 @@
 #include "cadre/estimator/predictor.h"
 #include "cadre/estimator/run_config.h"
 #include "cadre/estimator/train_and_evaluate.h"
+
+// The Keras-style Model API over the Estimator.
+#include "cadre/keras/callbacks.h"
+#include "cadre/keras/layers.h"
+#include "cadre/keras/losses.h"
+#include "cadre/keras/metrics.h"
+#include "cadre/keras/model.h"

@@ -1,0 +1,284 @@
+// Model::fit, evaluate and predict over the Estimator: fit runs Estimator::train once per
+// epoch up to the epoch's last global step, with a hook that feeds the batch callbacks and
+// the progress bar, then Estimator::evaluate on the validation data.
+#include <glog/logging.h>
+
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/estimator/hooks.h"
+#include "cadre/ops/array.h"
+#include "core/base/strings.h"
+#include "keras/fit_state.h"
+#include "keras/model_state.h"
+#include "keras/progbar.h"
+#include "strategies/strategy_extended.h"
+
+namespace cadre::keras {
+
+namespace {
+
+using internal::FitState;
+
+// Global batches per replica: the Dataset as it is on one replica, else re-batched to the
+// replica's share of the global batch (read from the first batch), as Keras splits it.
+InputFn per_replica_input(io::Dataset dataset) {
+  auto global_batch = std::make_shared<int64_t>(0);
+  return [dataset, global_batch](const InputContext& context) -> io::Dataset {
+    if (context.num_replicas_in_sync == 1) return dataset;
+    if (*global_batch == 0) {
+      io::Iterator it = dataset.make_iterator();
+      std::optional<io::Element> first = it.next();
+      if (!first) return dataset;
+      const Tensor& t = first->labels.defined() ? first->labels : first->features.begin()->second;
+      *global_batch = t.rank() > 0 ? t.shape()[0] : 1;
+    }
+    return dataset.unbatch().batch(context.per_replica_batch_size(*global_batch));
+  };
+}
+
+int64_t count_batches(const io::Dataset& dataset) {
+  constexpr int64_t kLimit = 10'000'000;
+  io::Iterator it = dataset.make_iterator();
+  int64_t n = 0;
+  while (it.next()) {
+    if (++n >= kLimit) {
+      throw InvalidArgumentError(str_cat("fit: the Dataset has more than ", kLimit,
+                                         " batches (is it repeated?); pass steps_per_epoch"));
+    }
+  }
+  if (n == 0) throw InvalidArgumentError("fit: the Dataset is empty");
+  return n;
+}
+
+// The chief's value of `bytes` on every worker that steps with it (the job's own otherwise).
+std::string from_chief(const Strategy* strategy, std::string bytes) {
+  if (!strategy || strategy->num_workers_in_sync() <= 1) return bytes;
+  return strategy->extended().all_gather_bytes(std::move(bytes)).at(0);
+}
+
+int64_t latest_step(const std::string& model_dir) {
+  std::optional<std::string> latest = checkpoint::latest_checkpoint(model_dir);
+  if (!latest) return 0;
+  return checkpoint::CheckpointReader::open(*latest)->global_step();
+}
+
+// Feeds the batch callbacks and the progress bar, and keeps the epoch's running means
+// (weighted by batch size, as Keras's metrics are).
+class EpochHook : public Hook {
+ public:
+  EpochHook(Model& model, const Callbacks& callbacks, internal::Progbar* bar, int64_t epoch_start)
+      : model_(model), callbacks_(callbacks), bar_(bar), epoch_start_(epoch_start) {}
+
+  void before_run(Run& run, RunContext&) override {
+    if (callbacks_.empty()) return;
+    for (const auto& c : callbacks_) c->on_train_batch_begin(run.global_step() - epoch_start_, logs_);
+  }
+
+  void after_run(Run& run, const StepResult& result, RunContext& context) override {
+    double weight = static_cast<double>(std::max<int64_t>(result.batch_size, 1));
+    count_ += weight;
+    sums_["loss"] += result.loss * weight;
+    if (result.spec) {
+      for (const auto& [name, value] : result.spec->scalar_summaries) {
+        sums_[name] += value.item<double>() * weight;
+      }
+    }
+    for (const auto& [name, sum] : sums_) logs_[name] = sum / count_;
+    int64_t batch = result.global_step - epoch_start_ - 1;
+    for (const auto& c : callbacks_) c->on_train_batch_end(batch, logs_);
+    if (bar_) bar_->update(batch + 1, logs_);
+    if (model_.stop_training) context.request_stop();
+  }
+
+  const Logs& logs() const { return logs_; }
+
+ private:
+  Model& model_;
+  const Callbacks& callbacks_;
+  internal::Progbar* bar_;
+  int64_t epoch_start_;
+  double count_ = 0;
+  std::map<std::string, double> sums_;
+  Logs logs_;
+};
+
+History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::Dataset>& dataset,
+                const FitOptions& o) {
+  Model::State& s = *model.state();
+  if (!s.compiled) {
+    throw FailedPreconditionError(str_cat("fit: model '", s.name,
+                                          "' is not compiled; call compile({.optimizer, .loss, "
+                                          ".metrics}) before fit"));
+  }
+  if (o.epochs < 0 || o.initial_epoch < 0) {
+    throw InvalidArgumentError(str_cat("fit: epochs (", o.epochs, ") and initial_epoch (",
+                                       o.initial_epoch, ") must be >= 0"));
+  }
+  if ((o.steps_per_epoch && *o.steps_per_epoch <= 0) ||
+      (o.validation_steps && *o.validation_steps <= 0)) {
+    throw InvalidArgumentError("fit: steps_per_epoch and validation_steps must be positive");
+  }
+  if (o.verbose < 0 || o.verbose > 2) {
+    throw InvalidArgumentError(str_cat("fit: verbose is ", o.verbose, "; expected 0, 1 or 2"));
+  }
+  internal::ensure_built(s, dataset ? &*dataset : nullptr);
+  if (!dataset && !o.steps_per_epoch) {
+    throw InvalidArgumentError("fit: an input_fn needs steps_per_epoch");
+  }
+  const BackupAndRestore* backup = nullptr;
+  for (const auto& c : o.callbacks) {
+    if (auto* b = dynamic_cast<const BackupAndRestore*>(c.get())) backup = b;
+  }
+  if (backup && !s.explicit_model_dir) {
+    s.config.model_dir = backup->backup_dir();  // the checkpoints must outlive the process
+    s.explicit_model_dir = true;
+  }
+  RunConfig config = s.config;
+  if (backup && backup->options().save_freq_steps > 0) {
+    config.save_checkpoints_steps = backup->options().save_freq_steps;
+    config.save_checkpoints_secs.reset();
+  }
+  const Strategy* strategy = config.train_distribute.get();
+  std::shared_ptr<Env> env = config.file_system();
+
+  // Where this fit starts, as the chief sees it (or as its backup left it).
+  FitState state;
+  if (config.is_chief) {
+    std::optional<FitState> saved;
+    if (backup) saved = internal::read_fit_state(*env, backup->backup_dir());
+    if (saved) {
+      state = *saved;
+      LOG(INFO) << "BackupAndRestore: resuming the fit that started at step " << state.start_step
+                << " after " << state.history.epoch.size() << " epoch(s), from "
+                << config.model_dir;
+    } else {
+      state.start_step = latest_step(config.model_dir);
+      state.initial_epoch = o.initial_epoch;
+      state.steps_per_epoch =
+          o.steps_per_epoch ? *o.steps_per_epoch : count_batches(*dataset);
+      state.learning_rate = model.learning_rate();
+      if (backup) internal::write_fit_state(*env, backup->backup_dir(), state);
+    }
+  }
+  state = internal::decode_fit_state(from_chief(strategy, internal::encode_fit_state(state)),
+                                     "the chief's fit state");
+  if (state.learning_rate != model.learning_rate()) model.set_learning_rate(state.learning_rate);
+  const int64_t steps = state.steps_per_epoch;
+  InputFn train_input = input_fn;
+  if (dataset) train_input = per_replica_input(o.steps_per_epoch ? *dataset : dataset->repeat());
+
+  Estimator estimator(model.model_fn(), config);
+  History history = state.history;
+  Callbacks callbacks = o.callbacks;
+  for (const auto& c : callbacks) c->set_model(&model);
+  model.stop_training = false;
+  int verbose = config.is_chief ? o.verbose : 0;
+  Logs logs;
+  for (const auto& c : callbacks) c->on_train_begin(logs);
+  int first_epoch = state.initial_epoch + static_cast<int>(history.epoch.size());
+  for (int epoch = first_epoch; epoch < o.epochs && !model.stop_training; ++epoch) {
+    for (const auto& c : callbacks) c->on_epoch_begin(epoch, logs);
+    int64_t epoch_start = state.start_step + (epoch - state.initial_epoch) * steps;
+    internal::Progbar bar(o.output, verbose, steps);
+    bar.epoch_header(epoch, o.epochs);
+    auto hook = std::make_shared<EpochHook>(model, callbacks, &bar, epoch_start);
+    TrainArgs args;
+    args.max_steps = epoch_start + steps;
+    args.hooks = {hook};
+    int64_t reached = estimator.train(train_input, args);
+    logs = hook->logs();
+    if (reached < epoch_start + steps && !model.stop_training) {
+      LOG(WARNING) << "fit: the input ran out of data at step " << reached << " of epoch "
+                   << epoch + 1 << " (" << epoch_start + steps
+                   << " expected); stopping. Repeat the Dataset or lower steps_per_epoch";
+      model.stop_training = true;
+    }
+    bool evaluates = config.is_chief || (strategy && strategy->num_workers_in_sync() > 1);
+    if (o.validation_data && config.is_chief) {
+      EvalArgs eval_args;
+      eval_args.steps = o.validation_steps;
+      EvalResult val = estimator.evaluate(per_replica_input(*o.validation_data), eval_args);
+      for (const auto& [name, value] : val) {
+        if (name != "global_step") logs["val_" + name] = value;
+      }
+    }
+    if (evaluates) logs = internal::decode_logs(from_chief(strategy, internal::encode_logs(logs)));
+    history.epoch.push_back(epoch);
+    for (const auto& [name, value] : logs) history.history[name].push_back(value);
+    for (const auto& c : callbacks) c->on_epoch_end(epoch, logs);
+    bar.finish(steps, logs);
+    if (strategy && strategy->num_workers_in_sync() > 1) {
+      model.stop_training = strategy->extended().broadcast_from_chief(model.stop_training) != 0;
+    }
+    if (backup && config.is_chief) {
+      state.history = history;
+      state.learning_rate = model.learning_rate();
+      internal::write_fit_state(*env, backup->backup_dir(), state);
+    }
+  }
+  for (const auto& c : callbacks) c->on_train_end(logs);
+  if (backup && backup->options().delete_checkpoint && config.is_chief) {
+    internal::remove_fit_state(*env, backup->backup_dir());
+  }
+  return history;
+}
+
+void require_weights(const Model::State& s, const Estimator& estimator, const char* what) {
+  if (!estimator.latest_checkpoint()) {
+    throw FailedPreconditionError(str_cat(what, ": model '", s.name, "' has no weights yet in ",
+                                          s.config.model_dir, "; fit it or load_model first"));
+  }
+}
+
+}  // namespace
+
+History Model::fit(const io::Dataset& x, FitOptions options) {
+  return run_fit(*this, InputFn(), x, options);
+}
+
+History Model::fit(const InputFn& input_fn, FitOptions options) {
+  if (!input_fn) throw InvalidArgumentError("fit: the input_fn is empty");
+  return run_fit(*this, input_fn, std::nullopt, options);
+}
+
+EvalResult Model::evaluate(const io::Dataset& x, EvaluateOptions options) {
+  if (!state_->compiled) {
+    throw FailedPreconditionError(str_cat("evaluate: model '", state_->name,
+                                          "' is not compiled; call compile first"));
+  }
+  internal::ensure_built(*state_, &x);
+  Estimator estimator(model_fn(), state_->config);
+  require_weights(*state_, estimator, "evaluate");
+  EvalArgs args;
+  args.steps = options.steps;
+  args.name = "evaluate";
+  EvalResult result = estimator.evaluate(per_replica_input(x), args);
+  if (options.verbose > 0 && options.output) {
+    Logs logs;
+    for (const auto& [name, value] : result) {
+      if (name != "global_step") logs[name] = value;
+    }
+    std::fprintf(options.output, "evaluate%s\n", internal::format_logs(logs).c_str());
+  }
+  return result;
+}
+
+Tensor Model::predict(const io::Dataset& x, PredictOptions options) {
+  if (!state_->compiled) {
+    throw FailedPreconditionError(str_cat("predict: model '", state_->name,
+                                          "' is not compiled; call compile first"));
+  }
+  internal::ensure_built(*state_, &x);
+  Estimator estimator(model_fn(), state_->config);
+  require_weights(*state_, estimator, "predict");
+  io::Dataset input = options.steps ? x.take(*options.steps) : x;
+  Predictions predictions = estimator.predict([input](const InputContext&) { return input; });
+  const std::string key = state_->output->layer->name();
+  std::vector<Tensor> rows;
+  while (auto p = predictions.next()) rows.push_back(p->at(key));
+  if (rows.empty()) throw InvalidArgumentError("predict: the Dataset is empty");
+  return stack(rows, 0);
+}
+
+}  // namespace cadre::keras

@@ -1,0 +1,73 @@
+// The program the multi-worker Keras tests run once per task (TF_CONFIG from the
+// environment): fits the small classifier for 3 epochs of 10 steps on a global batch of 32
+// with BackupAndRestore (a checkpoint every 4 steps), under MultiWorkerMirroredStrategy when
+// the cluster has several training tasks, else on one device. HELPER_STEP_SLEEP_MS paces
+// every step, so that a test can kill the job mid-epoch.
+//
+//   keras_fit_helper MODEL_DIR
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "cadre/cadre.h"
+#include "tests/keras/keras_test_data.h"
+
+namespace {
+
+class Pace : public cadre::keras::Callback {
+ public:
+  explicit Pace(int ms) : ms_(ms) {}
+  void on_train_batch_begin(int64_t, const cadre::keras::Logs&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+  }
+
+ private:
+  int ms_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace cadre;
+  using namespace cadre::keras;
+  if (argc != 2) {
+    std::cerr << "usage: keras_fit_helper MODEL_DIR\n";
+    return 2;
+  }
+  try {
+    RunConfig config = RunConfig::from_environment();
+    config.model_dir = argv[1];
+    config.tf_random_seed = 7;
+    std::shared_ptr<const Strategy> strategy;
+    if (config.num_worker_replicas > 1) {
+      MultiWorkerOptions options;
+      options.registration_timeout_seconds = 60;
+      options.collective_timeout_seconds = 60;
+      options.coordination.heartbeat_timeout_seconds = 5;
+      strategy = MultiWorkerMirroredStrategy::create(*config.cluster, {Device::cpu(0)}, options);
+    }
+    Sequential model({InputLayer({8}, {.name = "x"}), Dense(16, "relu"), Dense(4)});
+    model.compile({.optimizer = nn::optimizers::adam(0.01),
+                   .loss = SparseCategoricalCrossentropy({.from_logits = true}),
+                   .metrics = {"accuracy"},
+                   .distribute = strategy,
+                   .config = config});
+    Callbacks callbacks{std::make_shared<BackupAndRestore>(
+        std::string(argv[1]) + "/backup", BackupAndRestoreOptions{.save_freq_steps = 4})};
+    if (const char* pace = std::getenv("HELPER_STEP_SLEEP_MS"); pace && *pace) {
+      callbacks.push_back(std::make_shared<Pace>(std::atoi(pace)));
+    }
+    History h = model.fit(testing::blobs().repeat(),
+                          {.epochs = 3, .steps_per_epoch = 10,
+                           .validation_data = testing::blobs(64), .callbacks = callbacks,
+                           .verbose = 2});
+    std::printf("{\"task\":\"%s\",\"val_loss\":%.9g,\"val_accuracy\":%.9g}\n",
+                config.task_type.c_str(), h.last("val_loss"), h.last("val_accuracy"));
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "keras_fit_helper: " << e.what() << "\n";
+    return 1;
+  }
+}
