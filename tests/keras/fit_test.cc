@@ -220,10 +220,13 @@ TEST(FitTest, FashionMnistMlpReachesTheEstimatorsAccuracy) {
                           .prefetch(2);
   io::Dataset test = io::fashion_mnist(testing::kFashionMnist, io::Split::kTest).batch(500);
   Sequential model({Dense(256, "relu"), Dense(256, "relu"), Dense(10)});
+  RunConfig config;
+  config.model_dir = testing::fresh_dir("fashion_mlp");
+  config.tf_random_seed = 42;
   model.compile({.optimizer = "adam",
                  .loss = SparseCategoricalCrossentropy({.from_logits = true}),
                  .metrics = {"accuracy"},
-                 .config = {.model_dir = testing::fresh_dir("fashion_mlp"), .tf_random_seed = 42}});
+                 .config = config});
   History h = model.fit(train, {.epochs = 10, .validation_data = test, .verbose = 2});
   EXPECT_GE(h.last("val_accuracy"), 0.88);
 }

@@ -48,8 +48,8 @@ using Callbacks = std::vector<std::shared_ptr<Callback>>;
 
 // What fit returns: the epoch numbers and each log's value per epoch.
 struct History {
-  std::vector<int> epoch;
-  std::map<std::string, std::vector<double>> history;
+  std::vector<int> epoch{};
+  std::map<std::string, std::vector<double>> history{};
   // The value of `name` at the last epoch; NotFoundError listing the names when absent.
   double last(const std::string& name) const;
 };

@@ -96,7 +96,7 @@ class InputLayer : public Layer {
 };
 
 struct DenseOptions {
-  std::string name;
+  std::string name{};
   bool use_bias = true;
 };
 // activation(x·kernel + bias) over the last axis; variables name/kernel [in, units] and
@@ -107,7 +107,7 @@ class Dense : public Layer {
 };
 
 struct Conv2DOptions {
-  std::string name;
+  std::string name{};
   std::array<int64_t, 2> strides{1, 1};
   std::string padding = "valid";  // or "same"
   bool use_bias = true;
@@ -120,7 +120,7 @@ class Conv2D : public Layer {
 };
 
 struct PoolingOptions {
-  std::string name;
+  std::string name{};
   std::array<int64_t, 2> strides{0, 0};  // {0, 0}: the pool size
   std::string padding = "valid";
 };
@@ -135,7 +135,7 @@ class AveragePooling2D : public Layer {
 };
 
 struct LayerOptions {
-  std::string name;
+  std::string name{};
 };
 // [N, ...] -> [N, prod(...)].
 class Flatten : public Layer {
@@ -158,7 +158,7 @@ class Activation : public Layer {
 };
 
 struct BatchNormalizationOptions {
-  std::string name;
+  std::string name{};
   double momentum = 0.99;
   double epsilon = 1e-3;
   bool center = true;

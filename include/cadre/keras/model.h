@@ -70,28 +70,28 @@ class OptimizerArg {
 struct CompileOptions {
   OptimizerArg optimizer = "rmsprop";  // Keras's default
   // Required: compile without a loss is an InvalidArgumentError.
-  std::optional<Loss> loss;
-  std::vector<Metric> metrics;
+  std::optional<Loss> loss{};
+  std::vector<Metric> metrics{};
   // The strategy to train and evaluate under; null: the StrategyScope's the model was
   // constructed in, else one device.
-  std::shared_ptr<const Strategy> distribute;
+  std::shared_ptr<const Strategy> distribute{};
   // Where and how the Estimator runs: model_dir (empty: a new temporary directory, kept
   // after the program ends), tf_random_seed, checkpoint retention, and the cluster
   // (RunConfig::from_environment() under TF_CONFIG). train_distribute is set from the
   // strategy above.
-  RunConfig config;
+  RunConfig config{};
 };
 
 struct FitOptions {
   int epochs = 1;
   // Steps (global batches) per epoch; unset with a Dataset: one pass over it, counted once
   // before the first epoch (the Dataset must be finite); required with an input_fn.
-  std::optional<int64_t> steps_per_epoch;
+  std::optional<int64_t> steps_per_epoch{};
   // Evaluated at the end of every epoch ("val_" logs).
-  std::optional<io::Dataset> validation_data;
+  std::optional<io::Dataset> validation_data{};
   // Batches per validation; unset: the whole validation input.
-  std::optional<int64_t> validation_steps;
-  Callbacks callbacks;
+  std::optional<int64_t> validation_steps{};
+  Callbacks callbacks{};
   int initial_epoch = 0;
   // 0 silent, 1 a progress bar (redrawn in place on a terminal, else one line per epoch),
   // 2 one line per epoch. On the chief only.
@@ -100,13 +100,13 @@ struct FitOptions {
 };
 
 struct EvaluateOptions {
-  std::optional<int64_t> steps;  // unset: the whole input
+  std::optional<int64_t> steps{};  // unset: the whole input
   int verbose = 0;
   std::FILE* output = stdout;
 };
 
 struct PredictOptions {
-  std::optional<int64_t> steps;  // batches; unset: the whole input
+  std::optional<int64_t> steps{};  // batches; unset: the whole input
 };
 
 class Model {
@@ -196,7 +196,7 @@ class Sequential : public Model {
 struct LoadOptions {
   // Where the loaded model trains from (a copy of the saved checkpoint goes there); empty:
   // a new temporary directory.
-  std::string model_dir;
+  std::string model_dir{};
 };
 // The model `dir` holds (Model::save), compiled as it was saved when its loss and metrics
 // are built-in ones, under the current StrategyScope. NotFoundError when dir has no model,
