@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -17,8 +18,10 @@
 #include "cadre/estimator/checkpoint_saver_hook.h"
 #include "cadre/estimator/estimator.h"
 #include "cadre/io/summary_writer.h"
+#include "cadre/runtime/threading.h"
 #include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
+#include "core/runtime/thread_tuner.h"
 #include "estimator/model_session.h"
 #include "estimator/worker_states.h"
 #include "strategies/strategy_extended.h"
@@ -420,6 +423,11 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   for (const auto& hook : hooks) hook->begin(run);
   for (const auto& hook : hooks) hook->after_create(run);
 
+  std::optional<ThreadTuner> tuner;
+  std::chrono::steady_clock::time_point last_step_end;
+  if (config_.intra_op_autotune && strategy->num_workers_in_sync() == 1) {
+    tuner.emplace(intra_op_threads_budget());
+  }
   EstimatorSpec spec;
   bool first = true;
   while (true) {
@@ -432,6 +440,13 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     }
     if (first) LOG(INFO) << plan_line(*strategy, *batch);
     StepResult result = run.step(*batch, &spec);
+    if (tuner) {
+      // From one step's end to the next's: waiting for input counts (a compute thread more
+      // can starve the input pipeline's threads).
+      auto now = std::chrono::steady_clock::now();
+      if (!first) tuner->step_finished(std::chrono::duration<double>(now - last_step_end).count());
+      last_step_end = now;
+    }
     run.exchange_worker_states();
     if (first && !spec.training_hooks.empty()) {
       // A spec's hooks join when the first step has shown them.

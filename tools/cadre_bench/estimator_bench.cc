@@ -3,6 +3,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +28,7 @@ DEFINE_int64(train_steps, 3000, "estimator: steps to train (the first 100 are no
 DEFINE_int64(save_every, 0, "estimator: checkpoint every this many steps (0: at the end only)");
 DEFINE_bool(sync_save, false, "estimator: write checkpoints on the training thread");
 DEFINE_string(model_dir, "", "estimator: model_dir (default: a temporary one, removed after)");
+DEFINE_bool(autotune, true, "estimator: RunConfig.intra_op_autotune (the thread count follows the step time)");
 
 namespace cadre::bench {
 namespace {
@@ -120,6 +122,7 @@ int run_estimator() {
   config.tf_random_seed = 0;
   config.save_checkpoints_steps = FLAGS_save_every > 0 ? FLAGS_save_every : int64_t{1} << 40;
   config.async_checkpoint = !FLAGS_sync_save;
+  config.intra_op_autotune = FLAGS_autotune;
   config.save_summary_steps = 0;
   config.log_step_count_steps = int64_t{1} << 40;
   config.progress_line = RunConfig::ProgressLine::kOff;
@@ -145,6 +148,16 @@ int run_estimator() {
   size_t last = steps.size() - 1;
   double rate = static_cast<double>(steps[last] - steps[first]) * FLAGS_batch_size * 1e3 /
                 ms_between(times->ends[first], times->ends[last]);
+  // Window-to-window steadiness: the timed steps in 7 windows of equal step counts.
+  constexpr int kWindows = 7;
+  std::vector<double> window_rates;
+  size_t per_window = (last - first) / kWindows;
+  for (int w = 0; w < kWindows && per_window > 0; ++w) {
+    size_t a = first + w * per_window, b = a + per_window;
+    window_rates.push_back(static_cast<double>(steps[b] - steps[a]) * FLAGS_batch_size * 1e3 /
+                           ms_between(times->ends[a], times->ends[b]));
+  }
+  auto [slowest, fastest] = std::minmax_element(window_rates.begin(), window_rates.end());
   double blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
   double extra_ms = saved_intervals.empty() ? 0 : median(saved_intervals) - median(intervals);
 
@@ -153,13 +166,14 @@ int run_estimator() {
   PlainCopies copies = plain_copies(latest);
   std::printf(
       "{\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,\"async\":%s,"
-      "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"saves_timed\":%zu,"
+      "\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,\"step_ms_median\":%.3f,"
+      "\"saves_timed\":%zu,"
       "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
       "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
       "\"input_bytes\":%llu}\n",
       FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
       static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", rate,
-      median(intervals), saved_gaps.size(), blocked_ms, extra_ms, copies.warm_ms, copies.cold_ms,
+      *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms, copies.warm_ms, copies.cold_ms,
       static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
       static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input));
   if (temporary) std::filesystem::remove_all(model_dir);

@@ -39,6 +39,13 @@ struct RunConfig {
   // saving listeners see each checkpoint only once it is durable. false: every save blocks
   // training until the checkpoint is durable.
   bool async_checkpoint = true;
+  // Let training choose its intra-op thread count, up to the budget
+  // (set_intra_op_threads, CADRE_NUM_THREADS, else every core), from the step times it
+  // sees: when another process takes a core, fewer threads run faster than threads that
+  // wait for one another (core/runtime/thread_tuner.h). Single-worker runs only. Matrix
+  // products and chunked kernels give the same bits at any count; oneDNN's convolution
+  // gradients may not: false keeps the count fixed for bit-reproducible convolutional runs.
+  bool intra_op_autotune = true;
   int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
   int64_t save_summary_steps = 100;    // 0: no training summaries
   // A progress line that redraws itself in place on stderr (ProgressLineHook), besides the
