@@ -4,7 +4,7 @@ and PyTorch (its best configuration), side by side on Fashion-MNIST.
 
 For each row (model, batch, threads) it runs the three programs one after the other, then
 again, --rounds times, and prints a Markdown table of the median examples/sec, each one's
-window-to-window range, and Cadre's ratio to the better peer. The raw JSON lines go to
+window-to-window range and peak resident memory, and Cadre's ratio to the better peer. The raw JSON lines go to
 stderr. `./dev bench` runs it; a peer that is not installed is left out of the table.
 
   python3 tools/bench/speed_table.py --cadre_bench build/tools/cadre_bench \\
@@ -88,7 +88,8 @@ def main():
             high = max(r["window_max"] for r in results[name]) if "window_max" in results[name][0] else None
             rates[name] = rate
             spread = f" ({low / 1e3:.0f}k–{high / 1e3:.0f}k)" if low is not None else ""
-            cells.append(f"{rate / 1e3:.1f}k{spread}")
+            rss = statistics.median(r.get("peak_rss_mb", 0) for r in results[name])
+            cells.append(f"{rate / 1e3:.1f}k{spread}, {rss:.0f} MB")
         best_peer = max((rates[n] for n in peers if n in rates), default=None)
         ratio = (f"{rates['Cadre Estimator'] / best_peer:.2f}"
                  if best_peer and "Cadre Estimator" in rates else "")

@@ -21,6 +21,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -106,6 +107,9 @@ def main():
     estimator.train(input_fn, max_steps=args.train_steps, hooks=[ends])
 
     timed = ends.ends[UNTIMED:]
+    per_window = (len(timed) - 1) // 7
+    windows = [per_window * args.batch_size / (timed[(w + 1) * per_window] - timed[w * per_window])
+               for w in range(7)]
     intervals = [1e3 * (b - a) for a, b in zip(timed, timed[1:])]
     rate = (len(timed) - 1) * args.batch_size / (timed[-1] - timed[0])
     latest = tf.train.latest_checkpoint(model_dir)
@@ -116,8 +120,10 @@ def main():
     print(json.dumps({"peer": "tf.estimator " + tf.__version__, "model": args.model,
                       "batch_size": args.batch_size, "threads": args.threads,
                       "save_every": args.save_every, "examples_per_sec": round(rate),
+                      "window_min": round(min(windows)), "window_max": round(max(windows)),
                       "step_ms_median": round(statistics.median(intervals), 3),
-                      "checkpoint_bytes": checkpoint_bytes}))
+                      "checkpoint_bytes": checkpoint_bytes,
+                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,7 +81,8 @@ def train(args):
                for w in range(WINDOWS)]
     return {"examples_per_sec": round((len(timed) - 1) * args.batch_size / (timed[-1] - timed[0])),
             "window_min": round(min(windows)), "window_max": round(max(windows)),
-            "final_loss": round(float(loss), 4)}
+            "final_loss": round(float(loss), 4),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
 def configurations(threads):

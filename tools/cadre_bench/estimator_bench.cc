@@ -1,6 +1,7 @@
 #include "tools/cadre_bench/estimator_bench.h"
 
 #include <gflags/gflags.h>
+#include <sys/resource.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -161,6 +162,10 @@ int run_estimator() {
   double blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
   double extra_ms = saved_intervals.empty() ? 0 : median(saved_intervals) - median(intervals);
 
+  // Peak resident memory of the training run (before the copies measured below).
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
   std::string latest = estimator.latest_checkpoint().value();
   checkpoint::CheckpointSizes sizes = checkpoint::CheckpointReader::open(latest)->sizes();
   PlainCopies copies = plain_copies(latest);
@@ -170,12 +175,13 @@ int run_estimator() {
       "\"saves_timed\":%zu,"
       "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
       "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
-      "\"input_bytes\":%llu}\n",
+      "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f}\n",
       FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
       static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", rate,
       *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms, copies.warm_ms, copies.cold_ms,
       static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
-      static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input));
+      static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input),
+      peak_rss_mb);
   if (temporary) std::filesystem::remove_all(model_dir);
   return 0;
 }
