@@ -4,8 +4,8 @@ and PyTorch (its best configuration), side by side on Fashion-MNIST.
 
 For each row (model, batch, threads) it runs the three programs one after the other, then
 again, --rounds times, and prints a Markdown table of the median examples/sec, each one's
-window-to-window range and peak resident memory, and Cadre's ratio to the better peer. The raw JSON lines go to
-stderr. `./dev bench` runs it; a peer that is not installed is left out of the table.
+window-to-window range and peak resident memory, and Cadre's ratio to the better peer.
+The raw JSON lines go to stderr. `./dev bench` runs it; a peer that is not installed is left out of the table.
 
   python3 tools/bench/speed_table.py --cadre_bench build/tools/cadre_bench \\
       --tf_python /tmp/tfenv/bin/python --torch_python /usr/bin/python3 --rounds 3
