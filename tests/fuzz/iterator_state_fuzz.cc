@@ -1,0 +1,52 @@
+// Origins in iterator state (saved_elements.cc): a checkpoint's bytes decide which
+// elements a restored pipeline fetches again, through every stage that fetches (batch,
+// map, interleave, sources). The first byte picks the entry replaced by the rest.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cadre/base/errors.h"
+#include "cadre/io/dataset.h"
+
+namespace {
+
+using cadre::io::Dataset;
+using cadre::io::Element;
+
+Dataset pipeline() {
+  return Dataset::range(6)
+      .interleave([](const Element& e) { return Dataset::range(e.value().item<int64_t>() * 10, 60); },
+                  2)
+      .map([](Element e) { return e; }, 2)
+      .shuffle(8, 1)
+      .repeat(2)
+      .batch(3)
+      .prefetch(2);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  cadre::io::Iterator original = pipeline().make_iterator();
+  for (int i = 0; i < 4; ++i) original.next();
+  cadre::io::IteratorState state = original.save();
+  std::string key;
+  int which = data[0] % 3;
+  for (const auto& [name, tensor] : state) {
+    if (name.size() >= 8 && name.compare(name.size() - 8, 8, "_origins") == 0 && which-- == 0) {
+      key = name;
+    }
+  }
+  if (key.empty()) return 0;
+  state[key] = cadre::io::bytes_tensor(
+      std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+  try {
+    cadre::io::Iterator restored = pipeline().make_iterator();
+    restored.restore(state);
+    for (int i = 0; i < 8 && restored.next(); ++i) {
+    }
+  } catch (const cadre::Error&) {
+  }
+  return 0;
+}
