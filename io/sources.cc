@@ -149,8 +149,18 @@ class RangeNode : public DatasetNode {
   // The origin of an element is its value.
   bool can_fetch() const override { return true; }
   Element fetch(std::span<const int64_t> origin) const override {
-    if (origin.size() != 1) {
-      throw DataLossError(str_cat("range: origin [", join(origin), "] should be one value"));
+    auto in_range = [&](int64_t v) {
+      bool inside = step_ > 0 ? v >= start_ && v < stop_ : v <= start_ && v > stop_;
+      if (!inside) return false;
+      // |v - start| and |step| in unsigned arithmetic: exact, whatever the values.
+      uint64_t distance = step_ > 0 ? static_cast<uint64_t>(v) - static_cast<uint64_t>(start_)
+                                    : static_cast<uint64_t>(start_) - static_cast<uint64_t>(v);
+      uint64_t stride = step_ > 0 ? static_cast<uint64_t>(step_) : 0 - static_cast<uint64_t>(step_);
+      return distance % stride == 0;
+    };
+    if (origin.size() != 1 || !in_range(origin[0])) {
+      throw DataLossError(str_cat("range(", start_, ", ", stop_, ", ", step_, "): origin [",
+                                  join(origin), "] is not one of its values"));
     }
     Element e(Tensor::scalar<int64_t>(origin[0]));
     e.origin = {origin[0]};
