@@ -36,6 +36,8 @@ bool contains(const Event& outer, const Event& inner) {
 TEST(ProfilerTest, OffRecordsNothing) {
   EXPECT_FALSE(enabled());
   { Scope scope("before_the_session"); }
+  Tensor x = random_normal({8, 8});
+  matmul(x, x);
   auto session = ProfilerSession::start();
   EXPECT_TRUE(enabled());
   Profile p = session->collect();
@@ -52,6 +54,45 @@ TEST(ProfilerTest, OneSessionAtATime) {
   EXPECT_THROW(ProfilerSession::start(), FailedPreconditionError);
   session.reset();
   EXPECT_NO_THROW(ProfilerSession::start());
+}
+
+TEST(ProfilerTest, KernelCallsAreEventsNamedByTheirKernel) {
+  Tensor a = random_normal({32, 64}), b = random_normal({64, 16});
+  auto session = ProfilerSession::start();
+  Tensor c;
+  {
+    Scope scope("layer", kUser);
+    c = matmul(a, b) + 1.0;
+  }
+  Profile p = session->collect();
+  std::vector<Event> layer = named(p, "layer"), mm = named(p, "matmul"), add = named(p, "binary");
+  ASSERT_EQ(layer.size(), 1u);
+  ASSERT_EQ(mm.size(), 1u);
+  ASSERT_GE(add.size(), 1u);
+  EXPECT_EQ(mm[0].category, kOp);
+  EXPECT_EQ(layer[0].category, kUser);
+  EXPECT_TRUE(contains(layer[0], mm[0]));
+  EXPECT_TRUE(contains(layer[0], add[0]));
+  EXPECT_LE(mm[0].start_ns + mm[0].duration_ns, add[0].start_ns);
+  EXPECT_EQ(p.thread_names.count(mm[0].tid), 1u);
+  // Taken out: a second collect has nothing new.
+  EXPECT_TRUE(session->collect().events.empty());
+}
+
+TEST(ProfilerTest, GradientFunctionsContainTheirKernels) {
+  Tensor x = random_normal({16, 32}), w = random_normal({32, 8});
+  auto session = ProfilerSession::start();
+  GradientTape tape;
+  tape.watch(w);
+  Tensor loss = sum(matmul(x, w));
+  Gradient g = tape.gradient(loss, w);
+  Profile p = session->collect();
+  std::vector<Event> grad = named(p, "matmul_grad");
+  ASSERT_EQ(grad.size(), 1u);
+  EXPECT_EQ(grad[0].category, kGrad);
+  int inside = 0;
+  for (const Event& e : named(p, "matmul")) inside += contains(grad[0], e);
+  EXPECT_GE(inside, 1);  // the product that gives dw
 }
 
 TEST(ProfilerTest, ThreadsAreNamed) {
