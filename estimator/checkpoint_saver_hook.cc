@@ -70,7 +70,10 @@ void CheckpointSaverHook::end(Run& run) {
     timer_.update_last_triggered_step(step);
     save(run, step);
   }
-  run.wait_for_checkpoints();
+  {
+    profiler::Scope scope("checkpoint", profiler::kPhase);  // training waits for it here
+    run.wait_for_checkpoints();
+  }
   if (!saved_.empty()) {
     LOG(INFO) << saved_.size() << " checkpoint(s) saved; training waited "
               << 1e3 * blocked_seconds_ / static_cast<double>(saved_.size())
