@@ -77,6 +77,10 @@ void ProfilerHook::close_step(Run& run, int64_t end_ns) {
   step_start_ns_ = -1;
   if (!session_) return;
   profiler::Profile profile = session_->collect();
+  if (profile.dropped_events > 0) {
+    LOG(WARNING) << "profiler: " << profile.dropped_events
+                 << " events of a step were dropped (more than 2^18 on one thread)";
+  }
   if (options_.every_n_steps > 0) {
     builder_.add(profile);
     ++summarized_steps_;

@@ -109,7 +109,8 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
     autodiff::BackwardContext ctx{out_grads, needs};
     std::vector<Gradient> in_grads;
     {
-      profiler::Scope scope(profiler::enabled() ? grad_event_name(rec.op) : "", profiler::kGrad);
+      profiler::Scope scope(profiler::enabled() ? grad_event_name(rec.op) : "gradient",
+                            profiler::kGrad);
       in_grads = (*rec.backward)(ctx);
     }
     if (!persistent_) rec.backward.reset();  // release saved tensors as soon as possible

@@ -30,9 +30,15 @@ int64_t now_ns() {
 
 namespace {
 
+// Events a thread keeps between two collects (about 12 MB); later ones are dropped and
+// counted, so that a session nobody collects (a run that failed with its hook's session
+// still open) cannot grow without bound.
+constexpr size_t kMaxEventsPerThread = size_t{1} << 18;
+
 struct ThreadBuffer {
   std::mutex mutex;
   std::vector<Event> events;  // start_ns on the steady clock, in order of the scopes' ends
+  int64_t dropped = 0;
   std::string name;
   int tid = 0;
   bool exited = false;
@@ -93,6 +99,10 @@ void record(std::string_view name, std::string_view category, int64_t start_ns, 
   if (!recording.load(std::memory_order_relaxed)) return;  // the session ended meanwhile
   ThreadBuffer& buffer = thread_buffer();
   std::lock_guard lock(buffer.mutex);
+  if (buffer.events.size() >= kMaxEventsPerThread) [[unlikely]] {
+    ++buffer.dropped;
+    return;
+  }
   buffer.events.push_back({name, category, buffer.tid, start_ns, end_ns - start_ns});
 }
 }  // namespace internal
@@ -118,6 +128,7 @@ void Profile::append(Profile other) {
   thread_names.merge(other.thread_names);
   if (origin_unix_us == 0) origin_unix_us = other.origin_unix_us;
   if (pid == 0) pid = other.pid;
+  dropped_events += other.dropped_events;
 }
 
 ProfilerSession::ProfilerSession()
@@ -136,6 +147,7 @@ std::unique_ptr<ProfilerSession> ProfilerSession::start() {
   for (const auto& buffer : r.buffers) {
     std::lock_guard buffer_lock(buffer->mutex);
     buffer->events.clear();
+    buffer->dropped = 0;
   }
   std::unique_ptr<ProfilerSession> session(new ProfilerSession());
   r.origin_ns.store(session->origin_ns_, std::memory_order_relaxed);
@@ -153,6 +165,7 @@ ProfilerSession::~ProfilerSession() {
     std::lock_guard buffer_lock(buffer->mutex);
     buffer->events.clear();
     buffer->events.shrink_to_fit();
+    buffer->dropped = 0;
     return buffer->exited;
   });
 }
@@ -170,6 +183,8 @@ Profile ProfilerSession::collect() {
     {
       std::lock_guard buffer_lock(buffer->mutex);
       events.swap(buffer->events);
+      profile.dropped_events += buffer->dropped;
+      buffer->dropped = 0;
       name = buffer->name;
       exited = buffer->exited;
     }

@@ -110,6 +110,19 @@ TEST(ProfilerTest, ThreadsAreNamed) {
   EXPECT_EQ(p.thread_names.at(tid), "helper \"one\"");
 }
 
+TEST(ProfilerTest, AThreadKeepsABoundedNumberOfEventsBetweenCollects) {
+  auto session = ProfilerSession::start();
+  const int64_t limit = int64_t{1} << 18;
+  for (int64_t i = 0; i < limit + 10; ++i) Scope scope("tick");
+  Profile p = session->collect();
+  EXPECT_EQ(static_cast<int64_t>(p.events.size()), limit);
+  EXPECT_EQ(p.dropped_events, 10);
+  { Scope scope("tock"); }
+  p = session->collect();
+  EXPECT_EQ(p.events.size(), 1u);
+  EXPECT_EQ(p.dropped_events, 0);
+}
+
 TEST(ProfilerTest, PhasesFollowOneAnother) {
   auto session = ProfilerSession::start();
   {

@@ -124,7 +124,9 @@ struct Profile {
   std::map<int, std::string> thread_names;  // by tid, for every thread with an event
   int64_t origin_unix_us = 0;               // wall-clock time of the session's origin
   int pid = 0;                              // the recording process
-  void append(Profile other);               // merges `other`'s events and names in order
+  // Events not kept: a thread keeps at most 2^18 between two collects.
+  int64_t dropped_events = 0;
+  void append(Profile other);  // merges `other`'s events and names in order
 };
 
 // Records every Scope of the process while it lives. At most one session records at a time.
