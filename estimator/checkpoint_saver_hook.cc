@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cadre/runtime/profiler.h"
+
 namespace cadre {
 
 CheckpointSaverHook::CheckpointSaverHook(std::optional<int64_t> save_steps,
@@ -28,13 +30,18 @@ void CheckpointSaverHook::after_create(Run& run) {
 bool CheckpointSaverHook::save(Run& run, int64_t global_step) {
   for (const auto& listener : listeners_) listener->before_save(global_step);
   auto start = std::chrono::steady_clock::now();
-  std::string path = run.save_checkpoint();
+  std::string path;
+  {
+    profiler::Scope scope("checkpoint", profiler::kPhase);
+    path = run.save_checkpoint();
+  }
   double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   blocked_seconds_ += blocked;
   max_blocked_seconds_ = std::max(max_blocked_seconds_, blocked);
   saved_.push_back(path);
   if (listeners_.empty()) return false;
   // Listeners read what they are told was saved (an evaluation, an export).
+  profiler::Scope scope("saving_listeners", profiler::kPhase);
   run.wait_for_checkpoints();
   bool stop = false;
   for (const auto& listener : listeners_) stop = listener->after_save(global_step, path) || stop;
@@ -63,7 +70,10 @@ void CheckpointSaverHook::end(Run& run) {
     timer_.update_last_triggered_step(step);
     save(run, step);
   }
-  run.wait_for_checkpoints();
+  {
+    profiler::Scope scope("checkpoint", profiler::kPhase);  // training waits for it here
+    run.wait_for_checkpoints();
+  }
   if (!saved_.empty()) {
     LOG(INFO) << saved_.size() << " checkpoint(s) saved; training waited "
               << 1e3 * blocked_seconds_ / static_cast<double>(saved_.size())

@@ -88,6 +88,15 @@ void RunConfig::validate() const {
   }
   if (log_step_count_steps <= 0) fail("log_step_count_steps", log_step_count_steps, "> 0");
   if (save_summary_steps < 0) fail("save_summary_steps", save_summary_steps, ">= 0");
+  if (profile_every_n_steps < 0) {
+    fail("profile_every_n_steps", profile_every_n_steps, ">= 0 (0: no profile summaries)");
+  }
+  if (profile_trace_steps && (profile_trace_steps->first < 0 ||
+                              profile_trace_steps->second <= profile_trace_steps->first)) {
+    fail("profile_trace_steps",
+         str_cat("[", profile_trace_steps->first, ", ", profile_trace_steps->second, ")"),
+         "a window [first, last) of global steps with 0 <= first < last");
+  }
   if (task_id < 0) fail("task_id", task_id, ">= 0");
   if (num_worker_replicas < 0) fail("num_worker_replicas", num_worker_replicas, ">= 0");
   if (num_ps_replicas < 0) fail("num_ps_replicas", num_ps_replicas, ">= 0");

@@ -17,6 +17,7 @@
 #include "cadre/estimator/basic_hooks.h"
 #include "cadre/estimator/checkpoint_saver_hook.h"
 #include "cadre/estimator/estimator.h"
+#include "cadre/estimator/profiler_hook.h"
 #include "cadre/io/summary_writer.h"
 #include "cadre/runtime/threading.h"
 #include "cadre/strategies/one_device_strategy.h"
@@ -206,13 +207,16 @@ class TrainRun : public Run {
           ReplicaOutput out;
           out.batch_size = estimator_internal::batch_size_of(batch.features, batch.labels);
           GradientTape tape;
+          profiler::Phases phase("forward");
           out.spec = estimator_.model_fn()(batch.features, batch.labels, ModeKeys::kTrain,
                                            estimator_.params());
           out.spec.validate(ModeKeys::kTrain);
           std::vector<nn::Variable*> variables = chosen_variables(ctx.store(), out.spec.train_op);
           std::vector<Tensor> sources;
           for (nn::Variable* v : variables) sources.push_back(v->tensor());
+          phase.next("backward");
           std::vector<Gradient> gradients = tape.gradient(out.spec.loss, sources);
+          phase.next("update");
           ctx.apply_gradients(*out.spec.train_op.optimizer, std::move(gradients),
                               static_cast<double>(out.batch_size), variables);
           out.loss = out.spec.loss.item<double>();
@@ -419,6 +423,10 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     if (!save_steps) save_secs = config_.checkpoint_secs();
     hooks.push_back(
         std::make_shared<CheckpointSaverHook>(save_steps, save_secs, args.saving_listeners));
+  }
+  if (config_.profile_every_n_steps > 0 || config_.profile_trace_steps) {
+    hooks.push_back(std::make_shared<ProfilerHook>(ProfilerOptions{
+        config_.profile_every_n_steps, config_.profile_trace_steps, "", config_.is_chief}));
   }
   for (const auto& hook : hooks) hook->begin(run);
   for (const auto& hook : hooks) hook->after_create(run);

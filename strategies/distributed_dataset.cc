@@ -5,6 +5,7 @@
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
+#include "cadre/runtime/profiler.h"
 #include "core/base/strings.h"
 #include "core/tensor/transfer.h"
 
@@ -83,6 +84,7 @@ void DistributedIterator::restore(const io::IteratorState& state) {
 }
 
 std::optional<PerReplica<io::Element>> DistributedIterator::next() {
+  profiler::Scope scope("input", profiler::kPhase);
   State& s = *state_;
   s.transfers.clear();  // the previous step's copies: done, or waited for here
   NoGradScope no_grad;

@@ -3,6 +3,7 @@
 #include "cadre/autodiff/tape.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/math.h"
+#include "cadre/runtime/profiler.h"
 #include "strategies/replica_group.h"
 #include "strategies/strategy_extended.h"
 
@@ -93,7 +94,11 @@ void ReplicaContext::barrier() {
 void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
                                      double weight, std::vector<nn::Variable*> variables) {
   if (variables.empty()) variables = trainable_variables();
-  std::vector<Gradient> reduced = all_reduce(ReduceOp::kMean, std::move(gradients), weight);
+  std::vector<Gradient> reduced;
+  {
+    profiler::Scope scope("all_reduce", profiler::kPhase);
+    reduced = all_reduce(ReduceOp::kMean, std::move(gradients), weight);
+  }
   if (variables_.mirrored()) {
     // Identical gradients and identical copies: every replica makes the same update.
     optimizer.apply_gradients(std::move(reduced), variables);

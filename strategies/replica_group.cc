@@ -1,6 +1,7 @@
 #include "strategies/replica_group.h"
 
 #include "cadre/base/errors.h"
+#include "cadre/runtime/profiler.h"
 #include "core/base/strings.h"
 
 namespace cadre {
@@ -62,6 +63,7 @@ std::vector<std::exception_ptr> ReplicaThreads::run(const std::function<void(int
 }
 
 void ReplicaThreads::loop(int replica) {
+  profiler::set_thread_name(str_cat("replica ", replica));
   long seen = 0;
   while (true) {
     const std::function<void(int)>* job;

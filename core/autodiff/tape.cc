@@ -5,6 +5,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/ops/math.h"
+#include "cadre/runtime/profiler.h"
 #include "core/base/strings.h"
 
 namespace cadre {
@@ -12,6 +13,14 @@ namespace {
 
 thread_local std::vector<GradientTape*> active_tapes;
 thread_local int pause_depth = 0;
+
+// "<op>_grad", the profiler's name for an op's gradient function (interned once per op).
+std::string_view grad_event_name(const char* op) {
+  thread_local std::unordered_map<const char*, std::string_view> names;
+  auto [it, inserted] = names.try_emplace(op);
+  if (inserted) it->second = profiler::intern(std::string(op) + "_grad");
+  return it->second;
+}
 
 }  // namespace
 
@@ -98,7 +107,12 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
     needs.assign(rec.input_ids.size(), 0);
     for (size_t i = 0; i < rec.input_ids.size(); ++i) needs[i] = reach.count(rec.input_ids[i]) != 0;
     autodiff::BackwardContext ctx{out_grads, needs};
-    std::vector<Gradient> in_grads = (*rec.backward)(ctx);
+    std::vector<Gradient> in_grads;
+    {
+      profiler::Scope scope(profiler::enabled() ? grad_event_name(rec.op) : "gradient",
+                            profiler::kGrad);
+      in_grads = (*rec.backward)(ctx);
+    }
     if (!persistent_) rec.backward.reset();  // release saved tensors as soon as possible
     for (size_t i = 0; i < rec.input_ids.size() && i < in_grads.size(); ++i) {
       if (!needs[i] || !in_grads[i].defined()) continue;

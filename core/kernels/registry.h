@@ -2,15 +2,18 @@
 //
 // Each kernel is a KernelSlot: a named table with one function per device type. Op
 // definitions (core/ops) check arguments, allocate outputs and call the slot with the
-// device of their inputs; backends fill the slots when they register (the CPU backend
-// always; the CUDA backend when built). A new backend plugs in by filling slots: op
-// definitions do not change.
+// device of their inputs through call(), which times the kernel under the slot's name while
+// a profiler session records (cadre/runtime/profiler.h); backends fill the slots when they
+// register (the CPU backend always; the CUDA backend when built). A new backend plugs in by
+// filling slots: op definitions do not change.
 #pragma once
 
 #include <array>
 #include <string_view>
+#include <utility>
 
 #include "cadre/base/errors.h"
+#include "cadre/runtime/profiler.h"
 #include "cadre/tensor/device.h"
 
 namespace cadre::kernels {
@@ -34,6 +37,15 @@ class KernelSlot {
     Fn* fn = fns_[static_cast<int>(device.type)];
     if (fn == nullptr) throw_missing_kernel(name_, device);
     return fn;
+  }
+  // Runs the implementation for `device` on `args`: get(device)(args...), as one profiler
+  // event named after the slot (category "op") while a session records. A GPU kernel's
+  // event covers its launch, not its run on the device.
+  template <typename... Args>
+  decltype(auto) call(Device device, Args&&... args) const {
+    Fn* fn = get(device);
+    profiler::Scope scope(name_, profiler::kOp);
+    return fn(std::forward<Args>(args)...);
   }
   std::string_view name() const { return name_; }
 

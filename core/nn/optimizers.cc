@@ -48,7 +48,7 @@ class Sgd : public Optimizer {
                    std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
     kernels::SgdParams p{lr, momentum_, nesterov_};
     std::span<Tensor> momenta = momentum_ == 0 ? std::span<Tensor>() : std::span<Tensor>(slots[0]);
-    kernels::sgd_update.get(device_of(vars))(vars, grads, momenta, p);
+    kernels::sgd_update.call(device_of(vars), vars, grads, momenta, p);
   }
   void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots, double lr,
                     int64_t step) override {
@@ -83,7 +83,7 @@ class Adam : public Optimizer {
     double t = static_cast<double>(step);
     double corrected = lr * std::sqrt(1 - std::pow(beta2_, t)) / (1 - std::pow(beta1_, t));
     kernels::AdamParams p{corrected, beta1_, beta2_, epsilon_};
-    kernels::adam_update.get(device_of(vars))(vars, grads, slots[0], slots[1], p);
+    kernels::adam_update.call(device_of(vars), vars, grads, slots[0], slots[1], p);
   }
 
  private:
@@ -106,7 +106,7 @@ class Adagrad : public Optimizer {
   void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
                    std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
     kernels::AdagradParams p{lr, epsilon_};
-    kernels::adagrad_update.get(device_of(vars))(vars, grads, slots[0], p);
+    kernels::adagrad_update.call(device_of(vars), vars, grads, slots[0], p);
   }
   // Only the touched rows: accumulator rows grow by g^2, then w -= lr g / (sqrt(acc) + eps).
   void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots, double lr,
@@ -155,7 +155,7 @@ class RmsProp : public Optimizer {
     size_t next = 1;
     std::span<Tensor> mom = momentum_ > 0 ? std::span<Tensor>(slots[next++]) : std::span<Tensor>();
     std::span<Tensor> mg = centered_ ? std::span<Tensor>(slots[next]) : std::span<Tensor>();
-    kernels::rmsprop_update.get(device_of(vars))(vars, grads, slots[0], mom, mg, p);
+    kernels::rmsprop_update.call(device_of(vars), vars, grads, slots[0], mom, mg, p);
   }
 
  private:

@@ -28,7 +28,7 @@ std::vector<int> inverse_permutation(const std::vector<int>& perm) {
 // A raw copy into a new contiguous tensor on the same device, not recorded.
 Tensor copy_raw(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::copy.get(x.device())(x, out);
+  kernels::copy.call(x.device(), x, out);
   return out;
 }
 
@@ -85,7 +85,7 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step
                                          end, step](const BackwardContext& c) {
       Tensor dx = Tensor::zeros(shape, c.grad().dtype(), device);
       Tensor window = views::slice(dx, axis, start, end, step, "slice");
-      kernels::copy.get(dx.device())(c.grad(), window);
+      kernels::copy.call(dx.device(), c.grad(), window);
       return std::vector<Gradient>{dx};
     });
   }
@@ -156,7 +156,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   for (const Tensor& t : tensors) {
     int64_t n = t.shape()[a];
     Tensor window = views::slice(out, a, at, at + n, 1, "concat");
-    if (n > 0) kernels::copy.get(out.device())(t, window);
+    if (n > 0) kernels::copy.call(out.device(), t, window);
     sizes.push_back(n);
     at += n;
   }
@@ -253,7 +253,7 @@ Tensor cast(const Tensor& x, DType dtype) {
   checks::defined("cast", x);
   if (x.dtype() == dtype) return x;
   Tensor y = Tensor::empty(x.shape(), dtype, x.device());
-  kernels::cast.get(x.device())(x, y);
+  kernels::cast.call(x.device(), x, y);
   if (autodiff::should_record({&x}) && is_floating(x.dtype()) && is_floating(dtype)) {
     autodiff::record("cast", {x}, {y}, [from = x.dtype()](const BackwardContext& c) {
       return std::vector<Gradient>{cast(c.grad(), from)};

@@ -28,7 +28,7 @@ Split3 split_at(const Shape& shape, int axis) {
 
 void check_indices(const char* op, const Tensor& indices, int64_t limit, const Shape& shape,
                    int axis) {
-  int64_t bad = kernels::find_bad_index.get(indices.device())(indices, limit);
+  int64_t bad = kernels::find_bad_index.call(indices.device(), indices, limit);
   if (bad >= 0) {
     Tensor one = views::reshape(contiguous(indices), Shape{indices.numel()});
     int64_t value = slice(one, 0, bad, bad + 1).item<int64_t>();
@@ -61,7 +61,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
     p3 = views::reshape(contiguous(params), Shape{s.outer, s.rows, s.inner});
   }
   Tensor out3 = Tensor::empty(Shape{s.outer, idx.numel(), s.inner}, params.dtype(), params.device());
-  if (out3.numel() > 0) kernels::gather.get(params.device())(p3, idx, out3);
+  if (out3.numel() > 0) kernels::gather.call(params.device(), p3, idx, out3);
   std::vector<int64_t> dims(params.shape().begin(), params.shape().begin() + a);
   dims.insert(dims.end(), indices.shape().begin(), indices.shape().end());
   dims.insert(dims.end(), params.shape().begin() + a + 1, params.shape().end());
@@ -78,7 +78,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
       }
       Tensor dp = Tensor::zeros(Shape{s.outer, s.rows, s.inner}, c.grad().dtype(), c.grad().device());
       Tensor g3 = views::reshape(contiguous(c.grad()), Shape{s.outer, idx.numel(), s.inner});
-      kernels::scatter_add.get(dp.device())(idx, g3, dp);
+      kernels::scatter_add.call(dp.device(), idx, g3, dp);
       return std::vector<Gradient>{views::reshape(dp, shape), Gradient()};
     });
   }
@@ -112,7 +112,7 @@ void scatter_add_inplace(Tensor& target, const Tensor& indices, const Tensor& up
     NoGradScope no_grad;
     u3 = views::reshape(contiguous(updates), Shape{1, idx.numel(), inner});
   }
-  if (idx.numel() > 0 && inner > 0) kernels::scatter_add.get(target.device())(idx, u3, t3);
+  if (idx.numel() > 0 && inner > 0) kernels::scatter_add.call(target.device(), idx, u3, t3);
 }
 
 Tensor scatter_add(const Tensor& target, const Tensor& indices, const Tensor& updates) {
@@ -143,7 +143,7 @@ Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off
   shape.push_back(depth);
   Tensor out = Tensor::empty(shape, dtype, indices.device());
   if (out.numel() > 0) {
-    kernels::one_hot.get(indices.device())(contiguous(indices), on_value, off_value, out);
+    kernels::one_hot.call(indices.device(), contiguous(indices), on_value, off_value, out);
   }
   return out;
 }

@@ -44,7 +44,7 @@ Tensor product(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb,
   params.transpose_b = fb;
   params.activation = act;
   params.alpha = alpha;
-  kernels::matmul.get(a.device())(a, b, bias, out, params);
+  kernels::matmul.call(a.device(), a, b, bias, out, params);
   return out;
 }
 
@@ -169,7 +169,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation a
         dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
         if (has_bias && c.needs_grad(2)) db = Tensor::empty(Shape{dy.shape()[1]}, dy.dtype(), dy.device());
         Tensor grad_bias = db;
-        kernels::bias_activation_grad.get(dy.device())(fused, alpha, y2, dy, dz, grad_bias);
+        kernels::bias_activation_grad.call(dy.device(), fused, alpha, y2, dy, dz, grad_bias);
       }
       Gradient dx, dw;
       if (c.needs_grad(0)) dx = reshape(product(dz, w, false, true), in_shape.to_vector());

@@ -45,8 +45,8 @@ Tensor binary_raw(BinaryOp op, const char* name, const Tensor& a, const Tensor& 
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = Tensor::empty(shape, is_comparison(op) ? DType::kBool : a.dtype(), a.device());
   if (shape.num_elements() > 0) {
-    kernels::binary.get(a.device())(op, views::broadcast(a, shape, name),
-                                    views::broadcast(b, shape, name), out);
+    kernels::binary.call(a.device(), op, views::broadcast(a, shape, name),
+                         views::broadcast(b, shape, name), out);
   }
   return out;
 }
@@ -71,7 +71,7 @@ Tensor unary_raw(UnaryOp op, const char* name, const Tensor& x) {
       checks::floating(name, x);
   }
   Tensor out = Tensor::empty(x.shape(), out_dtype, x.device());
-  if (x.numel() > 0) kernels::unary.get(x.device())(op, x, out);
+  if (x.numel() > 0) kernels::unary.call(x.device(), op, x, out);
   return out;
 }
 
@@ -123,12 +123,13 @@ Tensor activation_op(Activation act, double alpha, const char* name, const Tenso
   checks::defined(name, x);
   checks::floating(name, x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (x.numel() > 0) kernels::activation.get(x.device())(act, alpha, x, y);
+  if (x.numel() > 0) kernels::activation.call(x.device(), act, alpha, x, y);
   if (autodiff::should_record({&x})) {
     Tensor saved = kernels::activation_uses_output(act) ? y : x;
     autodiff::record(name, {x}, {y}, [act, alpha, saved](const BackwardContext& c) {
       Tensor dx = Tensor::empty(saved.shape(), saved.dtype(), saved.device());
-      if (dx.numel() > 0) kernels::activation_grad.get(dx.device())(act, alpha, saved, c.grad(), dx);
+      if (dx.numel() > 0)
+        kernels::activation_grad.call(dx.device(), act, alpha, saved, c.grad(), dx);
       return std::vector<Gradient>{dx};
     });
   }
@@ -374,9 +375,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                                  "where");
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
   if (shape.num_elements() > 0) {
-    kernels::where.get(a.device())(views::broadcast(cond, shape, "where"),
-                                   views::broadcast(a, shape, "where"),
-                                   views::broadcast(b, shape, "where"), out);
+    kernels::where.call(a.device(), views::broadcast(cond, shape, "where"),
+                        views::broadcast(a, shape, "where"), views::broadcast(b, shape, "where"),
+                        out);
   }
   if (is_floating(a.dtype()) && autodiff::should_record({&a, &b})) {
     autodiff::record("where", {cond, a, b}, {out}, [cond, a, b](const BackwardContext& c) {
@@ -399,7 +400,7 @@ Tensor clip_by_value(const Tensor& x, double lo, double hi) {
         str_cat("clip_by_value: lower bound ", lo, " exceeds upper bound ", hi));
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (x.numel() > 0) kernels::clip.get(x.device())(x, lo, hi, y);
+  if (x.numel() > 0) kernels::clip.call(x.device(), x, lo, hi, y);
   if (is_floating(x.dtype()) && autodiff::should_record({&x})) {
     autodiff::record("clip_by_value", {x}, {y}, [x, lo, hi](const BackwardContext& c) {
       Tensor inside = logical_and(greater_equal(x, scalar_like(x, lo)),

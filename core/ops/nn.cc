@@ -52,7 +52,7 @@ Tensor softmax_impl(const Tensor& logits, int axis, bool log, const char* op) {
   if (logits.rank() == 0) throw InvalidArgumentError(str_cat(op, ": expected rank >= 1, got a scalar"));
   auto [rows, perm] = to_rows(logits, axis);
   Tensor out_rows = Tensor::empty(rows.shape(), rows.dtype(), rows.device());
-  if (rows.numel() > 0) kernels::softmax.get(rows.device())(rows, out_rows, log);
+  if (rows.numel() > 0) kernels::softmax.call(rows.device(), rows, out_rows, log);
   Tensor y = from_rows(out_rows, logits.shape(), axis, perm);
   if (autodiff::should_record({&logits})) {
     autodiff::record(op, {logits}, {y}, [out_rows, perm = perm, axis, log, shape = logits.shape()](
@@ -60,7 +60,7 @@ Tensor softmax_impl(const Tensor& logits, int axis, bool log, const char* op) {
       auto [dy_rows, unused] = to_rows(c.grad(), axis);
       Tensor dx_rows = Tensor::empty(dy_rows.shape(), dy_rows.dtype(), dy_rows.device());
       if (dx_rows.numel() > 0) {
-        kernels::softmax_grad.get(dx_rows.device())(out_rows, dy_rows, dx_rows, log);
+        kernels::softmax_grad.call(dx_rows.device(), out_rows, dy_rows, dx_rows, log);
       }
       return std::vector<Gradient>{from_rows(dx_rows, shape, axis, perm)};
     });
@@ -113,7 +113,7 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   }
   int64_t classes = logits.shape()[1];
   Tensor lab = contiguous(labels);
-  int64_t bad = kernels::find_bad_index.get(lab.device())(lab, classes);
+  int64_t bad = kernels::find_bad_index.call(lab.device(), lab, classes);
   if (bad >= 0) {
     int64_t value = slice(lab, 0, bad, bad + 1).item<int64_t>();
     throw InvalidArgumentError(str_cat(op, ": labels[", bad, "] = ", value,
@@ -123,12 +123,12 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   int64_t n = logits.shape()[0];
   Tensor loss = Tensor::empty(Shape{n}, logits.dtype(), logits.device());
   Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  if (probs.numel() > 0) kernels::sparse_xent.get(x.device())(x, lab, loss, probs);
+  if (probs.numel() > 0) kernels::sparse_xent.call(x.device(), x, lab, loss, probs);
   if (autodiff::should_record({&logits})) {
     autodiff::record(op, {labels, logits}, {loss}, [probs, lab](const BackwardContext& c) {
       Tensor dlogits = Tensor::empty(probs.shape(), probs.dtype(), probs.device());
       if (dlogits.numel() > 0) {
-        kernels::sparse_xent_grad.get(probs.device())(probs, lab, contiguous(c.grad()), dlogits);
+        kernels::sparse_xent_grad.call(probs.device(), probs, lab, contiguous(c.grad()), dlogits);
       }
       return std::vector<Gradient>{Gradient(), dlogits};
     });
@@ -207,14 +207,14 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
   Tensor xc = contiguous(x), wc = contiguous(filters);
   Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
   Tensor y = Tensor::empty(Shape{x.shape()[0], out[0], out[1], out_channels}, x.dtype(), x.device());
-  if (y.numel() > 0) kernels::conv2d.get(x.device())(xc, wc, bc, y, params);
+  if (y.numel() > 0) kernels::conv2d.call(x.device(), xc, wc, bc, y, params);
   if (autodiff::should_record({&x, &filters, &bias})) {
     autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, y, params, has_bias = bias.defined()](
                                                       const BackwardContext& c) {
       Tensor dz = contiguous(c.grad());
       if (params.activation != Activation::kNone) {
         Tensor masked = Tensor::empty(dz.shape(), dz.dtype(), dz.device());
-        kernels::activation_grad.get(dz.device())(params.activation, 0, y, dz, masked);
+        kernels::activation_grad.call(dz.device(), params.activation, 0, y, dz, masked);
         dz = masked;
       }
       Tensor dx = c.needs_grad(0) ? Tensor::empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
@@ -222,7 +222,7 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
       Tensor db = has_bias && c.needs_grad(2)
                       ? Tensor::empty(Shape{wc.shape()[3]}, wc.dtype(), wc.device())
                       : Tensor();
-      kernels::conv2d_grad.get(dz.device())(xc, wc, dz, dx, dw, db, params);
+      kernels::conv2d_grad.call(dz.device(), xc, wc, dz, dx, dw, db, params);
       return std::vector<Gradient>{dx.defined() ? Gradient(dx) : Gradient(),
                                    dw.defined() ? Gradient(dw) : Gradient(),
                                    db.defined() ? Gradient(db) : Gradient()};
@@ -261,12 +261,12 @@ Tensor pool2d(kernels::PoolKind kind, const char* op, const Tensor& x,
   Tensor argmax = kind == kernels::PoolKind::kMax
                       ? Tensor::empty(out_shape, DType::kInt32, x.device())
                       : Tensor();
-  if (y.numel() > 0) kernels::pool2d.get(x.device())(xc, y, argmax, params);
+  if (y.numel() > 0) kernels::pool2d.call(x.device(), xc, y, argmax, params);
   if (autodiff::should_record({&x})) {
     autodiff::record(op, {x}, {y}, [argmax, params, in_shape = x.shape()](const BackwardContext& c) {
       Tensor dx = Tensor::empty(in_shape, c.grad().dtype(), c.grad().device());
       if (dx.numel() > 0) {
-        kernels::pool2d_grad.get(dx.device())(contiguous(c.grad()), argmax, dx, params);
+        kernels::pool2d_grad.call(dx.device(), contiguous(c.grad()), argmax, dx, params);
       }
       return std::vector<Gradient>{dx};
     });
@@ -319,7 +319,7 @@ BatchNormResult batch_norm_training(const Tensor& x, const Tensor& gamma, const 
   Tensor variance = Tensor::empty(Shape{channels}, x.dtype(), x.device());
   Tensor inv_std = Tensor::empty(Shape{channels}, x.dtype(), x.device());
   Tensor g = contiguous(gamma), b = contiguous(beta);
-  kernels::batch_norm_train.get(x.device())(rows, g, b, epsilon, y, mean, variance, inv_std);
+  kernels::batch_norm_train.call(x.device(), rows, g, b, epsilon, y, mean, variance, inv_std);
   Tensor out = views::reshape(y, x.shape());
   if (autodiff::should_record({&x, &gamma, &beta})) {
     autodiff::record(op, {x, gamma, beta}, {out}, [rows, g, mean, inv_std, shape = x.shape()](
@@ -328,7 +328,7 @@ BatchNormResult batch_norm_training(const Tensor& x, const Tensor& gamma, const 
       Tensor dx = Tensor::empty(rows.shape(), rows.dtype(), rows.device());
       Tensor dgamma = Tensor::empty(g.shape(), g.dtype(), g.device());
       Tensor dbeta = Tensor::empty(g.shape(), g.dtype(), g.device());
-      kernels::batch_norm_grad.get(dx.device())(rows, dy, g, mean, inv_std, dx, dgamma, dbeta);
+      kernels::batch_norm_grad.call(dx.device(), rows, dy, g, mean, inv_std, dx, dgamma, dbeta);
       return std::vector<Gradient>{views::reshape(dx, shape), dgamma, dbeta};
     });
   }
@@ -346,8 +346,8 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& 
     Tensor rows = views::reshape(contiguous(x), Shape{channels == 0 ? 0 : x.numel() / channels, channels});
     Tensor y = Tensor::empty(rows.shape(), x.dtype(), x.device());
     if (y.numel() > 0) {
-      kernels::batch_norm_infer.get(x.device())(rows, contiguous(gamma), contiguous(beta),
-                                                contiguous(mean), contiguous(variance), epsilon, y);
+      kernels::batch_norm_infer.call(x.device(), rows, contiguous(gamma), contiguous(beta),
+                                     contiguous(mean), contiguous(variance), epsilon, y);
     }
     return views::reshape(y, x.shape());
   }
@@ -368,7 +368,7 @@ Tensor dropout(const Tensor& x, double rate, Generator* generator) {
   Tensor mask = Tensor::empty(x.shape(), x.dtype(), x.device());
   PhiloxKey key =
       gen.reserve(kernels::philox_blocks(kernels::RandomDistribution::kUniform, x.numel()));
-  if (mask.numel() > 0) kernels::dropout_mask.get(x.device())(rate, key, mask);
+  if (mask.numel() > 0) kernels::dropout_mask.call(x.device(), rate, key, mask);
   return mul(x, mask);
 }
 

@@ -15,7 +15,7 @@ Tensor draw(kernels::RandomDistribution dist, const char* op, const Shape& shape
   Generator& gen = generator != nullptr ? *generator : current_generator();
   Tensor out = Tensor::empty(shape, dtype);
   PhiloxKey key = gen.reserve(kernels::philox_blocks(dist, shape.num_elements()));
-  if (out.numel() > 0) kernels::random.get(out.device())(dist, a, b, key, out);
+  if (out.numel() > 0) kernels::random.call(out.device(), dist, a, b, key, out);
   return out;
 }
 

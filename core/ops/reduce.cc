@@ -89,7 +89,7 @@ Tensor reduce_raw(ReduceOp op, const char* name, const Tensor& x, const Plan& pl
       out.numel() > 0) {
     throw InvalidArgumentError(str_cat(name, ": cannot reduce an empty axis of shape ", x.shape()));
   }
-  if (out.numel() > 0) kernels::reduce.get(x.device())(op, x3, out);
+  if (out.numel() > 0) kernels::reduce.call(x.device(), op, x3, out);
   return views::reshape(out, keepdims ? plan.keep_shape : plan.out_shape);
 }
 
@@ -175,7 +175,7 @@ Tensor arg_extreme(kernels::ArgReduceOp op, const char* name, const Tensor& x, i
   Plan plan = plan_reduction(x, {a}, name);
   Tensor x3 = as_three_d(x, plan);
   Tensor out = Tensor::empty(Shape{x3.shape()[0], x3.shape()[2]}, DType::kInt64, x.device());
-  if (out.numel() > 0) kernels::arg_reduce.get(x.device())(op, x3, out);
+  if (out.numel() > 0) kernels::arg_reduce.call(x.device(), op, x3, out);
   return views::reshape(out, plan.out_shape);
 }
 

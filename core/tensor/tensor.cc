@@ -78,7 +78,7 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor out = empty(shape, dtype, device);
-  kernels::fill.get(device)(out, value);
+  kernels::fill.call(device, out, value);
   return out;
 }
 
@@ -189,7 +189,7 @@ void Tensor::assign(const Tensor& source) {
     if (src.offset() == offset() && src.strides() == strides()) return;
     src = cadre::clone(src);  // another view of this memory: the copy must not overlap itself
   }
-  kernels::copy.get(device())(src, *this);
+  kernels::copy.call(device(), src, *this);
 }
 
 std::string Tensor::to_string(int64_t max_elements) const {

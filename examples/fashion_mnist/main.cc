@@ -43,6 +43,11 @@ DEFINE_int64(eval_steps, 0, "eval batches per checkpoint; 0 = the whole test set
 DEFINE_string(data_dir, cadre::io::kFashionMnistDirectory, "directory of the IDX .gz files");
 DEFINE_uint64(seed, 42, "global seed");
 DEFINE_int32(threads, 0, "intra-op threads (0: all cores, or CADRE_NUM_THREADS)");
+DEFINE_int64(profile_every_n_steps, 0,
+             "log where the time went (per phase, top kernels) every this many steps; 0: off");
+DEFINE_string(profile_trace_steps, "",
+              "FIRST,LAST: write a Chrome trace of global steps [FIRST, LAST) to "
+              "model_dir/profile/trace-FIRST.json (open it in ui.perfetto.dev); empty: none");
 
 namespace {
 
@@ -81,6 +86,18 @@ Dataset eval_input_fn(const InputContext& context) {
       .prefetch();
 }
 
+// "FIRST,LAST" of --profile_trace_steps; RunConfig checks that FIRST < LAST.
+std::optional<std::pair<int64_t, int64_t>> trace_window(const std::string& flag) {
+  if (flag.empty()) return std::nullopt;
+  long long first = 0, last = 0;
+  char extra = 0;
+  if (std::sscanf(flag.c_str(), "%lld,%lld%c", &first, &last, &extra) != 2) {
+    throw InvalidArgumentError("--profile_trace_steps='" + flag +
+                               "' is invalid; expected FIRST,LAST such as 100,110");
+  }
+  return std::pair<int64_t, int64_t>{first, last};
+}
+
 int run() {
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
   examples::check_model_name(FLAGS_model);
@@ -112,6 +129,8 @@ int run() {
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
   config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
   config.train_distribute = strategy;
+  config.profile_every_n_steps = FLAGS_profile_every_n_steps;
+  config.profile_trace_steps = trace_window(FLAGS_profile_trace_steps);
   if (strategy->num_workers() == 1) config.eval_distribute = strategy;
   Params params{{"model", FLAGS_model}, {"learning_rate", FLAGS_learning_rate}};
   Estimator estimator(model_fn, config, params);

@@ -8,6 +8,7 @@
 #include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "cadre/runtime/precision.h"
+#include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
 #include "cadre/tensor/device.h"
 #include "cadre/tensor/dtype.h"
@@ -83,6 +84,7 @@
 #include "cadre/estimator/hooks.h"
 #include "cadre/estimator/model_fn.h"
 #include "cadre/estimator/predictor.h"
+#include "cadre/estimator/profiler_hook.h"
 #include "cadre/estimator/run_config.h"
 #include "cadre/estimator/train_and_evaluate.h"
 

@@ -7,7 +7,9 @@
 #include "cadre/ops/nn.h"
 #include "cadre/ops/random.h"
 #include "cadre/ops/reduce.h"
+#include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
+#include "core/kernels/elementwise.h"
 #include "core/kernels/optimizer.h"
 
 namespace cadre {
@@ -48,6 +50,49 @@ void BM_AdamUpdate(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 4 * 5);
 }
 BENCHMARK(BM_AdamUpdate)->Arg(200000)->Arg(2000000);
+
+// What the profiler adds to a kernel call, on the smallest kernel (a fill of 16 floats), where
+// it shows most. mode 0: the slot's function called directly, get(device)(...), as before
+// profiling existed; 1: KernelSlot::call with no session (the cost of profiling when off);
+// 2: call while a session records (drained every 4096 calls, as a hook would).
+void BM_KernelCall(benchmark::State& state) {
+  const int64_t mode = state.range(0);
+  Tensor t = Tensor::zeros(Shape{16});
+  std::unique_ptr<profiler::ProfilerSession> session;
+  if (mode == 2) session = profiler::ProfilerSession::start();
+  int64_t calls = 0;
+  for (auto _ : state) {
+    if (mode == 0) {
+      kernels::fill.get(Device::cpu(0))(t, 1.0);
+    } else {
+      kernels::fill.call(Device::cpu(0), t, 1.0);
+    }
+    if (session && ++calls % 4096 == 0) benchmark::DoNotOptimize(session->collect());
+  }
+}
+BENCHMARK(BM_KernelCall)->ArgName("mode")->Arg(0)->Arg(1)->Arg(2);
+
+// A small op end to end (checks, allocation, kernel): profiler off (0) and on (1).
+void BM_SmallAddProfiled(benchmark::State& state) {
+  Tensor a = random_normal({16}), b = random_normal({16});
+  std::unique_ptr<profiler::ProfilerSession> session;
+  if (state.range(0) == 1) session = profiler::ProfilerSession::start();
+  int64_t calls = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(add(a, b));
+    if (session && ++calls % 4096 == 0) benchmark::DoNotOptimize(session->collect());
+  }
+}
+BENCHMARK(BM_SmallAddProfiled)->ArgName("on")->Arg(0)->Arg(1);
+
+// A Scope alone: off, the one relaxed load and branch.
+void BM_ProfilerScopeOff(benchmark::State& state) {
+  for (auto _ : state) {
+    profiler::Scope scope("bench", profiler::kUser);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_ProfilerScopeOff);
 
 void BM_Conv2DForwardBackward(benchmark::State& state) {
   Tensor x = random_normal({64, 28, 28, 1}), w = random_normal({3, 3, 1, 32}), b = random_normal({32});

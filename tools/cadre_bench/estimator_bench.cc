@@ -29,7 +29,11 @@ DEFINE_int64(train_steps, 3000, "estimator: steps to train (the first 100 are no
 DEFINE_int64(save_every, 0, "estimator: checkpoint every this many steps (0: at the end only)");
 DEFINE_bool(sync_save, false, "estimator: write checkpoints on the training thread");
 DEFINE_string(model_dir, "", "estimator: model_dir (default: a temporary one, removed after)");
-DEFINE_bool(autotune, true, "estimator: RunConfig.intra_op_autotune (the thread count follows the step time)");
+DEFINE_bool(autotune, true,
+            "estimator: RunConfig.intra_op_autotune (the thread count follows the step time)");
+DEFINE_int64(profile_every_n_steps, 0,
+             "estimator: RunConfig.profile_every_n_steps, a profile summary in the log every this "
+             "many steps (0: profiler off), to measure what profiling costs");
 
 namespace cadre::bench {
 namespace {
@@ -127,6 +131,7 @@ int run_estimator() {
   config.save_summary_steps = 0;
   config.log_step_count_steps = int64_t{1} << 40;
   config.progress_line = RunConfig::ProgressLine::kOff;
+  config.profile_every_n_steps = FLAGS_profile_every_n_steps;
   Estimator estimator(model_fn, config);
   auto times = std::make_shared<StepTimes>();
   TrainArgs args;
@@ -175,13 +180,14 @@ int run_estimator() {
       "\"saves_timed\":%zu,"
       "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
       "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
-      "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f}\n",
+      "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f,\"profile_every_n_steps\":%lld}\n",
       FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
       static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", rate,
-      *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms, copies.warm_ms, copies.cold_ms,
+      *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms,
+      copies.warm_ms, copies.cold_ms,
       static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
       static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input),
-      peak_rss_mb);
+      peak_rss_mb, static_cast<long long>(FLAGS_profile_every_n_steps));
   if (temporary) std::filesystem::remove_all(model_dir);
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "cadre/base/env.h"
 #include "cadre/strategies/cluster_spec.h"
@@ -52,6 +53,15 @@ struct RunConfig {
   // log lines: kAuto draws it when stderr is a terminal.
   enum class ProgressLine { kAuto, kOn, kOff };
   ProgressLine progress_line = ProgressLine::kAuto;
+  // Profiling (ProfilerHook, cadre/estimator/profiler_hook.h). Every this many steps, one
+  // summary in the log of where those steps spent their time: per phase (input, forward,
+  // backward, all_reduce, update, checkpoint, ...) and the kernels that took longest. 0: off.
+  int64_t profile_every_n_steps = 0;
+  // The steps that start at global steps [first, last) are traced into a Chrome trace,
+  // model_dir/profile/trace-<first>.json (the chief only), for https://ui.perfetto.dev or
+  // chrome://tracing. Unset: no trace. While neither is on, the profiler records nothing and
+  // a kernel call costs one predictable branch more.
+  std::optional<std::pair<int64_t, int64_t>> profile_trace_steps;
   // Every file the Estimator writes or publishes (checkpoint state, leases, summaries,
   // exports, the training-finished marker) goes through this; null: the real file system.
   std::shared_ptr<Env> env;
