@@ -141,10 +141,12 @@ class Model {
   // Trains on the per-replica batches input_fn makes (Keras's
   // distribute_datasets_from_function); steps_per_epoch is required.
   History fit(const InputFn& input_fn, FitOptions options = {});
-  // Loss and metrics over the input, from the latest checkpoint (FailedPreconditionError
-  // before the model has weights: fit or load_model first).
+  // Loss and metrics over the input, from the latest checkpoint; a model never fitted is
+  // evaluated on its initial weights, the seeded ones fit would start from (written to
+  // model_dir/initial/, outside the checkpoint state, so fit still starts from scratch).
   EvalResult evaluate(const io::Dataset& x, EvaluateOptions options = {});
-  // The model's output for every example, stacked along the batch dimension.
+  // The model's output for every example, stacked along the batch dimension (on the initial
+  // weights for a model never fitted, as evaluate).
   Tensor predict(const io::Dataset& x, PredictOptions options = {});
 
   // Writes `dir`: the architecture and compile settings (model.pbtxt, protobuf text) and
