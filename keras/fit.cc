@@ -11,6 +11,7 @@
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/writer.h"
 #include "cadre/estimator/hooks.h"
+#include "cadre/estimator/train_and_evaluate.h"
 #include "cadre/nn/variable_store.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
@@ -116,6 +117,8 @@ History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::D
                                           "' is not compiled; call compile({.optimizer, .loss, "
                                           ".metrics}) before fit"));
   }
+  // As train_and_evaluate: every task runs the same program, and a ps task serves.
+  if (s.config.task_type == "ps") serve_parameters(s.config);
   if (o.epochs < 0 || o.initial_epoch < 0) {
     throw InvalidArgumentError(str_cat("fit: epochs (", o.epochs, ") and initial_epoch (",
                                        o.initial_epoch, ") must be >= 0"));

@@ -1,13 +1,19 @@
-// The program the multi-worker Keras tests run once per task (TF_CONFIG from the
+// The program the multi-process Keras tests run once per task (TF_CONFIG from the
 // environment): fits the small classifier for 3 epochs of 10 steps on a global batch of 32
-// with BackupAndRestore (a checkpoint every 4 steps), under MultiWorkerMirroredStrategy when
-// the cluster has several training tasks, else on one device. HELPER_STEP_SLEEP_MS paces
-// every step, so that a test can kill the job mid-epoch.
+// with BackupAndRestore (a checkpoint every 4 steps), under ParameterServerStrategy when the
+// cluster has ps tasks (variables sliced small, so that even this model is partitioned; on
+// a ps task fit serves them until the test stops it),
+// MultiWorkerMirroredStrategy when it has several training tasks, else on one device; its
+// last line is the History's final validation metrics, and MODEL_DIR/history_<task>.txt
+// (task: chief, worker or local) holds the whole History. HELPER_STEP_SLEEP_MS paces every
+// step, so that a test can kill the job mid-epoch.
 //
 //   keras_fit_helper MODEL_DIR
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <thread>
 
@@ -41,7 +47,13 @@ int main(int argc, char** argv) {
     config.model_dir = argv[1];
     config.tf_random_seed = 7;
     std::shared_ptr<const Strategy> strategy;
-    if (config.num_worker_replicas > 1) {
+    if (config.num_ps_replicas > 0) {
+      ParameterServerOptions options;
+      options.placement.min_slice_bytes = 64;
+      options.connect_timeout_seconds = 60;
+      options.init_timeout_seconds = 60;
+      strategy = ParameterServerStrategy::create(*config.cluster, {Device::cpu(0)}, options);
+    } else if (config.num_worker_replicas > 1) {
       MultiWorkerOptions options;
       options.registration_timeout_seconds = 60;
       options.collective_timeout_seconds = 60;
@@ -65,6 +77,14 @@ int main(int argc, char** argv) {
                            .verbose = 2});
     std::printf("{\"task\":\"%s\",\"val_loss\":%.9g,\"val_accuracy\":%.9g}\n",
                 config.task_type.c_str(), h.last("val_loss"), h.last("val_accuracy"));
+    // The whole History, for the tests to compare: "EPOCH NAME VALUE" per line.
+    std::string task = config.cluster ? config.task_type : "local";
+    std::ofstream history(std::string(argv[1]) + "/history_" + task + ".txt");
+    for (const auto& [name, values] : h.history) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        history << h.epoch[i] << " " << name << " " << std::setprecision(17) << values[i] << "\n";
+      }
+    }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "keras_fit_helper: " << e.what() << "\n";

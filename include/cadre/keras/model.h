@@ -134,9 +134,11 @@ class Model {
   void compile(CompileOptions options);
   bool compiled() const;
 
-  // Trains on global batches (split per replica under a strategy). Throws
-  // FailedPreconditionError before compile, InvalidArgumentError for bad options and what
-  // Estimator::train and evaluate throw.
+  // Trains on global batches (split per replica under a strategy). On a ps task of a
+  // ParameterServerStrategy cluster it serves variables instead and does not return (as
+  // train_and_evaluate; see serve_parameters). Throws FailedPreconditionError before
+  // compile, InvalidArgumentError for bad options and what Estimator::train and evaluate
+  // throw.
   History fit(const io::Dataset& x, FitOptions options = {});
   // Trains on the per-replica batches input_fn makes (Keras's
   // distribute_datasets_from_function); steps_per_epoch is required.
