@@ -103,8 +103,13 @@ const ps::ParameterServers* parameter_servers(const RunConfig& config) {
                                  : nullptr;
 }
 
-// A ps task serves variables until the job ends (the launcher or orchestrator stops it).
-[[noreturn]] void serve_parameters(const RunConfig& config) {
+}  // namespace
+
+void serve_parameters(const RunConfig& config) {
+  if (config.task_type != "ps" || !config.cluster) {
+    throw InvalidArgumentError(str_cat("serve_parameters: this task is '", config.task_type,
+                                       "', not a ps task of a cluster (TF_CONFIG)"));
+  }
   ps::ServerOptions options;
   options.task = config.cluster->task.to_string();
   options.security = config.cluster->security;
@@ -117,8 +122,6 @@ const ps::ParameterServers* parameter_servers(const RunConfig& config) {
   server->wait();
   throw AbortedError(str_cat(options.task, ": the parameter server stopped"));
 }
-
-}  // namespace
 
 TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec& train_spec,
                                           const EvalSpec& eval_spec) {

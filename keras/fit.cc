@@ -2,11 +2,17 @@
 // epoch up to the epoch's last global step, with a hook that feeds the batch callbacks and
 // the progress bar, then Estimator::evaluate on the validation data.
 #include <glog/logging.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
+#include "cadre/checkpoint/writer.h"
 #include "cadre/estimator/hooks.h"
+#include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/nn/variable_store.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
 #include "keras/fit_state.h"
@@ -111,6 +117,8 @@ History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::D
                                           "' is not compiled; call compile({.optimizer, .loss, "
                                           ".metrics}) before fit"));
   }
+  // As train_and_evaluate: every task runs the same program, and a ps task serves.
+  if (s.config.task_type == "ps") serve_parameters(s.config);
   if (o.epochs < 0 || o.initial_epoch < 0) {
     throw InvalidArgumentError(str_cat("fit: epochs (", o.epochs, ") and initial_epoch (",
                                        o.initial_epoch, ") must be >= 0"));
@@ -224,11 +232,41 @@ History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::D
   return history;
 }
 
-void require_weights(const Model::State& s, const Estimator& estimator, const char* what) {
-  if (!estimator.latest_checkpoint()) {
-    throw FailedPreconditionError(str_cat(what, ": model '", s.name, "' has no weights yet in ",
-                                          s.config.model_dir, "; fit it or load_model first"));
+// The checkpoint evaluate and predict read: "" (the latest of model_dir) when there is one,
+// else (a model never fitted) the initial weights, which Keras evaluates on a model it has just built. They are
+// the weights fit starts from: the layers' initializers seeded with the compiled
+// tf_random_seed (the VariableStore seeds each variable by its name, as every Estimator call
+// does), made by calling the model on the first batch of `x`. They go to
+// model_dir/initial/model.ckpt-0.h5 (rewritten by each such call, published by a rename) and
+// not into the state file, so that a later fit still starts from scratch.
+std::string weights_checkpoint(const Model::State& s, const io::Dataset& x, const char* what) {
+  if (checkpoint::latest_checkpoint(s.config.model_dir)) return "";
+  io::Iterator it = x.make_iterator();
+  std::optional<io::Element> first = it.next();
+  if (!first) throw InvalidArgumentError(str_cat(what, ": the Dataset is empty"));
+  nn::VariableStore store(*s.config.tf_random_seed);
+  {
+    nn::VariableStoreScope scope(store);
+    internal::forward(s, first->features, /*training=*/false, nullptr);
   }
+  checkpoint::CheckpointData data;
+  for (const nn::Variable* v : store.variables()) data.variables[v->name()] = v->tensor();
+  data.attributes["origin"] = "keras initial weights";
+  std::filesystem::path dir = std::filesystem::path(s.config.model_dir) / "initial";
+  std::filesystem::path path = dir / "model.ckpt-0.h5";
+  std::filesystem::path temporary = dir / str_cat("model.ckpt-0.h5.tmp", ::getpid());
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    throw UnavailableError(str_cat(what, ": cannot create ", dir.string(), ": ", error.message()));
+  }
+  checkpoint::write_checkpoint_file(temporary.string(), data);
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary);
+    throw UnavailableError(str_cat(what, ": cannot publish ", path.string(), ": ", error.message()));
+  }
+  return path.string();
 }
 
 }  // namespace
@@ -249,10 +287,10 @@ EvalResult Model::evaluate(const io::Dataset& x, EvaluateOptions options) {
   }
   internal::ensure_built(*state_, &x);
   Estimator estimator(model_fn(), state_->config);
-  require_weights(*state_, estimator, "evaluate");
   EvalArgs args;
   args.steps = options.steps;
   args.name = "evaluate";
+  args.checkpoint_path = weights_checkpoint(*state_, x, "evaluate");
   EvalResult result = estimator.evaluate(per_replica_input(x), args);
   if (options.verbose > 0 && options.output) {
     Logs logs;
@@ -271,9 +309,11 @@ Tensor Model::predict(const io::Dataset& x, PredictOptions options) {
   }
   internal::ensure_built(*state_, &x);
   Estimator estimator(model_fn(), state_->config);
-  require_weights(*state_, estimator, "predict");
+  PredictArgs args;
+  args.checkpoint_path = weights_checkpoint(*state_, x, "predict");
   io::Dataset input = options.steps ? x.take(*options.steps) : x;
-  Predictions predictions = estimator.predict([input](const InputContext&) { return input; });
+  Predictions predictions =
+      estimator.predict([input](const InputContext&) { return input; }, args);
   const std::string key = state_->output->layer->name();
   std::vector<Tensor> rows;
   while (auto p = predictions.next()) rows.push_back(p->at(key));

@@ -302,6 +302,37 @@ Sequential::Sequential(std::vector<Layer> layers, std::string name)
   build_sequential(*state_);
 }
 
+namespace {
+
+// Runs `change` on a Sequential's state; when it throws, puts back its layers, its graph and
+// the names of `layers` (those of the stack and any being added), so that a refused layer is
+// neither in the model nor named by it.
+template <typename Change>
+void change_or_restore(Model::State& s, const std::vector<Layer>& layers, Change change) {
+  std::vector<std::string> names;
+  for (const Layer& l : layers) names.push_back(l.name());
+  auto stack = s.stack;
+  auto sequential_input = s.sequential_input;
+  auto inputs = s.inputs;
+  auto order = s.order;
+  auto output = s.output;
+  auto built_layers = s.layers;
+  try {
+    change();
+  } catch (...) {
+    for (size_t i = 0; i < layers.size(); ++i) layers[i].impl()->set_name(names[i]);
+    s.stack = std::move(stack);
+    s.sequential_input = std::move(sequential_input);
+    s.inputs = std::move(inputs);
+    s.order = std::move(order);
+    s.output = std::move(output);
+    s.layers = std::move(built_layers);
+    throw;
+  }
+}
+
+}  // namespace
+
 void Sequential::add(Layer layer) {
   if (internal::is_input_layer(*layer.impl())) {
     if (!state_->stack.empty() || state_->sequential_input) {
@@ -313,17 +344,23 @@ void Sequential::add(Layer layer) {
   if (state_->compiled) {
     throw FailedPreconditionError("add: the model is compiled; add layers before compile");
   }
-  state_->stack.push_back(std::move(layer));
-  if (state_->sequential_input) {
-    state_->output = nullptr;
-    build_sequential(*state_);
-  }
+  std::vector<Layer> touched = state_->stack;
+  touched.push_back(layer);
+  change_or_restore(*state_, touched, [&] {
+    state_->stack.push_back(layer);
+    if (state_->sequential_input) {
+      state_->output = nullptr;
+      build_sequential(*state_);
+    }
+  });
 }
 
 void Sequential::build(std::vector<int64_t> input_shape, InputOptions options) {
-  state_->sequential_input = std::make_pair(Dims(input_shape), options);
-  state_->output = nullptr;
-  build_sequential(*state_);
+  change_or_restore(*state_, state_->stack, [&] {
+    state_->sequential_input = std::make_pair(Dims(input_shape), options);
+    state_->output = nullptr;
+    build_sequential(*state_);
+  });
 }
 
 }  // namespace cadre::keras

@@ -16,9 +16,9 @@
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/early_stopping.h"
 #include "cadre/estimator/train_and_evaluate.h"
-#include "cadre/io/event_file.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/eval_events.h"
 #include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -34,20 +34,8 @@ pid_t start(const std::string& type, const std::string& model_dir, int steps, in
       {environment.begin(), environment.end()});
 }
 
+using testing::evaluations;
 using testing::wait_for;
-
-// How many evaluations the eval directory records for each step.
-std::map<int64_t, int> evaluations(const std::string& model_dir) {
-  std::map<int64_t, int> count;
-  for (const auto& entry : std::filesystem::directory_iterator(model_dir + "/eval")) {
-    for (const io::Event& event : io::read_event_file(entry.path().string())) {
-      for (const io::SummaryValue& v : event.values) {
-        if (v.tag == "loss") ++count[event.step];
-      }
-    }
-  }
-  return count;
-}
 
 class EvaluatorTest : public cadre::testing::TempDirTest {};
 

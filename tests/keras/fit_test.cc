@@ -176,6 +176,36 @@ TEST(FitTest, ModelToEstimatorCheckpointsWorkBothWays) {
   EXPECT_EQ(estimator.evaluate([](const InputContext&) { return testing::blobs(64); })["global_step"], 42);
 }
 
+// As Keras, a model never fitted evaluates and predicts with its initial weights: those fit
+// starts from (the same seeded initializers), without changing where fit starts.
+TEST(FitTest, EvaluateAndPredictBeforeFitUseTheSeededInitialWeights) {
+  std::string dir = testing::fresh_dir("initial");
+  Sequential model = small_model();
+  model.compile(small_compile(dir));
+  EvalResult before = model.evaluate(testing::blobs(64));
+  Tensor predicted = model.predict(testing::blobs(64));
+  EXPECT_EQ(predicted.shape(), Shape({512, 4}));
+  EXPECT_EQ(before["global_step"], 0);
+  EXPECT_GT(before["loss"], 0.5);  // untrained
+  EXPECT_FALSE(checkpoint::latest_checkpoint(dir).has_value());
+  // One step with a learning rate too small to move the weights gives the same outputs.
+  Sequential twin = small_model();
+  CompileOptions o = small_compile(testing::fresh_dir("initial_twin"));
+  o.optimizer = nn::optimizers::sgd(1e-30);
+  twin.compile(o);
+  twin.fit(testing::blobs(), {.epochs = 1, .steps_per_epoch = 1, .verbose = 0});
+  std::vector<float> a = predicted.to_vector<float>(), b = twin.predict(testing::blobs(64)).to_vector<float>();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << i;
+  EXPECT_NEAR(twin.evaluate(testing::blobs(64))["loss"], before["loss"], 1e-6);
+  // Fit after them is the fit of a model never evaluated.
+  History h = model.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
+  Sequential fresh = small_model();
+  fresh.compile(small_compile(testing::fresh_dir("initial_fresh")));
+  EXPECT_EQ(h.last("loss"), fresh.fit(testing::blobs(), {.epochs = 1, .verbose = 0}).last("loss"));
+  EXPECT_EQ(model.evaluate(testing::blobs(64))["global_step"], 16);
+}
+
 // A crash mid-epoch (here an exception from a callback), then the same fit again with
 // BackupAndRestore: it ends with the variables of a fit that never stopped.
 class CrashAt : public Callback {

@@ -114,5 +114,33 @@ TEST(ModelTest, DuplicateLayerNamesAreRefused) {
                InvalidArgumentError);
 }
 
+TEST(ModelTest, AddThatFailsItsShapeCheckLeavesTheModelUnchanged) {
+  Sequential model({InputLayer({784}), Dense(64, "relu")});
+  std::string before = model.summary_string();
+  Conv2D conv(8, {3, 3});
+  EXPECT_THROW(model.add(conv), InvalidArgumentError);
+  EXPECT_EQ(model.layers().size(), 1u);
+  EXPECT_EQ(model.summary_string(), before);
+  EXPECT_EQ(conv.name(), "");  // not named by a model it did not join
+  model.add(Dense(10));
+  std::vector<std::string> names;
+  for (const Layer& l : model.layers()) names.push_back(l.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"dense", "dense_1"}));
+  EXPECT_EQ(model.count_params(), 784 * 64 + 64 + 64 * 10 + 10);
+  // The refused layer fits elsewhere and is named there.
+  Sequential images({InputLayer({28, 28, 1}), conv});
+  EXPECT_EQ(conv.name(), "conv2d");
+}
+
+TEST(ModelTest, BuildThatFailsLeavesTheModelUnbuilt) {
+  Sequential model({Dense(4), Conv2D(8, {3, 3})});
+  EXPECT_THROW(model.build({8}), InvalidArgumentError);
+  EXPECT_FALSE(model.built());
+  EXPECT_THROW(model.count_params(), FailedPreconditionError);
+  model.build({8, 8, 1});  // Dense on the last axis: [8, 8, 4], then the convolution
+  EXPECT_TRUE(model.built());
+  EXPECT_EQ(model.count_params(), 1 * 4 + 4 + 3 * 3 * 4 * 8 + 8);
+}
+
 }  // namespace
 }  // namespace cadre::keras

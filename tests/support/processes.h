@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <iterator>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cadre::testing {
@@ -42,6 +44,53 @@ inline int wait_for(pid_t pid) {
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+// wait_for with a limit: the exit status, or -1 when the process had not ended after
+// `seconds` (it is then killed with SIGKILL and reaped).
+inline int wait_for(pid_t pid, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Processes a test started that must not outlive it (ps tasks, which serve until stopped,
+// and any task still running when an assertion fails): stop() kills and reaps them with
+// SIGKILL, as the destructor does.
+class Children {
+ public:
+  Children() = default;
+  Children(const Children&) = delete;
+  Children& operator=(const Children&) = delete;
+  ~Children() { stop(); }
+  pid_t add(pid_t pid) {
+    pids_.push_back(pid);
+    return pid;
+  }
+  // Waits for one of them (bounded, as wait_for) and forgets it.
+  int wait(pid_t pid, double seconds) {
+    int status = wait_for(pid, seconds);
+    std::erase(pids_, pid);
+    return status;
+  }
+  void stop() {
+    for (pid_t pid : pids_) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    pids_.clear();
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 struct CommandResult {
   int status = -1;  // the exit status, -1 when a signal ended it

@@ -12,8 +12,10 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/estimator.h"
 #include "cadre/io/mnist.h"
+#include "cadre/keras/model.h"
 #include "cadre/nn/nn.h"
 #include "cadre/ops/math.h"
 #include "cadre/runtime/threading.h"
@@ -34,6 +36,10 @@ DEFINE_bool(autotune, true,
 DEFINE_int64(profile_every_n_steps, 0,
              "estimator: RunConfig.profile_every_n_steps, a profile summary in the log every this "
              "many steps (0: profiler off), to measure what profiling costs");
+DEFINE_string(api, "estimator",
+              "estimator: train through Estimator::train (estimator) or the same model as a "
+              "keras::Sequential through Model::fit, one epoch of --train_steps steps (keras)");
+DEFINE_bool(keras_accuracy, false, "estimator --api=keras: compile with metrics {\"accuracy\"}");
 
 namespace cadre::bench {
 namespace {
@@ -59,16 +65,79 @@ Dataset input_fn(const InputContext& context) {
 // When each step began and ended, as a hook ahead of the checkpoint saver sees it: the
 // time from a step's end to the next one's start is the other hooks' (a save's blocking
 // included), the time from end to end also counts a background write's interference.
-class StepTimes : public Hook {
- public:
-  void before_run(Run&, RunContext&) override { begins.push_back(Clock::now()); }
-  void after_run(Run&, const StepResult& result, RunContext&) override {
-    steps.push_back(result.global_step);
-    ends.push_back(Clock::now());
-  }
+struct StepTimes {
   std::vector<int64_t> steps;
   std::vector<Clock::time_point> begins, ends;
 };
+
+class StepTimesHook : public Hook {
+ public:
+  explicit StepTimesHook(StepTimes& times) : times_(times) {}
+  void before_run(Run&, RunContext&) override { times_.begins.push_back(Clock::now()); }
+  void after_run(Run&, const StepResult& result, RunContext&) override {
+    times_.steps.push_back(result.global_step);
+    times_.ends.push_back(Clock::now());
+  }
+
+ private:
+  StepTimes& times_;
+};
+
+// The same from fit's batch callbacks (called from fit's own hook, in the same place). The
+// fit is one epoch from step 0, so batch b ends global step b + 1.
+class StepTimesCallback : public keras::Callback {
+ public:
+  explicit StepTimesCallback(StepTimes& times) : times_(times) {}
+  void on_train_batch_begin(int64_t, const keras::Logs&) override {
+    times_.begins.push_back(Clock::now());
+  }
+  void on_train_batch_end(int64_t batch, const keras::Logs&) override {
+    times_.steps.push_back(batch + 1);
+    times_.ends.push_back(Clock::now());
+  }
+
+ private:
+  StepTimes& times_;
+};
+
+// examples/fashion_mnist/models.h's models as Keras layers, with the same variable shapes
+// and the same ops (dense and conv2d with their activation fused).
+keras::Sequential keras_model(const std::string& model) {
+  using namespace keras;
+  if (model == "mlp") {
+    return Sequential({InputLayer({784}, {.name = "image"}), Dense(256, "relu"),
+                       Dense(256, "relu"), Dense(10)});
+  }
+  return Sequential({InputLayer({784}, {.name = "image"}), Reshape({28, 28, 1}),
+                     Conv2D(32, {3, 3}, "relu"), MaxPooling2D({2, 2}),
+                     Conv2D(64, {3, 3}, "relu"), MaxPooling2D({2, 2}), Flatten(),
+                     Dense(128, "relu"), Dense(10)});
+}
+
+// Trains as the flags say through the API named by --api; returns the last checkpoint.
+std::string train(const RunConfig& config, StepTimes& times) {
+  if (FLAGS_api == "estimator") {
+    Estimator estimator(model_fn, config);
+    TrainArgs args;
+    args.max_steps = FLAGS_train_steps;
+    args.hooks = {std::make_shared<StepTimesHook>(times)};
+    estimator.train(input_fn, args);
+    return estimator.latest_checkpoint().value();
+  }
+  keras::Sequential model = keras_model(FLAGS_model);
+  std::vector<keras::Metric> metrics;
+  if (FLAGS_keras_accuracy) metrics.push_back("accuracy");
+  model.compile({.optimizer = nn::optimizers::adam(1e-3),
+                 .loss = keras::SparseCategoricalCrossentropy({.from_logits = true}),
+                 .metrics = metrics,
+                 .config = config});
+  // One epoch of all the steps: fit's end-of-epoch checkpoint is the Estimator's final one.
+  model.fit(input_fn, {.epochs = 1,
+                       .steps_per_epoch = FLAGS_train_steps,
+                       .callbacks = {std::make_shared<StepTimesCallback>(times)},
+                       .verbose = 0});
+  return checkpoint::latest_checkpoint(config.model_dir).value();
+}
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return 1e3 * std::chrono::duration<double>(b - a).count();
@@ -110,6 +179,10 @@ PlainCopies plain_copies(const std::string& checkpoint) {
 
 int run_estimator() {
   examples::check_model_name(FLAGS_model);
+  if (FLAGS_api != "estimator" && FLAGS_api != "keras") {
+    throw InvalidArgumentError(str_cat("unknown --api '", FLAGS_api,
+                                       "'; expected estimator or keras"));
+  }
   if (FLAGS_batch_size <= 0 || FLAGS_train_steps <= 2 * kUntimedSteps || FLAGS_save_every < 0) {
     throw InvalidArgumentError(str_cat("--batch_size must be positive, --train_steps above ",
                                        2 * kUntimedSteps, " and --save_every 0 or more"));
@@ -132,28 +205,24 @@ int run_estimator() {
   config.log_step_count_steps = int64_t{1} << 40;
   config.progress_line = RunConfig::ProgressLine::kOff;
   config.profile_every_n_steps = FLAGS_profile_every_n_steps;
-  Estimator estimator(model_fn, config);
-  auto times = std::make_shared<StepTimes>();
-  TrainArgs args;
-  args.max_steps = FLAGS_train_steps;
-  args.hooks = {times};
-  estimator.train(input_fn, args);
+  StepTimes times;
+  std::string latest = train(config, times);
 
   // Steps after kUntimedSteps: the rate; and for the steps that saved, how much longer than
   // the median step their hooks took (training blocked) and the interval to the next step
   // end (blocked, plus the background write's interference).
   std::vector<double> gaps, saved_gaps, intervals, saved_intervals;
   size_t first = 0;
-  const auto& steps = times->steps;
+  const auto& steps = times.steps;
   while (first < steps.size() && steps[first] < kUntimedSteps) ++first;
   for (size_t i = first + 1; i < steps.size(); ++i) {
     bool saved = FLAGS_save_every > 0 && steps[i - 1] % FLAGS_save_every == 0;
-    (saved ? saved_gaps : gaps).push_back(ms_between(times->ends[i - 1], times->begins[i]));
-    (saved ? saved_intervals : intervals).push_back(ms_between(times->ends[i - 1], times->ends[i]));
+    (saved ? saved_gaps : gaps).push_back(ms_between(times.ends[i - 1], times.begins[i]));
+    (saved ? saved_intervals : intervals).push_back(ms_between(times.ends[i - 1], times.ends[i]));
   }
   size_t last = steps.size() - 1;
   double rate = static_cast<double>(steps[last] - steps[first]) * FLAGS_batch_size * 1e3 /
-                ms_between(times->ends[first], times->ends[last]);
+                ms_between(times.ends[first], times.ends[last]);
   // Window-to-window steadiness: the timed steps in 7 windows of equal step counts.
   constexpr int kWindows = 7;
   std::vector<double> window_rates;
@@ -161,7 +230,7 @@ int run_estimator() {
   for (int w = 0; w < kWindows && per_window > 0; ++w) {
     size_t a = first + w * per_window, b = a + per_window;
     window_rates.push_back(static_cast<double>(steps[b] - steps[a]) * FLAGS_batch_size * 1e3 /
-                           ms_between(times->ends[a], times->ends[b]));
+                           ms_between(times.ends[a], times.ends[b]));
   }
   auto [slowest, fastest] = std::minmax_element(window_rates.begin(), window_rates.end());
   double blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
@@ -171,17 +240,16 @@ int run_estimator() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
-  std::string latest = estimator.latest_checkpoint().value();
   checkpoint::CheckpointSizes sizes = checkpoint::CheckpointReader::open(latest)->sizes();
   PlainCopies copies = plain_copies(latest);
   std::printf(
-      "{\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,\"async\":%s,"
-      "\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,\"step_ms_median\":%.3f,"
-      "\"saves_timed\":%zu,"
+      "{\"api\":\"%s\",\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,"
+      "\"async\":%s,\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,"
+      "\"step_ms_median\":%.3f,\"saves_timed\":%zu,"
       "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
       "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
       "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f,\"profile_every_n_steps\":%lld}\n",
-      FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
+      FLAGS_api.c_str(), FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
       static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", rate,
       *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms,
       copies.warm_ms, copies.cold_ms,

@@ -84,6 +84,12 @@ struct TrainAndEvaluateResult {
 TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec& train_spec,
                                           const EvalSpec& eval_spec);
 
+// What a ps task of a ParameterServerStrategy job runs (train_and_evaluate and
+// keras::Model::fit call it there): serves variables at the task's TF_CONFIG address, with
+// the cluster's security, until the process is stopped. Does not return; throws
+// AbortedError if the server stops, InvalidArgumentError when `config` is not a ps task.
+[[noreturn]] void serve_parameters(const RunConfig& config);
+
 // The step at which the chief marked training finished in model_dir (the file
 // "training_finished", "training finished at step N"), or nullopt while training runs.
 std::optional<int64_t> read_training_finished(const std::string& model_dir,

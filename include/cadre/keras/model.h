@@ -134,17 +134,21 @@ class Model {
   void compile(CompileOptions options);
   bool compiled() const;
 
-  // Trains on global batches (split per replica under a strategy). Throws
-  // FailedPreconditionError before compile, InvalidArgumentError for bad options and what
-  // Estimator::train and evaluate throw.
+  // Trains on global batches (split per replica under a strategy). On a ps task of a
+  // ParameterServerStrategy cluster it serves variables instead and does not return (as
+  // train_and_evaluate; see serve_parameters). Throws FailedPreconditionError before
+  // compile, InvalidArgumentError for bad options and what Estimator::train and evaluate
+  // throw.
   History fit(const io::Dataset& x, FitOptions options = {});
   // Trains on the per-replica batches input_fn makes (Keras's
   // distribute_datasets_from_function); steps_per_epoch is required.
   History fit(const InputFn& input_fn, FitOptions options = {});
-  // Loss and metrics over the input, from the latest checkpoint (FailedPreconditionError
-  // before the model has weights: fit or load_model first).
+  // Loss and metrics over the input, from the latest checkpoint; a model never fitted is
+  // evaluated on its initial weights, the seeded ones fit would start from (written to
+  // model_dir/initial/, outside the checkpoint state, so fit still starts from scratch).
   EvalResult evaluate(const io::Dataset& x, EvaluateOptions options = {});
-  // The model's output for every example, stacked along the batch dimension.
+  // The model's output for every example, stacked along the batch dimension (on the initial
+  // weights for a model never fitted, as evaluate).
   Tensor predict(const io::Dataset& x, PredictOptions options = {});
 
   // Writes `dir`: the architecture and compile settings (model.pbtxt, protobuf text) and
