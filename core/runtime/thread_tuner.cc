@@ -15,7 +15,7 @@ constexpr int64_t kFirstTrial = 30;  // steps before the first trial
 constexpr int kWarmUp = 5;           // first steps, slower (allocation, caches)
 constexpr int64_t kMinInterval = 50;
 constexpr int64_t kMaxInterval = 3200;
-// A trial wins with a median step this much shorter: fewer threads by 3%; more threads by
+// A trial wins with a mean step this much shorter: fewer threads by 3%; more threads by
 // 15%, because a few steps with more threads can look good on a busy machine and then
 // collapse (the waiting threads spin while the one they wait for is not running).
 constexpr double kFewerWins = 0.97;
@@ -25,9 +25,13 @@ constexpr size_t kEarly = 3;       // trial steps after which a clear loser stop
 constexpr double kLosing = 1.2;
 constexpr double kHopeless = 3;   // one trial step this much slower ends the trial
 
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
+// Steps are compared by their mean, not their median: with a neighbour on a core, most
+// steps of two threads are fast and a few stall for a scheduler time slice, and the
+// stalls are what the throughput pays.
+double mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
 }
 
 }  // namespace
@@ -49,10 +53,10 @@ void ThreadTuner::step_finished(double seconds) {
     trial_.push_back(seconds);
     // A clear loser ends early: a trial costs its steps at the worse count, and on a busy
     // machine a step with more threads than free cores can take 100 times longer.
-    double base = median(recent_);
+    double base = mean(recent_);
     bool losing = seconds > kHopeless * base ||
                   (trial_.size() == kSettle + kEarly &&
-                   median({trial_.begin() + kSettle, trial_.end()}) > kLosing * base);
+                   mean({trial_.begin() + kSettle, trial_.end()}) > kLosing * base);
     if (losing) {
       lose_trial(base);
     } else if (trial_.size() == kSettle + kWindow) {
@@ -67,7 +71,7 @@ void ThreadTuner::step_finished(double seconds) {
   recent_.push_back(seconds);
   if (recent_.size() > kWindow) recent_.erase(recent_.begin());
   if (recent_.size() < kWindow) return;
-  if (reference_ > 0 && steps_ < next_trial_ && median(recent_) > kSlower * reference_) {
+  if (reference_ > 0 && steps_ < next_trial_ && mean(recent_) > kSlower * reference_) {
     next_trial_ = steps_;  // the steps slowed down: the machine may have changed
     interval_ = kMinInterval;
   }
@@ -90,8 +94,8 @@ void ThreadTuner::start_trial() {
 
 void ThreadTuner::end_trial() {
   std::vector<double> measured(trial_.begin() + kSettle, trial_.end());
-  double trial = median(measured);
-  double base = median(recent_);
+  double trial = mean(measured);
+  double base = mean(recent_);
   bool more = trial_threads_ > current_;
   if (trial >= (more ? kMoreWins : kFewerWins) * base) {
     lose_trial(base);
@@ -104,7 +108,7 @@ void ThreadTuner::end_trial() {
     no_more_until_ = steps_ + more_backoff_;
   }
   went_up_ = more;
-  VLOG(1) << "intra-op threads: " << current_ << " -> " << trial_threads_ << " (median step "
+  VLOG(1) << "intra-op threads: " << current_ << " -> " << trial_threads_ << " (mean step "
           << base * 1e3 << " ms -> " << trial * 1e3 << " ms)";
   current_ = trial_threads_;
   reference_ = trial;

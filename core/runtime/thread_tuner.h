@@ -4,7 +4,7 @@
 // one of the cores the section waits for a thread that is not running, and spinning
 // waiters take the core it needs: 2 threads can then run 1.4x slower than 1 (measured in
 // docs/BENCHMARKS.md). The tuner tries one thread fewer (or more, up to the budget it
-// started with) for a few steps now and then, keeps the count whose median step is faster
+// started with) for a few steps now and then, keeps the count whose mean step is faster
 // by 3% or more, and tries again sooner when steps slow down (a neighbour arrived) and
 // more rarely while nothing changes, so that a quiet machine pays next to nothing.
 //
@@ -41,7 +41,7 @@ class ThreadTuner {
   const int max_;
   int current_;
   std::vector<double> recent_;  // the last steps at current_
-  double reference_ = 0;        // median step at current_ when last compared
+  double reference_ = 0;        // mean step at current_ when last compared
   int trial_threads_ = 0;       // 0: no trial
   std::vector<double> trial_;
   int64_t steps_ = 0;
