@@ -9,16 +9,19 @@
 namespace cadre {
 namespace {
 
-constexpr size_t kWindow = 12;       // steps compared on each side
+// Steps at the current count compared (a long window: one stall of a quiet machine must
+// not look like a neighbour) and steps of a trial (short: a trial costs its steps).
+constexpr size_t kBase = 48;
+constexpr size_t kWindow = 12;
 constexpr size_t kSettle = 2;        // steps dropped after a change (the team resizes)
-constexpr int64_t kFirstTrial = 30;  // steps before the first trial
+constexpr int64_t kFirstTrial = 20;  // steps before the first trial
 constexpr int kWarmUp = 5;           // first steps, slower (allocation, caches)
 constexpr int64_t kMinInterval = 50;
 constexpr int64_t kMaxInterval = 3200;
-// A trial wins with a mean step this much shorter: fewer threads by 3%; more threads by
+// A trial wins with a mean step this much shorter: fewer threads by 5%; more threads by
 // 15%, because a few steps with more threads can look good on a busy machine and then
 // collapse (the waiting threads spin while the one they wait for is not running).
-constexpr double kFewerWins = 0.97;
+constexpr double kFewerWins = 0.95;
 constexpr double kMoreWins = 0.85;
 constexpr double kSlower = 1.25;   // steps this much slower than the reference: try soon
 constexpr size_t kEarly = 3;       // trial steps after which a clear loser stops
@@ -69,8 +72,10 @@ void ThreadTuner::step_finished(double seconds) {
     return;
   }
   recent_.push_back(seconds);
-  if (recent_.size() > kWindow) recent_.erase(recent_.begin());
-  if (recent_.size() < kWindow) return;
+  if (recent_.size() > kBase) recent_.erase(recent_.begin());
+  // The first comparison comes early, on a short window: a run that starts beside a
+  // neighbour should not spend its first hundred steps finding out.
+  if (recent_.size() < (reference_ > 0 ? kBase : kWindow)) return;
   if (reference_ > 0 && steps_ < next_trial_ && mean(recent_) > kSlower * reference_) {
     next_trial_ = steps_;  // the steps slowed down: the machine may have changed
     interval_ = kMinInterval;

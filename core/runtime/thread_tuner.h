@@ -5,7 +5,7 @@
 // waiters take the core it needs: 2 threads can then run 1.4x slower than 1 (measured in
 // docs/BENCHMARKS.md). The tuner tries one thread fewer (or more, up to the budget it
 // started with) for a few steps now and then, keeps the count whose mean step is faster
-// by 3% or more, and tries again sooner when steps slow down (a neighbour arrived) and
+// by 5% (fewer threads) or 15% (more threads), and tries again sooner when steps slow down (a neighbour arrived) and
 // more rarely while nothing changes, so that a quiet machine pays next to nothing.
 //
 // The thread count never changes the result of kernels that split work by chunks
