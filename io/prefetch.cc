@@ -91,8 +91,7 @@ class PrefetchIterator : public IteratorNode {
   void prepare_save() override {
     std::unique_lock lock(mutex_);
     if (!producer_.joinable() || end_) return;  // nothing runs in the background
-    snapshot_ = Snapshot{};
-    snapshot_->requested = true;
+    snapshot_ = Snapshot{};  // requested; the producer takes it
     bool wake = producer_waiting_;
     lock.unlock();
     if (wake) has_room_.notify_one();
@@ -164,7 +163,7 @@ class PrefetchIterator : public IteratorNode {
         producer_waiting_ = false;
       }
       if (cancelled_) return;
-      if (snapshot_ && snapshot_->requested && !snapshot_->taken) {
+      if (snapshot_pending()) {
         take_snapshot(lock);
         continue;
       }
@@ -196,16 +195,16 @@ class PrefetchIterator : public IteratorNode {
     }
   }
 
-  // The input's state as the producer saw it between two results (prepare_save).
+  // The input's state as the producer saw it between two results (prepare_save); requested
+  // while snapshot_ holds one not taken yet.
   struct Snapshot {
-    bool requested = false;
     bool taken = false;
     IteratorState input;
     uint64_t produced = 0;  // results produced before it
     bool end = false;
   };
 
-  bool snapshot_pending() const { return snapshot_ && snapshot_->requested && !snapshot_->taken; }
+  bool snapshot_pending() const { return snapshot_ && !snapshot_->taken; }
 
   // On the producer, with the mutex held (released while the input saves).
   void take_snapshot(std::unique_lock<std::mutex>& lock) {
@@ -222,13 +221,12 @@ class PrefetchIterator : public IteratorNode {
     }
     lock.lock();
     producing_ = false;
-    if (snapshot_ && snapshot_->requested) {
-      snapshot_->taken = ok;
-      snapshot_->requested = ok;
-      snapshot_->input = std::move(input);
-      snapshot_->produced = produced;
-      snapshot_->end = end;
-      if (!ok) snapshot_.reset();
+    if (snapshot_pending()) {  // not consumed by a save() meanwhile
+      if (ok) {
+        *snapshot_ = Snapshot{true, std::move(input), produced, end};
+      } else {
+        snapshot_.reset();
+      }
     }
     if (consumers_waiting_ > 0) {
       lock.unlock();

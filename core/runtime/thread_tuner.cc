@@ -118,6 +118,10 @@ void ThreadTuner::end_trial() {
   current_ = trial_threads_;
   reference_ = trial;
   interval_ = kMinInterval;  // keep going the same way while it pays
+  finish_trial();
+}
+
+void ThreadTuner::finish_trial() {
   recent_.clear();
   skip_ = kSettle;
   trial_threads_ = 0;
@@ -137,10 +141,7 @@ void ThreadTuner::lose_trial(double base) {
   if (direction_ == -1 || current_ == 1 || current_ == max_) {
     interval_ = std::min(2 * interval_, kMaxInterval);
   }
-  recent_.clear();
-  skip_ = kSettle;
-  trial_threads_ = 0;
-  next_trial_ = steps_ + interval_;
+  finish_trial();
 }
 
 }  // namespace cadre

@@ -36,6 +36,7 @@ class ThreadTuner {
   void start_trial();
   void end_trial();
   void lose_trial(double base);  // back to current_; the trial's count waits longer
+  void finish_trial();           // measuring starts again at current_
   void set(int threads);
 
   const int max_;
