@@ -217,9 +217,24 @@ class TrainRun : public Run {
           phase.next("backward");
           std::vector<Gradient> gradients = tape.gradient(out.spec.loss, sources);
           phase.next("update");
+          // Across workers the loss and scalar summaries logged are the job's, averaged by
+          // batch size in the gradients' reduction.
+          std::vector<double> means;
+          const bool job_wide = strategy_->num_workers_in_sync() > 1;
+          if (job_wide) {
+            means.push_back(out.spec.loss.item<double>());
+            for (const auto& [tag, value] : out.spec.scalar_summaries) {
+              means.push_back(value.item<double>());
+            }
+          }
           ctx.apply_gradients(*out.spec.train_op.optimizer, std::move(gradients),
-                              static_cast<double>(out.batch_size), variables);
-          out.loss = out.spec.loss.item<double>();
+                              static_cast<double>(out.batch_size), variables,
+                              job_wide ? &means : nullptr);
+          out.loss = job_wide ? means[0] : out.spec.loss.item<double>();
+          if (job_wide) {
+            size_t i = 1;
+            for (auto& [tag, value] : out.spec.scalar_summaries) value = Tensor::scalar(means[i++]);
+          }
           return out;
         },
         &generators_);

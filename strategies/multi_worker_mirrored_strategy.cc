@@ -67,7 +67,8 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
     return value;
   }
   std::string reduction() const override {
-    std::string across = str_cat(gpus_ ? "NCCL" : "Gloo", " all-reduce across ", num_workers(),
+    std::string across = str_cat(gpus_ ? "NCCL" : group_->collective->transport(),
+                                 " all-reduce across ", num_workers(),
                                  " workers");
     if (num_local_replicas() == 1) return across;
     return str_cat(StrategyExtended::reduction(), " within the worker, then ", across);
@@ -83,7 +84,7 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
 
  private:
   std::unique_ptr<WorkerGroup> group_;
-  std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else Gloo through the host
+  std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else the host collective
   double timeout_seconds_;
   // The step signal as the reductions since the last take_step_signal() carried it.
   mutable std::atomic<bool> signal_heard_{false};
@@ -121,9 +122,10 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
   }
   NoGradScope no_grad;
   // One flat buffer for everything (dense; sparse gradients densified), then the weight and
-  // the step signal: one all-reduce per step, by NCCL on the GPU that holds the worker's sum, else by Gloo's ring
-  // on the host. Float32 gradients travel as float32 (half the bytes of doubles), anything
-  // else as float64. The sums are views of the buffer: no copies out.
+  // the step signal: one all-reduce per step, by NCCL on the GPU that holds the worker's
+  // sum, else through host memory (shared memory or Gloo's ring). Float32 gradients travel
+  // as float32 (half the bytes of doubles), anything else as float64. The sums are views of
+  // the buffer: no copies out.
   ProcessCollective& across = gpus_ ? static_cast<ProcessCollective&>(*gpus_) : *group_->collective;
   const Device home = across.device();
   bool all_float = true;
@@ -227,7 +229,8 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
   }
   LOG(INFO) << "MultiWorkerMirroredStrategy: worker " << rank << " of " << size << " ("
             << cluster.task.to_string() << ") with " << local_devices.size()
-            << " local replica(s); gradients across workers by " << (gpus ? "NCCL" : "Gloo");
+            << " local replica(s); gradients across workers by "
+            << (gpus ? gpus->transport() : group->collective->transport());
   return std::shared_ptr<MultiWorkerMirroredStrategy>(
       new MultiWorkerMirroredStrategy(std::make_unique<MultiWorkerMirroredExtended>(
           std::move(local_devices), std::move(group), std::move(gpus),

@@ -92,12 +92,26 @@ void ReplicaContext::barrier() {
 }
 
 void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
-                                     double weight, std::vector<nn::Variable*> variables) {
+                                     double weight, std::vector<nn::Variable*> variables,
+                                     std::vector<double>* means) {
   if (variables.empty()) variables = trainable_variables();
+  const size_t count = gradients.size();
+  if (means) {
+    // Float32, so that float32 gradients keep travelling as float32.
+    for (double m : *means) {
+      gradients.emplace_back(to_device(Tensor::scalar(static_cast<float>(m)), device()));
+    }
+  }
   std::vector<Gradient> reduced;
   {
     profiler::Scope scope("all_reduce", profiler::kPhase);
     reduced = all_reduce(ReduceOp::kMean, std::move(gradients), weight);
+  }
+  if (means) {
+    for (size_t i = 0; i < means->size(); ++i) {
+      (*means)[i] = reduced[count + i].dense().item<double>();
+    }
+    reduced.resize(count);
   }
   if (variables_.mirrored()) {
     // Identical gradients and identical copies: every replica makes the same update.

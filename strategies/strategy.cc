@@ -8,10 +8,12 @@
 #include "cadre/base/errors.h"
 #include "cadre/nn/cross_replica.h"
 #include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/logging.h"
 #include "core/base/strings.h"
 #include "io/auto_shard.h"
+#include "io/element_codec.h"
 #include "strategies/replica_group.h"
 #include "strategies/strategy_extended.h"
 
@@ -135,7 +137,19 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values,
   for (const Tensor& v : values) lists.push_back({v});
   std::vector<double> w = weights.empty() ? std::vector<double>(values.size(), 1.0) : weights;
   std::vector<Device> destinations(values.size(), devices()[0]);
-  return extended_->cross_device_ops().batch_reduce(op, lists, w, destinations)[0][0].dense();
+  if (num_workers_in_sync() == 1) {
+    return extended_->cross_device_ops().batch_reduce(op, lists, w, destinations)[0][0].dense();
+  }
+  // Every replica of the job, as tf.distribute's reduce under MultiWorkerMirrored: the
+  // worker's weighted sum, summed across workers with the weights, then divided for a mean.
+  std::vector<Gradient> sum =
+      extended_->cross_device_ops().batch_reduce(ReduceOp::kSum, lists, w, destinations)[0];
+  double total = 0;
+  for (double x : w) total += x;
+  extended_->cross_worker_sum(sum, total);
+  NoGradScope no_grad;
+  Tensor result = to_device(sum[0].dense(), devices()[0]);
+  return op == ReduceOp::kMean ? result * (1.0 / total) : result;
 }
 
 Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
@@ -146,7 +160,30 @@ Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   NoGradScope no_grad;
   std::vector<Tensor> here;
   for (const Tensor& v : values) here.push_back(to_device(v, devices()[0]));
-  return concat(here, axis);
+  Tensor local = concat(here, axis);
+  if (num_workers_in_sync() == 1) return local;
+  // Every worker's concatenation, in worker order (replica order across the job), through
+  // host bytes: workers may hold different lengths along `axis`, as batches may differ.
+  std::vector<Tensor> all;
+  std::string own;
+  io::encode_element(io::Element(local), own);
+  for (const std::string& bytes : extended_->all_gather_bytes(std::move(own))) {
+    size_t offset = 0;
+    io::Element element = io::decode_element(bytes, offset, "a worker's gathered values");
+    all.push_back(to_device(element.features.at("value"), devices()[0]));
+  }
+  for (size_t w = 1; w < all.size(); ++w) {
+    Shape a = all[w].shape(), b = all[0].shape();
+    bool same = a.rank() == b.rank() && all[w].dtype() == all[0].dtype();
+    for (int d = 0; same && d < a.rank(); ++d) same = d == axis || a[d] == b[d];
+    if (!same) {
+      throw InvalidArgumentError(str_cat("gather: worker ", w, "'s values are ",
+                                         dtype_name(all[w].dtype()), " ", a, ", worker 0's ",
+                                         dtype_name(all[0].dtype()), " ", b,
+                                         "; they may differ only along axis ", axis));
+    }
+  }
+  return concat(all, axis);
 }
 
 io::InputContext Strategy::input_context() const {

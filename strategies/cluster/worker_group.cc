@@ -4,7 +4,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
-#include "strategies/collectives/gloo/collective.h"
+#include "strategies/collectives/host_collective.h"
 
 namespace cadre {
 
@@ -39,8 +39,14 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
   std::string own = cluster.address(cluster.task);
   std::string host = own.substr(0, own.rfind(':'));
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  group->collective = gloo_collective(*group->client, rank, static_cast<int>(tasks.size()), host,
-                                      options.collective_timeout_seconds);
+  HostCollectiveOptions collective;
+  collective.transport = options.shared_memory ? HostTransport::kAuto : HostTransport::kGloo;
+  collective.timeout_seconds = options.collective_timeout_seconds;
+  CoordinationClient* client = group->client.get();
+  collective.peer_failure = [client] { return client->failure(); };
+  for (const TaskId& task : tasks) collective.rank_names.push_back(task.to_string());
+  group->collective = host_collective(*group->client, rank, static_cast<int>(tasks.size()), host,
+                                      collective);
   return group;
 }
 

@@ -1,6 +1,7 @@
 // Joining the training tasks of a cluster: the chief (worker 0 without one) serves the
 // coordination service at its TF_CONFIG address, every training task registers with it and
-// heartbeats, and a Gloo mesh connects them through the service's key-value store.
+// heartbeats, and a collective connects them through the service's key-value store: shared
+// memory when they are on one host, else a Gloo mesh.
 // MultiWorkerMirroredStrategy and `cadre_bench allreduce` stand on it.
 #pragma once
 
@@ -16,7 +17,7 @@ namespace cadre {
 struct WorkerGroup {
   std::unique_ptr<CoordinationService> service;  // on the chief only
   std::unique_ptr<CoordinationClient> client;
-  std::unique_ptr<ProcessCollective> collective;  // Gloo; rank = the task's global id
+  std::unique_ptr<ProcessCollective> collective;  // host memory; rank = the task's global id
 
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
   // outlives the others' last calls; then stops heartbeats and the service.

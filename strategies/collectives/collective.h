@@ -24,6 +24,8 @@ class ProcessCollective {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual Device device() const = 0;
+  // What carries the bytes ("Gloo", "shared memory", "NCCL"), for logs.
+  virtual const char* transport() const = 0;
   // In place, the element-wise sum over every process.
   virtual void sum(float* data, size_t count) = 0;
   virtual void sum(double* data, size_t count) = 0;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cadre/io/event_file.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
 #include "tests/support/temp_dir.h"
@@ -69,6 +70,29 @@ class MultiWorkerTest : public cadre::testing::TempDirTest {
     }
     // Only the chief wrote checkpoints and summaries (the worker's copy is the chief's files).
     EXPECT_EQ(multi->attributes().at("strategy"), "multi_worker_mirrored");
+    // The chief's training loss is the global batch's, as one process computes it, not
+    // the loss of its own half.
+    std::map<int64_t, float> one = training_losses(path("single")), two = training_losses(dir);
+    ASSERT_FALSE(one.empty());
+    EXPECT_EQ(one.size(), two.size());
+    for (const auto& [step, loss] : one) {
+      ASSERT_TRUE(two.count(step)) << "no loss for step " << step;
+      EXPECT_NEAR(two[step], loss, 1e-5 * std::abs(loss)) << "step " << step;
+    }
+  }
+
+  // The "loss" summaries of model_dir's training event files, by step.
+  static std::map<int64_t, float> training_losses(const std::string& model_dir) {
+    std::map<int64_t, float> losses;
+    for (const auto& entry : std::filesystem::directory_iterator(model_dir)) {
+      if (entry.path().filename().string().rfind("events.out.tfevents", 0) != 0) continue;
+      for (const io::Event& event : io::read_event_file(entry.path().string())) {
+        for (const io::SummaryValue& v : event.values) {
+          if (v.tag == "loss" && v.scalar) losses[event.step] = *v.scalar;
+        }
+      }
+    }
+    return losses;
   }
 };
 
@@ -226,9 +250,10 @@ TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_LT(seconds, 15.0);
   std::string log = read_log(path("chief.log"));
-  // Named by the coordination service's heartbeats, or by Gloo when the connection broke.
+  // Named by the coordination service's heartbeats, or by the shared-memory collective
+  // when the process is gone.
   bool named = log.find("task worker:0 has sent no heartbeat") != std::string::npos ||
-               log.find("a peer is gone") != std::string::npos;
+               log.find("worker:0 (rank 1, pid") != std::string::npos;
   EXPECT_TRUE(named) << testing::tail(log, 2000);
 }
 

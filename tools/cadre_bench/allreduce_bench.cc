@@ -1,11 +1,12 @@
 // cadre_bench allreduce: float32 sum all-reduce across the training tasks of TF_CONFIG's
 // cluster (one process per task, e.g. under cadre_launch), over the same coordination
-// service and Gloo mesh that MultiWorkerMirroredStrategy uses. --tensors=K splits --bytes
-// into K tensors which are packed into one buffer per call, as the strategy packs gradients
-// (the packing copies are timed too; one tensor is reduced in place); --unfused reduces them
-// one call each, as a peer without buckets does. Without --bytes it sweeps 4 KiB to 256 MiB. On the
+// service and collective that MultiWorkerMirroredStrategy uses (shared memory on one host,
+// or Gloo's TCP mesh with --transport=gloo). --tensors=K splits --bytes into K tensors
+// which are packed into one buffer per call, as the strategy packs gradients (the packing
+// copies are timed too; one tensor is reduced in place); --unfused reduces them one call
+// each, as a peer without buckets does. Without --bytes it sweeps 4 KiB to 256 MiB. On the
 // chief, one JSON line per size:
-// {"bytes":N,"tensors":K,"time_ms":..,"algbw_gbps":..,"busbw_gbps":..}.
+// {"bytes":N,"tensors":K,"transport":..,"time_ms":..,"algbw_gbps":..,"busbw_gbps":..}.
 #include "tools/cadre_bench/allreduce_bench.h"
 
 #include <gflags/gflags.h>
@@ -27,6 +28,8 @@ DEFINE_int64(bytes, 0, "bytes reduced per call (0: sweep 4 KiB .. 256 MiB)");
 DEFINE_int32(tensors, 1, "tensors the bytes are split into");
 DEFINE_bool(unfused, false, "one all-reduce per tensor instead of one packed buffer");
 DEFINE_int32(repeats, 5, "timed rounds; the median is reported");
+DEFINE_string(transport, "auto",
+              "auto (shared memory when every process is on this host, else Gloo) or gloo");
 
 namespace cadre::bench {
 
@@ -44,6 +47,10 @@ int run_allreduce() {
   cluster.security = ClusterSecurity::from_environment();
   MultiWorkerOptions options;
   options.registration_timeout_seconds = 120;
+  if (FLAGS_transport != "auto" && FLAGS_transport != "gloo") {
+    throw InvalidArgumentError(str_cat("--transport=", FLAGS_transport, ": expected auto or gloo"));
+  }
+  options.shared_memory = FLAGS_transport == "auto";
   std::unique_ptr<WorkerGroup> group = join_worker_group(cluster, options);
   ProcessCollective& collective = *group->collective;
   const int n = collective.size();
@@ -94,9 +101,11 @@ int run_allreduce() {
     double algbw = static_cast<double>(bytes) / t / 1e9;
     if (collective.rank() == 0) {
       std::printf(
-          "{\"bytes\":%lld,\"tensors\":%d,\"fused\":%s,\"procs\":%d,\"time_ms\":%.4f,"
+          "{\"bytes\":%lld,\"tensors\":%d,\"fused\":%s,\"procs\":%d,\"transport\":\"%s\","
+          "\"time_ms\":%.4f,"
           "\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f}\n",
           static_cast<long long>(bytes), FLAGS_tensors, FLAGS_unfused ? "false" : "true", n,
+          collective.transport(),
           t * 1e3, algbw, algbw * 2 * (n - 1) / n);
       std::fflush(stdout);
     }

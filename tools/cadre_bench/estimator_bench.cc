@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "cadre/nn/nn.h"
 #include "cadre/ops/math.h"
 #include "cadre/runtime/threading.h"
+#include "cadre/strategies/multi_worker_mirrored_strategy.h"
+#include "cadre/strategies/strategy_from_flags.h"
 #include "core/base/strings.h"
 #include "examples/fashion_mnist/models.h"
 #include "tools/cadre_bench/timing.h"
@@ -27,6 +30,9 @@ DECLARE_string(model);
 DECLARE_int32(batch_size);
 DECLARE_int32(threads);
 DECLARE_string(data_dir);
+DECLARE_string(strategy);
+DECLARE_string(devices);
+DECLARE_string(transport);
 DEFINE_int64(train_steps, 3000, "estimator: steps to train (the first 100 are not timed)");
 DEFINE_int64(save_every, 0, "estimator: checkpoint every this many steps (0: at the end only)");
 DEFINE_bool(sync_save, false, "estimator: write checkpoints on the training thread");
@@ -196,6 +202,23 @@ int run_estimator() {
                     .string();
   }
   RunConfig config;
+  if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
+    ClusterConfig cluster = parse_tf_config(tf_config);
+    cluster.security = ClusterSecurity::from_environment();
+    config = RunConfig::for_cluster(cluster);
+  }
+  if (FLAGS_strategy == "multi_worker_mirrored" && config.cluster) {
+    if (FLAGS_transport != "auto" && FLAGS_transport != "gloo") {
+      throw InvalidArgumentError(str_cat("--transport=", FLAGS_transport, ": expected auto or gloo"));
+    }
+    MultiWorkerOptions options;
+    options.shared_memory = FLAGS_transport == "auto";
+    config.train_distribute = MultiWorkerMirroredStrategy::create(
+        *config.cluster, parse_devices(FLAGS_devices), options);
+  } else if (FLAGS_strategy != "one_device") {
+    config.train_distribute = strategy_from_flags(FLAGS_strategy, FLAGS_devices,
+                                                  config.cluster ? &*config.cluster : nullptr);
+  }
   config.model_dir = model_dir;
   config.tf_random_seed = 0;
   config.save_checkpoints_steps = FLAGS_save_every > 0 ? FLAGS_save_every : int64_t{1} << 40;

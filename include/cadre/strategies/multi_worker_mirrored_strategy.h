@@ -1,11 +1,12 @@
 // MultiWorkerMirroredStrategy: MirroredStrategy on each training task of a cluster, with
-// gradients reduced within each worker first, then across workers by Gloo's ring
-// all-reduce over TCP for CPU tensors, or NCCL between the workers' GPUs.
+// gradients reduced within each worker first, then across workers: for CPU tensors through
+// a shared-memory segment when every worker is on one host, else by Gloo's ring all-reduce
+// over TCP; NCCL between the workers' GPUs.
 //
 // create() joins the cluster: the chief (worker 0 without one) serves the coordination
 // service at its TF_CONFIG address, every training task registers with it (waiting for all
-// of them, with a timeout naming the absent ones), heartbeats start, and the Gloo mesh is
-// built through the service's key-value store. Variables start identical everywhere (the
+// of them, with a timeout naming the absent ones), heartbeats start, and the workers meet
+// through the service's key-value store (a shared segment, or the Gloo mesh). Variables start identical everywhere (the
 // same seed, or the same checkpoint), every worker makes the same updates, and each reads
 // its own shard of the input (InputContext: one pipeline per worker).
 #pragma once
@@ -20,8 +21,9 @@
 
 namespace cadre {
 
-// How workers exchange gradients (tf.distribute's CommunicationImplementation): Gloo's ring
-// over TCP for CPU tensors, NCCL for GPU tensors, or AUTO (NCCL when every local device is a
+// How workers exchange gradients (tf.distribute's CommunicationImplementation): RING in
+// host memory for CPU tensors (shared memory on one host, Gloo's TCP ring across hosts;
+// MultiWorkerOptions.shared_memory), NCCL for GPU tensors, or AUTO (NCCL when every local device is a
 // GPU, else RING).
 enum class Communication { kAuto, kRing, kNccl };
 

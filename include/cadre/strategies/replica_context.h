@@ -38,8 +38,12 @@ class ReplicaContext {
   Tensor all_reduce(ReduceOp op, const Tensor& value, double weight = 1);
   // Collective: averages the gradients over the replicas (weighted by `weight`) and applies
   // one identical update: to every copy of mirrored variables, or once to shared ones.
+  // `means`, when given, are scalars averaged alike over every replica of the job and
+  // replaced by the result (a step's loss and summaries, so that they describe the global
+  // batch: they ride in the gradients' reduction, at no extra collective).
   void apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients, double weight = 1,
-                       std::vector<nn::Variable*> variables = {});
+                       std::vector<nn::Variable*> variables = {},
+                       std::vector<double>* means = nullptr);
   // Collective: returns when every replica has reached it.
   void barrier();
 

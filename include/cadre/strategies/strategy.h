@@ -94,10 +94,14 @@ class Strategy {
                     std::vector<Generator>* generators = nullptr) const;
 
   // The replicas' values combined: summed, or averaged (weighted by `weights`, default
-  // equal), on the first device. Dense tensors of one shape.
+  // equal), on the first device. Dense tensors of one shape. Under MultiWorkerMirrored it
+  // combines the replicas of every worker (collective: each worker calls it alike, in the
+  // same order), as tf.distribute does.
   Tensor reduce(ReduceOp op, const PerReplica<Tensor>& values,
                 const std::vector<double>& weights = {}) const;
-  // The replicas' values concatenated along `axis`, on the first device.
+  // The replicas' values concatenated along `axis`, on the first device; under
+  // MultiWorkerMirrored those of every worker, in worker order (collective; the workers'
+  // values may differ in length along `axis` only).
   Tensor gather(const PerReplica<Tensor>& values, int axis = 0) const;
 
   // What input_fn learns: one pipeline per worker (this one's index among them), and

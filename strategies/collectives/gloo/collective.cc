@@ -89,6 +89,7 @@ class GlooCollective : public ProcessCollective {
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
   Device device() const override { return Device::cpu(0); }
+  const char* transport() const override { return "Gloo"; }
 
   void sum(float* data, size_t count) override { reduce(data, count); }
   void sum(double* data, size_t count) override { reduce(data, count); }

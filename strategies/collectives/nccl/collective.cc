@@ -63,6 +63,7 @@ class NcclCollective : public GpuCollective {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Device device() const override { return device_; }
+  const char* transport() const override { return "NCCL"; }
 
   void sum(float* data, size_t count) override { all_reduce(data, count, ncclFloat32); }
   void sum(double* data, size_t count) override { all_reduce(data, count, ncclFloat64); }
