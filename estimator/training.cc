@@ -212,11 +212,7 @@ class TrainRun : public Run {
                                            estimator_.params());
           out.spec.validate(ModeKeys::kTrain);
           std::vector<nn::Variable*> variables = chosen_variables(ctx.store(), out.spec.train_op);
-          std::vector<Tensor> sources;
-          for (nn::Variable* v : variables) sources.push_back(v->tensor());
           phase.next("backward");
-          std::vector<Gradient> gradients = tape.gradient(out.spec.loss, sources);
-          phase.next("update");
           // Across workers the loss and scalar summaries logged are the job's, averaged by
           // batch size in the gradients' reduction.
           std::vector<double> means;
@@ -227,9 +223,11 @@ class TrainRun : public Run {
               means.push_back(value.item<double>());
             }
           }
-          ctx.apply_gradients(*out.spec.train_op.optimizer, std::move(gradients),
-                              static_cast<double>(out.batch_size), variables,
-                              job_wide ? &means : nullptr);
+          // The gradients reach the other workers while the backward pass runs, where the
+          // strategy can; minimize's own phases are the update and the all-reduce.
+          ctx.minimize(tape, out.spec.loss, *out.spec.train_op.optimizer,
+                       static_cast<double>(out.batch_size), variables,
+                       job_wide ? &means : nullptr);
           out.loss = job_wide ? means[0] : out.spec.loss.item<double>();
           if (job_wide) {
             size_t i = 1;

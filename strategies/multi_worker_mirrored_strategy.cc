@@ -13,6 +13,7 @@
 #include "core/base/strings.h"
 #include "strategies/cluster/worker_group.h"
 #include "strategies/collectives/nccl/collective.h"
+#include "strategies/gradient_buckets.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre {
@@ -49,11 +50,23 @@ class InitialValues {
 class MultiWorkerMirroredExtended final : public StrategyExtended {
  public:
   MultiWorkerMirroredExtended(std::vector<Device> devices, std::unique_ptr<WorkerGroup> group,
-                              std::unique_ptr<GpuCollective> gpus, double timeout_seconds)
+                              std::unique_ptr<GpuCollective> gpus,
+                              const MultiWorkerOptions& options)
       : StrategyExtended(std::move(devices), hierarchical_copy_all_reduce()),
         group_(std::move(group)),
         gpus_(std::move(gpus)),
-        timeout_seconds_(timeout_seconds) {}
+        timeout_seconds_(options.collective_timeout_seconds) {
+    // Buckets need one replica (the tape's hook runs on its thread) and host memory (NCCL
+    // would need its stream ordered against the backward kernels); else one buffer after
+    // the backward pass (cross_worker_sum).
+    if (num_local_replicas() == 1 && !gpus_) {
+      BucketOptions buckets;
+      buckets.bucket_bytes = options.bucket_bytes;
+      buckets.first_bucket_bytes = options.first_bucket_bytes;
+      buckets.overlap = options.overlap_gradients;
+      buckets_ = std::make_unique<GradientBuckets>(*group_->collective, buckets);
+    }
+  }
 
   Device variable_device(int replica) const override { return devices()[replica]; }
   bool mirrors_variables() const override { return true; }
@@ -62,6 +75,14 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
   std::vector<std::string> all_gather_bytes(std::string bytes) const override;
   bool take_step_signal() const override;
+  bool overlaps_gradients() const override { return buckets_ != nullptr; }
+  void begin_gradients(const std::vector<Tensor>& sources, double weight,
+                       const std::vector<double>& scalars) const override;
+  void gradient_ready(size_t source, const Gradient& gradient) const override {
+    buckets_->ready(source, gradient);
+  }
+  std::vector<Gradient> finish_gradients(double& weight,
+                                         std::vector<double>& scalars) const override;
   int64_t broadcast_from_chief(int64_t value) const override {
     group_->collective->broadcast(&value, sizeof value, /*root=*/0);
     return value;
@@ -86,6 +107,7 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else the host collective
   double timeout_seconds_;
+  std::unique_ptr<GradientBuckets> buckets_;  // when gradients overlap the backward pass
   // The step signal as the reductions since the last take_step_signal() carried it.
   mutable std::atomic<bool> signal_heard_{false};
   mutable std::atomic<int64_t> reductions_{0};
@@ -165,6 +187,29 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
   ++reductions_;
 }
 
+void MultiWorkerMirroredExtended::begin_gradients(const std::vector<Tensor>& sources,
+                                                  double weight,
+                                                  const std::vector<double>& scalars) const {
+  if (std::string failure = group_->client->failure(); !failure.empty()) {
+    throw AbortedError(str_cat("the cluster failed: ", failure));
+  }
+  // The weight, the step signal and the scalars ride in the last bucket.
+  std::vector<double> extras{weight, signal_raised_ ? 1.0 : 0.0};
+  extras.insert(extras.end(), scalars.begin(), scalars.end());
+  buckets_->begin(sources, std::move(extras));
+}
+
+std::vector<Gradient> MultiWorkerMirroredExtended::finish_gradients(
+    double& weight, std::vector<double>& scalars) const {
+  std::vector<double> extras;
+  std::vector<Gradient> sums = buckets_->finish(extras);
+  weight = extras[0];
+  if (extras[1] > 0.5) signal_heard_ = true;
+  scalars.assign(extras.begin() + 2, extras.end());
+  ++reductions_;
+  return sums;
+}
+
 bool MultiWorkerMirroredExtended::take_step_signal() const {
   bool raised = signal_raised_.exchange(false);
   if (reductions_.exchange(0) == 0) {
@@ -233,8 +278,7 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
             << (gpus ? gpus->transport() : group->collective->transport());
   return std::shared_ptr<MultiWorkerMirroredStrategy>(
       new MultiWorkerMirroredStrategy(std::make_unique<MultiWorkerMirroredExtended>(
-          std::move(local_devices), std::move(group), std::move(gpus),
-          options.collective_timeout_seconds)));
+          std::move(local_devices), std::move(group), std::move(gpus), options)));
 }
 
 }  // namespace cadre

@@ -87,6 +87,44 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, double weigh
   return all_reduce(op, std::vector<Gradient>{value}, weight)[0].dense();
 }
 
+void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer,
+                              double weight, std::vector<nn::Variable*> variables,
+                              std::vector<double>* means) {
+  if (variables.empty()) variables = trainable_variables();
+  std::vector<Tensor> sources;
+  for (nn::Variable* v : variables) sources.push_back(v->tensor());
+  if (!extended_.overlaps_gradients() || group_.size() != 1 || !variables_.mirrored()) {
+    std::vector<Gradient> gradients = tape.gradient(loss, sources);
+    profiler::Scope update("update", profiler::kPhase);
+    apply_gradients(optimizer, std::move(gradients), weight, std::move(variables), means);
+    return;
+  }
+  // Weighted sums across the workers, divided by the summed weight: the mean over every
+  // example of the job, as all_reduce(kMean) gives.
+  std::vector<double> scalars;
+  if (means) {
+    for (double m : *means) scalars.push_back(m * weight);
+  }
+  extended_.begin_gradients(sources, weight, scalars);
+  tape.gradient(loss, sources, UnconnectedGradients::kNone, Tensor(),
+                [this](size_t i, const Gradient& g) { extended_.gradient_ready(i, g); });
+  profiler::Scope update("update", profiler::kPhase);
+  double total = weight;
+  std::vector<Gradient> sums;
+  {
+    profiler::Scope scope("all_reduce", profiler::kPhase);
+    sums = extended_.finish_gradients(total, scalars);
+  }
+  if (means) {
+    for (size_t i = 0; i < means->size(); ++i) (*means)[i] = scalars[i] / total;
+  }
+  NoGradScope no_grad;
+  for (Gradient& g : sums) {
+    if (g.defined()) g = Gradient(to_device(g.dense() * (1.0 / total), device()));
+  }
+  optimizer.apply_gradients(std::move(sums), variables);
+}
+
 void ReplicaContext::barrier() {
   if (group_.size() > 1) group_.arrive_and_wait([] {});
 }

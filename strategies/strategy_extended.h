@@ -14,7 +14,8 @@
 //                      push them instead);
 //   global_step_after  the global step reached by a step taken at `step`;
 //   variables_to_save  the logical variables a checkpoint holds, whole;
-//   cross_worker_sum, broadcast_from_chief, all_gather_bytes, take_step_signal
+//   cross_worker_sum, broadcast_from_chief, all_gather_bytes, take_step_signal,
+//   begin_gradients/gradient_ready/finish_gradients
 //                      collectives across the workers of a job.
 //
 // Immutable after creation, like the Strategy that owns it; the hooks are thread-safe
@@ -72,6 +73,20 @@ class StrategyExtended {
   // worker calls it after every step).
   void raise_step_signal() const { signal_raised_ = true; }
   virtual bool take_step_signal() const { return signal_raised_.exchange(false); }
+  // Gradients summed across workers while the backward pass runs (gradient_buckets.h), for
+  // strategies that can (MultiWorkerMirrored with one local replica and host memory):
+  // begin_gradients() before the pass with this worker's weight and the scalars to sum
+  // with it, gradient_ready() for each final gradient (the tape's hook), then
+  // finish_gradients() returns the sums and replaces weight and scalars by theirs.
+  // Collective: every worker in the same order, each step.
+  virtual bool overlaps_gradients() const { return false; }
+  virtual void begin_gradients(const std::vector<Tensor>& sources, double weight,
+                               const std::vector<double>& scalars) const {}
+  virtual void gradient_ready(size_t source, const Gradient& gradient) const {}
+  virtual std::vector<Gradient> finish_gradients(double& weight,
+                                                 std::vector<double>& scalars) const {
+    return {};
+  }
   // The chief's `value` on every worker (collective), e.g. the step a run starts at.
   virtual int64_t broadcast_from_chief(int64_t value) const { return value; }
   // The cluster's ps tasks when the variables live there, else null: a ps task serves with

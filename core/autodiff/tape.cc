@@ -48,7 +48,8 @@ Gradient GradientTape::gradient(const Tensor& target, const Tensor& source,
 std::vector<Gradient> GradientTape::gradient(const Tensor& target,
                                              const std::vector<Tensor>& sources,
                                              UnconnectedGradients unconnected,
-                                             const Tensor& output_gradient) {
+                                             const Tensor& output_gradient,
+                                             const GradientReady& ready) {
   if (used_ && !persistent_) {
     throw FailedPreconditionError(
         "gradient: a non-persistent GradientTape computes gradients once; create the tape "
@@ -81,8 +82,38 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
     reach.insert(rec.output_ids.begin(), rec.output_ids.end());
   }
 
+  // For `ready`: the sources whose gradient is final once record r has run (its earliest
+  // active consumer, as the sweep goes backwards).
+  std::unordered_map<size_t, std::vector<size_t>> final_after;
+  std::vector<char> announced(sources.size(), 0);
+  if (ready) {
+    std::unordered_map<uint64_t, size_t> first_use;
+    for (size_t r = 0; r < records_.size(); ++r) {
+      if (!active[r]) continue;
+      for (uint64_t id : records_[r].input_ids) first_use.try_emplace(id, r);
+    }
+    for (size_t i = 0; i < sources.size(); ++i) {
+      auto it = first_use.find(sources[i].id());
+      if (it != first_use.end()) final_after[it->second].push_back(i);
+    }
+  }
+
   std::unordered_map<uint64_t, Gradient> grads;
   grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
+  auto result_for = [&](size_t i) {
+    auto it = grads.find(sources[i].id());
+    if (it != grads.end()) return it->second;
+    if (unconnected == UnconnectedGradients::kZero) return Gradient(zeros_like(sources[i]));
+    return Gradient();
+  };
+  auto announce = [&](size_t r) {
+    auto it = final_after.find(r);
+    if (it == final_after.end()) return;
+    for (size_t i : it->second) {
+      announced[i] = 1;
+      ready(i, result_for(i));
+    }
+  };
 
   std::vector<Tensor> out_grads;
   std::vector<char> needs;
@@ -97,7 +128,10 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
       out_grads[o] = it->second.to_dense();
       any = true;
     }
-    if (!any) continue;
+    if (!any) {
+      announce(r);
+      continue;
+    }
     for (size_t o = 0; o < out_grads.size(); ++o) {
       if (!out_grads[o].defined()) {
         const auto& info = rec.outputs[o];
@@ -119,19 +153,14 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
       auto [it, inserted] = grads.try_emplace(rec.input_ids[i], in_grads[i]);
       if (!inserted) it->second = add_gradients(it->second, in_grads[i]);
     }
+    announce(r);
   }
 
   std::vector<Gradient> result;
   result.reserve(sources.size());
-  for (const Tensor& s : sources) {
-    auto it = grads.find(s.id());
-    if (it != grads.end()) {
-      result.push_back(it->second);
-    } else if (unconnected == UnconnectedGradients::kZero) {
-      result.push_back(zeros_like(s));
-    } else {
-      result.push_back(Gradient());
-    }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    result.push_back(result_for(i));
+    if (ready && !announced[i]) ready(i, result.back());
   }
   if (!persistent_) {
     records_.clear();

@@ -6,6 +6,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/indexing.h"
+#include "cadre/ops/linalg.h"
 #include "cadre/ops/math.h"
 #include "cadre/ops/reduce.h"
 
@@ -73,6 +74,36 @@ TEST(AutodiffTest, GradientsAccumulateOverUses) {
   tape.watch(x);
   Tensor y = x * x + x * 3.0 + x.reshape({1, 1}).reshape({1});
   EXPECT_EQ(tape.gradient(y, x).dense().item<double>(), 2 * 2 + 3 + 1);
+}
+
+// The ready hook announces each source's gradient once, final, as soon as the backward
+// pass is done with it: the second layer's weights before the first's (which are used again
+// later in the forward pass, so their gradient accumulates until then), and an unconnected
+// source at the end.
+TEST(AutodiffTest, ReadyHookGivesEachFinalGradientAsSoonAsItIsDone) {
+  Tensor x = Tensor::from_vector<double>({1, -2, 3, 0.5, 2, -1}, Shape{2, 3});
+  Tensor w1 = Tensor::from_vector<double>({0.1, 0.2, -0.3, 0.4, 0.5, -0.6}, Shape{3, 2});
+  Tensor w2 = Tensor::from_vector<double>({0.7, -0.8}, Shape{2, 1});
+  Tensor unused = Tensor::from_vector<double>({1});
+  GradientTape tape;
+  for (const Tensor& t : {w1, w2, unused}) tape.watch(t);
+  Tensor h = relu(matmul(x, w1));
+  Tensor y = sum(matmul(h, w2)) + sum(w1 * w1);  // w1 used again after w2
+  std::vector<size_t> order;
+  std::vector<Gradient> announced(3);
+  auto grads = tape.gradient(y, {w1, w2, unused}, UnconnectedGradients::kNone, Tensor(),
+                             [&](size_t i, const Gradient& g) {
+                               order.push_back(i);
+                               announced[i] = g;
+                             });
+  // sum(w1 * w1) is the last op, so w1's last contribution comes first in the backward
+  // sweep, but its first use (matmul(x, w1)) is reached last: w2 is final before w1.
+  EXPECT_EQ(order, (std::vector<size_t>{1, 0, 2}));
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(announced[i].dense().to_vector<double>(), grads[i].dense().to_vector<double>()) << i;
+  }
+  EXPECT_FALSE(announced[2].defined());
+  EXPECT_FALSE(grads[2].defined());
 }
 
 TEST(AutodiffTest, NoGradScopeStopsRecording) {

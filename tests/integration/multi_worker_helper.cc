@@ -7,6 +7,8 @@
 // HELPER_INPUT=unsharded the input_fn leaves sharding to the strategy's auto-sharding;
 // HELPER_SEED replaces the seed 42; HELPER_STEP_SLEEP_MS paces every task's steps, so that a
 // test that restarts a task knows the job is still training when the task is back.
+// HELPER_TRANSPORT=gloo keeps MultiWorkerMirrored's workers on TCP, HELPER_OVERLAP=0 sums
+// the gradient buckets after the backward pass, HELPER_BUCKET_BYTES sizes the buckets.
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
 #include <chrono>
@@ -72,6 +74,15 @@ int main(int argc, char** argv) {
       options.registration_timeout_seconds = 60;
       options.collective_timeout_seconds = 60;
       options.coordination.heartbeat_timeout_seconds = 5;
+      if (const char* t = std::getenv("HELPER_TRANSPORT"); t && std::string(t) == "gloo") {
+        options.shared_memory = false;
+      }
+      if (const char* o = std::getenv("HELPER_OVERLAP"); o && std::string(o) == "0") {
+        options.overlap_gradients = false;
+      }
+      if (const char* b = std::getenv("HELPER_BUCKET_BYTES"); b && *b) {
+        options.bucket_bytes = options.first_bucket_bytes = std::strtoull(b, nullptr, 10);
+      }
       config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
           *config.cluster, {cadre::Device::cpu(0)}, options);
     } else if (const char* s = std::getenv("HELPER_STRATEGY"); s && std::string(s) == "mirrored2") {

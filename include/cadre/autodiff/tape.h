@@ -72,9 +72,17 @@ class GradientTape {
   // backward pass; ones when undefined. Throws InvalidArgumentError when the target was
   // not computed on this tape from a tracked tensor, FailedPreconditionError when a
   // non-persistent tape is asked twice.
+  //
+  // `ready`, when given, is called on this thread with each source's index and final
+  // gradient as soon as the backward pass has no more to add to it (the sources used last
+  // in the forward pass come first), so that a caller can start reducing it while the
+  // pass goes on (as PyTorch DDP's gradient hooks do). Each index once; the result is the
+  // same.
+  using GradientReady = std::function<void(size_t source, const Gradient& gradient)>;
   std::vector<Gradient> gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                  UnconnectedGradients unconnected = UnconnectedGradients::kNone,
-                                 const Tensor& output_gradient = Tensor());
+                                 const Tensor& output_gradient = Tensor(),
+                                 const GradientReady& ready = {});
   Gradient gradient(const Tensor& target, const Tensor& source,
                     UnconnectedGradients unconnected = UnconnectedGradients::kNone);
 

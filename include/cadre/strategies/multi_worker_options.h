@@ -3,6 +3,8 @@
 // coordination service's heartbeats that tell the survivors when a task dies.
 #pragma once
 
+#include <cstddef>
+
 namespace cadre {
 
 struct CoordinationOptions {
@@ -19,6 +21,13 @@ struct MultiWorkerOptions {
   // (several GB/s, microseconds per call) instead of Gloo's TCP over loopback; false keeps
   // TCP. Workers on several hosts use Gloo either way.
   bool shared_memory = true;
+  // With one local replica on the CPU, gradients are summed across workers in buckets, in
+  // reverse order of the variables (the first up to first_bucket_bytes, the others up to
+  // bucket_bytes), while the backward pass still runs, as PyTorch DDP does. false sums the
+  // same buckets after the pass: the same bits, later.
+  bool overlap_gradients = true;
+  size_t bucket_bytes = size_t{25} << 20;
+  size_t first_bucket_bytes = size_t{1} << 20;
   CoordinationOptions coordination;
 };
 

@@ -15,6 +15,7 @@
 
 namespace cadre {
 
+class GradientTape;
 class ReplicaGroup;
 class StrategyExtended;
 
@@ -44,6 +45,13 @@ class ReplicaContext {
   void apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients, double weight = 1,
                        std::vector<nn::Variable*> variables = {},
                        std::vector<double>* means = nullptr);
+  // Collective: the gradients of `loss` on `tape` with respect to `variables` (default: the
+  // trainable ones), averaged and applied as apply_gradients() does, `means` too. Where the
+  // strategy can (MultiWorkerMirrored, one replica per worker), they are summed across the
+  // workers while the backward pass still runs.
+  void minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer,
+                double weight = 1, std::vector<nn::Variable*> variables = {},
+                std::vector<double>* means = nullptr);
   // Collective: returns when every replica has reached it.
   void barrier();
 

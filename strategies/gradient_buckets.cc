@@ -1,0 +1,169 @@
+#include "strategies/gradient_buckets.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "cadre/autodiff/tape.h"
+#include "cadre/ops/array.h"
+
+namespace cadre {
+
+GradientBuckets::GradientBuckets(ProcessCollective& collective, BucketOptions options)
+    : collective_(collective), options_(options), thread_([this] { loop(); }) {}
+
+GradientBuckets::~GradientBuckets() {
+  {
+    MutexLock lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+void GradientBuckets::lay_out(const std::vector<Tensor>& sources) {
+  const size_t n = sources.size();
+  bool all_float = true;
+  for (const Tensor& s : sources) all_float &= s.dtype() == DType::kFloat32;
+  dtype_ = all_float ? DType::kFloat32 : DType::kFloat64;
+  const size_t element = dtype_size(dtype_);
+  slots_.assign(n, Slot{});
+  std::vector<int64_t> sizes;  // elements per bucket
+  size_t capacity = options_.first_bucket_bytes;
+  for (size_t k = n; k-- > 0;) {
+    const int64_t count = sources[k].numel();
+    const size_t bytes = static_cast<size_t>(count) * element;
+    if (sizes.empty() ||
+        (sizes.back() > 0 && static_cast<size_t>(sizes.back()) * element + bytes > capacity)) {
+      if (!sizes.empty()) capacity = options_.bucket_bytes;
+      sizes.push_back(0);
+    }
+    slots_[k].bucket = sizes.size() - 1;
+    slots_[k].offset = sizes.back();
+    slots_[k].shape = sources[k].shape();
+    slots_[k].dtype = sources[k].dtype();
+    sizes.back() += count;
+  }
+  if (sizes.empty()) sizes.push_back(0);
+  sizes.back() += static_cast<int64_t>(extras_);
+  buckets_.assign(sizes.size(), Bucket{});
+  for (size_t b = 0; b < sizes.size(); ++b) {
+    buckets_[b].buffer = Tensor::zeros(Shape{sizes[b]}, dtype_, collective_.device());
+  }
+  for (const Slot& slot : slots_) ++buckets_[slot.bucket].members;
+}
+
+void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<double> extras) {
+  {
+    // A step that failed may have left a bucket in flight.
+    MutexLock lock(mutex_);
+    done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return reduced_ == issued_; });
+    issued_ = reduced_ = 0;
+    failure_ = nullptr;
+  }
+  std::vector<int64_t> layout;
+  for (const Tensor& s : sources) layout.push_back(s.numel());
+  layout.push_back(-static_cast<int64_t>(extras.size()) - 1);
+  if (layout != layout_ || extras.size() != extras_) {
+    extras_ = extras.size();
+    lay_out(sources);
+    layout_ = std::move(layout);
+  }
+  for (Slot& slot : slots_) slot.filled = false;
+  for (Bucket& bucket : buckets_) bucket.pending = bucket.members;
+  NoGradScope no_grad;
+  Tensor& last = buckets_.back().buffer;
+  const int64_t end = last.numel();
+  for (size_t e = 0; e < extras.size(); ++e) {
+    int64_t at = end - static_cast<int64_t>(extras.size()) + static_cast<int64_t>(e);
+    last.slice(0, at, at + 1).assign(Tensor::from_vector<double>({extras[e]}).cast(dtype_));
+  }
+  MutexLock lock(mutex_);
+  issue_ready_buckets();  // buckets without gradients (only the extras)
+}
+
+void GradientBuckets::ready(size_t i, const Gradient& gradient) {
+  Slot& slot = slots_.at(i);
+  if (slot.filled) return;
+  slot.filled = true;
+  slot.defined = gradient.defined();
+  Bucket& bucket = buckets_[slot.bucket];
+  {
+    NoGradScope no_grad;
+    Tensor place = bucket.buffer.slice(0, slot.offset, slot.offset + slot.shape.num_elements());
+    if (gradient.defined()) {
+      place.reshape(slot.shape.to_vector()).assign(to_device(gradient.to_dense(), place.device()));
+    } else {
+      place.assign(Tensor::zeros(place.shape(), dtype_, place.device()));
+    }
+  }
+  if (--bucket.pending == 0) {
+    MutexLock lock(mutex_);
+    issue_ready_buckets();
+  }
+}
+
+void GradientBuckets::issue_ready_buckets() {
+  if (!options_.overlap) return;
+  size_t before = issued_;
+  while (issued_ < buckets_.size() && buckets_[issued_].pending == 0) ++issued_;
+  if (issued_ != before) work_.notify_one();
+}
+
+std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
+  {
+    MutexLock lock(mutex_);
+    for (const Bucket& bucket : buckets_) CHECK_EQ(bucket.pending, 0u) << "a gradient never came";
+    issued_ = buckets_.size();
+    work_.notify_one();
+    done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return reduced_ == issued_; });
+    if (failure_) std::rethrow_exception(failure_);
+  }
+  NoGradScope no_grad;
+  std::vector<Gradient> sums;
+  sums.reserve(slots_.size());
+  for (const Slot& slot : slots_) {
+    if (!slot.defined) {
+      sums.emplace_back();
+      continue;
+    }
+    Tensor sum = buckets_[slot.bucket]
+                     .buffer.slice(0, slot.offset, slot.offset + slot.shape.num_elements())
+                     .reshape(slot.shape.to_vector());
+    sums.emplace_back(sum.dtype() == slot.dtype ? sum : sum.cast(slot.dtype));
+  }
+  const Tensor& last = buckets_.back().buffer;
+  const int64_t end = last.numel();
+  Tensor tail = to_device(last.slice(0, end - static_cast<int64_t>(extras_), end), Device::cpu(0))
+                    .cast(DType::kFloat64);
+  extras = tail.to_vector<double>();
+  return sums;
+}
+
+void GradientBuckets::loop() {
+  MutexLock lock(mutex_);
+  while (true) {
+    work_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return stopping_ || reduced_ < issued_; });
+    if (reduced_ == issued_) return;  // stopping, nothing left
+    Tensor buffer = buckets_[reduced_].buffer;
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      if (buffer.numel() > 0) {
+        if (buffer.dtype() == DType::kFloat32) {
+          collective_.sum(buffer.data<float>(), static_cast<size_t>(buffer.numel()));
+        } else {
+          collective_.sum(buffer.data<double>(), static_cast<size_t>(buffer.numel()));
+        }
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    if (failure && !failure_) failure_ = failure;
+    ++reduced_;
+    done_.notify_all();
+  }
+}
+
+}  // namespace cadre

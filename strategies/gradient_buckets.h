@@ -1,0 +1,86 @@
+// Gradients summed across workers in buckets while the backward pass still runs (PyTorch
+// DDP's reducer): the tape announces each gradient as soon as it is final, the gradient is
+// copied into its bucket, and a full bucket goes to a communication thread that all-reduces
+// it while the training thread computes the next gradients. The optimizer waits only at
+// finish(). Internal to the strategies module (MultiWorkerMirrored).
+//
+// Buckets hold the gradients in reverse order of the variables (the order in which the
+// backward pass finishes them), up to first_bucket_bytes for the first (so that
+// communication starts early) and bucket_bytes for the others, and go out in that order on
+// every worker. The sums are those of the same buckets reduced after the backward pass
+// (overlap off): the same bits.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "cadre/autodiff/gradient.h"
+#include "cadre/base/mutex.h"
+#include "cadre/tensor/tensor.h"
+#include "strategies/collectives/collective.h"
+
+namespace cadre {
+
+struct BucketOptions {
+  size_t bucket_bytes = size_t{25} << 20;       // DDP's default
+  size_t first_bucket_bytes = size_t{1} << 20;  // DDP's first bucket
+  bool overlap = true;  // false: every bucket is reduced at finish(), in the same order
+};
+
+// One step at a time: begin(), ready() for each gradient (from the tape's hook, on the
+// training thread), finish(). Buckets are laid out again only when the sources' shapes
+// change.
+class GradientBuckets {
+ public:
+  GradientBuckets(ProcessCollective& collective, BucketOptions options);
+  ~GradientBuckets();
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  // A step's reduction of one gradient per source, and of `extras` (scalars summed
+  // alike, carried by the last bucket).
+  void begin(const std::vector<Tensor>& sources, std::vector<double> extras);
+  // Source i's gradient (undefined: it adds zeros and stays undefined).
+  void ready(size_t i, const Gradient& gradient);
+  // Waits for every bucket; returns the sums over the workers, as views of the buckets
+  // (valid until the next begin()), and the summed extras. Rethrows the collective's error.
+  std::vector<Gradient> finish(std::vector<double>& extras);
+
+ private:
+  struct Slot {
+    size_t bucket = 0;
+    int64_t offset = 0;  // in elements, within the bucket
+    Shape shape;
+    DType dtype = DType::kFloat32;
+    bool defined = false;
+    bool filled = false;
+  };
+  struct Bucket {
+    Tensor buffer;
+    size_t members = 0;
+    size_t pending = 0;
+  };
+  void lay_out(const std::vector<Tensor>& sources);
+  void issue_ready_buckets() CADRE_REQUIRES(mutex_);
+  void loop();
+
+  ProcessCollective& collective_;
+  BucketOptions options_;
+  DType dtype_ = DType::kFloat32;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  std::vector<int64_t> layout_;  // the sources' sizes the buckets were laid out for
+  size_t extras_ = 0;
+
+  Mutex mutex_;
+  CondVar work_, done_;
+  size_t issued_ CADRE_GUARDED_BY(mutex_) = 0;     // buckets handed to the thread
+  size_t reduced_ CADRE_GUARDED_BY(mutex_) = 0;    // buckets it has summed
+  bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
+  std::exception_ptr failure_ CADRE_GUARDED_BY(mutex_);
+  std::thread thread_;
+};
+
+}  // namespace cadre

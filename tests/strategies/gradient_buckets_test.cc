@@ -1,0 +1,114 @@
+// GradientBuckets with a collective that records what it is asked to sum: buckets go out in
+// reverse order of the variables, each once all its gradients are in, while later
+// gradients are still to come (overlap), and the sums come back in place.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "cadre/base/errors.h"
+#include "strategies/gradient_buckets.h"
+
+namespace cadre {
+namespace {
+
+// Two processes' sum, as if the other process held the same values: doubles them, and
+// keeps a copy of every buffer it was given.
+class RecordingCollective : public ProcessCollective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  Device device() const override { return Device::cpu(0); }
+  const char* transport() const override { return "recording"; }
+  void sum(float* data, size_t count) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fail_) throw UnavailableError("the peer is gone");
+    calls_.emplace_back(data, data + count);
+    for (size_t i = 0; i < count; ++i) data[i] *= 2;
+    called_.notify_all();
+  }
+  void sum(double* data, size_t count) override {
+    std::vector<float> copy(data, data + count);
+    sum(copy.data(), count);
+    for (size_t i = 0; i < count; ++i) data[i] = copy[i];
+  }
+  void broadcast(void*, size_t, int) override {}
+
+  // Waits (up to 5 s) until `n` buffers have been summed.
+  bool wait_for_calls(size_t n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return called_.wait_for(lock, std::chrono::seconds(5), [&] { return calls_.size() >= n; });
+  }
+  std::vector<std::vector<float>> calls() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return calls_;
+  }
+  void fail() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail_ = true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable called_;
+  std::vector<std::vector<float>> calls_;
+  bool fail_ = false;
+};
+
+Tensor filled(int64_t n, float value) { return Tensor::full(Shape{n}, value); }
+
+TEST(GradientBucketsTest, BucketsGoOutInReverseOrderAsSoonAsTheyAreFull) {
+  RecordingCollective collective;
+  // 16-byte buckets: sources 3 and 2 (2 floats each) make the first, 1 and 0 the second.
+  GradientBuckets buckets(collective, {.bucket_bytes = 16, .first_bucket_bytes = 16});
+  std::vector<Tensor> sources{filled(2, 0), filled(2, 0), filled(2, 0), filled(2, 0)};
+  buckets.begin(sources, {7.0});
+  buckets.ready(3, filled(2, 3));
+  buckets.ready(2, filled(2, 2));
+  // The first bucket is summed before the backward pass has produced the others.
+  ASSERT_TRUE(collective.wait_for_calls(1));
+  EXPECT_EQ(collective.calls()[0], (std::vector<float>{3, 3, 2, 2}));
+  buckets.ready(1, filled(2, 1));
+  buckets.ready(0, Gradient());  // unconnected
+  std::vector<double> extras;
+  std::vector<Gradient> sums = buckets.finish(extras);
+  ASSERT_EQ(collective.calls().size(), 2u);
+  // The last bucket carries the extras after its gradients; a missing gradient adds zeros.
+  EXPECT_EQ(collective.calls()[1], (std::vector<float>{1, 1, 0, 0, 7}));
+  ASSERT_EQ(sums.size(), 4u);
+  EXPECT_FALSE(sums[0].defined());
+  EXPECT_EQ(sums[1].dense().to_vector<float>(), (std::vector<float>{2, 2}));
+  EXPECT_EQ(sums[3].dense().to_vector<float>(), (std::vector<float>{6, 6}));
+  EXPECT_EQ(extras, (std::vector<double>{14.0}));
+}
+
+TEST(GradientBucketsTest, WithoutOverlapNothingGoesOutBeforeFinish) {
+  RecordingCollective collective;
+  GradientBuckets buckets(collective,
+                          {.bucket_bytes = 16, .first_bucket_bytes = 16, .overlap = false});
+  std::vector<Tensor> sources{filled(2, 0), filled(2, 0), filled(2, 0), filled(2, 0)};
+  for (int step = 0; step < 2; ++step) {
+    buckets.begin(sources, {});
+    for (size_t i = 4; i-- > 0;) buckets.ready(i, filled(2, static_cast<float>(i + step)));
+    EXPECT_EQ(collective.calls().size(), 2u * step);
+    std::vector<double> extras;
+    std::vector<Gradient> sums = buckets.finish(extras);
+    EXPECT_EQ(collective.calls().size(), 2u * (step + 1));
+    EXPECT_EQ(sums[2].dense().to_vector<float>(), (std::vector<float>{4.0f + 2 * step, 4.0f + 2 * step}));
+  }
+}
+
+TEST(GradientBucketsTest, ACollectiveErrorReachesFinish) {
+  RecordingCollective collective;
+  GradientBuckets buckets(collective, {});
+  collective.fail();
+  buckets.begin({filled(3, 0)}, {});
+  buckets.ready(0, filled(3, 1));
+  std::vector<double> extras;
+  EXPECT_THROW(buckets.finish(extras), UnavailableError);
+}
+
+}  // namespace
+}  // namespace cadre
