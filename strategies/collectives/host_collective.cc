@@ -1,26 +1,32 @@
 #include "strategies/collectives/host_collective.h"
 
 #include <glog/logging.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <vector>
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/collectives/gloo/collective.h"
+#include "strategies/collectives/hierarchical_collective.h"
 #include "strategies/collectives/shm/collective.h"
 
 namespace cadre {
 
 namespace {
 
-// Which kernel this process runs under: processes that differ here cannot share memory.
-// Equal ones may still not (containers with their own /dev/shm): mapping the segment
-// decides.
-std::string boot_id() {
+// Which host this process is on, as far as memory goes: the kernel it runs under and its
+// network namespace (processes in separate namespaces stand for separate hosts: containers,
+// or the benchmark's simulated hosts). Equal ones may still not share memory (containers
+// with their own /dev/shm): mapping the segment decides.
+std::string host_key() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
   std::getline(in, id);
+  struct stat st;
+  if (::stat("/proc/self/ns/net", &st) == 0) id += str_cat("/", st.st_ino);
   return id;
 }
 
@@ -30,28 +36,73 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
                                                    const std::string& host,
                                                    const HostCollectiveOptions& options) {
   const double timeout = options.timeout_seconds;
-  if (options.transport != HostTransport::kGloo && size > 1) {
-    store.set(str_cat("collective/boot/", rank), boot_id());
-    bool one_host = true;
-    const std::string own = boot_id();
-    for (int r = 0; r < size; ++r) one_host &= store.get(str_cat("collective/boot/", r), timeout) == own;
-    if (one_host) {
-      SharedMemoryOptions shm;
-      shm.timeout_seconds = timeout;
-      shm.peer_failure = options.peer_failure;
-      shm.rank_names = options.rank_names;
-      if (auto collective = shared_memory_collective(store, rank, size, shm, "collective/shm")) {
-        return collective;
-      }
-      LOG(WARNING) << "the " << size << " processes run under one kernel but cannot share "
-                   << "/dev/shm; they reduce through Gloo's TCP instead";
-    }
-    if (options.transport == HostTransport::kSharedMemory) {
-      throw UnavailableError(str_cat("shared-memory collectives need every one of the ", size,
-                                     " processes on one host with one /dev/shm"));
-    }
+  if (options.transport == HostTransport::kGloo || size == 1) {
+    return gloo_collective(store, rank, size, host, timeout);
   }
-  return gloo_collective(store, rank, size, host, timeout);
+  const std::string own = options.host_key.empty() ? host_key() : options.host_key;
+  store.set(str_cat("collective/host/", rank), own);
+  // Hosts numbered by their first rank; each rank's host and place on it.
+  std::vector<std::string> hosts;
+  std::vector<int> host_of(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    std::string key = r == rank ? own : store.get(str_cat("collective/host/", r), timeout);
+    auto it = std::find(hosts.begin(), hosts.end(), key);
+    host_of[r] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(key);
+  }
+  const int my_host = host_of[rank];
+  std::vector<int> mates;  // this host's ranks, in job order
+  for (int r = 0; r < size; ++r) {
+    if (host_of[r] == my_host) mates.push_back(r);
+  }
+  const int local_rank = static_cast<int>(std::find(mates.begin(), mates.end(), rank) - mates.begin());
+  const int local_size = static_cast<int>(mates.size());
+  const int num_hosts = static_cast<int>(hosts.size());
+  if (num_hosts == size && options.transport == HostTransport::kAuto) {
+    return gloo_collective(store, rank, size, host, timeout);  // nobody to share memory with
+  }
+
+  std::unique_ptr<ProcessCollective> local;
+  if (local_size > 1) {
+    SharedMemoryOptions shm;
+    shm.timeout_seconds = timeout;
+    shm.peer_failure = options.peer_failure;
+    for (int r : mates) {
+      shm.rank_names.push_back(static_cast<size_t>(r) < options.rank_names.size()
+                                   ? options.rank_names[r]
+                                   : str_cat("rank ", r));
+    }
+    local = shared_memory_collective(store, local_rank, local_size, shm,
+                                     str_cat("collective/shm/", my_host));
+  }
+  // Every host says whether its processes share memory, so that all choose alike.
+  if (local_rank == 0) {
+    store.set(str_cat("collective/shared/", my_host), local || local_size == 1 ? "yes" : "no");
+  }
+  bool everywhere = true;
+  for (int h = 0; h < num_hosts; ++h) {
+    everywhere &= store.get(str_cat("collective/shared/", h), timeout) == "yes";
+  }
+  if (!everywhere) {
+    if (options.transport == HostTransport::kSharedMemory) {
+      throw UnavailableError(str_cat("the ", size, " processes cannot share memory within ",
+                                     "each of their ", num_hosts, " hosts"));
+    }
+    LOG(WARNING) << "processes of one host cannot share /dev/shm; every process reduces "
+                 << "through Gloo's TCP instead";
+    return gloo_collective(store, rank, size, host, timeout);
+  }
+  if (num_hosts == 1) return local;
+  if (options.transport == HostTransport::kSharedMemory) {
+    throw UnavailableError(str_cat("shared-memory collectives need every one of the ", size,
+                                   " processes on one host; they are on ", num_hosts));
+  }
+  std::unique_ptr<ProcessCollective> leaders;
+  if (local_rank == 0) {
+    leaders = gloo_collective(store, my_host, num_hosts, host, timeout, "collective/leaders");
+  }
+  return hierarchical_collective(rank, size, std::move(local), std::move(leaders),
+                                 std::move(host_of));
 }
 
 }  // namespace cadre

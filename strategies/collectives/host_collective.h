@@ -1,5 +1,7 @@
 // The collective for host memory that a worker group uses: shared memory when every
-// process of the group is on one host, Gloo's TCP mesh otherwise (or when asked).
+// process of the group is on one host; on several hosts with several processes on some,
+// shared memory within each host and Gloo between one leader per host; else Gloo's TCP mesh
+// (or when asked).
 #pragma once
 
 #include <functional>
@@ -23,6 +25,9 @@ struct HostCollectiveOptions {
   double timeout_seconds = 300;
   std::function<std::string()> peer_failure;  // see SharedMemoryOptions
   std::vector<std::string> rank_names;        // see SharedMemoryOptions
+  // Which host this process is on (processes that share memory have the same); empty: its
+  // kernel's boot id and its network namespace.
+  std::string host_key;
 };
 
 // Every rank of the group calls it with the same options; `host` is the address peers reach

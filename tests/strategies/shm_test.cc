@@ -336,5 +336,39 @@ TEST(HostCollectiveTest, OneHostChoosesSharedMemoryAndGlooOnRequest) {
   }
 }
 
+// Ranks on two simulated hosts (a, a, b, b) and on a host of their own (a, b, b): shared
+// memory within each host, Gloo between the hosts' first processes; sums and broadcasts
+// from any root agree on every rank.
+TEST(HostCollectiveTest, SeveralHostsReduceWithinEachThenAcross) {
+  for (std::vector<std::string> keys : {std::vector<std::string>{"a", "a", "b", "b"},
+                                        std::vector<std::string>{"a", "b", "b"}}) {
+    const int ranks = static_cast<int>(keys.size());
+    MemoryStore store;
+    std::vector<std::future<void>> done;
+    for (int r = 0; r < ranks; ++r) {
+      done.push_back(std::async(std::launch::async, [&, r] {
+        HostCollectiveOptions options;
+        options.timeout_seconds = 30;
+        options.host_key = keys[r];
+        auto collective = host_collective(store, r, ranks, "127.0.0.1", options);
+        EXPECT_STREQ(collective->transport(), "shared memory within hosts, Gloo across");
+        EXPECT_EQ(collective->rank(), r);
+        std::vector<double> x(50000);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = r * 1000.0 + static_cast<double>(i);
+        collective->sum(x.data(), x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          ASSERT_EQ(x[i], 1000.0 * ranks * (ranks - 1) / 2 + ranks * static_cast<double>(i)) << i;
+        }
+        for (int root = 0; root < ranks; ++root) {
+          std::vector<int32_t> v(3000, r == root ? 100 + root : -1);
+          collective->broadcast(v.data(), v.size() * sizeof(int32_t), root);
+          ASSERT_EQ(v, std::vector<int32_t>(3000, 100 + root)) << "root " << root << ", rank " << r;
+        }
+      }));
+    }
+    for (auto& d : done) d.get();
+  }
+}
+
 }  // namespace
 }  // namespace cadre

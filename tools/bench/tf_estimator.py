@@ -42,14 +42,18 @@ def read_idx(path, rank):
     return raw[4 + 4 * rank:]
 
 
-def build_input_fn(data_dir, batch_size):
-    def input_fn():
+def build_input_fn(data_dir, batch_size, workers=1):
+    """batch_size is the global batch; with several workers each reads its own share of the
+    examples (sharded before shuffling, as TensorFlow advises) in batches of its share."""
+    def input_fn(input_context=None):
         pixels = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"), 3)
         images = tf.cast(tf.reshape(pixels, [-1, 784]), tf.float32) / 255.0
         labels = tf.cast(read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"), 1), tf.int32)
         data = tf.data.Dataset.from_tensor_slices(({"image": images}, labels))
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            data = data.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         data = data.shuffle(10000, seed=0).repeat()
-        return data.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        return data.batch(batch_size // workers, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
     return input_fn
 
 
@@ -92,19 +96,42 @@ def main():
     parser.add_argument("--train_steps", type=int, default=3000)
     parser.add_argument("--save_every", type=int, default=0)
     parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--strategy", choices=["one_device", "multi_worker_mirrored"],
+                        default="one_device",
+                        help="multi_worker_mirrored: one process per task of TF_CONFIG (e.g. "
+                             "under cadre_launch), tf.distribute's MultiWorkerMirroredStrategy "
+                             "with RING collectives, trained through train_and_evaluate; "
+                             "--batch_size is the global batch; the chief prints the line")
+    parser.add_argument("--model_dir", default="",
+                        help="shared by every task with --strategy=multi_worker_mirrored")
     args = parser.parse_args()
-    input_fn = build_input_fn(args.data_dir, args.batch_size)
-    model_dir = tempfile.mkdtemp(prefix="tf_estimator_bench.")
+    distribute, workers, chief = None, 1, True
+    if args.strategy == "multi_worker_mirrored":
+        cluster = json.loads(os.environ["TF_CONFIG"])
+        workers = sum(len(cluster["cluster"].get(t, [])) for t in ("chief", "worker"))
+        chief = cluster["task"]["type"] == "chief"
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+        distribute = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    input_fn = build_input_fn(args.data_dir, args.batch_size, workers)
+    model_dir = args.model_dir or tempfile.mkdtemp(prefix="tf_estimator_bench.")
     session = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=args.threads,
                                        inter_op_parallelism_threads=args.threads)
     config = tf.estimator.RunConfig(
         model_dir=model_dir, session_config=session, tf_random_seed=0,
         save_checkpoints_steps=args.save_every if args.save_every > 0 else 10 ** 12,
         save_checkpoints_secs=None, save_summary_steps=10 ** 12, log_step_count_steps=10 ** 12,
-        keep_checkpoint_max=5)
+        keep_checkpoint_max=5, train_distribute=distribute)
     estimator = tf.estimator.Estimator(build_model_fn(args.model), config=config)
     ends = StepEnds()
-    estimator.train(input_fn, max_steps=args.train_steps, hooks=[ends])
+    if distribute is None:
+        estimator.train(input_fn, max_steps=args.train_steps, hooks=[ends])
+    else:
+        tf.estimator.train_and_evaluate(
+            estimator, tf.estimator.TrainSpec(input_fn, max_steps=args.train_steps, hooks=[ends]),
+            tf.estimator.EvalSpec(input_fn, steps=1, start_delay_secs=10 ** 9, throttle_secs=10 ** 9))
+        if not chief:
+            return
 
     timed = ends.ends[UNTIMED:]
     per_window = (len(timed) - 1) // 7
@@ -115,9 +142,11 @@ def main():
     latest = tf.train.latest_checkpoint(model_dir)
     # The checkpoint proper (.index and .data-*); the .meta graph is written beside it.
     checkpoint_bytes = sum(os.path.getsize(f) for f in glob.glob(latest + ".*")
-                           if not f.endswith(".meta"))
-    shutil.rmtree(model_dir, ignore_errors=True)
-    print(json.dumps({"peer": "tf.estimator " + tf.__version__, "model": args.model,
+                           if not f.endswith(".meta")) if latest else 0
+    if not args.model_dir:
+        shutil.rmtree(model_dir, ignore_errors=True)
+    print(json.dumps({"peer": "tf.estimator " + tf.__version__, "strategy": args.strategy,
+                      "workers": workers, "model": args.model,
                       "batch_size": args.batch_size, "threads": args.threads,
                       "save_every": args.save_every, "examples_per_sec": round(rate),
                       "window_min": round(min(windows)), "window_max": round(max(windows)),
