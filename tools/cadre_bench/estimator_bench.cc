@@ -131,7 +131,8 @@ keras::Sequential keras_model(const std::string& model) {
                      Dense(128, "relu"), Dense(10)});
 }
 
-// Trains as the flags say through the API named by --api; returns the last checkpoint.
+// Trains as the flags say through the API named by --api; returns the last checkpoint (none
+// on a worker that is not the chief).
 std::string train(const RunConfig& config, StepTimes& times) {
   if (FLAGS_api == "estimator") {
     Estimator estimator(model_fn, config);
@@ -139,7 +140,7 @@ std::string train(const RunConfig& config, StepTimes& times) {
     args.max_steps = FLAGS_train_steps;
     args.hooks = {std::make_shared<StepTimesHook>(times)};
     estimator.train(input_fn, args);
-    return estimator.latest_checkpoint().value();
+    return estimator.latest_checkpoint().value_or("");
   }
   keras::Sequential model = keras_model(FLAGS_model);
   std::vector<keras::Metric> metrics;
@@ -153,7 +154,7 @@ std::string train(const RunConfig& config, StepTimes& times) {
                        .steps_per_epoch = FLAGS_train_steps,
                        .callbacks = {std::make_shared<StepTimesCallback>(times)},
                        .verbose = 0});
-  return checkpoint::latest_checkpoint(config.model_dir).value();
+  return checkpoint::latest_checkpoint(config.model_dir).value_or("");
 }
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
@@ -275,8 +276,13 @@ int run_estimator() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
-  checkpoint::CheckpointSizes sizes = checkpoint::CheckpointReader::open(latest)->sizes();
-  PlainCopies copies = plain_copies(latest);
+  // A worker other than the chief writes no checkpoint: its line has no checkpoint figures.
+  checkpoint::CheckpointSizes sizes{};
+  PlainCopies copies;
+  if (!latest.empty()) {
+    sizes = checkpoint::CheckpointReader::open(latest)->sizes();
+    copies = plain_copies(latest);
+  }
   std::printf(
       "{\"api\":\"%s\",\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,"
       "\"async\":%s,\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,"
