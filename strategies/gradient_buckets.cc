@@ -6,6 +6,7 @@
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
 
 namespace cadre {
 
@@ -21,7 +22,8 @@ GradientBuckets::~GradientBuckets() {
   thread_.join();
 }
 
-void GradientBuckets::lay_out(const std::vector<Tensor>& sources) {
+void GradientBuckets::lay_out(const std::vector<Tensor>& sources,
+                              const std::vector<bool>& sparse) {
   const size_t n = sources.size();
   bool all_float = true;
   for (const Tensor& s : sources) all_float &= s.dtype() == DType::kFloat32;
@@ -31,7 +33,8 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources) {
   std::vector<int64_t> sizes;  // elements per bucket
   size_t capacity = options_.first_bucket_bytes;
   for (size_t k = n; k-- > 0;) {
-    const int64_t count = sources[k].numel();
+    slots_[k].sparse = k < sparse.size() && sparse[k];
+    const int64_t count = slots_[k].sparse ? 0 : sources[k].numel();
     const size_t bytes = static_cast<size_t>(count) * element;
     if (sizes.empty() ||
         (sizes.back() > 0 && static_cast<size_t>(sizes.back()) * element + bytes > capacity)) {
@@ -53,7 +56,9 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources) {
   for (const Slot& slot : slots_) ++buckets_[slot.bucket].members;
 }
 
-void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<double> extras) {
+void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<double> extras,
+                            const std::vector<bool>& sparse, double scale) {
+  scale_ = scale;
   {
     // A step that failed may have left a bucket in flight.
     MutexLock lock(mutex_);
@@ -62,14 +67,19 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
     failure_ = nullptr;
   }
   std::vector<int64_t> layout;
-  for (const Tensor& s : sources) layout.push_back(s.numel());
+  for (size_t k = 0; k < sources.size(); ++k) {
+    layout.push_back(k < sparse.size() && sparse[k] ? -sources[k].numel() : sources[k].numel());
+  }
   layout.push_back(-static_cast<int64_t>(extras.size()) - 1);
   if (layout != layout_ || extras.size() != extras_) {
     extras_ = extras.size();
-    lay_out(sources);
+    lay_out(sources, sparse);
     layout_ = std::move(layout);
   }
-  for (Slot& slot : slots_) slot.filled = false;
+  for (Slot& slot : slots_) {
+    slot.filled = false;
+    slot.rows = Gradient();
+  }
   for (Bucket& bucket : buckets_) bucket.pending = bucket.members;
   NoGradScope no_grad;
   Tensor& last = buckets_.back().buffer;
@@ -88,11 +98,25 @@ void GradientBuckets::ready(size_t i, const Gradient& gradient) {
   slot.filled = true;
   slot.defined = gradient.defined();
   Bucket& bucket = buckets_[slot.bucket];
-  {
+  if (slot.sparse) {
+    // Kept as rows; a dense gradient for it (it was sparse when the layout was made) goes
+    // as every row.
+    NoGradScope no_grad;
+    if (gradient.defined() && !gradient.is_sparse()) {
+      Tensor dense = gradient.dense();
+      slot.rows = IndexedSlices{range(0, static_cast<double>(dense.shape()[0])),
+                                scale_ == 1 ? dense : dense * scale_, dense.shape()};
+    } else if (gradient.defined()) {
+      const IndexedSlices& rows = gradient.sparse();
+      slot.rows = IndexedSlices{rows.indices, scale_ == 1 ? rows.values : rows.values * scale_,
+                                rows.dense_shape};
+    }
+  } else {
     NoGradScope no_grad;
     Tensor place = bucket.buffer.slice(0, slot.offset, slot.offset + slot.shape.num_elements());
     if (gradient.defined()) {
-      place.reshape(slot.shape.to_vector()).assign(to_device(gradient.to_dense(), place.device()));
+      Tensor dense = to_device(gradient.to_dense(), place.device());
+      place.reshape(slot.shape.to_vector()).assign(scale_ == 1 ? dense : dense * scale_);
     } else {
       place.assign(Tensor::zeros(place.shape(), dtype_, place.device()));
     }
@@ -123,6 +147,10 @@ std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
   std::vector<Gradient> sums;
   sums.reserve(slots_.size());
   for (const Slot& slot : slots_) {
+    if (slot.sparse) {
+      sums.push_back(slot.rows);
+      continue;
+    }
     if (!slot.defined) {
       sums.emplace_back();
       continue;

@@ -40,12 +40,16 @@ class GradientBuckets {
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
   // A step's reduction of one gradient per source, and of `extras` (scalars summed
-  // alike, carried by the last bucket).
-  void begin(const std::vector<Tensor>& sources, std::vector<double> extras);
-  // Source i's gradient (undefined: it adds zeros and stays undefined).
+  // alike, carried by the last bucket). Sources marked in `sparse` take no room in the
+  // buckets: their gradients are kept for the caller to gather as rows.
+  void begin(const std::vector<Tensor>& sources, std::vector<double> extras,
+             const std::vector<bool>& sparse, double scale = 1);
+  // Source i's gradient, times begin's `scale` (this worker's weight in a weighted mean);
+  // undefined: it adds zeros and stays undefined.
   void ready(size_t i, const Gradient& gradient);
   // Waits for every bucket; returns the sums over the workers, as views of the buckets
-  // (valid until the next begin()), and the summed extras. Rethrows the collective's error.
+  // (valid until the next begin()), and the summed extras; a sparse source's entry is this
+  // worker's own rows, not yet summed. Rethrows the collective's error.
   std::vector<Gradient> finish(std::vector<double>& extras);
 
  private:
@@ -56,13 +60,15 @@ class GradientBuckets {
     DType dtype = DType::kFloat32;
     bool defined = false;
     bool filled = false;
+    bool sparse = false;  // no room in its bucket; `rows` holds it
+    Gradient rows;
   };
   struct Bucket {
     Tensor buffer;
     size_t members = 0;
     size_t pending = 0;
   };
-  void lay_out(const std::vector<Tensor>& sources);
+  void lay_out(const std::vector<Tensor>& sources, const std::vector<bool>& sparse);
   void issue_ready_buckets() CADRE_REQUIRES(mutex_);
   void loop();
 
@@ -73,6 +79,7 @@ class GradientBuckets {
   std::vector<Bucket> buckets_;
   std::vector<int64_t> layout_;  // the sources' sizes the buckets were laid out for
   size_t extras_ = 0;
+  double scale_ = 1;
 
   Mutex mutex_;
   CondVar work_, done_;

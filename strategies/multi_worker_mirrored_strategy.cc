@@ -14,6 +14,7 @@
 #include "strategies/cluster/worker_group.h"
 #include "strategies/collectives/nccl/collective.h"
 #include "strategies/gradient_buckets.h"
+#include "strategies/sparse_rows.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre {
@@ -79,6 +80,13 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   void begin_gradients(const std::vector<Tensor>& sources, double weight,
                        const std::vector<double>& scalars) const override;
   void gradient_ready(size_t source, const Gradient& gradient) const override {
+    if (gradient.is_sparse() && !sparse_[source]) {
+      sparse_[source] = true;  // from the next step on
+      LOG(INFO) << "the gradient of source " << source << " (" << gradient.shape()
+                << ") is sparse: it is gathered across workers as rows";
+      if (sparse_shapes_.size() <= source) sparse_shapes_.resize(source + 1);
+      sparse_shapes_[source] = gradient.shape();
+    }
     buckets_->ready(source, gradient);
   }
   std::vector<Gradient> finish_gradients(double& weight,
@@ -108,6 +116,12 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else the host collective
   double timeout_seconds_;
   std::unique_ptr<GradientBuckets> buckets_;  // when gradients overlap the backward pass
+  // Per source of the bucketed step, whether its gradient is sparse (learnt from the last
+  // step's own gradients), and the sparse ones' dense shapes.
+  mutable std::vector<bool> sparse_;
+  mutable std::vector<bool> step_sparse_;  // sparse_ as this step's buckets were laid out
+  mutable std::vector<Shape> sparse_shapes_;
+  IndexedSlices rows_across_workers(const Gradient& mine, size_t source) const;
   // The step signal as the reductions since the last take_step_signal() carried it.
   mutable std::atomic<bool> signal_heard_{false};
   mutable std::atomic<int64_t> reductions_{0};
@@ -143,9 +157,9 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     throw AbortedError(str_cat("the cluster failed: ", failure));
   }
   NoGradScope no_grad;
-  // One flat buffer for everything (dense; sparse gradients densified), then the weight and
-  // the step signal: one all-reduce per step, by NCCL on the GPU that holds the worker's
-  // sum, else through host memory (shared memory or Gloo's ring). Float32 gradients travel
+  // One flat buffer for the dense gradients (sparse ones are gathered as rows), then the
+  // weight and the step signal: one all-reduce per step, by NCCL on the GPU that holds the
+  // worker's sum, else through host memory (shared memory or Gloo's ring). Float32 gradients travel
   // as float32 (half the bytes of doubles), anything else as float64. The sums are views of
   // the buffer: no copies out.
   ProcessCollective& across = gpus_ ? static_cast<ProcessCollective&>(*gpus_) : *group_->collective;
@@ -154,7 +168,7 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
   int64_t total = 2;
   std::vector<Tensor> dense(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!values[i].defined()) continue;
+    if (!values[i].defined() || values[i].is_sparse()) continue;  // rows go by all-gather
     dense[i] = to_device(values[i].to_dense(), home);
     all_float &= dense[i].dtype() == DType::kFloat32;
     total += dense[i].numel();
@@ -177,6 +191,10 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
   at = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i].defined()) continue;
+    if (values[i].is_sparse()) {
+      values[i] = all_gather_rows(*this, values[i].sparse());
+      continue;
+    }
     Tensor summed = flat.slice(0, at, at + dense[i].numel()).reshape(dense[i].shape().to_vector());
     if (summed.dtype() != values[i].dtype()) summed = summed.cast(values[i].dtype());
     values[i] = to_device(summed, values[i].device());
@@ -196,18 +214,36 @@ void MultiWorkerMirroredExtended::begin_gradients(const std::vector<Tensor>& sou
   // The weight, the step signal and the scalars ride in the last bucket.
   std::vector<double> extras{weight, signal_raised_ ? 1.0 : 0.0};
   extras.insert(extras.end(), scalars.begin(), scalars.end());
-  buckets_->begin(sources, std::move(extras));
+  // Which gradients were sparse last step (the same on every worker: one model): they go
+  // as rows. The first step sums every gradient dense.
+  if (sparse_.size() != sources.size()) sparse_.assign(sources.size(), false);
+  step_sparse_ = sparse_;
+  buckets_->begin(sources, std::move(extras), step_sparse_, weight);
 }
 
 std::vector<Gradient> MultiWorkerMirroredExtended::finish_gradients(
     double& weight, std::vector<double>& scalars) const {
   std::vector<double> extras;
   std::vector<Gradient> sums = buckets_->finish(extras);
+  for (size_t i = 0; i < sums.size(); ++i) {
+    if (step_sparse_[i]) sums[i] = Gradient(rows_across_workers(sums[i], i));
+  }
   weight = extras[0];
   if (extras[1] > 0.5) signal_heard_ = true;
   scalars.assign(extras.begin() + 2, extras.end());
   ++reductions_;
   return sums;
+}
+
+IndexedSlices MultiWorkerMirroredExtended::rows_across_workers(const Gradient& mine,
+                                                              size_t source) const {
+  if (mine.defined()) return all_gather_rows(*this, mine.sparse());
+  // No rows here this step; the others may have some.
+  const Shape& shape = sparse_shapes_.at(source);
+  std::vector<int64_t> row = shape.to_vector();
+  row[0] = 0;
+  return all_gather_rows(*this, IndexedSlices{Tensor::empty(Shape{0}, DType::kInt64),
+                                              Tensor::empty(Shape(row)), shape});
 }
 
 bool MultiWorkerMirroredExtended::take_step_signal() const {

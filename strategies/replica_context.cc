@@ -74,8 +74,16 @@ std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradie
           mine.emplace_back();
           continue;
         }
-        Tensor t = to_device(g.to_dense(), destinations[r]);
-        mine.emplace_back(op == ReduceOp::kMean ? t * (1.0 / total) : t);
+        const double scale = op == ReduceOp::kMean ? 1.0 / total : 1.0;
+        if (g.is_sparse()) {  // every worker's rows
+          const IndexedSlices& s = g.sparse();
+          mine.emplace_back(IndexedSlices{to_device(s.indices, destinations[r]),
+                                          to_device(s.values, destinations[r]) * scale,
+                                          s.dense_shape});
+          continue;
+        }
+        Tensor t = to_device(g.dense(), destinations[r]);
+        mine.emplace_back(scale == 1.0 ? t : t * scale);
       }
       group_.outputs[r] = std::move(mine);
     }
@@ -93,7 +101,7 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
   if (variables.empty()) variables = trainable_variables();
   std::vector<Tensor> sources;
   for (nn::Variable* v : variables) sources.push_back(v->tensor());
-  if (!extended_.overlaps_gradients() || group_.size() != 1 || !variables_.mirrored()) {
+  if (!extended_.overlaps_gradients() || group_.size() != 1) {
     std::vector<Gradient> gradients = tape.gradient(loss, sources);
     profiler::Scope update("update", profiler::kPhase);
     apply_gradients(optimizer, std::move(gradients), weight, std::move(variables), means);
@@ -120,9 +128,21 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
   }
   NoGradScope no_grad;
   for (Gradient& g : sums) {
-    if (g.defined()) g = Gradient(to_device(g.dense() * (1.0 / total), device()));
+    if (!g.defined()) continue;
+    if (g.is_sparse()) {
+      const IndexedSlices& s = g.sparse();
+      g = IndexedSlices{to_device(s.indices, device()),
+                        to_device(s.values * (1.0 / total), device()), s.dense_shape};
+    } else {
+      g = Gradient(to_device(g.dense() * (1.0 / total), device()));
+    }
   }
-  optimizer.apply_gradients(std::move(sums), variables);
+  // The only replica: its store is the variables (no copies to keep alike).
+  if (variables_.mirrored()) {
+    optimizer.apply_gradients(std::move(sums), variables);
+  } else {
+    extended_.update_shared(variables_, optimizer, std::move(sums), variables);
+  }
 }
 
 void ReplicaContext::barrier() {

@@ -10,6 +10,8 @@
 #include "cadre/estimator/estimator.h"
 #include "cadre/io/dataset.h"
 #include "cadre/nn/nn.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/math.h"
 #include "cadre/ops/nn.h"
 #include "cadre/ops/reduce.h"
 
@@ -38,7 +40,14 @@ inline std::pair<Tensor, Tensor> classification_data(int64_t n, int offset = 0) 
 inline EstimatorSpec classifier_fn(const Features& features, const Tensor& labels, ModeKeys mode,
                                    const Params& params) {
   bool training = mode == ModeKeys::kTrain;
-  Tensor x = nn::dense("hidden", features.at("x"), 16, nn::relu);
+  Tensor x = features.at("x");
+  if (params.number("embedding", 0) > 0) {
+    // A token per example from its first feature (32 of them), looked up in a table whose
+    // gradient is sparse rows.
+    Tensor ids = cast(clip_by_value(floor((x.slice(1, 0, 1) + 1.0) * 16.0), 0, 31), DType::kInt64);
+    x = concat({x, nn::embedding("token", ids.reshape({-1}), 32, 4)}, 1);
+  }
+  x = nn::dense("hidden", x, 16, nn::relu);
   x = nn::dropout(x, params.number("dropout", 0.1), training);
   Tensor logits = nn::dense("logits", x, 3);
   if (mode == ModeKeys::kPredict) {

@@ -8,7 +8,8 @@
 // HELPER_SEED replaces the seed 42; HELPER_STEP_SLEEP_MS paces every task's steps, so that a
 // test that restarts a task knows the job is still training when the task is back.
 // HELPER_TRANSPORT=gloo keeps MultiWorkerMirrored's workers on TCP, HELPER_OVERLAP=0 sums
-// the gradient buckets after the backward pass, HELPER_BUCKET_BYTES sizes the buckets.
+// the gradient buckets after the backward pass, HELPER_BUCKET_BYTES sizes the buckets,
+// HELPER_EMBEDDING=1 adds an embedding (a sparse gradient) to the model.
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
 #include <chrono>
@@ -89,7 +90,10 @@ int main(int argc, char** argv) {
       config.train_distribute =
           cadre::MirroredStrategy::create({cadre::Device::cpu(0), cadre::Device::cpu(1)});
     }
-    cadre::Estimator estimator(cadre::testing::classifier_fn, config, {{"dropout", 0.0}});
+    const char* embedding = std::getenv("HELPER_EMBEDDING");
+    cadre::Estimator estimator(
+        cadre::testing::classifier_fn, config,
+        {{"dropout", 0.0}, {"embedding", embedding && *embedding == '1' ? 1.0 : 0.0}});
     cadre::EvalSpec eval_spec(cadre::testing::eval_input, 0);
     eval_spec.start_delay_secs = 0;
     eval_spec.throttle_secs = 0;

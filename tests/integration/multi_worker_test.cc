@@ -48,15 +48,16 @@ class MultiWorkerTest : public cadre::testing::TempDirTest {
  protected:
   // A chief and a worker train to step 20 in `dir`; every variable then equals a single
   // process's after 20 steps of the same global batches.
-  void expect_two_workers_match_one_process(const std::string& dir, const char* input,
-                                            const char* worker_seed = "") {
-    ASSERT_EQ(wait_for(start("", path("single"), 20, path("single.log"))), 0)
+  void expect_two_workers_match_one_process(
+      const std::string& dir, const char* input, const char* worker_seed = "",
+      std::vector<std::pair<std::string, std::string>> env = {}) {
+    ASSERT_EQ(wait_for(start("", path("single"), 20, path("single.log"), "", "", "", env)), 0)
         << read_log(path("single.log"));
     std::string cluster = cluster_json(free_port(), free_port());
     pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 20,
-                        path("chief.log"), "", input);
+                        path("chief.log"), "", input, "", env);
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 20,
-                         path("worker.log"), "", input, worker_seed);
+                         path("worker.log"), "", input, worker_seed, env);
     EXPECT_EQ(wait_for(worker), 0) << read_log(path("worker.log"));
     EXPECT_EQ(wait_for(chief), 0) << read_log(path("chief.log"));
 
@@ -128,6 +129,15 @@ TEST_F(MultiWorkerTest, OverlappedBucketsGiveTheSameBitsAsBucketsAfterTheBackwar
   }
   ASSERT_FALSE(variables[0].empty());
   EXPECT_EQ(variables[0], variables[1]);
+}
+
+// An embedding's gradient crosses the workers as the rows each looked up (gathered, not a
+// dense table summed), with the same result as one process.
+TEST_F(MultiWorkerTest, EmbeddingRowsAreGatheredAcrossWorkersAndMatchOneProcess) {
+  expect_two_workers_match_one_process(path("multi"), "", "", {{"HELPER_EMBEDDING", "1"}});
+  EXPECT_NE(read_log(path("chief.log")).find("is sparse: it is gathered across workers as rows"),
+            std::string::npos)
+      << read_log(path("chief.log"));
 }
 
 TEST_F(MultiWorkerTest, AChiefAndAWorkerTrainAsOneProcessOnTheSameGlobalBatch) {

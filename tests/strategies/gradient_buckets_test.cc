@@ -64,7 +64,7 @@ TEST(GradientBucketsTest, BucketsGoOutInReverseOrderAsSoonAsTheyAreFull) {
   // 16-byte buckets: sources 3 and 2 (2 floats each) make the first, 1 and 0 the second.
   GradientBuckets buckets(collective, {.bucket_bytes = 16, .first_bucket_bytes = 16});
   std::vector<Tensor> sources{filled(2, 0), filled(2, 0), filled(2, 0), filled(2, 0)};
-  buckets.begin(sources, {7.0});
+  buckets.begin(sources, {7.0}, {});
   buckets.ready(3, filled(2, 3));
   buckets.ready(2, filled(2, 2));
   // The first bucket is summed before the backward pass has produced the others.
@@ -90,7 +90,7 @@ TEST(GradientBucketsTest, WithoutOverlapNothingGoesOutBeforeFinish) {
                           {.bucket_bytes = 16, .first_bucket_bytes = 16, .overlap = false});
   std::vector<Tensor> sources{filled(2, 0), filled(2, 0), filled(2, 0), filled(2, 0)};
   for (int step = 0; step < 2; ++step) {
-    buckets.begin(sources, {});
+    buckets.begin(sources, {}, {});
     for (size_t i = 4; i-- > 0;) buckets.ready(i, filled(2, static_cast<float>(i + step)));
     EXPECT_EQ(collective.calls().size(), 2u * step);
     std::vector<double> extras;
@@ -104,7 +104,7 @@ TEST(GradientBucketsTest, ACollectiveErrorReachesFinish) {
   RecordingCollective collective;
   GradientBuckets buckets(collective, {});
   collective.fail();
-  buckets.begin({filled(3, 0)}, {});
+  buckets.begin({filled(3, 0)}, {}, {});
   buckets.ready(0, filled(3, 1));
   std::vector<double> extras;
   EXPECT_THROW(buckets.finish(extras), UnavailableError);
