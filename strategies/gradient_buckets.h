@@ -26,7 +26,9 @@ namespace cadre {
 struct BucketOptions {
   size_t bucket_bytes = size_t{25} << 20;       // DDP's default
   size_t first_bucket_bytes = size_t{1} << 20;  // DDP's first bucket
-  bool overlap = true;  // false: every bucket is reduced at finish(), in the same order
+  // false: every bucket is reduced at finish(), in the same order, on the caller's thread
+  // (no communication thread).
+  bool overlap = true;
 };
 
 // One step at a time: begin(), ready() for each gradient (from the tape's hook, on the
@@ -70,6 +72,7 @@ class GradientBuckets {
   };
   void lay_out(const std::vector<Tensor>& sources, const std::vector<bool>& sparse);
   void issue_ready_buckets() CADRE_REQUIRES(mutex_);
+  void sum(const Tensor& buffer);
   void loop();
 
   ProcessCollective& collective_;
@@ -87,7 +90,7 @@ class GradientBuckets {
   size_t reduced_ CADRE_GUARDED_BY(mutex_) = 0;    // buckets it has summed
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   std::exception_ptr failure_ CADRE_GUARDED_BY(mutex_);
-  std::thread thread_;
+  std::thread thread_;  // with overlap only
 };
 
 }  // namespace cadre

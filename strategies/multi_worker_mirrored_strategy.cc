@@ -64,7 +64,11 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
       BucketOptions buckets;
       buckets.bucket_bytes = options.bucket_bytes;
       buckets.first_bucket_bytes = options.first_bucket_bytes;
-      buckets.overlap = options.overlap_gradients;
+      // Between processes of one host the reduction is memory traffic on the cores that run
+      // the backward pass: there is nothing to overlap it with. Across hosts it waits on
+      // the network.
+      buckets.overlap = options.overlap_gradients &&
+                        std::string(group_->collective->transport()) != "shared memory";
       buckets_ = std::make_unique<GradientBuckets>(*group_->collective, buckets);
     }
   }

@@ -23,8 +23,10 @@ struct MultiWorkerOptions {
   bool shared_memory = true;
   // With one local replica on the CPU, gradients are summed across workers in buckets, in
   // reverse order of the variables (the first up to first_bucket_bytes, the others up to
-  // bucket_bytes), while the backward pass still runs, as PyTorch DDP does. false sums the
-  // same buckets after the pass: the same bits, later.
+  // bucket_bytes), while the backward pass still runs, as PyTorch DDP does, when the
+  // workers are on several hosts (on one host, shared memory is work for the same cores, so
+  // the buckets are summed after the pass). false sums the same buckets after the pass: the
+  // same bits, later.
   bool overlap_gradients = true;
   size_t bucket_bytes = size_t{25} << 20;
   size_t first_bucket_bytes = size_t{1} << 20;
