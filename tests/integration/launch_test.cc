@@ -42,7 +42,7 @@ TEST_F(LaunchTest, AChiefAWorkerAndAnEvaluatorRunToTheEnd) {
        {"started chief:0 pid=", "started worker:0 pid=", "started evaluator:0 pid=", "[worker:0] ",
         "[chief:0] ",
         "strategy multi_worker_mirrored: 1 replica on cpu:0 on each of 2 workers; batch 32 per "
-        "replica (64 per step); gradients: Gloo all-reduce across 2 workers"}) {
+        "replica (64 per step); gradients: shared memory all-reduce across 2 workers"}) {
     EXPECT_NE(run.output.find(expected), std::string::npos) << expected;
   }
   EXPECT_TRUE(std::regex_search(
