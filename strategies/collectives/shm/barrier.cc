@@ -59,22 +59,29 @@ void arrive_and_wait(SharedBarrierState& state, uint32_t parties,
   }
   int spins = 0;
   while (state.generation.load(std::memory_order_acquire) == generation) {
+    throw_if_broken(state);
     if (++spins < kSpins) {
       cpu_relax();
       continue;
     }
-    check();
+    try {
+      check();
+    } catch (...) {
+      // A peer that went on past this barrier and then died did arrive.
+      if (state.generation.load(std::memory_order_acquire) != generation) break;
+      throw;
+    }
     state.sleepers.fetch_add(1, std::memory_order_seq_cst);
     futex_wait(state.generation, generation, kCheckEveryNanos);
     state.sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
-  // break_barrier() also moves the generation on.
-  throw_if_broken(state);
 }
 
 void break_barrier(SharedBarrierState& state) {
-  state.broken.store(1, std::memory_order_release);
-  state.generation.fetch_add(1, std::memory_order_seq_cst);
+  // The generation stays: it moves only when every party has arrived, so that a waiter
+  // that sees it move knows it passed, however the collective ended after. Sleepers wake
+  // now and see `broken` (or within kCheckEveryNanos, if the wake-up came before they slept).
+  state.broken.store(1, std::memory_order_seq_cst);
   futex_wake_all(state.generation);
 }
 
