@@ -14,7 +14,8 @@ namespace {
 // or the one training task of a cluster, must not make the user's default on the way.
 bool talks_to_other_tasks(const ClusterConfig& cluster) {
   return cluster.task.type != "evaluator" &&
-         (cluster.num_worker_replicas() > 1 || cluster.num_ps_replicas() > 0);
+         (cluster.num_worker_replicas() > 1 || cluster.num_ps_replicas() > 0 ||
+          cluster.has_job("client"));
 }
 
 }  // namespace
@@ -97,6 +98,7 @@ void RunConfig::validate() const {
          str_cat("[", profile_trace_steps->first, ", ", profile_trace_steps->second, ")"),
          "a window [first, last) of global steps with 0 <= first < last");
   }
+  if (steps_per_unit <= 0) fail("steps_per_unit", steps_per_unit, "a positive number of steps");
   if (task_id < 0) fail("task_id", task_id, ">= 0");
   if (num_worker_replicas < 0) fail("num_worker_replicas", num_worker_replicas, ">= 0");
   if (num_ps_replicas < 0) fail("num_ps_replicas", num_ps_replicas, ">= 0");
