@@ -1,0 +1,158 @@
+#include "strategies/cluster/unit_dispatcher.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <exception>
+#include <thread>
+
+#include "cadre/base/errors.h"
+#include "cadre/base/mutex.h"
+#include "core/base/strings.h"
+#include "strategies/cluster/step_client.h"
+#include "strategies/ps/ps_client.h"
+
+namespace cadre {
+
+struct UnitDispatcher::Shared {
+  Mutex mutex;
+  CondVar changed;
+  std::deque<ps::WorkUnit> queue CADRE_GUARDED_BY(mutex);
+  int64_t remaining CADRE_GUARDED_BY(mutex) = 0;  // units not complete
+  bool stop CADRE_GUARDED_BY(mutex) = false;
+  DispatchReport report CADRE_GUARDED_BY(mutex);
+};
+
+UnitDispatcher::UnitDispatcher(const ClusterConfig& cluster, ps::PsClient& ps0, int64_t generation,
+                               DispatchOptions options)
+    : ps0_(ps0), generation_(generation), options_(options) {
+  for (int i = 0; i < cluster.num_tasks("worker"); ++i) {
+    TaskId task{"worker", i};
+    if (!cluster.jobs.at("worker").count(i)) continue;  // a sparse cluster's gap
+    tasks_.push_back(task);
+    workers_.push_back(std::make_unique<StepClient>(task, cluster.address(task), cluster.security));
+  }
+  if (workers_.empty()) {
+    throw InvalidArgumentError("the client has no workers to dispatch steps to");
+  }
+}
+
+UnitDispatcher::~UnitDispatcher() = default;
+
+DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
+                                   const std::function<void()>& tick) {
+  if (steps_per_unit <= 0) {
+    throw InvalidArgumentError(str_cat("steps per unit must be positive, got ", steps_per_unit));
+  }
+  Shared shared;
+  {
+    MutexLock lock(shared.mutex);
+    int64_t id = first_unit;
+    for (int64_t left = steps; left > 0; left -= steps_per_unit) {
+      shared.queue.push_back({generation_, id++, std::min(left, steps_per_unit)});
+    }
+    shared.remaining = static_cast<int64_t>(shared.queue.size());
+  }
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    threads.emplace_back([this, w, &shared] { serve(w, shared); });
+  }
+  std::exception_ptr failure;
+  try {
+    while (true) {
+      {
+        MutexLock lock(shared.mutex);
+        shared.changed.wait_for(shared.mutex, std::chrono::milliseconds(200),
+                                [&]() CADRE_REQUIRES(shared.mutex) { return shared.remaining == 0; });
+        if (shared.remaining == 0) break;
+      }
+      tick();
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  {
+    MutexLock lock(shared.mutex);
+    shared.stop = true;
+    shared.changed.notify_all();
+  }
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+  MutexLock lock(shared.mutex);
+  return shared.report;
+}
+
+// One worker's dispatch loop: takes the next unit, runs it there, and on a failed call gives
+// the unit back and waits retry_seconds before calling the worker again.
+void UnitDispatcher::serve(size_t worker, Shared& shared) {
+  StepClient& client = *workers_[worker];
+  const std::string task = tasks_[worker].to_string();
+  bool lost = false;
+  while (true) {
+    ps::WorkUnit unit;
+    {
+      MutexLock lock(shared.mutex);
+      shared.changed.wait(shared.mutex, [&]() CADRE_REQUIRES(shared.mutex) {
+        return shared.stop || !shared.queue.empty();
+      });
+      if (shared.stop) return;
+      unit = shared.queue.front();
+      shared.queue.pop_front();
+      ++shared.report.dispatches;
+    }
+    try {
+      steps::RunUnitResponse done = client.run_unit(unit, options_.unit_timeout_seconds);
+      if (lost) LOG(INFO) << task << " is back: it runs units again";
+      lost = false;
+      MutexLock lock(shared.mutex);
+      shared.report.steps_by_worker[task] += done.steps_applied();
+      if (done.closed() || done.applied() >= unit.steps) {
+        ++shared.report.units;
+        --shared.remaining;
+      } else {
+        shared.queue.push_front(unit);  // not expected: the worker returns complete units
+      }
+      shared.changed.notify_all();
+      continue;
+    } catch (const Error& e) {
+      // The worker is gone (or not up yet, or busy with a unit its previous client gave it):
+      // the unit goes back to the front of the queue for whichever worker is free.
+      int64_t applied = -1;
+      try {
+        ps::UnitsRequest request;
+        request.set_generation(generation_);
+        request.add_units(unit.id);
+        applied = ps0_.units(request).applied(0);
+      } catch (const Error&) {
+      }
+      if (!lost || applied > 0) {
+        LOG(WARNING) << task << " lost unit " << unit.id << " ("
+                     << (applied >= 0 ? std::to_string(applied) : std::string("?")) << " of "
+                     << unit.steps << " steps applied, which stay counted): " << e.what()
+                     << "; the unit goes to the next free worker";
+      }
+      lost = true;
+      MutexLock lock(shared.mutex);
+      ++shared.report.lost;
+      shared.queue.push_front(unit);
+      shared.changed.notify_all();
+      shared.changed.wait_for(shared.mutex, std::chrono::duration<double>(options_.retry_seconds),
+                              [&]() CADRE_REQUIRES(shared.mutex) { return shared.stop; });
+      if (shared.stop) return;
+    }
+  }
+}
+
+void UnitDispatcher::finish_workers() {
+  for (const auto& worker : workers_) {
+    try {
+      worker->finish(options_.finish_timeout_seconds);
+    } catch (const Error& e) {
+      LOG(INFO) << "not told that training is over (it reads the marker instead): " << e.what();
+    }
+  }
+}
+
+}  // namespace cadre

@@ -1,0 +1,73 @@
+// The client's side of coordinator mode under parameter servers (docs/DEPLOY.md): cuts the
+// steps left into units and runs each on whichever worker is free, in TensorFlow 2's
+// ClusterCoordinator spirit. A worker that is lost (its call fails: dead, restarting, not
+// started yet) gives its unit back to the queue, where the next free worker takes it; the
+// lost worker is called again every `retry_seconds`, so that one restarted by its
+// supervisor gets work again. ps 0's ledger (strategies/ps/unit_ledger.h) counts each step
+// of a unit once, however often the unit runs, so the global step ends at exactly the
+// steps dispatched.
+//
+// Not thread-safe: one run at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cadre/strategies/cluster_spec.h"
+
+namespace cadre {
+
+namespace ps {
+class PsClient;
+}
+class StepClient;
+
+struct DispatchOptions {
+  double retry_seconds = 1;  // between calls to a worker that was lost
+  // A unit that runs longer than this on one worker is taken back from it (a hung worker).
+  double unit_timeout_seconds = 3600;
+  double finish_timeout_seconds = 5;
+};
+
+struct DispatchReport {
+  int64_t units = 0;       // units completed
+  int64_t dispatches = 0;  // calls that ran a unit or tried to
+  int64_t lost = 0;        // units taken back from a worker that was lost
+  // "worker:1" -> the steps it applied in units it completed (not those of units it lost)
+  std::map<std::string, int64_t> steps_by_worker;
+};
+
+class UnitDispatcher {
+ public:
+  // The workers of `cluster`; `ps0` holds the ledger and outlives this object.
+  UnitDispatcher(const ClusterConfig& cluster, ps::PsClient& ps0, int64_t generation,
+                 DispatchOptions options = {});
+  ~UnitDispatcher();
+
+  // Runs units [first_unit, ...) that cover `steps` steps, `steps_per_unit` each (the last
+  // one shorter), and returns once ps 0 counts every one complete. On the calling thread,
+  // `tick` runs about every 200 ms meanwhile (the client saves checkpoints there); an
+  // exception from it stops the dispatch and is rethrown.
+  DispatchReport run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
+                     const std::function<void()>& tick);
+
+  // Tells every worker that training is over (those that do not answer find out from the
+  // training_finished marker).
+  void finish_workers();
+
+ private:
+  struct Shared;
+  void serve(size_t worker, Shared& shared);
+
+  std::vector<TaskId> tasks_;
+  std::vector<std::unique_ptr<StepClient>> workers_;
+  ps::PsClient& ps0_;
+  int64_t generation_;
+  DispatchOptions options_;
+};
+
+}  // namespace cadre
