@@ -157,7 +157,8 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
               "ParameterServerStrategy::create(*config.cluster)");
   }
   const int64_t max_steps = *train_spec.max_steps;
-  Env& env = *config.file_system();
+  std::shared_ptr<Env> file_system = config.file_system();
+  Env& env = *file_system;
   const std::string& model_dir = estimator.model_dir();
   checkpoint::CheckpointManagerOptions manager_options;
   manager_options.keep_checkpoint_max = config.keep_checkpoint_max;

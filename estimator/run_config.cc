@@ -99,6 +99,7 @@ void RunConfig::validate() const {
          "a window [first, last) of global steps with 0 <= first < last");
   }
   if (steps_per_unit <= 0) fail("steps_per_unit", steps_per_unit, "a positive number of steps");
+  if (client_max_restarts < 0) fail("client_max_restarts", client_max_restarts, ">= 0");
   if (task_id < 0) fail("task_id", task_id, ">= 0");
   if (num_worker_replicas < 0) fail("num_worker_replicas", num_worker_replicas, ">= 0");
   if (num_ps_replicas < 0) fail("num_ps_replicas", num_ps_replicas, ">= 0");

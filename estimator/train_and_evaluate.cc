@@ -132,11 +132,17 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
     return estimator_internal::run_evaluator(estimator, train_spec, eval_spec);
   }
   if (config.task_type == "ps") serve_parameters(config);
-  if (config.task_type == "client") return estimator_internal::run_client(estimator, train_spec, eval_spec);
   if (config.cluster && config.cluster->has_job("client")) {
-    // Coordinator mode: this worker runs the steps the client sends.
+    // Coordinator mode (docs/DEPLOY.md): the client drives; a worker runs the steps the
+    // client sends (ps tasks) or joins the collective the client starts.
+    bool collective = config.num_ps_replicas == 0;
+    if (config.task_type == "client") {
+      return collective ? estimator_internal::run_collective_client(estimator, train_spec, eval_spec)
+                        : estimator_internal::run_client(estimator, train_spec, eval_spec);
+    }
     TrainAndEvaluateResult result;
-    int64_t step = estimator_internal::serve_steps(estimator, train_spec);
+    int64_t step = collective ? estimator_internal::train_collective_worker(estimator, train_spec)
+                              : estimator_internal::serve_steps(estimator, train_spec);
     result.final_eval.set("global_step", static_cast<double>(step));
     return result;
   }

@@ -135,18 +135,7 @@ PullResponse Shard::pull(const PullRequest& request) {
 }
 
 UnitsResponse Shard::units(const UnitsRequest& request) {
-  if (request.begin()) {
-    units_.begin(request.generation());
-  } else if (!request.units().empty() && request.generation() != units_.generation()) {
-    throw FailedPreconditionError(str_cat(task_, ": coordinator generation ",
-                                          request.generation(), " was replaced by ",
-                                          units_.generation()));
-  }
-  UnitsResponse response;
-  response.set_generation(units_.generation());
-  std::vector<int64_t> applied =
-      units_.applied(std::vector<int64_t>(request.units().begin(), request.units().end()));
-  for (int64_t a : applied) response.add_applied(a);
+  UnitsResponse response = units_.serve(request, task_);
   MutexLock lock(mutex_);
   response.set_global_step(global_step_ ? *global_step_ : -1);
   return response;

@@ -48,4 +48,19 @@ std::vector<int64_t> UnitLedger::applied(const std::vector<int64_t>& units) cons
   return out;
 }
 
+UnitsResponse UnitLedger::serve(const UnitsRequest& request, const std::string& task) {
+  if (request.begin()) {
+    begin(request.generation());
+  } else if (!request.units().empty() && request.generation() != generation()) {
+    throw FailedPreconditionError(str_cat(task, ": coordinator generation ", request.generation(),
+                                          " was replaced by ", generation()));
+  }
+  UnitsResponse response;
+  response.set_generation(generation());
+  for (int64_t a : applied(std::vector<int64_t>(request.units().begin(), request.units().end()))) {
+    response.add_applied(a);
+  }
+  return response;
+}
+
 }  // namespace cadre::ps

@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "cadre/base/mutex.h"
+#include "strategies/ps/ps.pb.h"
 
 namespace cadre::ps {
 
@@ -31,6 +33,10 @@ class UnitLedger {
 
   // The steps applied of each unit of the current generation (0 for one never seen).
   std::vector<int64_t> applied(const std::vector<int64_t>& units) const;
+
+  // A Units call (ps.proto) without the global step: begins a generation, or answers for
+  // units of the current one (FailedPreconditionError naming `task` when it was replaced).
+  UnitsResponse serve(const UnitsRequest& request, const std::string& task);
 
  private:
   mutable Mutex mutex_;

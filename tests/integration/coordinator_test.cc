@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstring>
 #include <map>
 #include <regex>
 #include <string>
@@ -132,6 +133,44 @@ TEST_F(CoordinatorTest, ANewClientResumesFromTheLastCheckpointWhileTheWorkersRun
   EXPECT_NE(progress.find("generation: 2\n"), std::string::npos) << progress;
   EXPECT_NE(progress.find("checkpoint_step: 3000\n"), std::string::npos) << progress;
   EXPECT_NE(progress.find("finished: true\n"), std::string::npos) << progress;
+}
+
+// MultiWorkerMirrored workers driven by a client: the client hosts the rendezvous that
+// starts their collective, sees a worker die, and starts the collective again; the workers
+// (restarted by cadre_launch) resume from the last checkpoint. The result is bit for bit that
+// of independent workers that lost nothing.
+TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
+  const std::string flags =
+      " --strategy=multi_worker_mirrored --max_steps=400 --save_checkpoints_steps=100 "
+      "--eval_steps=5 --batch_size=64 2>&1";
+  testing::CommandResult independent = testing::run_command(
+      std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 -- " + CADRE_FASHION_MNIST +
+      " --model_dir=" + path("independent") + flags);
+  ASSERT_EQ(independent.status, 0) << testing::tail(independent.output, 6000);
+
+  Kills kills;
+  kills.add("worker:1", R"(^\[worker:0\].*saved checkpoint for step 200)");
+  testing::CommandResult driven = testing::run_command(
+      std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --max_restarts=6 -- " +
+          CADRE_FASHION_MNIST + " --model_dir=" + path("driven") + flags,
+      std::ref(kills));
+  ASSERT_EQ(driven.status, 0) << testing::tail(driven.output, 6000);
+  EXPECT_EQ(kills.done(), 1u);
+  EXPECT_EQ(count(driven.output, "started client:0 pid="), 1);
+  EXPECT_NE(driven.output.find("client: the collective failed"), std::string::npos)
+      << testing::tail(driven.output, 6000);
+  EXPECT_TRUE(std::regex_search(
+      driven.output, std::regex(R"(\[client:0\] \{"task":"client".*"global_step":400,)")))
+      << testing::tail(driven.output);
+
+  auto a = checkpoint::CheckpointReader::open(path("independent") + "/model.ckpt-400.h5");
+  auto b = checkpoint::CheckpointReader::open(path("driven") + "/model.ckpt-400.h5");
+  ASSERT_EQ(a->variables().size(), b->variables().size());
+  for (const auto& [name, info] : a->variables()) {
+    Tensor x = a->read(name), y = b->read(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
+  }
 }
 
 TEST_F(CoordinatorTest, AClientWithoutWorkersIsOneClearError) {

@@ -232,6 +232,23 @@ class Cluster {
   // training task restarts all of them, which resume from the last checkpoint. Returns the
   // exit status once the cluster is done.
   std::optional<int> step_collective() {
+    // Coordinator mode: a client that dies restarts alone; the workers register with the new
+    // one and resume from the last checkpoint.
+    for (Child& c : children_) {
+      if (c.task.type != "client" || !c.done || c.status == 0) continue;
+      if (training_restarts_ >= options_.max_restarts) {
+        print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
+                               "); stopping the cluster"));
+        kill_all();
+        return 1;
+      }
+      ++training_restarts_;
+      print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
+                             "); restarting it (restart ", training_restarts_, " of ",
+                             options_.max_restarts, ")"));
+      stop(c);
+      start(c);
+    }
     bool failed_training = false;
     for (const Child& c : children_) {
       if (c.task.trains() && c.done && c.status != 0) failed_training = true;

@@ -53,6 +53,9 @@ struct RunConfig {
   // at a time (TensorFlow's steps_per_execution). A worker that dies costs at most the
   // unfinished part of one unit, which another worker then runs.
   int64_t steps_per_unit = 10;
+  // Coordinator mode with collective workers (no ps tasks): how often the client restarts
+  // the workers' collective after one of them failed before it gives up.
+  int client_max_restarts = 10;
   // A progress line that redraws itself in place on stderr (ProgressLineHook), besides the
   // log lines: kAuto draws it when stderr is a terminal.
   enum class ProgressLine { kAuto, kOn, kOff };
