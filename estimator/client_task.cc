@@ -14,9 +14,9 @@
 #include "cadre/estimator/estimator.h"
 #include "cadre/random/generator.h"
 #include "core/base/strings.h"
+#include "estimator/client_evaluation.h"
 #include "estimator/client_progress.h"
 #include "estimator/coordinated_tasks.h"
-#include "estimator/evaluator_task.h"
 #include "estimator/training_finished.h"
 #include "strategies/cluster/unit_dispatcher.h"
 #include "strategies/ps/parameter_servers.h"
@@ -69,13 +69,14 @@ class ClientRun {
  public:
   ClientRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy,
             DistributedVariables& variables, checkpoint::CheckpointManager& manager,
-            ClientProgress& progress, int64_t start_step)
+            ClientProgress& progress, ClientEvaluation& evaluation, int64_t start_step)
       : estimator_(estimator),
         config_(estimator.config()),
         strategy_(std::move(strategy)),
         variables_(variables),
         manager_(manager),
         progress_(progress),
+        evaluation_(evaluation),
         saved_step_(start_step),
         logged_step_(start_step),
         last_log_(Clock::now()),
@@ -101,7 +102,7 @@ class ClientRun {
 
   // A checkpoint of the variables on the ps tasks at `step` (read while the workers train:
   // with asynchronous updates, as a training chief's), and the progress that goes with it.
-  void save(int64_t step) {
+  std::string save(int64_t step) {
     checkpoint::CheckpointData data;
     data.global_step = step;
     checkpoint::add_variables(*strategy_->extended().variables_to_save(variables_), &data);
@@ -115,6 +116,8 @@ class ClientRun {
     last_save_ = Clock::now();
     progress_.checkpoint_step = step;
     write_client_progress(*config_.file_system(), estimator_.model_dir(), progress_);
+    evaluation_.checkpoint_saved(path);
+    return path;
   }
 
   int64_t saved_step() const { return saved_step_; }
@@ -126,6 +129,7 @@ class ClientRun {
   DistributedVariables& variables_;
   checkpoint::CheckpointManager& manager_;
   ClientProgress& progress_;
+  ClientEvaluation& evaluation_;
   int64_t saved_step_, logged_step_;
   Clock::time_point last_log_, last_save_;
 };
@@ -150,10 +154,8 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   if (!servers) {
     throw InvalidArgumentError(
         cluster.num_ps_replicas() == 0
-            ? "a client drives workers that keep their variables on ps tasks: TF_CONFIG's "
-              "cluster has no \"ps\" job (with MultiWorkerMirroredStrategy, run the workers "
-              "independently, without a client)"
-            : "a client drives ParameterServerStrategy: set train_distribute = "
+            ? "a client with ps tasks drives ParameterServerStrategy"
+            : "a client with ps tasks drives ParameterServerStrategy: set train_distribute = "
               "ParameterServerStrategy::create(*config.cluster)");
   }
   const int64_t max_steps = *train_spec.max_steps;
@@ -205,9 +207,11 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   progress.steps_per_unit = config.steps_per_unit;
   progress.checkpoint_step = start_step;
   write_client_progress(env, model_dir, progress);
-  ClientRun run(estimator, strategy, *variables, manager, progress, start_step);
+  ClientEvaluation evaluation(estimator, eval_spec);
+  ClientRun run(estimator, strategy, *variables, manager, progress, evaluation, start_step);
   UnitDispatcher dispatcher(cluster, ps0, generation);
   int64_t step = start_step;
+  std::string final_path;
   if (start_step < max_steps) {
     LOG(INFO) << "client: dispatching steps " << start_step << " to " << max_steps << " in units of "
               << config.steps_per_unit << " to " << strategy->num_workers() << " worker(s)";
@@ -239,22 +243,17 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
     } else {
       write_client_progress(env, model_dir, progress);
     }
+    final_path = *estimator.latest_checkpoint();
   } else {
     LOG(INFO) << "global step " << start_step << " has already reached max_steps " << max_steps;
     step = start_step;
+    final_path = resume ? resume->path() : std::string();
   }
   manager.close();
   write_finished_marker(env, model_dir, {step, max_steps});
   dispatcher.finish_workers();
 
-  TrainAndEvaluateResult result;
-  if (cluster.has_job("evaluator")) {
-    result.final_eval.set("global_step", static_cast<double>(step));
-  } else {
-    // No evaluator task: the client evaluates the final checkpoint, as local mode does.
-    EvalArgs args = eval_args_of(eval_spec);
-    result.final_eval = estimator.evaluate(eval_spec.input_fn, args);
-  }
+  TrainAndEvaluateResult result = evaluation.finish(step, final_path);
   return result;
 }
 

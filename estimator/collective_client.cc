@@ -13,9 +13,9 @@
 #include "cadre/estimator/estimator.h"
 #include "cadre/strategies/multi_worker_options.h"
 #include "core/base/strings.h"
+#include "estimator/client_evaluation.h"
 #include "estimator/client_progress.h"
 #include "estimator/coordinated_tasks.h"
-#include "estimator/evaluator_task.h"
 #include "estimator/training_finished.h"
 #include "strategies/cluster/coordination_service.h"
 
@@ -101,12 +101,12 @@ TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSp
   write_finished_marker(env, model_dir, {progress.checkpoint_step, max_steps});
   LOG(INFO) << "client: training finished at step " << progress.checkpoint_step << " after "
             << restarts << " restart(s) of the collective";
-  TrainAndEvaluateResult result;
-  if (cluster.has_job("evaluator")) {
-    result.final_eval.set("global_step", static_cast<double>(progress.checkpoint_step));
-  } else {
-    result.final_eval = estimator.evaluate(eval_spec.input_fn, eval_args_of(eval_spec));
-  }
+  // Only the final checkpoint: worker 0's retention may delete earlier ones while the client
+  // would read them (an evaluator task leases what it reads).
+  ClientEvaluation evaluation(estimator, eval_spec);
+  std::optional<std::string> latest = estimator.latest_checkpoint();
+  TrainAndEvaluateResult result =
+      evaluation.finish(progress.checkpoint_step, latest ? *latest : std::string());
   return result;
 }
 

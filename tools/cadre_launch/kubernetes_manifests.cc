@@ -159,7 +159,9 @@ std::string indexed_jobs(const LaunchOptions& cluster, const KubernetesOptions& 
   std::vector<Role> roles = roles_of(cluster);
   std::string cluster_json;
   for (const Role& role : roles) {
-    if (role.type == "evaluator") continue;  // outside the cluster, as TensorFlow has it
+    // Outside the cluster, as TensorFlow has it; with a client, inside, so that the client
+    // leaves evaluation to it.
+    if (role.type == "evaluator" && cluster.client == 0) continue;
     std::vector<std::string> addresses;
     for (int i = 0; i < role.count; ++i) {
       addresses.push_back(

@@ -88,7 +88,9 @@ std::vector<std::pair<std::string, std::string>> tf_configs(const LaunchOptions&
   std::vector<Task> tasks = tasks_of(options);
   std::map<std::string, std::vector<std::string>> jobs;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    if (tasks[i].type == "evaluator") continue;  // outside the cluster, as the Estimator has it
+    // Outside the cluster, as the Estimator has it; with a client, inside, so that the client
+    // leaves evaluation to it.
+    if (tasks[i].type == "evaluator" && options.client == 0) continue;
     jobs[tasks[i].type].push_back(str_cat("\"127.0.0.1:", ports[i], "\""));
   }
   std::string cluster = "{";
