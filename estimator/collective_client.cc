@@ -89,10 +89,11 @@ TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSp
     service->begin_round();
   }
   // Worker 0 saved the checkpoint of max_steps; every worker passes the shutdown barrier
-  // before it exits, and the service stays until then.
+  // before it exits, and the service stays until then. Workers that finished in an earlier
+  // client's round (this one never formed) have nothing left to ask of it.
   auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!service->barrier_complete("shutdown") && service->failure().empty() &&
-         Clock::now() < deadline) {
+  while (service->formed() && !service->barrier_complete("shutdown") &&
+         service->failure().empty() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   service->stop();

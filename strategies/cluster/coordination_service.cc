@@ -76,6 +76,11 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     return it != barriers_.end() && it->second.size() >= expected_.size();
   }
 
+  bool formed() const override {
+    MutexLock lock(mutex_);
+    return complete();
+  }
+
   void begin_round() override {
     MutexLock lock(mutex_);
     incarnation_.clear();
@@ -178,8 +183,15 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                        pb::BarrierResponse*) override {
     if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
+    std::string task = name_of(request->task());
+    if (failure_.empty() && !incarnation_.count(task)) {
+      // A task of an earlier round (begin_round) must not count toward this round's barrier.
+      return {grpc::StatusCode::ABORTED,
+              str_cat("task ", task, " is not registered in this round of the coordination "
+                                     "service (the collective was restarted)")};
+    }
     std::set<std::string>& arrived = barriers_[request->name()];
-    arrived.insert(name_of(request->task()));
+    arrived.insert(task);
     changed_.notify_all();
     auto deadline = Clock::now() + seconds(request->timeout_seconds());
     while (arrived.size() < expected_.size() && failure_.empty() && !stopping_) {

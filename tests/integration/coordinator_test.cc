@@ -3,8 +3,9 @@
 // nothing: the launcher restarts it alone, the other worker never restarts, the lost units
 // run elsewhere, and the global step and the optimizer's step counter both end at exactly
 // max_steps (each applied step counted once). A killed client is replaced by a new one that
-// resumes from the last checkpoint while the workers keep running. A client without
-// workers is one clear error.
+// resumes from the last checkpoint while the workers keep running. MultiWorkerMirrored
+// workers driven by a client, losing a worker or the client, end bit-identical to
+// independent workers. A client without workers is one clear error.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -51,6 +52,17 @@ class Kills {
   size_t next_ = 0;
   std::map<std::string, pid_t> pids_;
 };
+
+void expect_same_variables(const std::string& a_path, const std::string& b_path) {
+  auto a = checkpoint::CheckpointReader::open(a_path);
+  auto b = checkpoint::CheckpointReader::open(b_path);
+  ASSERT_EQ(a->variables().size(), b->variables().size());
+  for (const auto& [name, info] : a->variables()) {
+    Tensor x = a->read(name), y = b->read(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
+  }
+}
 
 int count(const std::string& text, const std::string& what) {
   int n = 0;
@@ -138,7 +150,7 @@ TEST_F(CoordinatorTest, ANewClientResumesFromTheLastCheckpointWhileTheWorkersRun
 // MultiWorkerMirrored workers driven by a client: the client hosts the rendezvous that
 // starts their collective, sees a worker die, and starts the collective again; the workers
 // (restarted by cadre_launch) resume from the last checkpoint. The result is bit for bit that
-// of independent workers that lost nothing.
+// of independent workers that lost nothing, and so is that of a job whose client was killed.
 TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
   const std::string flags =
       " --strategy=multi_worker_mirrored --max_steps=400 --save_checkpoints_steps=100 "
@@ -163,14 +175,22 @@ TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
       driven.output, std::regex(R"(\[client:0\] \{"task":"client".*"global_step":400,)")))
       << testing::tail(driven.output);
 
-  auto a = checkpoint::CheckpointReader::open(path("independent") + "/model.ckpt-400.h5");
-  auto b = checkpoint::CheckpointReader::open(path("driven") + "/model.ckpt-400.h5");
-  ASSERT_EQ(a->variables().size(), b->variables().size());
-  for (const auto& [name, info] : a->variables()) {
-    Tensor x = a->read(name), y = b->read(name);
-    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
-  }
+  expect_same_variables(path("independent") + "/model.ckpt-400.h5",
+                        path("driven") + "/model.ckpt-400.h5");
+
+  // The client itself killed: a new one hosts a new round, the workers of the old one are
+  // told to stop, and all resume from the last checkpoint; still the same result.
+  Kills client_kill;
+  client_kill.add("client:0", R"(^\[worker:0\].*saved checkpoint for step 200)");
+  testing::CommandResult replaced = testing::run_command(
+      std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --max_restarts=6 -- " +
+          CADRE_FASHION_MNIST + " --model_dir=" + path("replaced") + flags,
+      std::ref(client_kill));
+  ASSERT_EQ(replaced.status, 0) << testing::tail(replaced.output, 6000);
+  EXPECT_EQ(client_kill.done(), 1u);
+  EXPECT_EQ(count(replaced.output, "started client:0 pid="), 2);
+  expect_same_variables(path("independent") + "/model.ckpt-400.h5",
+                        path("replaced") + "/model.ckpt-400.h5");
 }
 
 TEST_F(CoordinatorTest, AClientWithoutWorkersIsOneClearError) {
