@@ -236,7 +236,9 @@ std::string ClusterConfig::explain() const {
   } else if (task.type == "ps") {
     role = "parameter server: holds variables for the workers";
   } else if (task.type == "client") {
-    role = "client: dispatches training steps to the workers, writes checkpoints and summaries";
+    role = has_job("ps") ? "client: dispatches training steps to the workers, writes checkpoints"
+                         : "client: starts and watches the workers' collective (worker 0 "
+                           "writes checkpoints)";
   } else if (has_job("client")) {
     role = "worker: serves, running the steps the client dispatches";
   } else {

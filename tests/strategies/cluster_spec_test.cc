@@ -55,7 +55,8 @@ TEST(ClusterSpecTest, AClientTakesTheChiefsPlaceInCoordinatorMode) {
   EXPECT_EQ(client.chief().to_string(), "client:0");
   EXPECT_EQ(client.global_task_id(), -1);
   EXPECT_EQ(client.num_worker_replicas(), 2);
-  EXPECT_NE(client.explain().find("client: dispatches training steps"), std::string::npos);
+  EXPECT_NE(client.explain().find("client: dispatches training steps"), std::string::npos)
+      << client.explain();
   ClusterConfig worker = parse_tf_config(std::string("{") + cluster +
                                          R"(, "task": {"type": "worker", "index": 0}})");
   EXPECT_FALSE(worker.is_chief());
