@@ -72,10 +72,14 @@ int64_t serve_steps(Estimator& estimator, const TrainSpec& train_spec) {
   args.hooks.push_back(std::make_shared<UnitGate>(*server, servers->work_unit(), finished));
   try {
     int64_t step = estimator.train(train_spec.input_fn, args);
-    server->stop("training ended");
+    server->stop("training ended", ErrorCode::kUnavailable, /*training_failed=*/false);
     return step;
+  } catch (const Error& e) {
+    server->stop(str_cat("its training failed: ", e.what()), e.code(), /*training_failed=*/true);
+    throw;
   } catch (const std::exception& e) {
-    server->stop(str_cat("its training failed: ", e.what()));
+    server->stop(str_cat("its training failed: ", e.what()), ErrorCode::kInternal,
+                 /*training_failed=*/true);
     throw;
   }
 }

@@ -4,6 +4,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/step_server.h"
 
 namespace cadre {
 namespace {
@@ -45,6 +46,9 @@ steps::RunUnitResponse StepClient::run_unit(const ps::WorkUnit& unit, double tim
         str_cat("unit ", unit.id, " on ", name_, ": ", status.error_message());
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       message += refusal_hint(security_);
+    }
+    if (context.GetServerTrailingMetadata().count(kTrainingFailedKey)) {
+      throw WorkerTrainingError(static_cast<ErrorCode>(status.error_code()), message);
     }
     throw_error(static_cast<ErrorCode>(status.error_code()), message);
   }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_security.h"
 #include "cadre/strategies/cluster_spec.h"
 #include "strategies/cluster/grpc_security.h"
@@ -12,6 +13,14 @@
 #include "strategies/ps/work_unit.h"
 
 namespace cadre {
+
+// What run_unit throws when the worker's own training failed (model_fn, the input, a NaN
+// loss...), rather than the worker being lost: the worker's error, with its code, which the
+// client reports instead of dispatching the unit again.
+class WorkerTrainingError : public Error {
+ public:
+  WorkerTrainingError(ErrorCode code, const std::string& message) : Error(code, message) {}
+};
 
 class StepClient {
  public:
@@ -22,7 +31,7 @@ class StepClient {
   // Runs `unit` on the worker and returns how it ended. Throws Cadre's error with the
   // worker's code, naming it: UnavailableError when it is not there (dead, or not started
   // yet), DeadlineExceededError after `timeout_seconds`, FailedPreconditionError when it is
-  // running another unit.
+  // running another unit; WorkerTrainingError when its training failed.
   steps::RunUnitResponse run_unit(const ps::WorkUnit& unit, double timeout_seconds);
   // Tells the worker that training is over; throws as run_unit does.
   void finish(double timeout_seconds);

@@ -21,7 +21,7 @@ class Server final : public StepServer, public steps::StepService::Service {
   explicit Server(StepServerOptions options)
       : options_(std::move(options)),
         callers_(options_.security, str_cat(options_.task, " (step service)")) {}
-  ~Server() override { stop("the worker is shutting down"); }
+  ~Server() override { stop("the worker is shutting down", ErrorCode::kUnavailable, false); }
 
   void start(const std::string& address) {
     grpc::ServerBuilder builder;
@@ -50,10 +50,7 @@ class Server final : public StepServer, public steps::StepService::Service {
                       " steps; expected a positive unit id and steps")};
     }
     MutexLock lock(mutex_);
-    if (stopping_ || finished_) {
-      return {grpc::StatusCode::UNAVAILABLE,
-              str_cat(options_.task, ": ", stopping_ ? why_ : "training is finished")};
-    }
+    if (stopping_ || finished_) return stopped_status(*context, finished_ && !stopping_);
     if (unit_) {
       return {grpc::StatusCode::FAILED_PRECONDITION,
               str_cat(options_.task, " is running unit ", unit_->id, " already")};
@@ -73,7 +70,7 @@ class Server final : public StepServer, public steps::StepService::Service {
       }
     }
     if (serial_ == mine) unit_.reset();
-    if (!complete_) return {grpc::StatusCode::UNAVAILABLE, str_cat(options_.task, ": ", why_)};
+    if (!complete_) return stopped_status(*context, false);
     response->set_applied(outcome_->applied);
     response->set_closed(outcome_->closed);
     response->set_global_step(outcome_->global_step);
@@ -121,18 +118,29 @@ class Server final : public StepServer, public steps::StepService::Service {
     }
   }
 
-  void stop(const std::string& why) override {
+  void stop(const std::string& why, ErrorCode code, bool training_failed) override {
     {
       MutexLock lock(mutex_);
       if (stopping_) return;
       stopping_ = true;
       why_ = why;
+      code_ = code;
+      training_failed_ = training_failed;
       changed_.notify_all();
     }
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
 
  private:
+  grpc::Status stopped_status(grpc::ServerContext& context, bool finished)
+      CADRE_REQUIRES(mutex_) {
+    if (finished) {
+      return {grpc::StatusCode::UNAVAILABLE, str_cat(options_.task, ": training is finished")};
+    }
+    if (training_failed_) context.AddTrailingMetadata(kTrainingFailedKey, "1");
+    return {static_cast<grpc::StatusCode>(code_), str_cat(options_.task, ": ", why_)};
+  }
+
   StepServerOptions options_;
   CallerCheck callers_;
   std::unique_ptr<grpc::Server> server_;
@@ -147,6 +155,8 @@ class Server final : public StepServer, public steps::StepService::Service {
   bool finished_ CADRE_GUARDED_BY(mutex_) = false;
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   std::string why_ CADRE_GUARDED_BY(mutex_);
+  ErrorCode code_ CADRE_GUARDED_BY(mutex_) = ErrorCode::kUnavailable;
+  bool training_failed_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace

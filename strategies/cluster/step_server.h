@@ -11,10 +11,14 @@
 #include <optional>
 #include <string>
 
+#include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_security.h"
 #include "strategies/ps/work_unit.h"
 
 namespace cadre {
+
+// The trailing metadata key of a RunUnit that failed because the worker's training did.
+inline constexpr char kTrainingFailedKey[] = "x-cadre-training-failed";
 
 struct StepServerOptions {
   std::string task = "worker:0";  // for messages
@@ -36,9 +40,11 @@ class StepServer {
   // After the step: what ps 0 said of it. A step of a unit no longer running (its client
   // gave up on it) is ignored.
   virtual void step_done(const ps::WorkUnit& unit, const ps::UnitOutcome& outcome) = 0;
-  // Ends a running unit's call with UNAVAILABLE carrying `why` (the training loop failed),
-  // and stops serving.
-  virtual void stop(const std::string& why) = 0;
+  // Stops serving. A unit's call still running ends with `code` (UNAVAILABLE for a shutdown)
+  // and `why`; with
+  // `training_failed` (the training loop's own error, not a shutdown) it says so, and the
+  // client reports the error instead of dispatching the unit again (step_client.h).
+  virtual void stop(const std::string& why, ErrorCode code, bool training_failed) = 0;
 };
 
 }  // namespace cadre

@@ -22,6 +22,7 @@ struct UnitDispatcher::Shared {
   std::deque<ps::WorkUnit> queue CADRE_GUARDED_BY(mutex);
   int64_t remaining CADRE_GUARDED_BY(mutex) = 0;  // units not complete
   bool stop CADRE_GUARDED_BY(mutex) = false;
+  std::exception_ptr failure CADRE_GUARDED_BY(mutex);  // a worker's training error
   DispatchReport report CADRE_GUARDED_BY(mutex);
 };
 
@@ -66,7 +67,7 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
         MutexLock lock(shared.mutex);
         shared.changed.wait_for(shared.mutex, std::chrono::milliseconds(200),
                                 [&]() CADRE_REQUIRES(shared.mutex) { return shared.remaining == 0; });
-        if (shared.remaining == 0) break;
+        if (shared.remaining == 0 || shared.failure) break;
       }
       tick();
     }
@@ -81,6 +82,7 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
   MutexLock lock(shared.mutex);
+  if (shared.failure) std::rethrow_exception(shared.failure);
   return shared.report;
 }
 
@@ -116,33 +118,56 @@ void UnitDispatcher::serve(size_t worker, Shared& shared) {
       }
       shared.changed.notify_all();
       continue;
-    } catch (const Error& e) {
-      // The worker is gone (or not up yet, or busy with a unit its previous client gave it):
-      // the unit goes back to the front of the queue for whichever worker is free.
-      int64_t applied = -1;
-      try {
-        ps::UnitsRequest request;
-        request.set_generation(generation_);
-        request.add_units(unit.id);
-        applied = ps0_.units(request).applied(0);
-      } catch (const Error&) {
+    } catch (const WorkerTrainingError& e) {
+      if (e.code() != ErrorCode::kUnavailable) {
+        // Its training failed (not the worker, nor a ps task, which the client sees itself):
+        // running the unit elsewhere would fail the same way. The run ends with this error.
+        MutexLock lock(shared.mutex);
+        if (!shared.failure) shared.failure = std::current_exception();
+        shared.stop = true;
+        shared.changed.notify_all();
+        return;
       }
-      if (!lost || applied > 0) {
-        LOG(WARNING) << task << " lost unit " << unit.id << " ("
-                     << (applied >= 0 ? std::to_string(applied) : std::string("?")) << " of "
-                     << unit.steps << " steps applied, which stay counted): " << e.what()
-                     << "; the unit goes to the next free worker";
-      }
+      give_back(task, unit, e, lost, shared);
       lost = true;
-      MutexLock lock(shared.mutex);
-      ++shared.report.lost;
-      shared.queue.push_front(unit);
-      shared.changed.notify_all();
-      shared.changed.wait_for(shared.mutex, std::chrono::duration<double>(options_.retry_seconds),
-                              [&]() CADRE_REQUIRES(shared.mutex) { return shared.stop; });
-      if (shared.stop) return;
+      if (wait_to_retry(shared)) return;
+    } catch (const Error& e) {
+      // The worker is gone (or not up yet, or busy with a unit its previous client gave it).
+      give_back(task, unit, e, lost, shared);
+      lost = true;
+      if (wait_to_retry(shared)) return;
     }
   }
+}
+
+void UnitDispatcher::give_back(const std::string& task, const ps::WorkUnit& unit, const Error& e,
+                               bool already_lost, Shared& shared) {
+  // The unit goes back to the front of the queue for whichever worker is free.
+  int64_t applied = -1;
+  try {
+    ps::UnitsRequest request;
+    request.set_generation(generation_);
+    request.add_units(unit.id);
+    applied = ps0_.units(request).applied(0);
+  } catch (const Error&) {
+  }
+  if (!already_lost || applied > 0) {
+    LOG(WARNING) << task << " lost unit " << unit.id << " ("
+                 << (applied >= 0 ? std::to_string(applied) : std::string("?")) << " of "
+                 << unit.steps << " steps applied, which stay counted): " << e.what()
+                 << "; the unit goes to the next free worker";
+  }
+  MutexLock lock(shared.mutex);
+  ++shared.report.lost;
+  shared.queue.push_front(unit);
+  shared.changed.notify_all();
+}
+
+bool UnitDispatcher::wait_to_retry(Shared& shared) {
+  MutexLock lock(shared.mutex);
+  shared.changed.wait_for(shared.mutex, std::chrono::duration<double>(options_.retry_seconds),
+                          [&]() CADRE_REQUIRES(shared.mutex) { return shared.stop; });
+  return shared.stop;
 }
 
 void UnitDispatcher::finish_workers() {

@@ -17,12 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_spec.h"
 
 namespace cadre {
 
 namespace ps {
 class PsClient;
+struct WorkUnit;
 }
 class StepClient;
 
@@ -51,7 +53,9 @@ class UnitDispatcher {
   // Runs units [first_unit, ...) that cover `steps` steps, `steps_per_unit` each (the last
   // one shorter), and returns once ps 0 counts every one complete. On the calling thread,
   // `tick` runs about every 200 ms meanwhile (the client saves checkpoints there); an
-  // exception from it stops the dispatch and is rethrown.
+  // exception from it stops the dispatch and is rethrown. A worker whose training failed
+  // (WorkerTrainingError, other than UNAVAILABLE) ends the run with its error, once the
+  // units running elsewhere have returned.
   DispatchReport run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
                      const std::function<void()>& tick);
 
@@ -62,6 +66,11 @@ class UnitDispatcher {
  private:
   struct Shared;
   void serve(size_t worker, Shared& shared);
+  // A lost worker's unit back to the front of the queue (logged the first time in a row).
+  void give_back(const std::string& task, const ps::WorkUnit& unit, const Error& e,
+                 bool already_lost, Shared& shared);
+  // Waits retry_seconds before the lost worker is called again; true when the run stops.
+  bool wait_to_retry(Shared& shared);
 
   std::vector<TaskId> tasks_;
   std::vector<std::unique_ptr<StepClient>> workers_;
