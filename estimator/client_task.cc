@@ -209,7 +209,9 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   write_client_progress(env, model_dir, progress);
   ClientEvaluation evaluation(estimator, eval_spec);
   ClientRun run(estimator, strategy, *variables, manager, progress, evaluation, start_step);
-  UnitDispatcher dispatcher(cluster, ps0, generation);
+  DispatchOptions dispatch;
+  dispatch.all_lost_timeout_seconds = config.client_all_workers_lost_secs;
+  UnitDispatcher dispatcher(cluster, ps0, generation, dispatch);
   int64_t step = start_step;
   std::string final_path;
   if (start_step < max_steps) {

@@ -100,6 +100,9 @@ void RunConfig::validate() const {
   }
   if (steps_per_unit <= 0) fail("steps_per_unit", steps_per_unit, "a positive number of steps");
   if (client_max_restarts < 0) fail("client_max_restarts", client_max_restarts, ">= 0");
+  if (!(client_all_workers_lost_secs > 0)) {
+    fail("client_all_workers_lost_secs", client_all_workers_lost_secs, "a positive number of seconds");
+  }
   if (task_id < 0) fail("task_id", task_id, ">= 0");
   if (num_worker_replicas < 0) fail("num_worker_replicas", num_worker_replicas, ">= 0");
   if (num_ps_replicas < 0) fail("num_ps_replicas", num_ps_replicas, ">= 0");

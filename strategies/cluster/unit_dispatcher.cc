@@ -23,6 +23,10 @@ struct UnitDispatcher::Shared {
   int64_t remaining CADRE_GUARDED_BY(mutex) = 0;  // units not complete
   bool stop CADRE_GUARDED_BY(mutex) = false;
   std::exception_ptr failure CADRE_GUARDED_BY(mutex);  // a worker's training error
+  // Per worker: since when it has been lost (its calls failing), or nullopt.
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since
+      CADRE_GUARDED_BY(mutex);
+  std::string last_loss CADRE_GUARDED_BY(mutex);
   DispatchReport report CADRE_GUARDED_BY(mutex);
 };
 
@@ -55,6 +59,7 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
       shared.queue.push_back({generation_, id++, std::min(left, steps_per_unit)});
     }
     shared.remaining = static_cast<int64_t>(shared.queue.size());
+    shared.lost_since.assign(workers_.size(), std::nullopt);
   }
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers_.size(); ++w) {
@@ -68,6 +73,7 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
         shared.changed.wait_for(shared.mutex, std::chrono::milliseconds(200),
                                 [&]() CADRE_REQUIRES(shared.mutex) { return shared.remaining == 0; });
         if (shared.remaining == 0 || shared.failure) break;
+        check_not_all_lost(shared.lost_since, shared.last_loss);
       }
       tick();
     }
@@ -109,6 +115,7 @@ void UnitDispatcher::serve(size_t worker, Shared& shared) {
       if (lost) LOG(INFO) << task << " is back: it runs units again";
       lost = false;
       MutexLock lock(shared.mutex);
+      shared.lost_since[worker].reset();
       shared.report.steps_by_worker[task] += done.steps_applied();
       if (done.closed() || done.applied() >= unit.steps) {
         ++shared.report.units;
@@ -128,20 +135,21 @@ void UnitDispatcher::serve(size_t worker, Shared& shared) {
         shared.changed.notify_all();
         return;
       }
-      give_back(task, unit, e, lost, shared);
+      give_back(worker, unit, e, lost, shared);
       lost = true;
       if (wait_to_retry(shared)) return;
     } catch (const Error& e) {
       // The worker is gone (or not up yet, or busy with a unit its previous client gave it).
-      give_back(task, unit, e, lost, shared);
+      give_back(worker, unit, e, lost, shared);
       lost = true;
       if (wait_to_retry(shared)) return;
     }
   }
 }
 
-void UnitDispatcher::give_back(const std::string& task, const ps::WorkUnit& unit, const Error& e,
+void UnitDispatcher::give_back(size_t worker, const ps::WorkUnit& unit, const Error& e,
                                bool already_lost, Shared& shared) {
+  const std::string task = tasks_[worker].to_string();
   // The unit goes back to the front of the queue for whichever worker is free.
   int64_t applied = -1;
   try {
@@ -160,7 +168,25 @@ void UnitDispatcher::give_back(const std::string& task, const ps::WorkUnit& unit
   MutexLock lock(shared.mutex);
   ++shared.report.lost;
   shared.queue.push_front(unit);
+  if (!shared.lost_since[worker]) shared.lost_since[worker] = std::chrono::steady_clock::now();
+  shared.last_loss = e.what();
   shared.changed.notify_all();
+}
+
+
+void UnitDispatcher::check_not_all_lost(
+    const std::vector<std::optional<std::chrono::steady_clock::time_point>>& lost_since,
+    const std::string& last_loss) const {
+  std::chrono::steady_clock::time_point latest{};
+  for (const auto& since : lost_since) {
+    if (!since) return;  // this one answers
+    latest = std::max(latest, *since);
+  }
+  double lost = std::chrono::duration<double>(std::chrono::steady_clock::now() - latest).count();
+  if (lost > options_.all_lost_timeout_seconds) {
+    throw UnavailableError(str_cat("every worker has been lost for ", static_cast<int64_t>(lost),
+                                   " s; the last failure: ", last_loss));
+  }
 }
 
 bool UnitDispatcher::wait_to_retry(Shared& shared) {

@@ -10,10 +10,12 @@
 // Not thread-safe: one run at a time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,10 @@ struct DispatchOptions {
   // A unit that runs longer than this on one worker is taken back from it (a hung worker).
   double unit_timeout_seconds = 3600;
   double finish_timeout_seconds = 5;
+  // When every worker has been lost this long (none answers, or each fails at once), the
+  // run ends with UnavailableError naming the last failure: a worker that cannot start
+  // (a bad flag, missing data) must not leave the client waiting for ever.
+  double all_lost_timeout_seconds = 600;
 };
 
 struct DispatchReport {
@@ -55,7 +61,8 @@ class UnitDispatcher {
   // `tick` runs about every 200 ms meanwhile (the client saves checkpoints there); an
   // exception from it stops the dispatch and is rethrown. A worker whose training failed
   // (WorkerTrainingError, other than UNAVAILABLE) ends the run with its error, once the
-  // units running elsewhere have returned.
+  // units running elsewhere have returned; so does losing every worker for
+  // all_lost_timeout_seconds (UnavailableError).
   DispatchReport run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
                      const std::function<void()>& tick);
 
@@ -67,8 +74,12 @@ class UnitDispatcher {
   struct Shared;
   void serve(size_t worker, Shared& shared);
   // A lost worker's unit back to the front of the queue (logged the first time in a row).
-  void give_back(const std::string& task, const ps::WorkUnit& unit, const Error& e,
-                 bool already_lost, Shared& shared);
+  void give_back(size_t worker, const ps::WorkUnit& unit, const Error& e, bool already_lost,
+                 Shared& shared);
+  // Throws UnavailableError once every worker has been lost all_lost_timeout_seconds.
+  void check_not_all_lost(
+      const std::vector<std::optional<std::chrono::steady_clock::time_point>>& lost_since,
+      const std::string& last_loss) const;
   // Waits retry_seconds before the lost worker is called again; true when the run stops.
   bool wait_to_retry(Shared& shared);
 

@@ -56,6 +56,9 @@ struct RunConfig {
   // Coordinator mode with collective workers (no ps tasks): how often the client restarts
   // the workers' collective after one of them failed before it gives up.
   int client_max_restarts = 10;
+  // Coordinator mode with ps tasks: the client gives up (UnavailableError) when every worker
+  // has been lost this long, rather than wait for ever for workers that cannot start.
+  double client_all_workers_lost_secs = 600;
   // A progress line that redraws itself in place on stderr (ProgressLineHook), besides the
   // log lines: kAuto draws it when stderr is a terminal.
   enum class ProgressLine { kAuto, kOn, kOff };
