@@ -153,10 +153,8 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
       strategy ? strategy->extended().parameter_servers() : nullptr;
   if (!servers) {
     throw InvalidArgumentError(
-        cluster.num_ps_replicas() == 0
-            ? "a client with ps tasks drives ParameterServerStrategy"
-            : "a client with ps tasks drives ParameterServerStrategy: set train_distribute = "
-              "ParameterServerStrategy::create(*config.cluster)");
+        "a client with ps tasks drives ParameterServerStrategy: set train_distribute = "
+        "ParameterServerStrategy::create(*config.cluster)");
   }
   const int64_t max_steps = *train_spec.max_steps;
   std::shared_ptr<Env> file_system = config.file_system();
@@ -217,8 +215,12 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   if (start_step < max_steps) {
     LOG(INFO) << "client: dispatching steps " << start_step << " to " << max_steps << " in units of "
               << config.steps_per_unit << " to " << strategy->num_workers() << " worker(s)";
-    DispatchReport report = dispatcher.run(1, max_steps - start_step, config.steps_per_unit,
-                                           [&] { run.tick(global_step_of(ps0)); });
+    DispatchReport report = dispatcher.run(
+        1, max_steps - start_step, config.steps_per_unit, [&](const DispatchReport& so_far) {
+          progress.units_complete = so_far.units;
+          progress.lost = so_far.lost;
+          run.tick(global_step_of(ps0));
+        });
     // Every unit is complete on ps 0's ledger; its last step may still be landing on the
     // global step (a unit run twice, by a worker that was thought lost).
     auto deadline = Clock::now() + std::chrono::seconds(60);

@@ -47,7 +47,7 @@ UnitDispatcher::UnitDispatcher(const ClusterConfig& cluster, ps::PsClient& ps0, 
 UnitDispatcher::~UnitDispatcher() = default;
 
 DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
-                                   const std::function<void()>& tick) {
+                                   const std::function<void(const DispatchReport&)>& tick) {
   if (steps_per_unit <= 0) {
     throw InvalidArgumentError(str_cat("steps per unit must be positive, got ", steps_per_unit));
   }
@@ -68,14 +68,16 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
   std::exception_ptr failure;
   try {
     while (true) {
+      DispatchReport so_far;
       {
         MutexLock lock(shared.mutex);
         shared.changed.wait_for(shared.mutex, std::chrono::milliseconds(200),
                                 [&]() CADRE_REQUIRES(shared.mutex) { return shared.remaining == 0; });
         if (shared.remaining == 0 || shared.failure) break;
         check_not_all_lost(shared.lost_since, shared.last_loss);
+        so_far = shared.report;
       }
-      tick();
+      tick(so_far);
     }
   } catch (...) {
     failure = std::current_exception();

@@ -58,13 +58,14 @@ class UnitDispatcher {
 
   // Runs units [first_unit, ...) that cover `steps` steps, `steps_per_unit` each (the last
   // one shorter), and returns once ps 0 counts every one complete. On the calling thread,
-  // `tick` runs about every 200 ms meanwhile (the client saves checkpoints there); an
+  // `tick` runs about every 200 ms meanwhile with the report so far (the client saves
+  // checkpoints and its progress there); an
   // exception from it stops the dispatch and is rethrown. A worker whose training failed
   // (WorkerTrainingError, other than UNAVAILABLE) ends the run with its error, once the
   // units running elsewhere have returned; so does losing every worker for
   // all_lost_timeout_seconds (UnavailableError).
   DispatchReport run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
-                     const std::function<void()>& tick);
+                     const std::function<void(const DispatchReport& so_far)>& tick);
 
   // Tells every worker that training is over (those that do not answer find out from the
   // training_finished marker).

@@ -93,7 +93,7 @@ TEST_F(UnitDispatcherTest, ALostWorkersUnitRunsElsewhereAndEveryStepCountsOnce) 
   DispatchOptions options;
   options.retry_seconds = 0.05;
   UnitDispatcher dispatcher(cluster({steady.address(), dying.address()}), *ps0_, 1, options);
-  DispatchReport report = dispatcher.run(1, 95, 10, [] {});
+  DispatchReport report = dispatcher.run(1, 95, 10, [](const DispatchReport&) {});
   EXPECT_EQ(report.units, 10);
   EXPECT_GE(report.lost, 1);
   EXPECT_EQ(global_step_.load(), 95);
@@ -112,7 +112,7 @@ TEST_F(UnitDispatcherTest, WorkersThatNeverAnswerEndTheRunAfterTheTimeout) {
   UnitDispatcher dispatcher(cluster({nobody}), *ps0_, 1, options);
   auto start = std::chrono::steady_clock::now();
   try {
-    dispatcher.run(1, 10, 10, [] {});
+    dispatcher.run(1, 10, 10, [](const DispatchReport&) {});
     FAIL() << "expected UnavailableError";
   } catch (const UnavailableError& e) {
     EXPECT_NE(std::string(e.what()).find("every worker has been lost"), std::string::npos)
