@@ -14,7 +14,8 @@ namespace {
 // or the one training task of a cluster, must not make the user's default on the way.
 bool talks_to_other_tasks(const ClusterConfig& cluster) {
   return cluster.task.type != "evaluator" &&
-         (cluster.num_worker_replicas() > 1 || cluster.num_ps_replicas() > 0);
+         (cluster.num_worker_replicas() > 1 || cluster.num_ps_replicas() > 0 ||
+          cluster.has_job("client"));
 }
 
 }  // namespace
@@ -96,6 +97,11 @@ void RunConfig::validate() const {
     fail("profile_trace_steps",
          str_cat("[", profile_trace_steps->first, ", ", profile_trace_steps->second, ")"),
          "a window [first, last) of global steps with 0 <= first < last");
+  }
+  if (steps_per_unit <= 0) fail("steps_per_unit", steps_per_unit, "a positive number of steps");
+  if (client_max_restarts < 0) fail("client_max_restarts", client_max_restarts, ">= 0");
+  if (!(client_all_workers_lost_secs > 0)) {
+    fail("client_all_workers_lost_secs", client_all_workers_lost_secs, "a positive number of seconds");
   }
   if (task_id < 0) fail("task_id", task_id, ">= 0");
   if (num_worker_replicas < 0) fail("num_worker_replicas", num_worker_replicas, ">= 0");

@@ -10,6 +10,7 @@
 #include "core/base/strings.h"
 #include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/ps_server.h"
+#include "estimator/coordinated_tasks.h"
 #include "estimator/evaluator_task.h"
 #include "estimator/training_finished.h"
 #include "strategies/strategy_extended.h"
@@ -131,6 +132,20 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
     return estimator_internal::run_evaluator(estimator, train_spec, eval_spec);
   }
   if (config.task_type == "ps") serve_parameters(config);
+  if (config.cluster && config.cluster->has_job("client")) {
+    // Coordinator mode (docs/DEPLOY.md): the client drives; a worker runs the steps the
+    // client sends (ps tasks) or joins the collective the client starts.
+    bool collective = config.num_ps_replicas == 0;
+    if (config.task_type == "client") {
+      return collective ? estimator_internal::run_collective_client(estimator, train_spec, eval_spec)
+                        : estimator_internal::run_client(estimator, train_spec, eval_spec);
+    }
+    TrainAndEvaluateResult result;
+    int64_t step = collective ? estimator_internal::train_collective_worker(estimator, train_spec)
+                              : estimator_internal::serve_steps(estimator, train_spec);
+    result.final_eval.set("global_step", static_cast<double>(step));
+    return result;
+  }
   if (config.num_ps_replicas > 0 && !parameter_servers(config)) {
     throw InvalidArgumentError(
         str_cat("train_and_evaluate: the cluster has ", config.num_ps_replicas,

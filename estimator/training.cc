@@ -454,6 +454,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   while (true) {
     RunContext context_;
     for (const auto& hook : hooks) hook->before_run(run, context_);
+    if (context_.stop_requested()) break;  // before the step (a coordinator-mode worker's gate)
     std::optional<PerReplica<io::Element>> batch = iterator.next();
     if (!batch || static_cast<int>(batch->size()) < strategy->num_local_replicas()) {
       LOG(INFO) << "the training input ended at step " << run.global_step();

@@ -17,6 +17,11 @@ std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std
   if (cluster && cluster->task.type == "evaluator") {
     return OneDeviceStrategy::create(parse_devices(devices).front());
   }
+  if (cluster && cluster->task.type == "client" && name == "multi_worker_mirrored") {
+    // Coordinator mode: the client trains nothing itself; it hosts the workers' rendezvous
+    // and evaluates on one device.
+    return OneDeviceStrategy::create(parse_devices(devices).front());
+  }
   if (name == "one_device") return OneDeviceStrategy::create(parse_devices(devices).front());
   if (name == "mirrored") return MirroredStrategy::create(parse_devices(devices));
   if (name == "central_storage") return CentralStorageStrategy::create(parse_devices(devices));

@@ -39,6 +39,9 @@ DEFINE_int64(batch_size, 128, "global batch size");
 DEFINE_double(learning_rate, 0.001, "Adam learning rate");
 DEFINE_int64(save_checkpoints_steps, 500, "checkpoint interval in steps");
 DEFINE_int32(keep_checkpoint_max, 5, "checkpoints kept (0: every one, as in TensorFlow)");
+DEFINE_int64(steps_per_unit, 10,
+             "coordinator mode (a client task) with ps tasks: steps the client hands a worker "
+             "at a time");
 DEFINE_int64(eval_steps, 0, "eval batches per checkpoint; 0 = the whole test set");
 DEFINE_string(data_dir, cadre::io::kFashionMnistDirectory, "directory of the IDX .gz files");
 DEFINE_uint64(seed, 42, "global seed");
@@ -111,6 +114,8 @@ int run() {
                        FLAGS_save_checkpoints_steps, "a positive number of steps");
   examples::check_flag(FLAGS_keep_checkpoint_max >= 0, "keep_checkpoint_max",
                        FLAGS_keep_checkpoint_max, "0 (keep every checkpoint) or more");
+  examples::check_flag(FLAGS_steps_per_unit > 0, "steps_per_unit", FLAGS_steps_per_unit,
+                       "a positive number of steps");
   examples::check_flag(FLAGS_eval_steps >= 0, "eval_steps", FLAGS_eval_steps,
                        "0 (the whole test set) or more");
   examples::check_flag(FLAGS_threads >= 0, "threads", FLAGS_threads, "0 (all cores) or more");
@@ -128,6 +133,7 @@ int run() {
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
   config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
+  config.steps_per_unit = FLAGS_steps_per_unit;
   config.train_distribute = strategy;
   config.profile_every_n_steps = FLAGS_profile_every_n_steps;
   config.profile_trace_steps = trace_window(FLAGS_profile_trace_steps);

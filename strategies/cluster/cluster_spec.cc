@@ -19,7 +19,7 @@ std::string TaskId::to_string() const { return str_cat(type, ":", index); }
 namespace {
 
 const std::set<std::string>& known_jobs() {
-  static const std::set<std::string> jobs{"chief", "worker", "ps", "evaluator"};
+  static const std::set<std::string> jobs{"chief", "worker", "ps", "evaluator", "client"};
   return jobs;
 }
 
@@ -82,7 +82,7 @@ void read_dense_cluster(const pb::Struct& cluster, ClusterConfig* config) {
   for (const auto& [job, value] : cluster.fields()) {
     std::string field = str_cat("cluster.", job);
     if (!known_jobs().count(job)) {
-      bad(field, str_cat("names an unknown task type; expected chief, worker, ps or evaluator"));
+      bad(field, str_cat("names an unknown task type; expected chief, worker, ps, evaluator or client"));
     }
     if (value.kind_case() != pb::Value::kListValue) {
       bad(field, str_cat("= ", kind_of(value), " is not a list of \"host:port\" addresses"));
@@ -102,7 +102,7 @@ void read_sparse_cluster(const pb::Struct& cluster, ClusterConfig* config) {
   for (const auto& [job, value] : cluster.fields()) {
     std::string field = str_cat("sparseCluster.", job);
     if (!known_jobs().count(job)) {
-      bad(field, "names an unknown task type; expected chief, worker, ps or evaluator");
+      bad(field, "names an unknown task type; expected chief, worker, ps, evaluator or client");
     }
     if (value.kind_case() != pb::Value::kStructValue) {
       bad(field, str_cat("= ", kind_of(value), " is not an object of index: \"host:port\""));
@@ -133,17 +133,28 @@ void validate_cluster(const ClusterConfig& config) {
       if (!fresh) bad(field, str_cat("= \"", address, "\" is used twice: also by ", it->second));
     }
   }
-  for (const char* single : {"chief", "evaluator"}) {
+  for (const char* single : {"chief", "evaluator", "client"}) {
     if (config.num_tasks(single) > 1) {
       bad(str_cat("cluster.", single),
           str_cat("has ", config.num_tasks(single), " tasks; a cluster has at most one ", single));
     }
   }
+  if (config.has_job("client")) {
+    // Coordinator mode (docs/DEPLOY.md): the client drives the workers and writes model_dir.
+    if (config.has_job("chief")) {
+      bad("cluster", "has a client and a chief: the client coordinates training and writes "
+                     "the checkpoints in place of a chief; list one of them");
+    }
+    if (!config.has_job("worker")) {
+      bad("cluster", "has a client but no worker: the client dispatches training steps to "
+                     "workers; list them as \"worker\": [\"host:port\", ...]");
+    }
+  }
   const std::string& type = config.task.type;
-  if (type.empty()) bad("task.type", "is missing; expected chief, worker, ps or evaluator");
+  if (type.empty()) bad("task.type", "is missing; expected chief, worker, ps, evaluator or client");
   if (!known_jobs().count(type)) {
     bad("task.type",
-        str_cat("= \"", type, "\" is unknown; expected chief, worker, ps or evaluator"));
+        str_cat("= \"", type, "\" is unknown; expected chief, worker, ps, evaluator or client"));
   }
   if (type == "evaluator") {
     if (config.task.index != 0) {
@@ -189,6 +200,7 @@ const std::string& ClusterConfig::address(const TaskId& id) const {
 }
 
 TaskId ClusterConfig::chief() const {
+  if (has_job("client")) return {"client", 0};
   return has_job("chief") ? TaskId{"chief", 0} : TaskId{"worker", 0};
 }
 
@@ -223,6 +235,12 @@ std::string ClusterConfig::explain() const {
     role = "evaluator: follows the chief's checkpoints; not part of training";
   } else if (task.type == "ps") {
     role = "parameter server: holds variables for the workers";
+  } else if (task.type == "client") {
+    role = has_job("ps") ? "client: dispatches training steps to the workers, writes checkpoints"
+                         : "client: starts and watches the workers' collective (worker 0 "
+                           "writes checkpoints)";
+  } else if (has_job("client")) {
+    role = "worker: serves, running the steps the client dispatches";
   } else {
     role = str_cat(
         is_chief() ? "chief: trains, " : "worker: trains",
@@ -231,7 +249,9 @@ std::string ClusterConfig::explain() const {
   out += str_cat("\nrole:        ", role);
   TaskId boss = chief();
   out += str_cat("\nchief:       ", boss.to_string(), " at ", address(boss),
-                 has_job("chief") ? "" : " (no chief in the cluster: worker 0 acts as chief)");
+                 has_job("chief") || has_job("client")
+                     ? ""
+                     : " (no chief in the cluster: worker 0 acts as chief)");
   out += str_cat("\nglobal id:   ",
                  global_task_id() >= 0 ? std::to_string(global_task_id()) : std::string("none"),
                  " of ", num_worker_replicas(), " training tasks");

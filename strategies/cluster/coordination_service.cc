@@ -65,6 +65,35 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   std::string address() const override { return address_; }
 
+  std::string failure() const override {
+    MutexLock lock(mutex_);
+    return failure_;
+  }
+
+  bool barrier_complete(const std::string& name) const override {
+    MutexLock lock(mutex_);
+    auto it = barriers_.find(name);
+    return it != barriers_.end() && it->second.size() >= expected_.size();
+  }
+
+  bool formed() const override {
+    MutexLock lock(mutex_);
+    return complete();
+  }
+
+  void begin_round() override {
+    MutexLock lock(mutex_);
+    incarnation_.clear();
+    heartbeat_.clear();
+    store_.clear();
+    barriers_.clear();
+    failure_.clear();
+    ++round_;
+    LOG(INFO) << "coordination service: round " << round_ << "; waiting for " << names(expected_)
+              << " to register again";
+    changed_.notify_all();
+  }
+
   void stop() override {
     {
       MutexLock lock(mutex_);
@@ -108,7 +137,16 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                          pb::HeartbeatResponse*) override {
     if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
-    heartbeat_[name_of(request->task())] = Clock::now();
+    std::string task = name_of(request->task());
+    auto known = incarnation_.find(task);
+    if (failure_.empty() &&
+        (known == incarnation_.end() || known->second != request->incarnation())) {
+      // A task of an earlier round (begin_round), or replaced by a restarted one: it stops.
+      return {grpc::StatusCode::ABORTED,
+              str_cat("task ", task, " is not registered in this round of the coordination "
+                                     "service (the collective was restarted)")};
+    }
+    heartbeat_[task] = Clock::now();
     return status_locked();
   }
 
@@ -145,8 +183,15 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                        pb::BarrierResponse*) override {
     if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
+    std::string task = name_of(request->task());
+    if (failure_.empty() && !incarnation_.count(task)) {
+      // A task of an earlier round (begin_round) must not count toward this round's barrier.
+      return {grpc::StatusCode::ABORTED,
+              str_cat("task ", task, " is not registered in this round of the coordination "
+                                     "service (the collective was restarted)")};
+    }
     std::set<std::string>& arrived = barriers_[request->name()];
-    arrived.insert(name_of(request->task()));
+    arrived.insert(task);
     changed_.notify_all();
     auto deadline = Clock::now() + seconds(request->timeout_seconds());
     while (arrived.size() < expected_.size() && failure_.empty() && !stopping_) {
@@ -230,6 +275,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   std::map<std::string, std::set<std::string>> barriers_ CADRE_GUARDED_BY(mutex_);
   std::string failure_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
+  int round_ CADRE_GUARDED_BY(mutex_) = 1;
 };
 
 }  // namespace

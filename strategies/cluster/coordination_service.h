@@ -41,6 +41,16 @@ class CoordinationService {
   virtual ~CoordinationService() = default;
   // The address it listens on, with the port chosen.
   virtual std::string address() const = 0;
+  // For a client that hosts the service for its workers (coordinator mode): the failure
+  // declared (a dead task), empty while healthy; whether every task reached barrier `name`;
+  virtual std::string failure() const = 0;
+  virtual bool barrier_complete(const std::string& name) const = 0;
+  // Whether every task has registered (in this round).
+  virtual bool formed() const = 0;
+  // A new round on the same address: registrations, heartbeats, keys, barriers and the
+  // failure are forgotten, every task registers again, and the heartbeats of tasks of the
+  // previous round fail with ABORTED, so that they stop.
+  virtual void begin_round() = 0;
   // Stops serving; waiting calls fail with UnavailableError.
   virtual void stop() = 0;
 };

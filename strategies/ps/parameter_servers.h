@@ -9,6 +9,7 @@
 #include "cadre/strategies/cluster_spec.h"
 #include "cadre/strategies/parameter_server_options.h"
 #include "cadre/strategies/parameter_server_strategy.h"
+#include "strategies/ps/work_unit.h"
 
 namespace cadre::ps {
 
@@ -27,9 +28,13 @@ class ParameterServers {
   // within options().connect_timeout_seconds.
   void wait_until_ready() const;
   ParameterServerTraffic traffic() const;
+  // The coordinator's unit this worker's pushes count toward (coordinator mode); empty
+  // otherwise.
+  WorkUnitSlot& work_unit() const { return work_unit_; }
 
  private:
   ParameterServerOptions options_;
+  mutable WorkUnitSlot work_unit_;
   std::vector<std::unique_ptr<PsClient>> clients_;
 };
 

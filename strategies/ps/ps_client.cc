@@ -124,4 +124,10 @@ ReadResponse PsClient::read(const ReadRequest& request) {
                                          options_.rpc_timeout_seconds);
 }
 
+UnitsResponse PsClient::units(const UnitsRequest& request) {
+  return call<UnitsRequest, UnitsResponse>("the coordinator's units", request,
+                                           &ParameterServerService::Stub::Units,
+                                           options_.rpc_timeout_seconds);
+}
+
 }  // namespace cadre::ps

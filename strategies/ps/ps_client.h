@@ -44,6 +44,8 @@ class PsClient {
   // Sets the global step (the chief), or waits until it is set and returns it.
   int64_t global_step(std::optional<int64_t> set, double timeout_seconds);
   ReadResponse read(const ReadRequest& request);
+  // The coordinator's ledger (ps 0 only): a new generation, or units' steps applied.
+  UnitsResponse units(const UnitsRequest& request);
 
   // Bytes of requests sent and responses received so far; of them, the gradients pushed
   // (push requests) and the values pulled (pull responses).

@@ -110,6 +110,12 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     return guarded([&] { response->set_value(shard_.global_step(*request)); });
   }
 
+  grpc::Status Units(grpc::ServerContext* context, const UnitsRequest* request,
+                     UnitsResponse* response) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
+    return guarded([&] { *response = shard_.units(*request); });
+  }
+
   grpc::Status Read(grpc::ServerContext* context, const ReadRequest* request,
                     ReadResponse* response) override {
     if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;

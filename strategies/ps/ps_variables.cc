@@ -91,6 +91,7 @@ PsVariables::PsVariables(const ParameterServers& servers, bool chief, uint64_t s
           seed, [this](const nn::VariableSpec& spec, uint64_t s) { return create(spec, s); })),
       clients_(servers.clients()),
       options_(servers.options()),
+      work_unit_(servers.work_unit()),
       chief_(chief),
       seed_(seed),
       base_(std::move(base)),
@@ -298,12 +299,15 @@ PushResponse PsVariables::send(const std::vector<PushRequest>& requests) {
     responses[static_cast<size_t>(p)] =
         clients_[static_cast<size_t>(p)]->push(requests[static_cast<size_t>(p)]);
   };
-  if (options_.max_staleness == 0) {
+  if (options_.max_staleness == 0 && requests[0].unit() == 0) {
     in_parallel(which, send_to);
     return responses[0];
   }
   send_to(0);
-  if (responses[0].dropped()) {
+  if (responses[0].unit_closed()) {
+    LOG(INFO) << "a step of unit " << requests[0].unit()
+              << " was not applied: the unit is complete or its coordinator was replaced";
+  } else if (responses[0].dropped()) {
     LOG_EVERY_N(INFO, 100) << "gradients from step " << requests[0].pulled_step()
                            << " were too stale at step " << responses[0].global_step()
                            << " (max_staleness " << options_.max_staleness << "); dropped";
@@ -320,10 +324,41 @@ void PsVariables::push(nn::Optimizer& optimizer, std::vector<Gradient> gradients
   std::vector<PushRequest> requests = push_requests(optimizer, gradients, targets);
   add_deltas(requests);
   if (chief_) add_optimizer_state(optimizer, targets, requests);
+  std::optional<WorkUnit> unit = work_unit_.current();
+  if (unit) {
+    requests[0].set_unit(unit->id);
+    requests[0].set_unit_steps(unit->steps);
+    requests[0].set_unit_generation(unit->generation);
+  }
   PushResponse first = send(requests);
+  if (unit) {
+    work_unit_.record(
+        {unit->id, first.unit_applied(), first.unit_closed(), first.global_step()});
+  }
   MutexLock lock(mutex_);
   global_step_ = first.global_step();
   if (chief_ && !plan_logged_) {
+    LOG(INFO) << "parameter-server placement:\n" << placement_.describe();
+    plan_logged_ = true;
+  }
+}
+
+void PsVariables::send_optimizer_state(nn::Optimizer& optimizer,
+                                       const std::vector<nn::Variable*>& targets) {
+  NoGradScope no_grad;
+  std::vector<PushRequest> requests = push_requests(optimizer, {}, {});
+  for (PushRequest& r : requests) r.set_from_chief(true);
+  requests[0].set_increment_global_step(false);
+  add_optimizer_state(optimizer, targets, requests);
+  std::vector<int> which;
+  for (size_t p = 0; p < clients_.size(); ++p) {
+    if (carries_anything(requests[p])) which.push_back(static_cast<int>(p));
+  }
+  in_parallel(which, [&](int p) {
+    clients_[static_cast<size_t>(p)]->push(requests[static_cast<size_t>(p)]);
+  });
+  MutexLock lock(mutex_);
+  if (!plan_logged_) {
     LOG(INFO) << "parameter-server placement:\n" << placement_.describe();
     plan_logged_ = true;
   }

@@ -39,6 +39,10 @@ class PsVariables : public DistributedVariables {
   void push(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
             const std::vector<nn::Variable*>& targets);
   int64_t global_step() const;
+  // The chief's (or coordinator's) optimizer state for `targets`, sent to the ps tasks
+  // without applying any gradient: what a coordinator that trains nothing itself does once
+  // its variables exist, so that the workers' first pushes find it.
+  void send_optimizer_state(nn::Optimizer& optimizer, const std::vector<nn::Variable*>& targets);
   // The logical variables, slots and step counters, read from the ps tasks and joined into
   // whole tensors, and the chief's local variables (integer counters that are not
   // trainable).
@@ -72,10 +76,13 @@ class PsVariables : public DistributedVariables {
                            std::vector<PushRequest>& requests);
   // Sends the requests that carry anything (ps 0's always: it counts the global step).
   // With a staleness bound ps 0 judges first, and a dropped push goes nowhere else.
+  // A push of a coordinator's unit also goes to ps 0 first: a step its ledger refuses goes
+  // nowhere else.
   PushResponse send(const std::vector<PushRequest>& requests);
 
   const std::vector<std::unique_ptr<PsClient>>& clients_;
   const ParameterServerOptions& options_;
+  WorkUnitSlot& work_unit_;
   bool chief_;
   uint64_t seed_;
   nn::VariableCreator base_;

@@ -134,6 +134,13 @@ PullResponse Shard::pull(const PullRequest& request) {
   return response;
 }
 
+UnitsResponse Shard::units(const UnitsRequest& request) {
+  UnitsResponse response = units_.serve(request, task_);
+  MutexLock lock(mutex_);
+  response.set_global_step(global_step_ ? *global_step_ : -1);
+  return response;
+}
+
 int64_t Shard::global_step(const GlobalStepRequest& request) {
   MutexLock lock(mutex_);
   if (request.set()) {
@@ -153,8 +160,6 @@ PushResponse Shard::push(const PushRequest& request) {
   ++pushes_;
   PushResponse response;
   std::vector<Entry*> entries;
-  std::shared_ptr<nn::Optimizer> optimizer;
-  int64_t step = 0;
   {
     MutexLock lock(mutex_);
     OptimizerState& state = optimizers_.find_or_make(request.optimizer());
@@ -169,6 +174,30 @@ PushResponse Shard::push(const PushRequest& request) {
     }
     entries = entries_to_update(request);
   }
+  if (request.unit() != 0) {
+    int64_t applied =
+        units_.reserve(request.unit_generation(), request.unit(), request.unit_steps());
+    if (applied == 0) {
+      MutexLock lock(mutex_);
+      response.set_unit_closed(true);
+      if (global_step_) response.set_global_step(*global_step_);
+      return response;
+    }
+    response.set_unit_applied(applied);
+    try {
+      return apply_push(request, entries, response);
+    } catch (...) {
+      units_.release(request.unit());
+      throw;
+    }
+  }
+  return apply_push(request, entries, response);
+}
+
+PushResponse Shard::apply_push(const PushRequest& request, const std::vector<Entry*>& entries,
+                               PushResponse response) {
+  std::shared_ptr<nn::Optimizer> optimizer;
+  int64_t step = 0;
   // Checked before waiting for the chief: a malformed push fails at once.
   std::vector<Gradient> gradients;
   for (size_t i = 0; i < entries.size(); ++i) {

@@ -30,6 +30,7 @@
 #include "strategies/ps/entry.h"
 #include "strategies/ps/optimizer_table.h"
 #include "strategies/ps/ps.pb.h"
+#include "strategies/ps/unit_ledger.h"
 
 namespace cadre::ps {
 
@@ -50,6 +51,10 @@ class Shard {
   PushResponse push(const PushRequest& request);
   // Sets the global step (the chief), or waits until it is set; returns it.
   int64_t global_step(const GlobalStepRequest& request);
+  // The coordinator's ledger of units (unit_ledger.h): a new generation, or the steps
+  // applied of units of the current one (FailedPreconditionError when it was replaced), and
+  // the global step.
+  UnitsResponse units(const UnitsRequest& request);
   // The values named, or without names what the shard holds (types and shapes only):
   // variables, slots, each optimizer's "<name>/iterations" and "global_step".
   ReadResponse read(const ReadRequest& request);
@@ -65,6 +70,9 @@ class Shard {
   void wait_for(double timeout_seconds, Pred ready, const std::string& what)
       CADRE_REQUIRES(mutex_);
   Entry& entry_for(const VariableDef& def, const std::string& what) CADRE_REQUIRES(mutex_);
+  // The part of push() after the staleness and unit checks.
+  PushResponse apply_push(const PushRequest& request, const std::vector<Entry*>& entries,
+                          PushResponse response);
   void initialise(Entry& entry, const Tensor& value, const std::string& what)
       CADRE_REQUIRES(mutex_);
   Entry& initialised(const std::string& name);
@@ -87,6 +95,7 @@ class Shard {
   std::optional<int64_t> global_step_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   nn::VariableStore slots_;  // which optimizers find by name; each guarded by its entry
+  UnitLedger units_;
   std::atomic<int64_t> pushes_{0}, pulls_{0}, dropped_{0};
 };
 

@@ -57,6 +57,7 @@ class RecordingHook : public Hook {
   }
   void before_run(Run& run, RunContext& context) override {
     calls.push_back("before_run@" + std::to_string(run.global_step()));
+    if (stop_before == run.global_step()) context.request_stop();
   }
   void after_run(Run& run, const StepResult& result, RunContext& context) override {
     calls.push_back("after_run@" + std::to_string(result.global_step));
@@ -65,6 +66,7 @@ class RecordingHook : public Hook {
   void end(Run& run) override { calls.push_back("end@" + std::to_string(run.global_step())); }
   std::vector<std::string> calls;
   int64_t stop_at = -1;
+  int64_t stop_before = -1;  // in before_run, at this global step
 };
 
 TEST_F(HooksTest, HooksAreCalledInOrderAndMayStopTheRun) {
@@ -82,6 +84,18 @@ TEST_F(HooksTest, HooksAreCalledInOrderAndMayStopTheRun) {
   EXPECT_EQ(eval_hook->calls,
             (std::vector<std::string>{"begin", "after_create@2", "before_run@2", "after_run@2",
                                       "before_run@2", "after_run@2", "end@2"}));
+}
+
+// A stop asked for in before_run ends a training run before its step (how a coordinator-mode
+// worker leaves its loop when the client says training is over).
+TEST_F(HooksTest, AStopRequestedBeforeAStepEndsTrainingBeforeIt) {
+  Estimator estimator(classifier_fn, test_config(model_dir()));
+  auto hook = std::make_shared<RecordingHook>();
+  hook->stop_before = 1;
+  EXPECT_EQ(estimator.train(train_input, {.max_steps = 10, .hooks = {hook}}), 1);
+  EXPECT_EQ(hook->calls, (std::vector<std::string>{"begin", "after_create@0", "before_run@0",
+                                                   "after_run@1", "before_run@1", "end@1"}));
+  EXPECT_EQ(latest_step(), 1);
 }
 
 TEST_F(HooksTest, ProgressLineRedrawsOneLineInPlaceAndEndsIt) {

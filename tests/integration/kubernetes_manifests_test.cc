@@ -139,6 +139,40 @@ TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
   }
 }
 
+// Coordinator mode: an Indexed Job for the client, in every pod's cluster in place of a
+// chief, with the evaluator listed so that the client leaves evaluation to it; the client
+// pod asks for no GPU. Kubeflow's TFJob has no client replica type: refused, saying so.
+TEST(KubernetesManifestsTest, AClientJobDrivesTheWorkers) {
+  launch::LaunchOptions cluster = shape();
+  cluster.chief = 0;
+  cluster.client = 1;
+  launch::KubernetesOptions options;
+  options.secret = "a job secret";
+  options.name = "fm";
+  std::map<std::string, std::string> jobs;
+  for (const std::string& doc : documents(launch::kubernetes_manifests(cluster, options))) {
+    if (field(doc, "kind") == "Job") jobs[field(doc, "task")] = doc;
+  }
+  ASSERT_EQ(jobs.size(), 4u);
+  ASSERT_TRUE(jobs.count("client"));
+  EXPECT_EQ(field(jobs.at("client"), "nvidia.com/gpu"), "");
+  for (const auto& [type, job] : jobs) {
+    ClusterConfig config = parse_tf_config(tf_config_of_pod(job, 0));
+    EXPECT_EQ(config.task.type, type);
+    EXPECT_EQ(config.chief().to_string(), "client:0");
+    EXPECT_EQ(config.address({"client", 0}), "fm-client-0.fm:2222");
+    EXPECT_TRUE(config.has_job("evaluator"));
+    EXPECT_EQ(config.num_worker_replicas(), 2);
+  }
+  options.kind = launch::KubernetesOptions::Kind::kTFJob;
+  try {
+    launch::kubernetes_manifests(cluster, options);
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("no client replica type"), std::string::npos);
+  }
+}
+
 TEST(KubernetesManifestsTest, AnExistingClaimAndExplicitGpus) {
   launch::KubernetesOptions options;
   options.secret = "a job secret";

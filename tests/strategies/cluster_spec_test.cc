@@ -44,6 +44,47 @@ TEST(ClusterSpecTest, WithoutAChiefWorkerZeroActsAsChief) {
   EXPECT_NE(c.explain().find("worker 0 acts as chief"), std::string::npos) << c.explain();
 }
 
+// Coordinator mode: the client plays the chief's part and does not train; the workers
+// train what it dispatches. A client beside a chief, or without workers, is one clear error.
+TEST(ClusterSpecTest, AClientTakesTheChiefsPlaceInCoordinatorMode) {
+  const char* cluster =
+      R"("cluster": {"client": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]})";
+  ClusterConfig client = parse_tf_config(std::string("{") + cluster +
+                                         R"(, "task": {"type": "client", "index": 0}})");
+  EXPECT_TRUE(client.is_chief());
+  EXPECT_EQ(client.chief().to_string(), "client:0");
+  EXPECT_EQ(client.global_task_id(), -1);
+  EXPECT_EQ(client.num_worker_replicas(), 2);
+  EXPECT_NE(client.explain().find("client: dispatches training steps"), std::string::npos)
+      << client.explain();
+  ClusterConfig worker = parse_tf_config(std::string("{") + cluster +
+                                         R"(, "task": {"type": "worker", "index": 0}})");
+  EXPECT_FALSE(worker.is_chief());
+  EXPECT_EQ(worker.global_task_id(), 0);
+  EXPECT_NE(worker.explain().find("running the steps the client dispatches"), std::string::npos);
+
+  auto error_of = [](const std::string& json) {
+    try {
+      parse_tf_config(json);
+    } catch (const InvalidArgumentError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(R"({"cluster": {"client": ["c:1"], "ps": ["p:1"]},
+                         "task": {"type": "client", "index": 0}})")
+                .find("has a client but no worker"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"cluster": {"client": ["c:1"], "chief": ["h:1"], "worker": ["w:1"]},
+                         "task": {"type": "client", "index": 0}})")
+                .find("has a client and a chief"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"cluster": {"client": ["c:1", "c:2"], "worker": ["w:1"]},
+                         "task": {"type": "client", "index": 1}})")
+                .find("at most one client"),
+            std::string::npos);
+}
+
 TEST(ClusterSpecTest, KubeflowSparseCluster) {
   ClusterConfig c = parse_tf_config(R"({
       "sparseCluster": {"chief": {"0": "c:2222"}, "worker": {"3": "w3:2222"}},

@@ -95,6 +95,55 @@ TEST(CoordinationTest, ADeadTaskIsNamedToTheSurvivorsWithinTheHeartbeatTimeout) 
   }
 }
 
+// A client of coordinator mode hosting the service: it reads the failure, begins a new round
+// in which the tasks register again, and the tasks of the failed round are told to stop by
+// their next heartbeat; the shutdown barrier says when every task has passed it.
+TEST(CoordinationTest, ANewRoundAfterAFailureStopsTheOldTasksAndTakesNewOnes) {
+  auto service = serve("127.0.0.1:0", kTasks);
+  auto register_all = [&] {
+    std::vector<std::unique_ptr<CoordinationClient>> clients;
+    std::vector<std::future<void>> registering;
+    for (const TaskId& task : kTasks) clients.push_back(join(service->address(), task));
+    for (auto& client : clients) {
+      registering.push_back(std::async(std::launch::async, [&client] { client->register_task(10); }));
+    }
+    for (auto& r : registering) r.get();
+    return clients;
+  };
+  auto old_round = register_all();
+  EXPECT_EQ(service->failure(), "");
+  old_round[2]->stop_heartbeats();  // worker:1 dies
+  auto start = std::chrono::steady_clock::now();
+  while (service->failure().empty() &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(service->failure().find("worker:1"), std::string::npos) << service->failure();
+
+  service->begin_round();
+  EXPECT_EQ(service->failure(), "");
+  auto new_round = register_all();
+  // The survivors of the old round (their incarnations are not registered any more) stop.
+  start = std::chrono::steady_clock::now();
+  while (old_round[0]->failure().empty() &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(old_round[0]->failure().empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // heartbeats of the new round
+  EXPECT_EQ(new_round[0]->failure(), "");
+  EXPECT_EQ(service->failure(), "");
+  EXPECT_FALSE(service->barrier_complete("shutdown"));
+  std::vector<std::future<void>> leaving;
+  for (auto& client : new_round) {
+    leaving.push_back(std::async(std::launch::async, [&client] { client->barrier("shutdown", 10); }));
+  }
+  for (auto& l : leaving) l.get();
+  EXPECT_TRUE(service->barrier_complete("shutdown"));
+  for (auto& client : old_round) client->stop_heartbeats();
+  for (auto& client : new_round) client->stop_heartbeats();
+}
+
 TEST(CoordinationTest, TimeoutsAndBadAddressesAreNamed) {
   auto service = serve("127.0.0.1:0", {{"worker", 0}});
   auto client = join(service->address(), {"worker", 0});

@@ -157,6 +157,63 @@ TEST_F(ShardTest, GradientsStalerThanTheBoundAreDropped) {
   EXPECT_EQ(read("v").to_vector<float>(), (std::vector<float>{1, 1, 1}));
 }
 
+// Coordinator mode: ps 0's ledger counts each step of a unit once. A unit runs again after
+// its worker was lost (or by a worker thought lost that was not): the steps past its count
+// are refused whole, and so are the steps of units an earlier client dispatched.
+TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
+  auto sgd = nn::optimizers::sgd(1.0);
+  create_with_state("v", Tensor::zeros(Shape{1}), *sgd);
+  shard_.global_step(set_global_step(40));
+  ps::UnitsRequest begin;
+  begin.set_begin(true);
+  begin.set_generation(1);
+  shard_.units(begin);
+  auto step_of = [&](int64_t generation, int64_t unit, int64_t steps) {
+    ps::PushRequest request = push_request(*sgd, false);
+    add_dense(request, "v", Tensor::full(Shape{1}, -1.0));
+    request.set_increment_global_step(true);
+    request.set_unit(unit);
+    request.set_unit_steps(steps);
+    request.set_unit_generation(generation);
+    return shard_.push(request);
+  };
+  // Unit 1 of 3 steps: two workers race on it (the second dispatch of a lost unit); only
+  // three of the five steps apply.
+  for (int i = 0; i < 5; ++i) {
+    ps::PushResponse r = step_of(1, 1, 3);
+    EXPECT_EQ(r.unit_closed(), i >= 3) << i;
+    if (i < 3) {
+      EXPECT_EQ(r.unit_applied(), i + 1);
+    }
+    EXPECT_EQ(r.global_step(), 40 + std::min(i + 1, 3));
+  }
+  EXPECT_EQ(read("v").to_vector<float>(), std::vector<float>{3});
+  EXPECT_EQ(step_of(1, 2, 2).unit_applied(), 1);
+  ps::UnitsRequest query;
+  query.set_generation(1);
+  query.add_units(1);
+  query.add_units(2);
+  query.add_units(3);
+  ps::UnitsResponse counts = shard_.units(query);
+  EXPECT_EQ(std::vector<int64_t>(counts.applied().begin(), counts.applied().end()),
+            (std::vector<int64_t>{3, 1, 0}));
+  EXPECT_EQ(counts.global_step(), 44);
+
+  // A new client (generation 2) replaces the first: unit 2 of generation 1 is refused from
+  // then on, and an older or equal generation cannot begin.
+  begin.set_generation(2);
+  shard_.units(begin);
+  ps::PushResponse old = step_of(1, 2, 2);
+  EXPECT_TRUE(old.unit_closed());
+  EXPECT_EQ(old.global_step(), 44);
+  EXPECT_EQ(step_of(2, 2, 2).unit_applied(), 1);
+  EXPECT_EQ(read("v").to_vector<float>(), std::vector<float>{5});
+  EXPECT_THROW(shard_.units(begin), InvalidArgumentError);
+  EXPECT_THROW(shard_.units(query), FailedPreconditionError);  // asks about generation 1
+  // A unit without steps is a malformed request.
+  EXPECT_THROW(step_of(2, 3, 0), InvalidArgumentError);
+}
+
 TEST_F(ShardTest, BadGradientsAreNamedWithBothTypes) {
   Tensor initial = Tensor::zeros(Shape{2, 2});
   shard_.create(create_request("w", &initial, Shape{2, 2}));

@@ -1,5 +1,5 @@
 // The services of a cluster on 127.0.0.1 facing strangers: every method of the coordination
-// service and of a parameter server refuses a caller without the job's token (the methods
+// service, of a parameter server and of a coordinator-mode worker's step service refuses a caller without the job's token (the methods
 // are taken from the services' descriptors, so a method added later is covered); malformed
 // requests get clear errors and the server goes on serving; a bind host is obeyed; a
 // cluster without a secret says what to set.
@@ -14,6 +14,8 @@
 #include "cadre/base/errors.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
 #include "strategies/cluster/coordination_service.h"
+#include "strategies/cluster/step_server.h"
+#include "strategies/cluster/step_service.grpc.pb.h"
 #include "strategies/ps/ps.grpc.pb.h"
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_server.h"
@@ -75,6 +77,23 @@ CallByName coordination_calls(pb::Coordination::Stub& stub) {
   };
 }
 
+CallByName step_calls(steps::StepService::Stub& stub) {
+  return [&stub](const std::string& method, grpc::ClientContext& context) -> grpc::Status {
+    if (method == "RunUnit") {
+      steps::RunUnitRequest request;
+      request.set_unit(1);
+      request.set_steps(1);
+      steps::RunUnitResponse response;
+      return stub.RunUnit(&context, request, &response);
+    }
+    if (method == "Finish") {
+      steps::FinishResponse response;
+      return stub.Finish(&context, steps::FinishRequest(), &response);
+    }
+    return {grpc::StatusCode::INTERNAL, "the test does not know method " + method};
+  };
+}
+
 CallByName ps_calls(ps::ParameterServerService::Stub& stub) {
   return [&stub](const std::string& method, grpc::ClientContext& context) -> grpc::Status {
     if (method == "Create") {
@@ -96,6 +115,10 @@ CallByName ps_calls(ps::ParameterServerService::Stub& stub) {
     if (method == "Read") {
       ps::ReadResponse response;
       return stub.Read(&context, ps::ReadRequest(), &response);
+    }
+    if (method == "Units") {
+      ps::UnitsResponse response;
+      return stub.Units(&context, ps::UnitsRequest(), &response);
     }
     return {grpc::StatusCode::INTERNAL, "the test does not know method " + method};
   };
@@ -125,6 +148,14 @@ TEST(ServiceSecurityTest, EveryMethodRefusesACallerWithoutTheJobsToken) {
   auto ps_stub = ps::ParameterServerService::NewStub(
       grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
   expect_every_method_refused("cadre.ps.ParameterServerService", ps_calls(*ps_stub));
+
+  // A coordinator-mode worker's step service.
+  StepServerOptions step_options;
+  step_options.security = testing::test_security();
+  auto steps_server = StepServer::start("127.0.0.1:0", step_options);
+  auto steps_stub = steps::StepService::NewStub(
+      grpc::CreateChannel(steps_server->address(), grpc::InsecureChannelCredentials()));
+  expect_every_method_refused("cadre.steps.StepService", step_calls(*steps_stub));
 
   // A task of the job gets through (and reads the variables a stranger could not).
   ps::ClientOptions client_options;

@@ -41,6 +41,7 @@ struct Task {
 
 std::vector<Task> tasks_of(const LaunchOptions& o) {
   std::vector<Task> tasks;
+  for (int i = 0; i < o.client; ++i) tasks.push_back({"client", i});
   for (int i = 0; i < o.chief; ++i) tasks.push_back({"chief", i});
   for (int i = 0; i < o.workers; ++i) tasks.push_back({"worker", i});
   for (int i = 0; i < o.ps; ++i) tasks.push_back({"ps", i});
@@ -87,7 +88,9 @@ std::vector<std::pair<std::string, std::string>> tf_configs(const LaunchOptions&
   std::vector<Task> tasks = tasks_of(options);
   std::map<std::string, std::vector<std::string>> jobs;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    if (tasks[i].type == "evaluator") continue;  // outside the cluster, as the Estimator has it
+    // Outside the cluster, as the Estimator has it; with a client, inside, so that the client
+    // leaves evaluation to it.
+    if (tasks[i].type == "evaluator" && options.client == 0) continue;
     jobs[tasks[i].type].push_back(str_cat("\"127.0.0.1:", ports[i], "\""));
   }
   std::string cluster = "{";
@@ -231,6 +234,23 @@ class Cluster {
   // training task restarts all of them, which resume from the last checkpoint. Returns the
   // exit status once the cluster is done.
   std::optional<int> step_collective() {
+    // Coordinator mode: a client that dies restarts alone; the workers register with the new
+    // one and resume from the last checkpoint.
+    for (Child& c : children_) {
+      if (c.task.type != "client" || !c.done || c.status == 0) continue;
+      if (training_restarts_ >= options_.max_restarts) {
+        print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
+                               "); stopping the cluster"));
+        kill_all();
+        return 1;
+      }
+      ++training_restarts_;
+      print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
+                             "); restarting it (restart ", training_restarts_, " of ",
+                             options_.max_restarts, ")"));
+      stop(c);
+      start(c);
+    }
     bool failed_training = false;
     for (const Child& c : children_) {
       if (c.task.trains() && c.done && c.status != 0) failed_training = true;
@@ -268,7 +288,9 @@ class Cluster {
   std::optional<int> step_with_ps() {
     for (Child& c : children_) {
       if (c.task.type == "evaluator" || !c.done || c.status == 0 || c.reported) continue;
-      bool lone_worker = c.task.type == "worker";
+      // A client that dies is replaced by a new one that resumes from the last checkpoint;
+      // the workers and ps tasks keep running.
+      bool lone_worker = c.task.type == "worker" || c.task.type == "client";
       if (training_restarts_ < options_.max_restarts) {
         ++training_restarts_;
         if (lone_worker) {
@@ -293,9 +315,10 @@ class Cluster {
       }
       print_line("",
                  str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status), ")",
-                         lone_worker ? "; the others go on without it" : "; stopping the cluster"));
+                         c.task.type == "worker" ? "; the others go on without it"
+                                                 : "; stopping the cluster"));
       c.reported = true;
-      if (!lone_worker) {
+      if (c.task.type != "worker") {
         kill_all();
         return 1;
       }
@@ -477,8 +500,14 @@ class Cluster {
 }  // namespace
 
 int run_cluster(const LaunchOptions& options) {
-  if (options.chief < 0 || options.chief > 1 || options.evaluator < 0 || options.evaluator > 1) {
-    throw InvalidArgumentError("cadre_launch: --chief and --evaluator take 0 or 1");
+  if (options.chief < 0 || options.chief > 1 || options.evaluator < 0 || options.evaluator > 1 ||
+      options.client < 0 || options.client > 1) {
+    throw InvalidArgumentError("cadre_launch: --client, --chief and --evaluator take 0 or 1");
+  }
+  if (options.client == 1 && (options.chief == 1 || options.workers == 0)) {
+    throw InvalidArgumentError(
+        "cadre_launch: --client=1 drives workers in place of a chief: give --chief=0 and "
+        "--workers=N with N >= 1");
   }
   if (options.workers < 0 || options.ps < 0 || options.max_restarts < 0) {
     throw InvalidArgumentError("cadre_launch: --workers, --ps and --max_restarts must be >= 0");

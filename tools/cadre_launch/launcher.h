@@ -10,6 +10,9 @@
 namespace cadre::launch {
 
 struct LaunchOptions {
+  // Coordinator mode (docs/DEPLOY.md): a client task drives the workers, in place of the
+  // chief (0 or 1; with a client, chief must be 0).
+  int client = 0;
   int chief = 1;
   int workers = 0;
   int ps = 0;
@@ -19,7 +22,9 @@ struct LaunchOptions {
   // alone and rejoins; a ps task or the chief restarts the whole cluster, which resumes from
   // the last checkpoint. Without restarts left, a dead worker of a ps cluster is left
   // behind (the others finish; the exit status is 1); any other death of a training or ps
-  // task stops the cluster. The evaluator has max_restarts of its own: it restarts alone
+  // task stops the cluster. With a client, the client too restarts alone, and the new one
+  // resumes from the last checkpoint while the workers keep running. The evaluator has
+  // max_restarts of its own: it restarts alone
   // and its death never stops training (without restarts left the exit status is 1).
   int max_restarts = 0;
   // How the tasks authenticate each other (docs/SECURITY.md). kSecret: a fresh secret for

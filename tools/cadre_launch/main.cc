@@ -1,6 +1,7 @@
 // cadre_launch: a local cluster on free loopback ports (../shared/CONTRACTS.md).
 //
 //   cadre_launch --chief=1 --workers=1 --evaluator=1 [--max_restarts=2] -- PROGRAM ARGS...
+//   cadre_launch --client=1 --workers=2 --ps=1 [--max_restarts=2] -- PROGRAM ARGS...
 //   cadre_launch --explain --chief=1 --workers=2 -- PROGRAM   (the TF_CONFIG of each task)
 //   cadre_launch --k8s_out=job.yaml --chief=1 --workers=2 --evaluator=1 -- PROGRAM ARGS...
 #include <fcntl.h>
@@ -18,6 +19,9 @@
 #include "tools/cadre_launch/kubernetes_manifests.h"
 #include "tools/cadre_launch/launcher.h"
 
+DEFINE_int32(client, 0,
+             "client tasks (0 or 1): coordinator mode, a client drives the workers in place of "
+             "the chief (which then defaults to 0)");
 DEFINE_int32(chief, 1, "chief tasks (0 or 1)");
 DEFINE_int32(workers, 0, "worker tasks");
 DEFINE_int32(ps, 0, "parameter-server tasks");
@@ -46,10 +50,16 @@ DEFINE_int32(k8s_gpus, -1,
 int main(int argc, char** argv) {
   cadre::examples::parse_program_flags(
       &argc, &argv,
-      "cadre_launch --chief=1 --workers=N --ps=M --evaluator=1 [--max_restarts=R] -- PROGRAM "
-      "ARGS...\n  a local cluster on loopback: one process per task, TF_CONFIG set for each");
+      "cadre_launch [--client=1 | --chief=1] --workers=N --ps=M --evaluator=1 "
+      "[--max_restarts=R] -- PROGRAM ARGS...\n  a local cluster on loopback: one process per "
+      "task, TF_CONFIG set for each");
   cadre::launch::LaunchOptions options;
+  options.client = FLAGS_client;
   options.chief = FLAGS_chief;
+  // A client takes the chief's place: --client=1 alone means no chief.
+  if (FLAGS_client == 1 && gflags::GetCommandLineFlagInfoOrDie("chief").is_default) {
+    options.chief = 0;
+  }
   options.workers = FLAGS_workers;
   options.ps = FLAGS_ps;
   options.evaluator = FLAGS_evaluator;

@@ -127,6 +127,7 @@ class Estimator {
   const Params& params() const { return params_; }
   const std::string& model_dir() const { return config_.model_dir; }
   const ModelFn& model_fn() const { return model_fn_; }
+  const std::optional<WarmStartSettings>& warm_start_from() const { return warm_start_; }
   // The seed in use (config's tf_random_seed, or the one drawn when it was unset).
   uint64_t seed() const { return seed_; }
 

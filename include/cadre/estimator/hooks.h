@@ -9,7 +9,8 @@
 //   end(run)                       after the last step of a run that ended normally (not
 //                                  after an error)
 //
-// Any of them may call ctx.request_stop(); the run stops after the current step. An
+// Any of them may call ctx.request_stop(); the run stops after the current step (in TRAIN,
+// a stop requested in before_run ends the run before its step). An
 // exception thrown by a hook ends the run and reaches the caller of train/evaluate/predict.
 // Hooks run on the thread of the run; a hook object may serve several runs one after another.
 #pragma once

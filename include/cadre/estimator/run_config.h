@@ -49,6 +49,16 @@ struct RunConfig {
   bool intra_op_autotune = true;
   int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
   int64_t save_summary_steps = 100;    // 0: no training summaries
+  // Coordinator mode (a "client" task, docs/DEPLOY.md): the steps the client hands a worker
+  // at a time (TensorFlow's steps_per_execution). A worker that dies costs at most the
+  // unfinished part of one unit, which another worker then runs.
+  int64_t steps_per_unit = 10;
+  // Coordinator mode with collective workers (no ps tasks): how often the client restarts
+  // the workers' collective after one of them failed before it gives up.
+  int client_max_restarts = 10;
+  // Coordinator mode with ps tasks: the client gives up (UnavailableError) when every worker
+  // has been lost this long, rather than wait for ever for workers that cannot start.
+  double client_all_workers_lost_secs = 600;
   // A progress line that redraws itself in place on stderr (ProgressLineHook), besides the
   // log lines: kAuto draws it when stderr is a terminal.
   enum class ProgressLine { kAuto, kOn, kOff };
@@ -75,7 +85,7 @@ struct RunConfig {
   // This process's cluster, as TF_CONFIG gives it; unset in local mode. The fields below
   // follow from it (for_cluster), as TensorFlow's RunConfig derives them.
   std::optional<ClusterConfig> cluster;
-  std::string task_type = "worker";  // "chief", "worker", "ps", "evaluator"
+  std::string task_type = "worker";  // "chief", "worker", "ps", "evaluator", "client"
   int task_id = 0;
   bool is_chief = true;
   int num_worker_replicas = 1;  // tasks that train: the chief and the workers (0 on the evaluator)

@@ -4,7 +4,9 @@
 //                "evaluator": ["host3:2222"]},
 //    "task": {"type": "worker", "index": 1}, "rpc_layer": "grpc"}
 //
-// Every form orchestrators produce is accepted: the evaluator inside `cluster` or outside
+// A "client" job of one task is coordinator mode (docs/DEPLOY.md): the client drives the
+// workers, which serve, and it plays the chief's part (a cluster has a client or a chief,
+// not both). Every form orchestrators produce is accepted: the evaluator inside `cluster` or outside
 // it, no chief (worker 0 then acts as chief), and Kubeflow TFJob's `sparseCluster`, which
 // maps job -> {index -> address} and may list only some tasks.
 #pragma once
@@ -20,7 +22,7 @@
 namespace cadre {
 
 struct TaskId {
-  std::string type;  // "chief", "worker", "ps", "evaluator"
+  std::string type;  // "chief", "worker", "ps", "evaluator", "client"
   int index = 0;
   std::string to_string() const;  // "worker:1"
   bool operator==(const TaskId&) const = default;
@@ -46,11 +48,12 @@ class ClusterConfig {
   const std::string& address(const TaskId& task) const;
 
   // The task that coordinates training (hosts the coordination service, saves
-  // checkpoints): the chief, or worker 0 when there is no chief.
+  // checkpoints): the client in coordinator mode, else the chief, or worker 0 when there is
+  // no chief.
   TaskId chief() const;
   bool is_chief() const;
   // Tasks that train together (chief and workers), and this task's index among them
-  // (chief 0, then the workers in order); -1 for ps and evaluator.
+  // (chief 0, then the workers in order); -1 for ps, evaluator and client.
   std::vector<TaskId> training_tasks() const;
   int num_worker_replicas() const;
   int num_ps_replicas() const { return num_tasks("ps"); }
@@ -63,8 +66,8 @@ class ClusterConfig {
 // Parses TF_CONFIG's JSON (with protobuf's JSON support) and validates it. Throws
 // InvalidArgumentError naming the field and the value of the first mistake: malformed
 // JSON, a task type not in the cluster (the evaluator may be left out), an index out of
-// range, two chiefs or two evaluators, an address used twice, an address that is not
-// host:port.
+// range, two chiefs, evaluators or clients, a client beside a chief or without workers, an
+// address used twice, an address that is not host:port.
 ClusterConfig parse_tf_config(std::string_view json);
 
 // Slurm's view of a job step as a cluster (TensorFlow's SlurmClusterResolver): the tasks

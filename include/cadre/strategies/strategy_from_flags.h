@@ -12,7 +12,8 @@ namespace cadre {
 // one_device (the first of `devices`), mirrored, central_storage (variables on cpu:0),
 // multi_worker_mirrored (joins `cluster`, which it needs), parameter_server (the ps tasks of
 // `cluster`; without a cluster, central storage). `devices` as parse_devices reads them. An
-// evaluator task gets one_device whatever the name: it does not train. Throws InvalidArgumentError
+// evaluator task gets one_device whatever the name: it does not train; so does the client of
+// coordinator mode under multi_worker_mirrored (its workers join each other). Throws InvalidArgumentError
 // listing the names for an unknown one or naming what is missing, and what the strategies' create()
 // functions throw.
 std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices,

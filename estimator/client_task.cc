@@ -1,0 +1,264 @@
+// The client of coordinator mode (coordinated_tasks.h): the variables on the ps tasks, the
+// schedule of units, checkpoints and progress in model_dir, the end of training.
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/restore.h"
+#include "cadre/checkpoint/variables.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/random/generator.h"
+#include "core/base/strings.h"
+#include "estimator/client_evaluation.h"
+#include "estimator/client_progress.h"
+#include "estimator/coordinated_tasks.h"
+#include "estimator/training_finished.h"
+#include "strategies/cluster/unit_dispatcher.h"
+#include "strategies/ps/parameter_servers.h"
+#include "strategies/ps/ps_client.h"
+#include "strategies/ps/ps_variables.h"
+#include "strategies/strategy_extended.h"
+
+namespace cadre::estimator_internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<nn::Variable*> trained_by(const nn::VariableStore& store, const TrainOp& op) {
+  std::vector<nn::Variable*> all = store.trainable_variables();
+  if (op.variables.empty()) return all;
+  std::regex pattern(op.variables, std::regex::ECMAScript);
+  std::vector<nn::Variable*> chosen;
+  for (nn::Variable* v : all) {
+    if (std::regex_match(v->name(), pattern)) chosen.push_back(v);
+  }
+  return chosen;
+}
+
+// Creates the model's variables on the ps tasks (the values of `variables`' creator) and
+// their optimizer state, by calling model_fn once on a batch of the training input, as a
+// chief's first step would, without applying anything.
+void create_on_ps(const Estimator& estimator, const TrainSpec& train_spec,
+                  const Strategy& strategy, DistributedVariables& variables) {
+  io::InputContext context;
+  context.num_input_pipelines = strategy.num_workers();
+  context.num_replicas_in_sync = strategy.num_replicas_in_sync();
+  io::Iterator input = train_spec.input_fn(context).make_iterator();
+  std::optional<io::Element> batch = input.next();
+  if (!batch) {
+    throw InvalidArgumentError("the training input is empty: the client builds the model "
+                               "from its first batch");
+  }
+  nn::VariableStoreScope store_scope(variables.primary());
+  Generator generator(estimator.seed(), 0);
+  GeneratorScope generator_scope(generator);
+  EstimatorSpec spec = estimator.model_fn()(batch->features, batch->labels, ModeKeys::kTrain,
+                                            estimator.params());
+  spec.validate(ModeKeys::kTrain);
+  static_cast<ps::PsVariables&>(variables).send_optimizer_state(
+      *spec.train_op.optimizer, trained_by(variables.primary(), spec.train_op));
+}
+
+// The client's run: what it saves, and when.
+class ClientRun {
+ public:
+  ClientRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy,
+            DistributedVariables& variables, checkpoint::CheckpointManager& manager,
+            ClientProgress& progress, ClientEvaluation& evaluation, int64_t start_step)
+      : estimator_(estimator),
+        config_(estimator.config()),
+        strategy_(std::move(strategy)),
+        variables_(variables),
+        manager_(manager),
+        progress_(progress),
+        evaluation_(evaluation),
+        saved_step_(start_step),
+        logged_step_(start_step),
+        last_log_(Clock::now()),
+        last_save_(Clock::now()) {}
+
+  // Saves a checkpoint when one is due at `step`, and logs the progress.
+  void tick(int64_t step) {
+    bool due = config_.save_checkpoints_steps
+                   ? step / *config_.save_checkpoints_steps > saved_step_ / *config_.save_checkpoints_steps
+                   : std::chrono::duration<double>(Clock::now() - last_save_).count() >=
+                         config_.checkpoint_secs();
+    if (due && step > saved_step_) save(step);
+    if (step / config_.log_step_count_steps > logged_step_ / config_.log_step_count_steps) {
+      double seconds = std::chrono::duration<double>(Clock::now() - last_log_).count();
+      LOG(INFO) << "step " << step << "/" << progress_.max_steps << "  "
+                << static_cast<int64_t>(static_cast<double>(step - logged_step_) /
+                                        std::max(seconds, 1e-3))
+                << " steps/s (the workers' steps, dispatched by this client)";
+      logged_step_ = step;
+      last_log_ = Clock::now();
+    }
+  }
+
+  // A checkpoint of the variables on the ps tasks at `step` (read while the workers train:
+  // with asynchronous updates, as a training chief's), and the progress that goes with it.
+  std::string save(int64_t step) {
+    checkpoint::CheckpointData data;
+    data.global_step = step;
+    checkpoint::add_variables(*strategy_->extended().variables_to_save(variables_), &data);
+    data.attributes["strategy"] = strategy_->name();
+    data.attributes["topology"] =
+        str_cat("a client driving ", strategy_->num_workers(), " worker(s)");
+    std::string path = manager_.save(data);
+    manager_.wait();
+    LOG(INFO) << "saved checkpoint for step " << step << ": " << path;
+    saved_step_ = step;
+    last_save_ = Clock::now();
+    progress_.checkpoint_step = step;
+    write_client_progress(*config_.file_system(), estimator_.model_dir(), progress_);
+    evaluation_.checkpoint_saved(path);
+    return path;
+  }
+
+  int64_t saved_step() const { return saved_step_; }
+
+ private:
+  const Estimator& estimator_;
+  const RunConfig& config_;
+  std::shared_ptr<const Strategy> strategy_;
+  DistributedVariables& variables_;
+  checkpoint::CheckpointManager& manager_;
+  ClientProgress& progress_;
+  ClientEvaluation& evaluation_;
+  int64_t saved_step_, logged_step_;
+  Clock::time_point last_log_, last_save_;
+};
+
+int64_t global_step_of(ps::PsClient& ps0) {
+  return ps0.units(ps::UnitsRequest()).global_step();
+}
+
+}  // namespace
+
+TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_spec,
+                                  const EvalSpec& eval_spec) {
+  const RunConfig& config = estimator.config();
+  const ClusterConfig& cluster = *config.cluster;
+  if (!train_spec.max_steps) {
+    throw InvalidArgumentError(
+        "a client needs TrainSpec.max_steps: its schedule is the steps up to it");
+  }
+  std::shared_ptr<const Strategy> strategy = config.train_distribute;
+  const ps::ParameterServers* servers =
+      strategy ? strategy->extended().parameter_servers() : nullptr;
+  if (!servers) {
+    throw InvalidArgumentError(
+        "a client with ps tasks drives ParameterServerStrategy: set train_distribute = "
+        "ParameterServerStrategy::create(*config.cluster)");
+  }
+  const int64_t max_steps = *train_spec.max_steps;
+  std::shared_ptr<Env> file_system = config.file_system();
+  Env& env = *file_system;
+  const std::string& model_dir = estimator.model_dir();
+  checkpoint::CheckpointManagerOptions manager_options;
+  manager_options.keep_checkpoint_max = config.keep_checkpoint_max;
+  manager_options.keep_checkpoint_every_n_hours = config.keep_checkpoint_every_n_hours;
+  manager_options.env = config.file_system();
+  checkpoint::CheckpointManager manager(model_dir, manager_options);
+  remove_finished_marker(env, model_dir);
+  std::optional<ClientProgress> previous = read_client_progress(env, model_dir);
+
+  // A generation above every earlier client's: from here on ps 0 refuses the steps of units
+  // they dispatched, so none lands after the restore below.
+  servers->wait_until_ready();
+  ps::PsClient& ps0 = *servers->clients()[0];
+  ps::UnitsRequest begin;
+  begin.set_begin(true);
+  begin.set_generation(
+      std::max(previous ? previous->generation : 0, ps0.units(ps::UnitsRequest()).generation()) +
+      1);
+  ps0.units(begin);
+  const int64_t generation = begin.generation();
+
+  std::shared_ptr<const checkpoint::CheckpointReader> resume =
+      checkpoint::open_latest_intact(model_dir, &env);
+  int64_t start_step = resume ? resume->global_step() : 0;
+  if (resume) {
+    LOG(INFO) << "client (generation " << generation << "): resuming from " << resume->path()
+              << " at step " << start_step
+              << (previous ? str_cat(" (the previous client's progress: ", previous->units_complete,
+                                     " units complete, checkpoint at step ",
+                                     previous->checkpoint_step, ")")
+                           : std::string());
+  }
+  strategy->extended().broadcast_from_chief(start_step);  // ps 0's global step
+  nn::VariableCreator creator =
+      resume ? checkpoint::restoring_creator(resume, checkpoint::same_names(), /*verify=*/false)
+             : nn::default_variable_creator;
+  std::unique_ptr<DistributedVariables> variables =
+      strategy->extended().create_variables(estimator.seed(), creator);
+  create_on_ps(estimator, train_spec, *strategy, *variables);
+
+  ClientProgress progress;
+  progress.generation = generation;
+  progress.max_steps = max_steps;
+  progress.steps_per_unit = config.steps_per_unit;
+  progress.checkpoint_step = start_step;
+  write_client_progress(env, model_dir, progress);
+  ClientEvaluation evaluation(estimator, eval_spec);
+  ClientRun run(estimator, strategy, *variables, manager, progress, evaluation, start_step);
+  DispatchOptions dispatch;
+  dispatch.all_lost_timeout_seconds = config.client_all_workers_lost_secs;
+  UnitDispatcher dispatcher(cluster, ps0, generation, dispatch);
+  int64_t step = start_step;
+  std::string final_path;
+  if (start_step < max_steps) {
+    LOG(INFO) << "client: dispatching steps " << start_step << " to " << max_steps << " in units of "
+              << config.steps_per_unit << " to " << strategy->num_workers() << " worker(s)";
+    DispatchReport report = dispatcher.run(
+        1, max_steps - start_step, config.steps_per_unit, [&](const DispatchReport& so_far) {
+          progress.units_complete = so_far.units;
+          progress.lost = so_far.lost;
+          run.tick(global_step_of(ps0));
+        });
+    // Every unit is complete on ps 0's ledger; its last step may still be landing on the
+    // global step (a unit run twice, by a worker that was thought lost).
+    auto deadline = Clock::now() + std::chrono::seconds(60);
+    while ((step = global_step_of(ps0)) < max_steps && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (step != max_steps) {
+      throw InternalError(str_cat("every unit is complete but the global step is ", step,
+                                  ", not max_steps ", max_steps));
+    }
+    progress.units_complete = report.units;
+    progress.lost = report.lost;
+    progress.finished = true;
+    std::string by_worker;
+    for (const auto& [task, steps] : report.steps_by_worker) {
+      by_worker += str_cat(by_worker.empty() ? "" : ", ", task, " ", steps);
+    }
+    LOG(INFO) << "client: " << report.units << " units complete at global step " << step << "; "
+              << report.dispatches << " dispatches, " << report.lost
+              << " lost to workers that failed; steps applied in the units each completed: "
+              << by_worker;
+    if (run.saved_step() != step) {
+      run.save(step);
+    } else {
+      write_client_progress(env, model_dir, progress);
+    }
+    final_path = *estimator.latest_checkpoint();
+  } else {
+    LOG(INFO) << "global step " << start_step << " has already reached max_steps " << max_steps;
+    step = start_step;
+    final_path = resume ? resume->path() : std::string();
+  }
+  manager.close();
+  write_finished_marker(env, model_dir, {step, max_steps});
+  dispatcher.finish_workers();
+
+  TrainAndEvaluateResult result = evaluation.finish(step, final_path);
+  return result;
+}
+
+}  // namespace cadre::estimator_internal

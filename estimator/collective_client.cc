@@ -1,0 +1,126 @@
+// The client of coordinator mode with collective workers (MultiWorkerMirroredStrategy, no
+// ps tasks; coordinated_tasks.h): it hosts the coordination service the workers join, which
+// starts their collective; watches it; and restarts the collective when a worker fails.
+// Worker 0 writes the checkpoints, as a chief does; the client ends training once the
+// checkpoint of max_steps exists and every worker has passed the shutdown barrier.
+#include <glog/logging.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/state_file.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/strategies/multi_worker_options.h"
+#include "core/base/strings.h"
+#include "estimator/client_evaluation.h"
+#include "estimator/client_progress.h"
+#include "estimator/coordinated_tasks.h"
+#include "estimator/training_finished.h"
+#include "strategies/cluster/coordination_service.h"
+
+namespace cadre::estimator_internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The step of model_dir's latest checkpoint (0 when it has none).
+int64_t latest_step(Env& env, const std::string& model_dir) {
+  std::optional<checkpoint::CheckpointState> state = checkpoint::read_state(env, model_dir);
+  if (!state) return 0;
+  std::string name = state->model_checkpoint_path;
+  name = name.substr(name.find_last_of('/') + 1);
+  return checkpoint::checkpoint_step(name, "model.ckpt").value_or(0);
+}
+
+}  // namespace
+
+TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSpec& train_spec,
+                                             const EvalSpec& eval_spec) {
+  const RunConfig& config = estimator.config();
+  const ClusterConfig& cluster = *config.cluster;
+  if (!train_spec.max_steps) {
+    throw InvalidArgumentError(
+        "a client needs TrainSpec.max_steps: it ends training at that step");
+  }
+  const int64_t max_steps = *train_spec.max_steps;
+  std::shared_ptr<Env> file_system = config.file_system();
+  Env& env = *file_system;
+  const std::string& model_dir = estimator.model_dir();
+  env.create_dir(model_dir);
+  remove_finished_marker(env, model_dir);
+  std::optional<ClientProgress> previous = read_client_progress(env, model_dir);
+  ClientProgress progress;
+  progress.generation = (previous ? previous->generation : 0) + 1;
+  progress.max_steps = max_steps;
+  progress.checkpoint_step = latest_step(env, model_dir);
+  write_client_progress(env, model_dir, progress);
+
+  CoordinationOptions options;
+  std::unique_ptr<CoordinationService> service = CoordinationService::start(
+      cluster.address(cluster.task), cluster.training_tasks(), options, cluster.security);
+  LOG(INFO) << "client (generation " << progress.generation << "): the collective of "
+            << cluster.num_worker_replicas() << " worker(s) starts at their registration; "
+            << "training resumes from step " << progress.checkpoint_step;
+  int restarts = 0;
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    int64_t step = latest_step(env, model_dir);
+    if (step != progress.checkpoint_step) {
+      progress.checkpoint_step = step;
+      write_client_progress(env, model_dir, progress);
+    }
+    if (step >= max_steps) break;
+    std::string failure = service->failure();
+    if (failure.empty()) continue;
+    if (restarts >= config.client_max_restarts) {
+      throw AbortedError(str_cat("the workers' collective failed (", failure, ") after ",
+                                 restarts, " restart(s), RunConfig::client_max_restarts"));
+    }
+    ++restarts;
+    progress.lost = restarts;
+    write_client_progress(env, model_dir, progress);
+    // A new round at once: the survivors' next heartbeats are refused, so they stop, and
+    // every worker, restarted by its supervisor, registers again and resumes from the last
+    // checkpoint.
+    LOG(WARNING) << "client: the collective failed (" << failure << "); restarting it from the "
+                 << "checkpoint of step " << step << " (restart " << restarts << " of "
+                 << config.client_max_restarts << ")";
+    service->begin_round();
+  }
+  // Worker 0 saved the checkpoint of max_steps; every worker passes the shutdown barrier
+  // before it exits, and the service stays until then. Workers that finished in an earlier
+  // client's round (this one never formed) have nothing left to ask of it.
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (service->formed() && !service->barrier_complete("shutdown") &&
+         service->failure().empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  service->stop();
+  progress.finished = true;
+  write_client_progress(env, model_dir, progress);
+  write_finished_marker(env, model_dir, {progress.checkpoint_step, max_steps});
+  LOG(INFO) << "client: training finished at step " << progress.checkpoint_step << " after "
+            << restarts << " restart(s) of the collective";
+  // Only the final checkpoint: worker 0's retention may delete earlier ones while the client
+  // would read them (an evaluator task leases what it reads).
+  ClientEvaluation evaluation(estimator, eval_spec);
+  std::optional<std::string> latest = estimator.latest_checkpoint();
+  TrainAndEvaluateResult result =
+      evaluation.finish(progress.checkpoint_step, latest ? *latest : std::string());
+  return result;
+}
+
+int64_t train_collective_worker(Estimator& estimator, const TrainSpec& train_spec) {
+  // Worker 0 plays the chief's part in the collective (rank 0 writes the checkpoints).
+  RunConfig config = estimator.config();
+  config.is_chief = config.cluster->global_task_id() == 0;
+  config.tf_random_seed = estimator.seed();
+  Estimator worker(estimator.model_fn(), config, estimator.params(), estimator.warm_start_from());
+  TrainArgs args;
+  args.max_steps = train_spec.max_steps;
+  args.hooks = train_spec.hooks;
+  return worker.train(train_spec.input_fn, args);
+}
+
+}  // namespace cadre::estimator_internal

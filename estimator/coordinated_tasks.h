@@ -1,0 +1,37 @@
+// train_and_evaluate in coordinator mode (a "client" task in TF_CONFIG, docs/DEPLOY.md):
+// the client holds model_dir and the schedule and dispatches units of steps; the workers
+// serve, running the steps they are given. Internal to the estimator module.
+#pragma once
+
+#include "cadre/estimator/train_and_evaluate.h"
+
+namespace cadre::estimator_internal {
+
+// The client: initialises (or restores from model_dir's last checkpoint) the variables on
+// the ps tasks, dispatches units of RunConfig::steps_per_unit steps to whichever worker is
+// free until the global step reaches TrainSpec::max_steps, saves checkpoints and its
+// progress (client_progress.h), marks training finished and tells the workers. Evaluates the
+// final checkpoint itself when the cluster has no evaluator task. Throws
+// InvalidArgumentError for a cluster or strategy it cannot drive.
+TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_spec,
+                                  const EvalSpec& eval_spec);
+
+// The client when the cluster has no ps tasks (MultiWorkerMirrored workers): hosts the
+// coordination service at its TF_CONFIG address, which the workers join to form their
+// collective; watches it, and on a worker's failure starts a new round, up to
+// RunConfig::client_max_restarts times, in which the workers (restarted by their supervisor)
+// resume from the last checkpoint; ends training when worker 0 has saved the checkpoint of
+// max_steps, writing the progress and the finished marker.
+TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSpec& train_spec,
+                                             const EvalSpec& eval_spec);
+
+// A worker of that collective: Estimator::train to max_steps, worker 0 writing checkpoints
+// as a chief does. Returns the global step.
+int64_t train_collective_worker(Estimator& estimator, const TrainSpec& train_spec);
+
+// A worker of coordinator mode with ps tasks: serves the step service on its TF_CONFIG address and trains
+// only the steps the client hands it, until the client says training is over (or the
+// training-finished marker of this max_steps appears). Returns the global step.
+int64_t serve_steps(Estimator& estimator, const TrainSpec& train_spec);
+
+}  // namespace cadre::estimator_internal

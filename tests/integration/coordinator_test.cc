@@ -1,0 +1,211 @@
+// Coordinator mode under cadre_launch --client=1, as processes on 127.0.0.1: a client
+// dispatches units of steps to two workers over a ps task. A worker SIGKILLed twice costs
+// nothing: the launcher restarts it alone, the other worker never restarts, the lost units
+// run elsewhere, and the global step and the optimizer's step counter both end at exactly
+// max_steps (each applied step counted once). A killed client is replaced by a new one that
+// resumes from the last checkpoint while the workers keep running. MultiWorkerMirrored
+// workers driven by a client, losing a worker or the client, end bit-identical to
+// independent workers. A client without workers is one clear error.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+#include <map>
+#include <regex>
+#include <string>
+
+#include "cadre/checkpoint/reader.h"
+#include "tests/support/job_secret.h"
+#include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
+
+namespace cadre {
+namespace {
+
+// Kills the latest process of a task at each output line that matches one of its triggers,
+// in order (restarts announce their pids in "started" lines).
+class Kills {
+ public:
+  void add(const std::string& task, const std::string& trigger) {
+    kills_.push_back({task, std::regex(trigger)});
+  }
+  void operator()(const std::string& line) {
+    std::smatch m;
+    static const std::regex started(R"(^started (\S+) pid=(\d+))");
+    if (std::regex_search(line, m, started)) pids_[m[1]] = std::stoi(m[2]);
+    if (next_ < kills_.size() && std::regex_search(line, kills_[next_].trigger)) {
+      auto pid = pids_.find(kills_[next_].task);
+      if (pid != pids_.end()) {
+        ::kill(pid->second, SIGKILL);
+        ++next_;
+      }
+    }
+  }
+  size_t done() const { return next_; }
+
+ private:
+  struct Kill {
+    std::string task;
+    std::regex trigger;
+  };
+  std::vector<Kill> kills_;
+  size_t next_ = 0;
+  std::map<std::string, pid_t> pids_;
+};
+
+void expect_same_variables(const std::string& a_path, const std::string& b_path) {
+  auto a = checkpoint::CheckpointReader::open(a_path);
+  auto b = checkpoint::CheckpointReader::open(b_path);
+  ASSERT_EQ(a->variables().size(), b->variables().size());
+  for (const auto& [name, info] : a->variables()) {
+    Tensor x = a->read(name), y = b->read(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
+  }
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class CoordinatorTest : public testing::TempDirTest {
+ protected:
+  testing::CommandResult launch(const std::string& model_dir, int64_t max_steps, Kills* kills) {
+    std::string command =
+        std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --ps=1 --max_restarts=3 -- " +
+        CADRE_FASHION_MNIST + " --model_dir=" + model_dir +
+        " --strategy=parameter_server --max_steps=" + std::to_string(max_steps) +
+        " --save_checkpoints_steps=300 --eval_steps=5 --batch_size=64 2>&1";
+    return testing::run_command(command, std::ref(*kills));
+  }
+  // The checkpoint of max_steps: its global step, and Adam's step counter on the ps, which
+  // counts the gradients applied.
+  void expect_every_step_counted_once(const std::string& model_dir, int64_t max_steps) {
+    auto reader = checkpoint::CheckpointReader::open(model_dir + "/model.ckpt-" +
+                                                     std::to_string(max_steps) + ".h5");
+    EXPECT_EQ(reader->global_step(), max_steps);
+    bool found = false;
+    for (const auto& [name, info] : reader->variables()) {
+      if (!name.ends_with("/iterations")) continue;
+      found = true;
+      EXPECT_EQ(reader->read(name).item<int64_t>(), max_steps) << name;
+    }
+    EXPECT_TRUE(found) << "no optimizer step counter in the checkpoint";
+  }
+};
+
+TEST_F(CoordinatorTest, AWorkerKilledTwiceCostsNothingAndEveryStepCountsOnce) {
+  const int64_t max_steps = 3000;
+  Kills kills;
+  // Mid-unit both times: once the client has seen 300 steps, then once the restarted
+  // worker runs units again.
+  kills.add("worker:1", R"(^\[client:0\].* step [3-9][0-9][0-9]/3000 )");
+  kills.add("worker:1", R"(^\[client:0\].*worker:1 is back: it runs units again)");
+  testing::CommandResult run = launch(path("job"), max_steps, &kills);
+  ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+  EXPECT_EQ(kills.done(), 2u) << testing::tail(run.output, 6000);
+  // worker:0 and the ps task started once: nothing but the killed worker restarted.
+  EXPECT_EQ(count(run.output, "started worker:0 pid="), 1) << testing::tail(run.output, 6000);
+  EXPECT_EQ(count(run.output, "started ps:0 pid="), 1);
+  EXPECT_EQ(count(run.output, "started client:0 pid="), 1);
+  EXPECT_EQ(count(run.output, "started worker:1 pid="), 3);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      run.output, m,
+      std::regex(R"(client: (\d+) units complete at global step (\d+); (\d+) dispatches, (\d+) lost)")))
+      << testing::tail(run.output, 6000);
+  EXPECT_EQ(m[1], "300");
+  EXPECT_EQ(m[2], "3000");
+  EXPECT_GE(std::stoi(m[4]), 2) << "each kill must have cost the worker its unit";
+  expect_every_step_counted_once(path("job"), max_steps);
+  // The client evaluated the final checkpoint (there is no evaluator task).
+  EXPECT_TRUE(std::regex_search(
+      run.output, std::regex(R"(\[client:0\] \{"task":"client".*"global_step":3000,"accuracy")")))
+      << testing::tail(run.output);
+}
+
+TEST_F(CoordinatorTest, ANewClientResumesFromTheLastCheckpointWhileTheWorkersRunOn) {
+  const int64_t max_steps = 3000;
+  Kills kills;
+  kills.add("client:0", R"(^\[client:0\].*saved checkpoint for step (6|7|8)[0-9][0-9])");
+  testing::CommandResult run = launch(path("job"), max_steps, &kills);
+  ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+  EXPECT_EQ(kills.done(), 1u) << testing::tail(run.output, 6000);
+  EXPECT_EQ(count(run.output, "started client:0 pid="), 2);
+  EXPECT_EQ(count(run.output, "started worker:0 pid="), 1) << testing::tail(run.output, 6000);
+  EXPECT_EQ(count(run.output, "started worker:1 pid="), 1);
+  EXPECT_TRUE(std::regex_search(
+      run.output, std::regex(R"(\[client:0\].*client \(generation 2\): resuming from .*model\.ckpt-\d+\.h5 at step (6|7|8)\d\d)")))
+      << testing::tail(run.output, 6000);
+  auto reader = checkpoint::CheckpointReader::open(path("job") + "/model.ckpt-3000.h5");
+  EXPECT_EQ(reader->global_step(), max_steps);
+  std::string progress = read_file(path("job") + "/client_progress");
+  EXPECT_NE(progress.find("generation: 2\n"), std::string::npos) << progress;
+  EXPECT_NE(progress.find("checkpoint_step: 3000\n"), std::string::npos) << progress;
+  EXPECT_NE(progress.find("finished: true\n"), std::string::npos) << progress;
+}
+
+// MultiWorkerMirrored workers driven by a client: the client hosts the rendezvous that
+// starts their collective, sees a worker die, and starts the collective again; the workers
+// (restarted by cadre_launch) resume from the last checkpoint. The result is bit for bit that
+// of independent workers that lost nothing, and so is that of a job whose client was killed.
+TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
+  const std::string flags =
+      " --strategy=multi_worker_mirrored --max_steps=400 --save_checkpoints_steps=100 "
+      "--eval_steps=5 --batch_size=64 2>&1";
+  testing::CommandResult independent = testing::run_command(
+      std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 -- " + CADRE_FASHION_MNIST +
+      " --model_dir=" + path("independent") + flags);
+  ASSERT_EQ(independent.status, 0) << testing::tail(independent.output, 6000);
+
+  Kills kills;
+  kills.add("worker:1", R"(^\[worker:0\].*saved checkpoint for step 200)");
+  testing::CommandResult driven = testing::run_command(
+      std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --max_restarts=6 -- " +
+          CADRE_FASHION_MNIST + " --model_dir=" + path("driven") + flags,
+      std::ref(kills));
+  ASSERT_EQ(driven.status, 0) << testing::tail(driven.output, 6000);
+  EXPECT_EQ(kills.done(), 1u);
+  EXPECT_EQ(count(driven.output, "started client:0 pid="), 1);
+  EXPECT_NE(driven.output.find("client: the collective failed"), std::string::npos)
+      << testing::tail(driven.output, 6000);
+  EXPECT_TRUE(std::regex_search(
+      driven.output, std::regex(R"(\[client:0\] \{"task":"client".*"global_step":400,)")))
+      << testing::tail(driven.output);
+
+  expect_same_variables(path("independent") + "/model.ckpt-400.h5",
+                        path("driven") + "/model.ckpt-400.h5");
+
+  // The client itself killed: a new one hosts a new round, the workers of the old one are
+  // told to stop, and all resume from the last checkpoint; still the same result.
+  Kills client_kill;
+  client_kill.add("client:0", R"(^\[worker:0\].*saved checkpoint for step 200)");
+  testing::CommandResult replaced = testing::run_command(
+      std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --max_restarts=6 -- " +
+          CADRE_FASHION_MNIST + " --model_dir=" + path("replaced") + flags,
+      std::ref(client_kill));
+  ASSERT_EQ(replaced.status, 0) << testing::tail(replaced.output, 6000);
+  EXPECT_EQ(client_kill.done(), 1u);
+  EXPECT_EQ(count(replaced.output, "started client:0 pid="), 2);
+  expect_same_variables(path("independent") + "/model.ckpt-400.h5",
+                        path("replaced") + "/model.ckpt-400.h5");
+}
+
+TEST_F(CoordinatorTest, AClientWithoutWorkersIsOneClearError) {
+  std::string tf_config = R"({"cluster": {"client": ["127.0.0.1:)" +
+                          std::to_string(testing::free_port()) + R"("], "ps": ["127.0.0.1:)" +
+                          std::to_string(testing::free_port()) +
+                          R"("]}, "task": {"type": "client", "index": 0}})";
+  pid_t pid = testing::spawn({CADRE_FASHION_MNIST, "--model_dir=" + path("job"),
+                              "--strategy=parameter_server"},
+                             {{"TF_CONFIG", tf_config}, testing::job_secret_env()}, path("log"));
+  EXPECT_EQ(testing::wait_for(pid, 60), 1);
+  std::string log = read_file(path("log"));
+  EXPECT_NE(log.find("has a client but no worker"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Check failed"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace cadre

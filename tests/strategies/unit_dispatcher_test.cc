@@ -1,0 +1,125 @@
+// The client's unit dispatcher in one process, against two workers' step services whose
+// training loops are threads counting their steps on a real UnitLedger (ps 0's): a worker
+// that dies mid-unit loses its unit to the other, the steps it had applied stay counted and
+// are not run again, and the units add up to exactly the steps asked for. Losing every
+// worker for the timeout, or a worker's training error, ends the run with a clear error.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "cadre/base/errors.h"
+#include "strategies/cluster/step_server.h"
+#include "strategies/cluster/unit_dispatcher.h"
+#include "strategies/ps/ps_client.h"
+#include "strategies/ps/ps_server.h"
+#include "strategies/ps/unit_ledger.h"
+#include "tests/support/job_secret.h"
+#include "tests/support/processes.h"
+
+namespace cadre {
+namespace {
+
+// A worker: its step service and a loop that takes each step of the unit it is given on
+// `ledger`, until told to stop or to die after `die_after` steps.
+class FakeWorker {
+ public:
+  FakeWorker(ps::UnitLedger& ledger, std::atomic<int64_t>& global_step, int die_after = -1)
+      : ledger_(ledger), global_step_(global_step), die_after_(die_after) {
+    StepServerOptions options;
+    options.security = testing::test_security();
+    server_ = StepServer::start("127.0.0.1:0", options);
+    loop_ = std::thread([this] { run(); });
+  }
+  ~FakeWorker() {
+    server_->stop("test over", ErrorCode::kUnavailable, false);
+    loop_.join();
+  }
+  std::string address() const { return server_->address(); }
+
+ private:
+  void run() {
+    int steps = 0;
+    while (std::optional<ps::WorkUnit> unit = server_->next_step(nullptr)) {
+      if (steps++ == die_after_) {
+        // Dies mid-unit: the client's call fails as a lost worker's does.
+        server_->stop("killed", ErrorCode::kUnavailable, false);
+        return;
+      }
+      int64_t applied = ledger_.reserve(unit->generation, unit->id, unit->steps);
+      if (applied > 0) ++global_step_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      server_->step_done(*unit, {unit->id, applied, applied == 0, global_step_.load()});
+    }
+  }
+
+  ps::UnitLedger& ledger_;
+  std::atomic<int64_t>& global_step_;
+  int die_after_;
+  std::unique_ptr<StepServer> server_;
+  std::thread loop_;
+};
+
+class UnitDispatcherTest : public ::testing::Test {
+ protected:
+  UnitDispatcherTest() {
+    ps::ServerOptions options;
+    options.security = testing::test_security();
+    ps_ = ps::ParameterServer::start("127.0.0.1:0", options);
+    ps::ClientOptions client;
+    client.security = testing::test_security();
+    ps0_ = std::make_unique<ps::PsClient>(0, ps_->address(), client);
+    ledger_.begin(1);
+  }
+  ClusterConfig cluster(const std::vector<std::string>& workers) {
+    ClusterConfig c;
+    for (size_t i = 0; i < workers.size(); ++i) c.jobs["worker"][static_cast<int>(i)] = workers[i];
+    c.jobs["client"][0] = "127.0.0.1:1";
+    c.jobs["ps"][0] = ps_->address();
+    c.task = {"client", 0};
+    c.security = testing::test_security();
+    return c;
+  }
+
+  std::unique_ptr<ps::ParameterServer> ps_;
+  std::unique_ptr<ps::PsClient> ps0_;
+  ps::UnitLedger ledger_;
+  std::atomic<int64_t> global_step_{0};
+};
+
+TEST_F(UnitDispatcherTest, ALostWorkersUnitRunsElsewhereAndEveryStepCountsOnce) {
+  FakeWorker steady(ledger_, global_step_);
+  FakeWorker dying(ledger_, global_step_, /*die_after=*/13);  // in its second unit
+  DispatchOptions options;
+  options.retry_seconds = 0.05;
+  UnitDispatcher dispatcher(cluster({steady.address(), dying.address()}), *ps0_, 1, options);
+  DispatchReport report = dispatcher.run(1, 95, 10, [](const DispatchReport&) {});
+  EXPECT_EQ(report.units, 10);
+  EXPECT_GE(report.lost, 1);
+  EXPECT_EQ(global_step_.load(), 95);
+  std::vector<int64_t> units;
+  for (int64_t u = 1; u <= 10; ++u) units.push_back(u);
+  std::vector<int64_t> applied = ledger_.applied(units);
+  for (int64_t u = 1; u <= 9; ++u) EXPECT_EQ(applied[static_cast<size_t>(u - 1)], 10) << u;
+  EXPECT_EQ(applied[9], 5);  // the last unit is shorter
+}
+
+TEST_F(UnitDispatcherTest, WorkersThatNeverAnswerEndTheRunAfterTheTimeout) {
+  DispatchOptions options;
+  options.retry_seconds = 0.05;
+  options.all_lost_timeout_seconds = 1;
+  std::string nobody = "127.0.0.1:" + std::to_string(testing::free_port());
+  UnitDispatcher dispatcher(cluster({nobody}), *ps0_, 1, options);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    dispatcher.run(1, 10, 10, [](const DispatchReport&) {});
+    FAIL() << "expected UnavailableError";
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("every worker has been lost"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace cadre
