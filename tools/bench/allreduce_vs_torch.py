@@ -9,24 +9,14 @@ alike). Prints a Markdown table of the medians of the rounds and the ratio.
   /usr/bin/python3 tools/bench/allreduce_vs_torch.py --build build --rounds 5
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
 
+from json_lines import last_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "..", "..", "..", "shared", "peers", "torch_gloo_allreduce.py")
-
-
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        start = line.find("{")
-        if start >= 0:
-            try:
-                return json.loads(line[start:])
-            except json.JSONDecodeError:
-                continue
-    raise RuntimeError("no JSON line in:\n" + text[-2000:])
 
 
 def cadre(build, nbytes, tensors):

@@ -19,18 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+from json_lines import last_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        start = line.find("{")
-        if start >= 0:
-            try:
-                return json.loads(line[start:])
-            except json.JSONDecodeError:
-                continue
-    return None
 
 
 def run(command, chief_only=False):
