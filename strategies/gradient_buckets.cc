@@ -83,7 +83,7 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
     layout.push_back(k < sparse.size() && sparse[k] ? -sources[k].numel() : sources[k].numel());
   }
   layout.push_back(-static_cast<int64_t>(extras.size()) - 1);
-  if (layout != layout_ || extras.size() != extras_) {
+  if (layout != layout_) {  // its last entry counts the extras
     extras_ = extras.size();
     lay_out(sources, sparse);
     layout_ = std::move(layout);
@@ -96,9 +96,9 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
   NoGradScope no_grad;
   Tensor& last = buckets_.back().buffer;
   const int64_t end = last.numel();
-  for (size_t e = 0; e < extras.size(); ++e) {
-    int64_t at = end - static_cast<int64_t>(extras.size()) + static_cast<int64_t>(e);
-    last.slice(0, at, at + 1).assign(Tensor::from_vector<double>({extras[e]}).cast(dtype_));
+  if (!extras.empty()) {
+    last.slice(0, end - static_cast<int64_t>(extras.size()), end)
+        .assign(to_device(Tensor::from_vector<double>(extras).cast(dtype_), last.device()));
   }
   MutexLock lock(mutex_);
   issue_ready_buckets();  // buckets without gradients (only the extras)

@@ -26,6 +26,18 @@ void scale(std::vector<Gradient>& values, double weight) {
   }
 }
 
+// g times `scale` on `device`, sparse or dense as it came.
+Gradient scaled_to(const Gradient& g, double scale, Device device) {
+  if (g.is_sparse()) {
+    const IndexedSlices& s = g.sparse();
+    Tensor values = to_device(s.values, device);
+    return IndexedSlices{to_device(s.indices, device), scale == 1.0 ? values : values * scale,
+                         s.dense_shape};
+  }
+  Tensor t = to_device(g.dense(), device);
+  return scale == 1.0 ? t : t * scale;
+}
+
 }  // namespace
 
 ReplicaContext::ReplicaContext(const StrategyExtended& extended, ReplicaGroup& group,
@@ -67,23 +79,11 @@ std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradie
     for (double w : group_.weights) total += w;
     extended_.cross_worker_sum(sum, total);
     NoGradScope no_grad;
+    const double scale = op == ReduceOp::kMean ? 1.0 / total : 1.0;
     for (int r = 0; r < group_.size(); ++r) {
       std::vector<Gradient> mine;
       for (const Gradient& g : sum) {
-        if (!g.defined()) {
-          mine.emplace_back();
-          continue;
-        }
-        const double scale = op == ReduceOp::kMean ? 1.0 / total : 1.0;
-        if (g.is_sparse()) {  // every worker's rows
-          const IndexedSlices& s = g.sparse();
-          mine.emplace_back(IndexedSlices{to_device(s.indices, destinations[r]),
-                                          to_device(s.values, destinations[r]) * scale,
-                                          s.dense_shape});
-          continue;
-        }
-        Tensor t = to_device(g.dense(), destinations[r]);
-        mine.emplace_back(scale == 1.0 ? t : t * scale);
+        mine.push_back(g.defined() ? scaled_to(g, scale, destinations[r]) : Gradient());
       }
       group_.outputs[r] = std::move(mine);
     }
@@ -126,23 +126,13 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
   if (means) {
     for (size_t i = 0; i < means->size(); ++i) (*means)[i] = scalars[i] / total;
   }
-  NoGradScope no_grad;
-  for (Gradient& g : sums) {
-    if (!g.defined()) continue;
-    if (g.is_sparse()) {
-      const IndexedSlices& s = g.sparse();
-      g = IndexedSlices{to_device(s.indices, device()),
-                        to_device(s.values * (1.0 / total), device()), s.dense_shape};
-    } else {
-      g = Gradient(to_device(g.dense() * (1.0 / total), device()));
+  {
+    NoGradScope no_grad;
+    for (Gradient& g : sums) {
+      if (g.defined()) g = scaled_to(g, 1.0 / total, device());
     }
   }
-  // The only replica: its store is the variables (no copies to keep alike).
-  if (variables_.mirrored()) {
-    optimizer.apply_gradients(std::move(sums), variables);
-  } else {
-    extended_.update_shared(variables_, optimizer, std::move(sums), variables);
-  }
+  apply_reduced(optimizer, std::move(sums), variables);
 }
 
 void ReplicaContext::barrier() {
@@ -171,6 +161,11 @@ void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradi
     }
     reduced.resize(count);
   }
+  apply_reduced(optimizer, std::move(reduced), variables);
+}
+
+void ReplicaContext::apply_reduced(nn::Optimizer& optimizer, std::vector<Gradient> reduced,
+                                   const std::vector<nn::Variable*>& variables) {
   if (variables_.mirrored()) {
     // Identical gradients and identical copies: every replica makes the same update.
     optimizer.apply_gradients(std::move(reduced), variables);

@@ -59,6 +59,10 @@ class ReplicaContext {
   friend class Strategy;
   ReplicaContext(const StrategyExtended& extended, ReplicaGroup& group,
                  DistributedVariables& variables, int replica_id);
+  // The update with gradients every replica holds alike: to each copy of mirrored
+  // variables, or once (by replica 0) to shared ones.
+  void apply_reduced(nn::Optimizer& optimizer, std::vector<Gradient> reduced,
+                     const std::vector<nn::Variable*>& variables);
 
   const StrategyExtended& extended_;
   ReplicaGroup& group_;

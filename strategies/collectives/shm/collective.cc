@@ -1,7 +1,6 @@
 #include "strategies/collectives/shm/collective.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,11 +51,6 @@ bool alive(pid_t pid) {
 }
 
 size_t header_bytes() { return (sizeof(Header) + 4095) / 4096 * 4096; }
-
-uint64_t pid_namespace() {
-  struct stat st;
-  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
 
 // out = a + b and out += x: plain loops over restrict pointers, which the compiler
 // vectorises (Gloo's generic sum goes element by element through pointers that may alias).

@@ -21,14 +21,6 @@ namespace {
 
 constexpr char kPrefix[] = "cadre-";
 
-// The inode of this process's pid namespace: a pid in a segment's name means something
-// only to processes of the same namespace.
-std::string pid_namespace() {
-  struct stat st;
-  if (::stat("/proc/self/ns/pid", &st) != 0) return "0";
-  return std::to_string(static_cast<unsigned long long>(st.st_ino));
-}
-
 std::string random_hex() {
   std::random_device device;
   uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -50,6 +42,11 @@ void* map(int fd, size_t bytes, const std::string& name) {
 }
 
 }  // namespace
+
+uint64_t pid_namespace() {
+  struct stat st;
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
 
 Segment::Segment(Segment&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),

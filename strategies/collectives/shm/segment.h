@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace cadre {
@@ -39,6 +40,10 @@ Segment create_segment(size_t bytes);
 // there is no such name here (another host, or another /dev/shm), UnavailableError when it
 // cannot be mapped or is not `bytes` long.
 Segment open_segment(const std::string& name, size_t bytes);
+
+// The inode of this process's pid namespace (0 when unknown): a pid means something only to
+// processes of the same namespace.
+uint64_t pid_namespace();
 
 // Removes /dev/shm/cadre-<pid>-* names whose creating process no longer exists; returns how
 // many. Names of live processes and of other users are left alone.
