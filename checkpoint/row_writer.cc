@@ -23,8 +23,12 @@ int posix_descriptor(hid_t file) {
 }
 
 RowWriter::RowWriter(hid_t file, hid_t dataset, hid_t memory_type, const Shape& shape,
-                     std::string context)
-    : dataset_(dataset), memory_type_(memory_type), shape_(shape), context_(std::move(context)) {
+                     std::string context, bool start_writeback)
+    : dataset_(dataset),
+      memory_type_(memory_type),
+      shape_(shape),
+      context_(std::move(context)),
+      start_writeback_(start_writeback) {
   quiet_hdf5();
   int64_t rows = shape.rank() == 0 ? 1 : shape[0];
   if (rows > 0 && shape.num_elements() > 0) {
@@ -65,7 +69,9 @@ void RowWriter::write_one(const Block& block) const {
 #ifdef __linux__
     // Start writing the block to the device now, without waiting: the disk works while the
     // next blocks are copied, and the fsync that publishing needs has less left to do.
-    ::sync_file_range(fd_, block_start, static_cast<off_t>(block_size), SYNC_FILE_RANGE_WRITE);
+    if (start_writeback_) {
+      ::sync_file_range(fd_, block_start, static_cast<off_t>(block_size), SYNC_FILE_RANGE_WRITE);
+    }
 #endif
     return;
   }

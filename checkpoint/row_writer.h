@@ -21,7 +21,10 @@ namespace cadre::checkpoint::internal {
 class RowWriter {
  public:
   // `file` and `dataset` stay owned by the caller and must outlive the writer.
-  RowWriter(hid_t file, hid_t dataset, hid_t memory_type, const Shape& shape, std::string context);
+  // `start_writeback`: hand each block to the device as soon as it is written (an fsync
+  // follows; see WriteOptions::durable).
+  RowWriter(hid_t file, hid_t dataset, hid_t memory_type, const Shape& shape, std::string context,
+            bool start_writeback);
 
   size_t row_bytes() const { return row_bytes_; }
 
@@ -44,6 +47,7 @@ class RowWriter {
   size_t row_bytes_ = 0;
   int fd_ = -1;         // the HDF5 file's descriptor when pwrite can be used, else -1
   int64_t offset_ = 0;  // the dataset's first byte in the file
+  bool start_writeback_;
 };
 
 // The POSIX descriptor of an HDF5 file opened with the sec2 driver, else -1.

@@ -126,7 +126,8 @@ class FileWriter {
   // at a time; the others copied to the host one block at a time.
   uint32_t write_rows(hid_t dataset, hid_t type, const std::vector<Tensor>& parts,
                       const Shape& shape, const std::string& full_name) {
-    internal::RowWriter writer(file_.get(), dataset, type, shape, context(full_name));
+    internal::RowWriter writer(file_.get(), dataset, type, shape, context(full_name),
+                               options_.durable);
     const size_t row_bytes = writer.row_bytes();
     const int64_t rows_per_block =
         std::max<int64_t>(1, static_cast<int64_t>(options_.block_bytes / row_bytes));

@@ -163,6 +163,7 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   checkpoint::CheckpointManagerOptions manager_options;
   manager_options.keep_checkpoint_max = config.keep_checkpoint_max;
   manager_options.keep_checkpoint_every_n_hours = config.keep_checkpoint_every_n_hours;
+  manager_options.durable_every_secs = config.checkpoint_durable_secs;
   manager_options.env = config.file_system();
   checkpoint::CheckpointManager manager(model_dir, manager_options);
   remove_finished_marker(env, model_dir);

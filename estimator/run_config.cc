@@ -87,6 +87,9 @@ void RunConfig::validate() const {
   if (keep_checkpoint_every_n_hours < 0) {
     fail("keep_checkpoint_every_n_hours", keep_checkpoint_every_n_hours, ">= 0");
   }
+  if (!(checkpoint_durable_secs >= 0)) {
+    fail("checkpoint_durable_secs", checkpoint_durable_secs, ">= 0 (0: fsync every checkpoint)");
+  }
   if (log_step_count_steps <= 0) fail("log_step_count_steps", log_step_count_steps, "> 0");
   if (save_summary_steps < 0) fail("save_summary_steps", save_summary_steps, ">= 0");
   if (profile_every_n_steps < 0) {

@@ -134,7 +134,6 @@ class TrainRun : public Run {
         strategy_->extended().variables_to_save(*variables_);
     checkpoint::add_variables(*logical, &data);
     estimator_internal::add_worker_state(0, own_state(), &data);
-    estimator_internal::set_input_pipelines(strategy_->num_workers(), &data);
     if (strategy_->num_workers_in_sync() > 1) {
       if (gathered_step_ == global_step_) {
         for (size_t w = 0; w < gathered_.size(); ++w) {
@@ -145,9 +144,14 @@ class TrainRun : public Run {
                      << " holds the chief's input position only (it was not announced)";
       }
     }
-    data.attributes["strategy"] = strategy_->name();
-    data.attributes["topology"] =
-        str_cat(strategy_->num_workers(), " worker(s), ", strategy_->topology(), " each");
+    if (attributes_.empty()) {  // the same for every save of the run (and not free to build)
+      estimator_internal::set_input_pipelines(strategy_->num_workers(), &data);
+      data.attributes["strategy"] = strategy_->name();
+      data.attributes["topology"] =
+          str_cat(strategy_->num_workers(), " worker(s), ", strategy_->topology(), " each");
+      attributes_ = data.attributes;
+    }
+    data.attributes = attributes_;
     return manager_->save(data);
   }
 
@@ -161,6 +165,7 @@ class TrainRun : public Run {
     strategy_->extended().raise_step_signal();
     // The input's position, taken after this step's batch, is the checkpoint's.
     if (iterator_) iterator_->prepare_save();
+    if (manager_) manager_->prepare_save();
   }
 
   // After every step of workers that step together: when the chief announced a checkpoint
@@ -278,6 +283,7 @@ class TrainRun : public Run {
   DistributedIterator* iterator_ = nullptr;
   std::vector<estimator_internal::WorkerState> gathered_;  // the other workers', on the chief
   int64_t gathered_step_ = -1;
+  std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves
   struct Chosen {
     size_t trainable = 0;
     std::vector<nn::Variable*> variables;
@@ -369,6 +375,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     options.keep_checkpoint_max = config_.keep_checkpoint_max;
     options.keep_checkpoint_every_n_hours = config_.keep_checkpoint_every_n_hours;
     options.async_save = config_.async_checkpoint;
+    options.durable_every_secs = config_.checkpoint_durable_secs;
     options.env = config_.file_system();
     manager = std::make_unique<checkpoint::CheckpointManager>(config_.model_dir, options);
   }

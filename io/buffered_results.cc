@@ -21,10 +21,13 @@ void save_results(StateWriter& writer, const std::deque<BufferedResult>& results
   count = std::min(count, results.size());
   std::vector<const Element*> elements;
   std::vector<bool> errors;
+  std::vector<const std::string*> encoded;
   elements.reserve(count);
+  encoded.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     const BufferedResult& r = results[i];
     errors.push_back(r.error != nullptr);
+    encoded.push_back(&r.origin_bytes);
     if (!r.error) {
       elements.push_back(&*r.element);
       continue;
@@ -44,7 +47,7 @@ void save_results(StateWriter& writer, const std::deque<BufferedResult>& results
     writer.write_int(str_cat("error", i, "_code"), static_cast<int64_t>(code));
     writer.write_string(str_cat("error", i, "_message"), message);
   }
-  save_elements(writer, "results", elements, source, errors);
+  save_elements(writer, "results", elements, source, errors, encoded);
 }
 
 std::deque<BufferedResult> restore_results(const StateReader& reader, const DatasetNode& source) {

@@ -19,6 +19,9 @@ namespace cadre::io {
 struct BufferedResult {
   std::optional<Element> element;  // set when error is null
   std::exception_ptr error;
+  // The element's origin encoded by the thread that produced it (encode_origin_words), or
+  // empty: a save on the consumer's thread then only copies it.
+  std::string origin_bytes;
 
   // The element, or the exception rethrown.
   Element take();

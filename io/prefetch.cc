@@ -11,6 +11,7 @@
 #include "core/base/strings.h"
 #include "io/buffered_results.h"
 #include "io/dataset_node.h"
+#include "io/saved_elements.h"
 
 namespace cadre::io {
 namespace {
@@ -47,6 +48,7 @@ class PrefetchIterator : public IteratorNode {
       : IteratorNode("prefetch"),
         node_(node),
         input_(node.input()->make_iterator(context)),
+        fetchable_(node.input()->can_fetch()),
         autotune_(node.buffer_size_ == kAutotune),
         limit_(autotune_ ? 1 : node.buffer_size_) {}
 
@@ -171,17 +173,21 @@ class PrefetchIterator : public IteratorNode {
       lock.unlock();
       std::optional<Element> element;
       std::exception_ptr error;
+      std::string origin_bytes;
       try {
         element = input_->next();
+        // Here, not in a save on the consumer's thread: a save then copies a few hundred
+        // bytes per result instead of encoding its origin from another core's cache.
+        if (element && fetchable_) origin_bytes = encode_origin_words(element->origin);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
       producing_ = false;
       if (error) {
-        buffer_.push_back(BufferedResult{std::nullopt, error});
+        buffer_.push_back(BufferedResult{std::nullopt, error, {}});
       } else if (element) {
-        buffer_.push_back(BufferedResult{std::move(element), nullptr});
+        buffer_.push_back(BufferedResult{std::move(element), nullptr, std::move(origin_bytes)});
       } else {
         end_ = true;
       }
@@ -238,6 +244,7 @@ class PrefetchIterator : public IteratorNode {
   const PrefetchNode& node_;
   std::unique_ptr<IteratorNode> input_;  // used by the producer, or by save/restore while
                                          // the producer is paused or stopped
+  const bool fetchable_;  // results are saved as origins (see saved_elements.h)
   const bool autotune_;
 
   std::mutex mutex_;                    // guards everything below

@@ -1,5 +1,7 @@
 #include "io/saved_elements.h"
 
+#include <algorithm>
+
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
@@ -9,12 +11,18 @@ namespace {
 // Origins are small non-negative numbers (row indices, byte offsets) written as LEB128
 // varints, zigzag-coded so that a negative value (a range counting down) stays short:
 // a buffer of 10,000 rows of a 60,000-row source takes about 30 KB.
-void put_varint(std::string& out, uint64_t v) {
+//
+// put_varint writes into memory with room for it (kMaxVarint bytes); returns the end. A save encodes
+// thousands of origins on the training thread, where a string's push_back per byte costs
+// more than the encoding.
+constexpr size_t kMaxVarint = 10;
+char* put_varint(char* out, uint64_t v) {
   while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    *out++ = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<char>(v));
+  *out++ = static_cast<char>(v);
+  return out;
 }
 
 uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
@@ -59,10 +67,11 @@ std::string origins_key(std::string_view key) { return str_cat(key, "_origins");
 }  // namespace
 
 std::string encode_origin(std::span<const int64_t> origin) {
-  std::string out;
-  put_varint(out, origin.size());
-  for (int64_t word : origin) put_varint(out, zigzag(word));
-  return out;
+  std::string bytes((1 + origin.size()) * kMaxVarint, '\0');
+  char* out = put_varint(bytes.data(), origin.size());
+  for (int64_t word : origin) out = put_varint(out, zigzag(word));
+  bytes.resize(static_cast<size_t>(out - bytes.data()));
+  return bytes;
 }
 
 std::vector<int64_t> decode_origin(std::string_view bytes, std::string_view what) {
@@ -73,9 +82,17 @@ std::vector<int64_t> decode_origin(std::string_view bytes, std::string_view what
   return origin;
 }
 
+std::string encode_origin_words(std::span<const int64_t> origin) {
+  std::string bytes(origin.size() * kMaxVarint, '\0');
+  char* out = bytes.data();
+  for (int64_t word : origin) out = put_varint(out, zigzag(word));
+  bytes.resize(static_cast<size_t>(out - bytes.data()));
+  return bytes;
+}
+
 void save_elements(StateWriter& writer, std::string_view key,
                    std::span<const Element* const> elements, const DatasetNode& source,
-                   const std::vector<bool>& skip) {
+                   const std::vector<bool>& skip, std::span<const std::string* const> encoded) {
   auto skipped = [&](size_t i) { return i < skip.size() && skip[i]; };
   bool by_origin = source.can_fetch();
   for (size_t i = 0; by_origin && i < elements.size(); ++i) {
@@ -96,15 +113,30 @@ void save_elements(StateWriter& writer, std::string_view key,
   for (size_t i = 0; i < elements.size() && width > 0; ++i) {
     if (skipped(i) || elements[i]->origin.size() != width) width = 0;
   }
-  std::string bytes;
-  put_varint(bytes, elements.size());
-  put_varint(bytes, width);
+  auto ahead = [&](size_t i) -> const std::string* {
+    return i < encoded.size() && encoded[i] != nullptr && !encoded[i]->empty() ? encoded[i]
+                                                                               : nullptr;
+  };
+  size_t room = 2 * kMaxVarint;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    const std::string* bytes = skipped(i) ? nullptr : ahead(i);
+    room += kMaxVarint + (bytes ? bytes->size()
+                                : (skipped(i) ? 0 : elements[i]->origin.size()) * kMaxVarint);
+  }
+  std::string bytes(room, '\0');
+  char* out = put_varint(bytes.data(), elements.size());
+  out = put_varint(out, width);
   for (size_t i = 0; i < elements.size(); ++i) {
     std::span<const int64_t> origin;
     if (!skipped(i)) origin = elements[i]->origin;
-    if (width == 0) put_varint(bytes, origin.size());
-    for (int64_t word : origin) put_varint(bytes, zigzag(word));
+    if (width == 0) out = put_varint(out, origin.size());
+    if (const std::string* words = skipped(i) ? nullptr : ahead(i)) {
+      out = std::copy(words->begin(), words->end(), out);
+      continue;
+    }
+    for (int64_t word : origin) out = put_varint(out, zigzag(word));
   }
+  bytes.resize(static_cast<size_t>(out - bytes.data()));
   writer.write_string(origins_key(key), bytes);
 }
 

@@ -17,16 +17,22 @@ namespace cadre::io {
 
 // Writes `elements` under `key`: as origins ("<key>_origins") when `source` can fetch and
 // every element has an origin, else encoded ("<key>"). Elements for which `skip` is true
-// (placeholders at the positions of buffered errors) need no origin.
+// (placeholders at the positions of buffered errors) need no origin. `encoded`, when
+// given, holds for each element its origin as encode_origin_words made it ahead of time
+// (empty: not done), which spares the saving thread the encoding.
 void save_elements(StateWriter& writer, std::string_view key,
                    std::span<const Element* const> elements, const DatasetNode& source,
-                   const std::vector<bool>& skip = {});
+                   const std::vector<bool>& skip = {},
+                   std::span<const std::string* const> encoded = {});
 void save_elements(StateWriter& writer, std::string_view key, const std::vector<Element>& elements,
                    const DatasetNode& source);
 // What save_elements wrote, fetched from `source` or decoded. A placeholder (empty origin)
 // comes back as an empty Element.
 std::vector<Element> restore_elements(const StateReader& reader, std::string_view key,
                                       const DatasetNode& source);
+
+// The words of an origin as save_elements writes them (no length).
+std::string encode_origin_words(std::span<const int64_t> origin);
 
 // One origin as bytes (for the element an interleave slot was made from), and back.
 std::string encode_origin(std::span<const int64_t> origin);

@@ -322,6 +322,19 @@ TEST(FormatTest, DataThatCannotBeSavedIsRejectedBeforeAnythingIsWritten) {
   clash.variables["a"] = Tensor::zeros({1});
   clash.variables["a/b"] = Tensor::zeros({1});
   rejects(clash, "'a' is also the group of 'a/b'");
+  // Names that sort between "a" and "a/..." ('-' and '.' sort before '/') hide nothing.
+  CheckpointData hidden;
+  hidden.variables["a"] = Tensor::zeros({1});
+  hidden.variables["a-b"] = Tensor::zeros({1});
+  hidden.variables["a.c"] = Tensor::zeros({1});
+  hidden.partitioned_variables["a/d"] = {Tensor::zeros({1})};
+  rejects(hidden, "'a' is also the group of 'a/d'");
+  CheckpointData apart;  // prefixes that are not groups are fine
+  apart.variables["a"] = Tensor::zeros({1});
+  apart.variables["a-b"] = Tensor::zeros({1});
+  apart.variables["ab/c"] = Tensor::zeros({1});
+  apart.partitioned_variables["a0"] = {Tensor::zeros({1})};
+  EXPECT_NO_THROW(check_data(apart));
   CheckpointData bad_name;
   bad_name.variables["a//b"] = Tensor::zeros({1});
   bad_name.variables["../x"] = Tensor::zeros({1});

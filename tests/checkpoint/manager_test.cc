@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
@@ -272,6 +273,88 @@ TEST(ManagerTest, AsynchronousSaveWritesACopyTakenAtTheCall) {
   auto reader = CheckpointReader::open(path);
   testing::expect_equal_tensors(expected, reader->read("hidden1/kernel"), "hidden1/kernel");
   EXPECT_EQ(latest_checkpoint(dir.path()), dir.file("model.ckpt-20.h5"));
+}
+
+// durable_every_secs: only a save that long after the last durable one is fsynced;
+// retention keeps that one until a newer one is durable; close() makes the newest durable.
+TEST(ManagerTest, DurableEverySecsSyncsSomeSavesAndRetentionKeepsTheNewestDurableOne) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.keep_checkpoint_max = 2;
+  options.durable_every_secs = 60;
+  CheckpointManager manager(dir.path(), options);
+  auto synced = [&] {
+    std::vector<std::string> files;
+    for (std::string entry : env->log()) {
+      if (!entry.starts_with("sync model.ckpt-")) continue;
+      files.push_back(std::regex_replace(entry.substr(5), std::regex("\\.tmp-[^ ]+"), ""));
+    }
+    env->clear_log();
+    return files;
+  };
+  auto paths = [&] { return read_state(*env, dir.path()).value().all_model_checkpoint_paths; };
+  manager.save(small_model(1));  // the first is durable
+  EXPECT_EQ(synced(), std::vector<std::string>{"model.ckpt-1.h5"});
+  for (int step = 2; step <= 4; ++step) {
+    env->advance(10);
+    manager.save(small_model(step));
+  }
+  EXPECT_TRUE(synced().empty());
+  // The 2 newest, and 1 besides them as the durable one; 2 went.
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({1, 3, 4}));
+  EXPECT_EQ(paths(), (std::vector<std::string>{"model.ckpt-1.h5", "model.ckpt-3.h5",
+                                               "model.ckpt-4.h5"}));
+  env->advance(30);  // 60 s after 1
+  manager.save(small_model(5));
+  EXPECT_EQ(synced(), std::vector<std::string>{"model.ckpt-5.h5"});
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({4, 5}));
+  for (int step = 6; step <= 7; ++step) {
+    env->advance(10);
+    manager.save(small_model(step));
+  }
+  EXPECT_TRUE(synced().empty());
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({5, 6, 7}));
+  manager.close();  // the newest becomes durable, and retention is as without durability
+  EXPECT_EQ(synced(), std::vector<std::string>{"model.ckpt-7.h5"});
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({6, 7}));
+  EXPECT_EQ(paths(), (std::vector<std::string>{"model.ckpt-6.h5", "model.ckpt-7.h5"}));
+  manager.save(small_model(8));
+  EXPECT_EQ(files_in(dir.path()), checkpoint_files({7, 8}));
+  for (int step : {7, 8}) {
+    EXPECT_EQ(CheckpointReader::open(dir.file(checkpoint_file_name("model.ckpt", step)))
+                  ->global_step(),
+              step);
+  }
+}
+
+// prepare_save() has the writer overwrite the last snapshot's memory to bring it into the
+// cache; a save right after it (the writer still at it, or not started) must still write
+// exactly the data it was given.
+TEST(ManagerTest, PrepareSaveNeverChangesWhatIsSaved) {
+  TempDir dir;
+  CheckpointManagerOptions options;
+  options.async_save = true;
+  options.keep_checkpoint_max = 0;
+  CheckpointManager manager(dir.path(), options);
+  std::vector<CheckpointData> saved;
+  for (int step = 1; step <= 40; ++step) {
+    saved.push_back(small_model(step, static_cast<float>(step)));
+    saved.back().variables["big"] = Tensor::full({1024, 1024}, static_cast<float>(step));
+    manager.wait();  // else prepare_save() does nothing
+    manager.prepare_save();
+    // The save comes before the writer starts, while it writes, or after.
+    std::this_thread::sleep_for(std::chrono::microseconds(step % 4 * 40));
+    manager.save(saved.back());
+  }
+  manager.close();
+  for (const CheckpointData& data : saved) {
+    auto reader = CheckpointReader::open(dir.file(checkpoint_file_name("model.ckpt", data.global_step)));
+    for (const auto& [name, value] : data.variables) {
+      testing::expect_equal_tensors(value, reader->read(name), name);
+    }
+  }
 }
 
 TEST(ManagerTest, AnAsynchronousFailureSurfacesAtTheNextSaveAndAtClose) {

@@ -187,6 +187,32 @@ TEST_F(EstimatorTest, EveryFileTheEstimatorWritesGoesThroughItsEnv) {
   }
 }
 
+// With checkpoint_durable_secs, the saves in between are published without an fsync, and
+// train() returns with the last checkpoint durable.
+TEST_F(EstimatorTest, TrainEndsWithItsLastCheckpointDurable) {
+  auto env = std::make_shared<cadre::testing::FaultEnv>();
+  RunConfig config = test_config(model_dir(), 10);
+  config.env = env;
+  config.checkpoint_durable_secs = 3600;
+  Estimator estimator(classifier_fn, config);
+  estimator.train(train_input, {.max_steps = 40});
+  std::vector<std::string> synced;
+  for (const std::string& line : env->log()) {
+    if (line.starts_with("sync model.ckpt-")) synced.push_back(line.substr(5, 16));
+  }
+  // The first save (nothing durable yet) and the last (train() ending); not 20 or 30.
+  EXPECT_EQ(synced, (std::vector<std::string>{"model.ckpt-10.h5", "model.ckpt-40.h5"}));
+  EXPECT_EQ(checkpoint::CheckpointReader::open(path("model/model.ckpt-40.h5"))->global_step(), 40);
+  RunConfig negative = test_config(model_dir());
+  negative.checkpoint_durable_secs = -1;
+  try {
+    Estimator rejected(classifier_fn, negative);
+    ADD_FAILURE() << "no error for checkpoint_durable_secs = -1";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint_durable_secs"), std::string::npos) << e.what();
+  }
+}
+
 // A failure at any step of an export leaves no export and nothing temporary behind, and
 // the next export succeeds. (A crash leaves the temporary directory, which is never taken
 // for an export.)

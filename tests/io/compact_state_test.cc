@@ -213,6 +213,20 @@ TEST(CompactStateTest, APositionRecordedInTheBackgroundResumesExactly) {
     resumed.restore(state);
     EXPECT_EQ(drain(resumed, 300), expected);
   }
+  // Prefetched batches whose origins differ in length (the last batch is short): saved
+  // with a length per origin, from the bytes the prefetch thread encoded.
+  auto ragged = [] { return Dataset::range(10).batch(3).map(scale_and_tag()).prefetch(4); };
+  Iterator original = ragged().make_iterator();
+  drain(original, 1);
+  original.prepare_save();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  IteratorState state = deep_copy(original.save());
+  EXPECT_EQ(element_entries(state), std::vector<std::string>{});
+  std::vector<std::string> expected = drain(original, 10);
+  ASSERT_EQ(expected.size(), 3u);
+  Iterator resumed = ragged().make_iterator();
+  resumed.restore(state);
+  EXPECT_EQ(drain(resumed, 10), expected);
 }
 
 TEST(CompactStateTest, StagesThatCannotFetchKeepTheirElements) {

@@ -3,12 +3,15 @@
 //
 // Publishing a checkpoint of step S, in this order:
 //   1. write model_dir/model.ckpt-S.h5.tmp-<n>-<owner> (HDF5, checksummed), close it;
-//   2. fsync it, rename it to model.ckpt-S.h5, fsync model_dir;
+//   2. fsync it (durable saves only, see durable_every_secs), rename it to
+//      model.ckpt-S.h5, fsync model_dir;
 //   3. replace the state file the same way (temporary, fsync, rename, fsync model_dir);
 //   4. only then delete the checkpoints that retention drops (skipping leased ones).
-// A crash at any point leaves a state file naming only complete, durable files; at worst a
-// temporary file (removed by the next manager of the model_dir once its owner is seen dead)
-// or a published file the state file does not name yet.
+// A crash of the process at any point leaves a state file naming only complete files; at
+// worst a temporary file (removed by the next manager of the model_dir once its owner is
+// seen dead) or a published file the state file does not name yet. A crash of the machine
+// may also lose the checkpoints published since the last durable one, which readers then
+// skip as damaged (restore_latest_good) down to that one.
 //
 // A CheckpointManager is meant for one thread (the saver); its asynchronous writer is
 // internal. It must be the only writer of its model_dir.
@@ -41,6 +44,16 @@ struct CheckpointManagerOptions {
   // A failure is thrown by the next save(), wait() or close().
   bool async_save = false;
   std::string basename = "model.ckpt";
+  // How old the newest durable checkpoint may be, in seconds, when a save publishes. A save
+  // this long after the last durable one is fsynced before it is published; the others
+  // are published from the page cache, where the kernel writes them back later (after
+  // about 30 s) or never, when retention deletes them first. Retention keeps the newest
+  // durable checkpoint until a newer one is durable, and close() makes the newest one
+  // durable. So a process that is killed loses nothing (the page cache outlives it) and a
+  // machine that loses power comes back to a checkpoint at most this old, plus one save
+  // interval. 0: every save is durable. Writing back and fsyncing take CPU and disk time
+  // from training, which saving every few seconds cannot afford (TensorFlow never fsyncs).
+  double durable_every_secs = 0;
   WriteOptions write_options;
   // File system and clock; null: the real ones.
   std::shared_ptr<Env> env;
@@ -68,8 +81,13 @@ class CheckpointManager {
   std::string save(const CheckpointData& data);
   // Blocks until no save is in flight; throws the failure of the last asynchronous save.
   void wait();
-  // wait(), then deletes what retention dropped and no reader leases any more; the manager
-  // stays usable.
+  // Says that save() will be called soon (a step ahead). With async_save, the writer
+  // thread brings the memory the next snapshot is copied into back into the cache: a copy
+  // into memory last written a hundred steps earlier takes twice as long, and the caller
+  // waits for that copy. Does nothing while a save is in flight; save() never waits for it.
+  void prepare_save();
+  // wait(), makes the newest checkpoint durable, then deletes what retention dropped and no
+  // reader leases any more; the manager stays usable.
   void close();
 
   const std::string& model_dir() const { return model_dir_; }
@@ -90,7 +108,9 @@ class CheckpointManager {
   };
 
   void save_now(const CheckpointData& data);
+  void make_newest_durable();
   void apply_retention(std::vector<std::string>* to_delete) CADRE_REQUIRES(mutex_);
+  CheckpointState state_to_write() const CADRE_REQUIRES(mutex_);
   void delete_unleased(std::vector<std::string> names) CADRE_EXCLUDES(mutex_);
   void remove_stale_temporaries();
   void adopt_unrecorded_checkpoints() CADRE_REQUIRES(mutex_);
@@ -104,10 +124,16 @@ class CheckpointManager {
   std::vector<Entry> entries_ CADRE_GUARDED_BY(mutex_);
   std::vector<std::string> pending_ CADRE_GUARDED_BY(mutex_);
   double last_preserved_timestamp_ CADRE_GUARDED_BY(mutex_) = 0;
+  // The newest checkpoint known to be on disk (fsynced), which retention keeps, and when.
+  std::string durable_ CADRE_GUARDED_BY(mutex_);
+  double durable_timestamp_ CADRE_GUARDED_BY(mutex_) = 0;
   // Asynchronous saves: the writer thread takes the queued copy, writes and publishes it.
   Mutex writer_mutex_;
   CondVar writer_changed_;
   std::shared_ptr<const CheckpointData> queued_ CADRE_GUARDED_BY(writer_mutex_);
+  // prepare_save(): the snapshot whose memory the writer touches, and whether it is at it.
+  std::shared_ptr<const CheckpointData> to_warm_ CADRE_GUARDED_BY(writer_mutex_);
+  bool warming_ CADRE_GUARDED_BY(writer_mutex_) = false;
   std::exception_ptr failure_ CADRE_GUARDED_BY(writer_mutex_);
   bool stopping_ CADRE_GUARDED_BY(writer_mutex_) = false;
   std::thread writer_;

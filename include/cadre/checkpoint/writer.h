@@ -17,6 +17,10 @@ struct WriteOptions {
   size_t block_bytes = size_t{4} << 20;
   // Informational attributes of the file; 0 means now.
   double created_unix_seconds = 0;
+  // The caller will fsync the file: its blocks are handed to the device as they are
+  // written. Otherwise they stay in the page cache until the kernel writes them back (a
+  // checkpoint that retention deletes sooner never reaches the disk).
+  bool durable = true;
 };
 
 // Writes `data` to a new HDF5 file at `path` (truncating any file there).

@@ -34,12 +34,18 @@ struct RunConfig {
   int keep_checkpoint_max = 5;                   // 0 keeps every checkpoint
   double keep_checkpoint_every_n_hours = 10000;  // TensorFlow's default: effectively off
   // Write checkpoints on a background thread: training waits only while the variables,
-  // slots and input position are copied (about a millisecond for a few MB), not for the
-  // file, its checksums and syncs. A save due while the previous one is still being written
-  // waits for it. The last checkpoint of train() is durable when train() returns, and
-  // saving listeners see each checkpoint only once it is durable. false: every save blocks
-  // training until the checkpoint is durable.
+  // slots and input position are copied (a fraction of a millisecond for a few MB), not
+  // for the file, its checksums and syncs. A save due while the previous one is still
+  // being written waits for it. Saving listeners see each checkpoint only once it is
+  // published. false: every save blocks training until the checkpoint is published.
   bool async_checkpoint = true;
+  // How old, in seconds, the newest checkpoint on disk (fsynced) may be when a save
+  // publishes: saves in between are published from the page cache and fsynced only if
+  // they outlive retention long enough for the kernel to write them back. A killed
+  // process loses nothing either way; a machine that loses power resumes from a checkpoint
+  // at most this old (plus one save interval). The last checkpoint of train() is durable
+  // when train() returns. 0: fsync every save (TensorFlow fsyncs none).
+  double checkpoint_durable_secs = 30;
   // Let training choose its intra-op thread count, up to the budget
   // (set_intra_op_threads, CADRE_NUM_THREADS, else every core), from the step times it
   // sees: when another process takes a core, fewer threads run faster than threads that
