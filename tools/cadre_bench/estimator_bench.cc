@@ -36,6 +36,9 @@ DECLARE_string(transport);
 DEFINE_int64(train_steps, 3000, "estimator: steps to train (the first 100 are not timed)");
 DEFINE_int64(save_every, 0, "estimator: checkpoint every this many steps (0: at the end only)");
 DEFINE_bool(sync_save, false, "estimator: write checkpoints on the training thread");
+DEFINE_double(durable_secs, 30,
+              "estimator: RunConfig.checkpoint_durable_secs, fsync a checkpoint at least this "
+              "often (0: every one)");
 DEFINE_string(model_dir, "", "estimator: model_dir (default: a temporary one, removed after)");
 DEFINE_bool(autotune, true,
             "estimator: RunConfig.intra_op_autotune (the thread count follows the step time)");
@@ -236,6 +239,7 @@ int run_estimator() {
   config.tf_random_seed = 0;
   config.save_checkpoints_steps = FLAGS_save_every > 0 ? FLAGS_save_every : int64_t{1} << 40;
   config.async_checkpoint = !FLAGS_sync_save;
+  config.checkpoint_durable_secs = FLAGS_durable_secs;
   config.intra_op_autotune = FLAGS_autotune;
   config.save_summary_steps = 0;
   config.log_step_count_steps = int64_t{1} << 40;
@@ -285,13 +289,13 @@ int run_estimator() {
   }
   std::printf(
       "{\"api\":\"%s\",\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,"
-      "\"async\":%s,\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,"
+      "\"async\":%s,\"durable_secs\":%g,\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,"
       "\"step_ms_median\":%.3f,\"saves_timed\":%zu,"
       "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
       "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
       "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f,\"profile_every_n_steps\":%lld}\n",
       FLAGS_api.c_str(), FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
-      static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", rate,
+      static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", FLAGS_durable_secs, rate,
       *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms,
       copies.warm_ms, copies.cold_ms,
       static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
