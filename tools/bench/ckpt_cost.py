@@ -3,7 +3,8 @@
 
 For each configuration, runs alternately and --rounds times: `cadre_bench estimator` without
 and with --save_every, and tools/bench/tf_estimator.py the same way; prints the medians as a
-Markdown table (rates, slowdown, Cadre's blocking per save against a plain copy of the
+Markdown table (rates, slowdown, Cadre's cost per save measured within the run and as a
+share of the steps between saves, its blocking per save against a plain copy of the
 variables and slots, checkpoint sizes) and the raw JSON lines on stderr.
 
   python3 tools/bench/ckpt_cost.py --cadre_bench build/tools/cadre_bench \\
@@ -40,10 +41,10 @@ def main():
     parser.add_argument("--only", default="", help="model,batch,threads of one configuration")
     args = parser.parse_args()
     configs = [c for c in CONFIGS if not args.only or ",".join(map(str, c[:3])) == args.only]
-    print("| model, batch, threads | Cadre ex/s, no saves | with saves | slowdown | blocked per save"
-          " | plain copy (cold / warm) | TF ex/s, no saves | with saves | slowdown"
-          " | Cadre / TF checkpoint |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model, batch, threads | Cadre ex/s, no saves | with saves | slowdown | cost per save"
+          " | blocked per save | plain copy (cold / warm) | TF ex/s, no saves | with saves"
+          " | slowdown | Cadre / TF checkpoint |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for model, batch, threads, steps in configs:
         common = [f"--model={model}", f"--batch_size={batch}", f"--threads={threads}",
                   f"--train_steps={steps}"]
@@ -63,7 +64,9 @@ def main():
 
         c0, cs = med("c0", "examples_per_sec"), med("cs", "examples_per_sec")
         t0, ts = med("t0", "examples_per_sec"), med("ts", "examples_per_sec")
+        cost = med("cs", "save_cost_ms") / (args.save_every * med("cs", "step_ms_median"))
         print(f"| {model} {batch}, {threads} | {c0:,.0f} | {cs:,.0f} | {100 * (1 - cs / c0):.1f}% "
+              f"| {med('cs', 'save_cost_ms'):.1f} ms ({100 * cost:.1f}%) "
               f"| {med('cs', 'save_blocked_ms'):.2f} ms | {med('cs', 'copy_cold_ms'):.2f} / "
               f"{med('cs', 'copy_warm_ms'):.2f} ms | {t0:,.0f} | {ts:,.0f} | "
               f"{100 * (1 - ts / t0):.1f}% | {med('cs', 'checkpoint_bytes') / 1e6:.2f} / "

@@ -275,6 +275,24 @@ int run_estimator() {
   auto [slowest, fastest] = std::minmax_element(window_rates.begin(), window_rates.end());
   double blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
   double extra_ms = saved_intervals.empty() ? 0 : median(saved_intervals) - median(intervals);
+  // What a save costs training in all: the time the steps from the saving one through the
+  // next kSaveCostSteps took beyond as many median steps (the write's interference lasts a
+  // few steps), the median over saves. Within one run, so the machine's mood between runs
+  // does not enter it.
+  constexpr size_t kSaveCostSteps = 20;
+  std::vector<double> save_costs;
+  if (FLAGS_save_every > 0 && !intervals.empty()) {
+    double typical = median(intervals);
+    for (size_t i = first + 1; i + kSaveCostSteps < steps.size(); ++i) {
+      if (steps[i - 1] % FLAGS_save_every != 0) continue;
+      double cost = 0;
+      for (size_t j = i; j <= i + kSaveCostSteps; ++j) {
+        cost += ms_between(times.ends[j - 1], times.ends[j]) - typical;
+      }
+      save_costs.push_back(cost);
+    }
+  }
+  double save_cost_ms = save_costs.empty() ? 0 : median(save_costs);
 
   // Peak resident memory of the training run (before the copies measured below).
   rusage usage{};
@@ -291,12 +309,12 @@ int run_estimator() {
       "{\"api\":\"%s\",\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,"
       "\"async\":%s,\"durable_secs\":%g,\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,"
       "\"step_ms_median\":%.3f,\"saves_timed\":%zu,"
-      "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
+      "\"save_blocked_ms\":%.3f,\"save_step_extra_ms\":%.3f,\"save_cost_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
       "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
       "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f,\"profile_every_n_steps\":%lld}\n",
       FLAGS_api.c_str(), FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
       static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", FLAGS_durable_secs, rate,
-      *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms,
+      *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, extra_ms, save_cost_ms,
       copies.warm_ms, copies.cold_ms,
       static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
       static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input),
