@@ -5,6 +5,7 @@
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/nn.h"
+#include "cadre/runtime/threading.h"
 #include "tests/core/grad_check.h"
 
 namespace cadre {
@@ -222,6 +223,65 @@ TEST(GradTest, Conv2D) {
         [c](const Inputs& v) { return conv2d(v[0], v[1], v[2], c.strides, c.padding, c.dilations, c.act); },
         {random_tensor(c.x, 70), random_tensor(c.w, 71), random_tensor({c.w[3]}, 72)});
   }
+}
+
+// The float32 kernels (oneDNN, and Cadre's own loops for one input channel) against the
+// float64 ones the test above checks, with and without the input's gradient, and the
+// filter gradient's bits the same at any thread count.
+TEST(GradTest, Conv2DFloat32MatchesFloat64) {
+  std::vector<ConvCase> cases = {
+      {{9, 12, 11, 1}, {3, 3, 1, 32}, {1, 1}, {1, 1}, Padding::kValid, Activation::kRelu},
+      {{2, 9, 8, 1}, {3, 2, 1, 5}, {1, 1}, {1, 1}, Padding::kSame, Activation::kNone},
+      {{2, 9, 8, 1}, {5, 5, 1, 3}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
+      {{2, 9, 8, 1}, {3, 3, 1, 4}, {2, 2}, {1, 1}, Padding::kSame, Activation::kNone},
+      {{2, 7, 7, 3}, {3, 3, 3, 8}, {1, 1}, {1, 1}, Padding::kValid, Activation::kRelu},
+  };
+  for (const ConvCase& c : cases) {
+    for (bool with_input : {true, false}) {
+      SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() +
+                   (with_input ? ", input gradient too" : ", filters only"));
+      auto gradients = [&](DType dtype) {
+        Tensor x = random_tensor(c.x, 70).cast(dtype), w = random_tensor(c.w, 71).cast(dtype),
+               b = random_tensor({c.w[3]}, 72).cast(dtype);
+        GradientTape tape;
+        std::vector<Tensor> sources{w, b};
+        if (with_input) sources.push_back(x);
+        for (const Tensor& t : sources) tape.watch(t);
+        Tensor y = conv2d(x, w, b, c.strides, c.padding, c.dilations, c.act);
+        Tensor r = random_tensor(y.shape(), 99, 0.5, 1.5).cast(dtype);
+        std::vector<Tensor> out{y};
+        for (const Gradient& g : tape.gradient(sum(mul(y, r)), sources)) {
+          out.push_back(g.to_dense().cast(DType::kFloat64));
+        }
+        out[0] = out[0].cast(DType::kFloat64);
+        return out;
+      };
+      std::vector<Tensor> got = gradients(DType::kFloat32), want = gradients(DType::kFloat64);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        std::vector<double> a = got[i].to_vector<double>(), e = want[i].to_vector<double>();
+        ASSERT_EQ(a.size(), e.size());
+        for (size_t k = 0; k < a.size(); ++k) {
+          EXPECT_NEAR(a[k], e[k], 1e-4 * std::max(1.0, std::abs(e[k])))
+              << "output " << i << " element " << k;
+        }
+      }
+    }
+  }
+  // One channel, many images (several blocks of the filter gradient's sum).
+  Tensor x = random_tensor({37, 10, 10, 1}, 73).cast(DType::kFloat32);
+  Tensor w = random_tensor({3, 3, 1, 16}, 74).cast(DType::kFloat32);
+  auto filter_gradient = [&](int threads) {
+    set_intra_op_threads(threads);
+    GradientTape tape;
+    tape.watch(w);
+    Tensor y = conv2d(x, w, Tensor(), {1, 1}, Padding::kSame, {1, 1}, Activation::kNone);
+    return tape.gradient(sum(mul(y, y)), w).to_dense().to_vector<float>();
+  };
+  int budget = intra_op_threads_budget();
+  std::vector<float> one = filter_gradient(1), two = filter_gradient(2);
+  set_intra_op_threads(budget);
+  EXPECT_EQ(one, two);
 }
 
 TEST(GradTest, Pooling) {
