@@ -48,6 +48,14 @@ void require_compiled(const Model::State& state, const char* what) {
 
 }  // namespace
 
+Model::State::~State() {
+  for (const std::string& dir : temporary_model_dirs) {
+    std::error_code error;
+    std::filesystem::remove_all(dir, error);
+    if (error) LOG(WARNING) << "could not remove " << dir << ": " << error.message();
+  }
+}
+
 StrategyScope::StrategyScope(std::shared_ptr<const Strategy> strategy)
     : previous_(std::move(current_scope_strategy)) {
   if (!strategy) throw InvalidArgumentError("StrategyScope: the strategy is null");
@@ -95,7 +103,10 @@ void Model::compile(CompileOptions options) {
     config.eval_distribute = strategy;
   }
   s.explicit_model_dir = !config.model_dir.empty();
-  if (config.model_dir.empty()) config.model_dir = new_temporary_model_dir();
+  if (config.model_dir.empty()) {
+    config.model_dir = new_temporary_model_dir();
+    s.temporary_model_dirs.push_back(config.model_dir);
+  }
   if (!config.tf_random_seed) {
     config.tf_random_seed = std::random_device{}();
     LOG(INFO) << "model '" << s.name << "': tf_random_seed " << *config.tf_random_seed;

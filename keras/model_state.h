@@ -34,6 +34,14 @@ struct Model::State {
   std::vector<Metric> metrics;
   RunConfig config;
   bool explicit_model_dir = false;
+  // The model_dirs compile made for a model given none (one per compile): removed with the
+  // state, as the in-memory model they stand for goes with it (Model::save keeps one).
+  std::vector<std::string> temporary_model_dirs;
+
+  State() = default;
+  ~State();
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
 
   // The optimizer model_fn returns; replaced between epochs by set_learning_rate.
   std::shared_ptr<nn::Optimizer> optimizer() const {

@@ -1,9 +1,10 @@
 #include "core/base/process_id.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
-#include <fstream>
 #include <sstream>
 
 namespace cadre {
@@ -15,12 +16,34 @@ std::string host_name() {
   return name;
 }
 
+// The text of /proc/<pid>/stat, or nullopt when it cannot be read. Read with read(2), not a
+// stream: reading the file of a process that is reaped meanwhile fails with ESRCH, and
+// libstdc++'s filebuf throws on a failed read (a chief once died of "basic_filebuf::underflow
+// error reading the file: No such process" while checking a killed evaluator's lease).
+std::optional<std::string> proc_stat_of(int64_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buffer[1024];
+  while (true) {
+    ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      ::close(fd);
+      if (got < 0) return std::nullopt;
+      return text;
+    }
+    text.append(buffer, static_cast<size_t>(got));
+  }
+}
+
 // Field 22 of /proc/<pid>/stat, after the command name (which may hold spaces and
 // parentheses, so fields are counted from the last ')').
 std::optional<uint64_t> start_ticks_of(int64_t pid) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
-  if (!file) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(file)), {});
+  std::optional<std::string> stat = proc_stat_of(pid);
+  if (!stat) return std::nullopt;
+  const std::string& text = *stat;
   size_t close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(text.substr(close + 1));

@@ -161,6 +161,30 @@ TEST(FitTest, SaveAndLoadRoundTrip) {
   EXPECT_THROW(load_model(dir + "/nothing"), NotFoundError);
 }
 
+// A model compiled without a model_dir trains in a temporary one, which goes with the
+// model (and with the last copy of it); what Model::save wrote stays.
+TEST(FitTest, ATemporaryModelDirGoesWithTheModel) {
+  std::string saved = testing::fresh_dir("kept") + "/saved";
+  std::string temporary;
+  {
+    Sequential model = small_model();
+    model.compile(small_compile(""));
+    temporary = model.model_dir();
+    model.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
+    EXPECT_FALSE(std::filesystem::is_empty(temporary));
+    Model copy = model;
+    model.save(saved);
+    {
+      Sequential gone = std::move(model);
+    }
+    EXPECT_TRUE(std::filesystem::exists(temporary)) << "a copy of the model still uses it";
+    EXPECT_EQ(copy.evaluate(testing::blobs(64))["global_step"], 16);
+  }
+  EXPECT_FALSE(std::filesystem::exists(temporary));
+  Model loaded = load_model(saved);
+  EXPECT_EQ(loaded.evaluate(testing::blobs(64))["global_step"], 16);
+}
+
 TEST(FitTest, ModelToEstimatorCheckpointsWorkBothWays) {
   Sequential model = small_model();
   model.compile(small_compile(testing::fresh_dir("to_estimator")));

@@ -9,7 +9,8 @@
 //   last_preserved_timestamp: 1763999990
 //
 // Paths are relative to the model_dir (absolute ones are accepted on reading). The file is
-// only ever replaced atomically, after the checkpoints it names are durable.
+// only ever replaced atomically, after the checkpoints it names are complete (and, for the
+// saves CheckpointManagerOptions::durable_every_secs picks, durable).
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // in step order, as an open reader.
 //
 // It looks only at published names (model.ckpt-<step>.h5, which appear by rename once
-// complete and durable), so it never yields a partial file. It wakes on inotify events
+// complete), so it never yields a partial file. It wakes on inotify events
 // where the platform has them and also re-scans every poll interval (file systems such as
 // NFS deliver no events).
 //

@@ -17,8 +17,8 @@ class CheckpointSaverListener {
   virtual ~CheckpointSaverListener() = default;
   virtual void begin() {}
   virtual void before_save(int64_t global_step) {}
-  // Called once the checkpoint at `path` is durable (with asynchronous saves, training waits
-  // for that when there are listeners). Returning true asks training to stop.
+  // Called once the checkpoint at `path` is published (with asynchronous saves, training
+  // waits for that when there are listeners). Returning true asks training to stop.
   virtual bool after_save(int64_t global_step, const std::string& path) { return false; }
   virtual void end(int64_t global_step) {}
 };
@@ -34,7 +34,8 @@ class CheckpointSaverHook : public Hook {
   // announces it to the run.
   void before_run(Run& run, RunContext& context) override;
   void after_run(Run& run, const StepResult& result, RunContext& context) override;
-  // Saves the final step unless it was just saved, and waits until it is durable.
+  // Saves the final step unless it was just saved, and waits until it is published (train()
+  // then makes it durable, see RunConfig::checkpoint_durable_secs).
   void end(Run& run) override;
   // The paths saved in this run, oldest first.
   const std::vector<std::string>& saved() const { return saved_; }

@@ -47,8 +47,8 @@ class Run {
   // TRAIN on the chief: writes a checkpoint of the current state (or, asynchronously, takes
   // a copy to write) and returns its path. Throws FailedPreconditionError elsewhere.
   virtual std::string save_checkpoint() = 0;
-  // Blocks until the checkpoints save_checkpoint() returned are durable (they are written in
-  // the background under RunConfig::async_checkpoint); throws the error of a failed save.
+  // Blocks until the checkpoints save_checkpoint() returned are published (they are written
+  // in the background under RunConfig::async_checkpoint); throws the error of a failed save.
   virtual void wait_for_checkpoints() {}
   // TRAIN, in before_run: a checkpoint of the coming step will be saved, so the workers that
   // step together gather with it what only they know (their input positions and random
