@@ -5,9 +5,8 @@
 #include <openssl/evp.h>
 
 #include <atomic>
-#include <fstream>
-#include <iterator>
 
+#include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
@@ -37,9 +36,14 @@ std::string job_token(const std::string& secret) {
 }
 
 std::string read_pem(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgumentError(str_cat("TLS ", what, " ", path, " cannot be read"));
-  std::string text((std::istreambuf_iterator<char>(in)), {});
+  // Env reads with read(2): a directory is a clean error (a stream would throw from its
+  // buffer with "basic_filebuf::underflow").
+  std::string text;
+  try {
+    text = posix_env()->read_file(path);
+  } catch (const Error& e) {
+    throw InvalidArgumentError(str_cat("TLS ", what, " ", path, " cannot be read: ", e.what()));
+  }
   if (text.find("-----BEGIN") == std::string::npos) {
     throw InvalidArgumentError(str_cat("TLS ", what, " ", path, " is not a PEM file"));
   }

@@ -7,9 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
+#include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "core/base/random_token.h"
 #include "core/base/strings.h"
@@ -39,10 +38,12 @@ void check_private(const std::string& path, const struct stat& st) {
 }  // namespace
 
 std::optional<std::string> read_secret_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string secret((std::istreambuf_iterator<char>(in)), {});
-  if (in.bad()) return std::nullopt;
+  std::string secret;
+  try {
+    secret = posix_env()->read_file(path);  // read(2): a stream throws for a directory
+  } catch (const Error&) {
+    return std::nullopt;
+  }
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   return secret;
 }

@@ -282,5 +282,22 @@ TEST(ServiceSecurityTest, AClusterWithoutASecretSaysWhatToSet) {
   EXPECT_NO_THROW(CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {}, open));
 }
 
+// TLS files that cannot be read (a directory given for one, a missing one) are one
+// InvalidArgumentError naming the file, not a stream's exception.
+TEST(ServiceSecurityTest, UnreadableTlsFilesAreClearErrors) {
+  ClusterSecurity security;
+  security.secret = "a secret";
+  for (const char* ca : {"/tmp", "/nonexistent/ca.pem"}) {
+    security.ca_file = ca;
+    security.cert_file = security.key_file = ca;
+    try {
+      CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {}, security);
+      FAIL() << "a service started with TLS files " << ca;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find(ca), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cadre
