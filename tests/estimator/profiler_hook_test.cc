@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
@@ -171,8 +172,15 @@ TEST_F(ProfilerHookTest, AHookOfTheUsersKeepsItsLastSummary) {
   ASSERT_TRUE(hook->last_summary());
   const profiler::Summary& s = *hook->last_summary();
   EXPECT_EQ(s.steps, 5);
-  EXPECT_EQ(s.ops.size(), 3u);
-  EXPECT_EQ(s.ops[0].name, "matmul");
+  ASSERT_EQ(s.ops.size(), 3u);
+  // The largest first; which op a loaded machine made slowest in 5 steps is not fixed (a
+  // run beside the rest of the suite once put adam_update first), but the MLP's six
+  // matmuls a step are always among the top three.
+  for (size_t i = 1; i < s.ops.size(); ++i) {
+    EXPECT_GE(s.ops[i - 1].ms_per_step, s.ops[i].ms_per_step);
+  }
+  EXPECT_TRUE(std::any_of(s.ops.begin(), s.ops.end(),
+                          [](const profiler::OpTime& op) { return op.name == "matmul"; }));
   EXPECT_GT(s.wall_ms_per_step, 0);
   EXPECT_LE(s.kernel_ms_per_step, s.wall_ms_per_step);
   EXPECT_EQ(s.phases.back().name, "other");
