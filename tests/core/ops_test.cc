@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/indexing.h"
@@ -171,6 +172,21 @@ TEST(OpsTest, PoolingValues) {
   // SAME padding averages over the elements inside the image only.
   EXPECT_EQ(avg_pool2d(x, {3, 3}, {2, 2}, Padding::kSame).to_vector<float>(), (V{6, 7.5, 12, 13.5}));
   EXPECT_EQ(max_pool2d(x, {3, 3}, {2, 2}, Padding::kSame).shape(), (Shape{1, 2, 2, 1}));
+  // Ties go to the first tap (its gradient too); a NaN wins only as the first tap.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor odd = f32({5, 5, nan, 1, 5, 5, 3, 2}, {1, 2, 2, 2});
+  std::vector<float> pooled = max_pool2d(odd, {2, 2}, {2, 2}).to_vector<float>();
+  EXPECT_EQ(pooled[0], 5);
+  EXPECT_EQ(pooled[1], 5);
+  Tensor later_nan = f32({1, nan, 3, 2}, {1, 2, 2, 1});
+  EXPECT_EQ(max_pool2d(later_nan, {2, 2}, {2, 2}).to_vector<float>(), (V{3}));
+  EXPECT_TRUE(std::isnan(max_pool2d(f32({nan, 1, 3, 2}, {1, 2, 2, 1}), {2, 2}, {2, 2})
+                             .to_vector<float>()[0]));
+  Tensor ties = f32({5, 5, 5, 5}, {1, 2, 2, 1});
+  GradientTape tape;
+  tape.watch(ties);
+  Tensor grad = tape.gradient(sum(max_pool2d(ties, {2, 2}, {2, 2})), ties).to_dense();
+  EXPECT_EQ(grad.to_vector<float>(), (V{1, 0, 0, 0}));
 }
 
 TEST(OpsTest, BatchNormStatistics) {

@@ -1,4 +1,5 @@
 // CPU 2-D max and average pooling over NHWC images, vectorised along channels.
+#include <algorithm>
 #include <limits>
 
 #include "core/backend/cpu/kernels.h"
@@ -42,20 +43,32 @@ void pool(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2DParams& p) {
         Window win = window_at(p, oy, ox, h, w);
         T* out = py + ((img * oh + oy) * ow + ox) * c;
         if (p.kind == PoolKind::kMax) {
-          int32_t* arg = pa + ((img * oh + oy) * ow + ox) * c;
+          T* __restrict best = out;
+          int32_t* __restrict arg = pa + ((img * oh + oy) * ow + ox) * c;
+          if (win.y0 >= win.y1 || win.x0 >= win.x1) {  // no tap inside the image
+            std::fill(best, best + c, -std::numeric_limits<T>::infinity());
+            std::fill(arg, arg + c, 0);
+            continue;
+          }
+          // The first tap, then a strictly greater value wins (a NaN never does): selects
+          // rather than branches, so that the channel loop vectorises.
+          auto tap_of = [&](int64_t iy, int64_t ix) {
+            return static_cast<int32_t>((iy - win.top) * p.window[1] + (ix - win.left));
+          };
+          const T* __restrict first = px + ((img * h + win.y0) * w + win.x0) * c;
+          const int32_t first_tap = tap_of(win.y0, win.x0);
           for (int64_t k = 0; k < c; ++k) {
-            out[k] = -std::numeric_limits<T>::infinity();
-            arg[k] = 0;
+            best[k] = first[k];
+            arg[k] = first_tap;
           }
           for (int64_t iy = win.y0; iy < win.y1; ++iy) {
-            for (int64_t ix = win.x0; ix < win.x1; ++ix) {
-              const T* in = px + ((img * h + iy) * w + ix) * c;
-              int32_t tap = static_cast<int32_t>((iy - win.top) * p.window[1] + (ix - win.left));
+            for (int64_t ix = iy == win.y0 ? win.x0 + 1 : win.x0; ix < win.x1; ++ix) {
+              const T* __restrict in = px + ((img * h + iy) * w + ix) * c;
+              const int32_t tap = tap_of(iy, ix);
               for (int64_t k = 0; k < c; ++k) {
-                if (in[k] > out[k] || (iy == win.y0 && ix == win.x0)) {
-                  out[k] = in[k];
-                  arg[k] = tap;
-                }
+                const bool greater = in[k] > best[k];
+                best[k] = greater ? in[k] : best[k];
+                arg[k] = greater ? tap : arg[k];
               }
             }
           }
