@@ -26,6 +26,12 @@ char* put_varint(char* out, uint64_t v) {
 }
 
 uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+
+// The words of an origin, zigzag-coded varints (room: kMaxVarint bytes a word).
+char* put_words(char* out, std::span<const int64_t> origin) {
+  for (int64_t word : origin) out = put_varint(out, zigzag(word));
+  return out;
+}
 int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 
 class VarintReader {
@@ -68,8 +74,7 @@ std::string origins_key(std::string_view key) { return str_cat(key, "_origins");
 
 std::string encode_origin(std::span<const int64_t> origin) {
   std::string bytes((1 + origin.size()) * kMaxVarint, '\0');
-  char* out = put_varint(bytes.data(), origin.size());
-  for (int64_t word : origin) out = put_varint(out, zigzag(word));
+  char* out = put_words(put_varint(bytes.data(), origin.size()), origin);
   bytes.resize(static_cast<size_t>(out - bytes.data()));
   return bytes;
 }
@@ -84,9 +89,7 @@ std::vector<int64_t> decode_origin(std::string_view bytes, std::string_view what
 
 std::string encode_origin_words(std::span<const int64_t> origin) {
   std::string bytes(origin.size() * kMaxVarint, '\0');
-  char* out = bytes.data();
-  for (int64_t word : origin) out = put_varint(out, zigzag(word));
-  bytes.resize(static_cast<size_t>(out - bytes.data()));
+  bytes.resize(static_cast<size_t>(put_words(bytes.data(), origin) - bytes.data()));
   return bytes;
 }
 
@@ -134,7 +137,7 @@ void save_elements(StateWriter& writer, std::string_view key,
       out = std::copy(words->begin(), words->end(), out);
       continue;
     }
-    for (int64_t word : origin) out = put_varint(out, zigzag(word));
+    out = put_words(out, origin);
   }
   bytes.resize(static_cast<size_t>(out - bytes.data()));
   writer.write_string(origins_key(key), bytes);

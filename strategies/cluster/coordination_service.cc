@@ -42,24 +42,14 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   ~Service() override { stop(); }
 
   void start(const std::string& address) {
-    grpc::ServerBuilder builder;
-    // gRPC sets SO_REUSEPORT by default: a second server would share the port silently.
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     // Requests are small (keys and rendezvous records); anything larger is refused.
-    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    int port = 0;
-    std::string listen = bind_address(security_, address);
-    builder.AddListeningPort(listen, server_credentials(security_), &port);
-    builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    if (!server_ || port == 0) {
-      throw UnavailableError(str_cat("coordination service: cannot listen on ", listen,
-                                     " (the port is in use, or the address is not this host's)"));
-    }
-    address_ = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
+    StartedServer started =
+        start_server(*this, address, security_, "coordination service: ", kMaxMessageBytes);
+    server_ = std::move(started.server);
+    address_ = std::move(started.address);
     monitor_ = std::thread([this] { monitor(); });
     LOG(INFO) << "coordination service on " << address_ << " for " << names(expected_)
-              << " (listening on " << listen.substr(0, listen.rfind(':') + 1) << port
+              << " (listening on " << started.listening
               << (security_.tls() ? ", mutual TLS)" : ")");
   }
 

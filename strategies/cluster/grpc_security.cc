@@ -104,9 +104,28 @@ void JobToken::add_to(grpc::ClientContext& context) const {
   if (!token_.empty()) context.AddMetadata(kTokenKey, token_);
 }
 
-std::string bind_address(const ClusterSecurity& security, const std::string& address) {
-  if (security.bind_host.empty()) return address;
-  return security.bind_host + address.substr(address.rfind(':'));
+StartedServer start_server(grpc::Service& service, const std::string& address,
+                           const ClusterSecurity& security, const std::string& who,
+                           int max_receive_bytes, int max_send_bytes) {
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (max_receive_bytes > 0) builder.SetMaxReceiveMessageSize(max_receive_bytes);
+  if (max_send_bytes > 0) builder.SetMaxSendMessageSize(max_send_bytes);
+  std::string listen = security.bind_host.empty()
+                           ? address
+                           : security.bind_host + address.substr(address.rfind(':'));
+  int port = 0;
+  builder.AddListeningPort(listen, server_credentials(security), &port);
+  builder.RegisterService(&service);
+  StartedServer started;
+  started.server = builder.BuildAndStart();
+  if (!started.server || port == 0) {
+    throw UnavailableError(str_cat(who, "cannot listen on ", listen,
+                                   " (the port is in use, or the address is not this host's)"));
+  }
+  started.address = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
+  started.listening = listen.substr(0, listen.rfind(':') + 1) + std::to_string(port);
+  return started;
 }
 
 CallerCheck::CallerCheck(const ClusterSecurity& security, std::string service)

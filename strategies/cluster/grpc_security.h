@@ -37,8 +37,19 @@ class JobToken {
   std::string token_;
 };
 
-// "<bind_host>:<port>" of `address` when the security names a bind host, else `address`.
-std::string bind_address(const ClusterSecurity& security, const std::string& address);
+// A gRPC server of `service` started on `address` ("host:port"; port 0: a free one) as
+// `security` requires: on the bind host it names, with its credentials, and with
+// SO_REUSEPORT off (gRPC's default would let a second server share the port silently).
+// `max_receive_bytes` and `max_send_bytes`: 0 keeps gRPC's limits. Throws UnavailableError
+// "<who>cannot listen on <address> (...)" when it cannot listen.
+struct StartedServer {
+  std::unique_ptr<grpc::Server> server;
+  std::string address;    // `address` with the port bound
+  std::string listening;  // the address bound: the bind host (or `address`'s) and the port
+};
+StartedServer start_server(grpc::Service& service, const std::string& address,
+                           const ClusterSecurity& security, const std::string& who,
+                           int max_receive_bytes = 0, int max_send_bytes = 0);
 
 // The check a service's handlers start with. Thread-safe.
 class CallerCheck {

@@ -24,18 +24,10 @@ class Server final : public StepServer, public steps::StepService::Service {
   ~Server() override { stop("the worker is shutting down", ErrorCode::kUnavailable, false); }
 
   void start(const std::string& address) {
-    grpc::ServerBuilder builder;
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    int port = 0;
-    std::string listen = bind_address(options_.security, address);
-    builder.AddListeningPort(listen, server_credentials(options_.security), &port);
-    builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    if (!server_ || port == 0) {
-      throw UnavailableError(str_cat(options_.task, ": the step service cannot listen on ", listen,
-                                     " (the port is in use, or the address is not this host's)"));
-    }
-    address_ = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
+    StartedServer started = start_server(*this, address, options_.security,
+                                         str_cat(options_.task, ": the step service "));
+    server_ = std::move(started.server);
+    address_ = std::move(started.address);
     LOG(INFO) << options_.task << ": serving the client's steps on " << address_;
   }
 

@@ -38,26 +38,15 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   ~Server() override { stop(); }
 
   void start(const std::string& address) {
-    grpc::ServerBuilder builder;
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     int limit = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
-    builder.SetMaxReceiveMessageSize(limit);
-    builder.SetMaxSendMessageSize(limit);
-    int port = 0;
-    std::string listen = bind_address(options_.security, address);
-    builder.AddListeningPort(listen, server_credentials(options_.security), &port);
-    builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    if (!server_ || port == 0) {
-      throw UnavailableError(str_cat(options_.task, ": the parameter server cannot listen on ",
-                                     listen,
-                                     " (the port is in use, or the address is not this host's)"));
-    }
-    address_ = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
+    StartedServer started =
+        start_server(*this, address, options_.security,
+                     str_cat(options_.task, ": the parameter server "), limit, limit);
+    server_ = std::move(started.server);
+    address_ = std::move(started.address);
     logger_ = std::thread([this] { log_progress(); });
     LOG(INFO) << options_.task << ": parameter server on " << address_ << " (listening on "
-              << listen.substr(0, listen.rfind(':') + 1) << port
-              << (options_.security.tls() ? ", mutual TLS)" : ")");
+              << started.listening << (options_.security.tls() ? ", mutual TLS)" : ")");
   }
 
   std::string address() const override { return address_; }

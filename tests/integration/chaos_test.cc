@@ -25,41 +25,6 @@
 namespace cadre {
 namespace {
 
-// Kills tasks of a cadre_launch run, each at the first output line that matches its
-// trigger, once: the task's latest pid (restarts announce theirs in "started" lines).
-class KillSchedule {
- public:
-  void add(const std::string& task, const std::string& trigger) {
-    kills_.push_back({task, std::regex(trigger)});
-  }
-  void operator()(const std::string& line) {
-    std::smatch m;
-    static const std::regex started(R"(^started (\S+) pid=(\d+))");
-    if (std::regex_search(line, m, started)) pids_[m[1]] = std::stoi(m[2]);
-    for (Kill& kill : kills_) {
-      if (kill.done || !std::regex_search(line, kill.trigger)) continue;
-      auto pid = pids_.find(kill.task);
-      if (pid == pids_.end()) continue;
-      ::kill(pid->second, SIGKILL);
-      kill.done = true;
-    }
-  }
-  int done() const {
-    int n = 0;
-    for (const Kill& kill : kills_) n += kill.done;
-    return n;
-  }
-
- private:
-  struct Kill {
-    std::string task;
-    std::regex trigger;
-    bool done = false;
-  };
-  std::vector<Kill> kills_;
-  std::map<std::string, pid_t> pids_;
-};
-
 void expect_same_variables(const std::string& calm, const std::string& storm) {
   auto a = checkpoint::CheckpointReader::open(calm);
   auto b = checkpoint::CheckpointReader::open(storm);
@@ -92,7 +57,7 @@ void expect_a_clean_model_dir(const std::string& model_dir, int64_t max_steps) {
 class ChaosTest : public cadre::testing::TempDirTest {
  protected:
   testing::CommandResult launch(const std::string& tasks, const std::string& model_dir,
-                                const std::string& flags, KillSchedule* kills) {
+                                const std::string& flags, testing::KillSchedule* kills) {
     std::string command = std::string(CADRE_LAUNCH) + " " + tasks + " -- " + CADRE_FASHION_MNIST +
                           " --model_dir=" + model_dir + " " + flags + " 2>&1";
     if (kills == nullptr) return testing::run_command(command);
@@ -119,13 +84,13 @@ TEST_F(ChaosTest, ACollectiveJobLosingEveryRoleEndsBitIdenticalToOneThatLostNone
   testing::CommandResult calm = launch(tasks, path("calm"), flags, nullptr);
   ASSERT_EQ(calm.status, 0) << testing::tail(calm.output);
 
-  KillSchedule kills;
+  testing::KillSchedule kills;
   // The progress line of step 101 comes right before the checkpoint of step 101 is written.
   kills.add("chief:0", R"(^\[chief:0\].* step 101/600 )");
   kills.add("worker:0", R"(^\[chief:0\].* step 401/600 )");  // mid-step
   kills.add("evaluator:0", R"(^\[evaluator:0\].*evaluator: evaluating .*model\.ckpt-303)");
   testing::CommandResult storm = launch(tasks, path("storm"), flags, &kills);
-  EXPECT_EQ(kills.done(), 3) << testing::tail(storm.output);
+  EXPECT_EQ(kills.done(), 3u) << testing::tail(storm.output);
   EXPECT_EQ(storm.status, 0) << testing::tail(storm.output);
   EXPECT_NE(storm.output.find("restarting the training tasks together"), std::string::npos);
   EXPECT_NE(storm.output.find("evaluator:0 failed (killed by signal 9); restarting it"),
@@ -149,11 +114,11 @@ TEST_F(ChaosTest, AParameterServerJobLosingAPsTaskEndsBitIdenticalToOneThatLostN
   testing::CommandResult calm = launch(tasks, path("calm"), flags, nullptr);
   ASSERT_EQ(calm.status, 0) << testing::tail(calm.output);
 
-  KillSchedule kills;
+  testing::KillSchedule kills;
   kills.add("ps:1", R"(^\[chief:0\].*saved checkpoint for step 400)");
   kills.add("evaluator:0", R"(^\[evaluator:0\].*evaluator: evaluating .*model\.ckpt-600)");
   testing::CommandResult storm = launch(tasks, path("storm"), flags, &kills);
-  EXPECT_EQ(kills.done(), 2) << testing::tail(storm.output);
+  EXPECT_EQ(kills.done(), 2u) << testing::tail(storm.output);
   EXPECT_EQ(storm.status, 0) << testing::tail(storm.output);
   EXPECT_NE(storm.output.find("ps:1 failed (killed by signal 9); restarting the cluster"),
             std::string::npos);

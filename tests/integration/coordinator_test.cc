@@ -22,37 +22,6 @@
 namespace cadre {
 namespace {
 
-// Kills the latest process of a task at each output line that matches one of its triggers,
-// in order (restarts announce their pids in "started" lines).
-class Kills {
- public:
-  void add(const std::string& task, const std::string& trigger) {
-    kills_.push_back({task, std::regex(trigger)});
-  }
-  void operator()(const std::string& line) {
-    std::smatch m;
-    static const std::regex started(R"(^started (\S+) pid=(\d+))");
-    if (std::regex_search(line, m, started)) pids_[m[1]] = std::stoi(m[2]);
-    if (next_ < kills_.size() && std::regex_search(line, kills_[next_].trigger)) {
-      auto pid = pids_.find(kills_[next_].task);
-      if (pid != pids_.end()) {
-        ::kill(pid->second, SIGKILL);
-        ++next_;
-      }
-    }
-  }
-  size_t done() const { return next_; }
-
- private:
-  struct Kill {
-    std::string task;
-    std::regex trigger;
-  };
-  std::vector<Kill> kills_;
-  size_t next_ = 0;
-  std::map<std::string, pid_t> pids_;
-};
-
 void expect_same_variables(const std::string& a_path, const std::string& b_path) {
   auto a = checkpoint::CheckpointReader::open(a_path);
   auto b = checkpoint::CheckpointReader::open(b_path);
@@ -72,7 +41,8 @@ int count(const std::string& text, const std::string& what) {
 
 class CoordinatorTest : public testing::TempDirTest {
  protected:
-  testing::CommandResult launch(const std::string& model_dir, int64_t max_steps, Kills* kills) {
+  testing::CommandResult launch(const std::string& model_dir, int64_t max_steps,
+                                testing::KillSchedule* kills) {
     std::string command =
         std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --ps=1 --max_restarts=3 -- " +
         CADRE_FASHION_MNIST + " --model_dir=" + model_dir +
@@ -98,7 +68,7 @@ class CoordinatorTest : public testing::TempDirTest {
 
 TEST_F(CoordinatorTest, AWorkerKilledTwiceCostsNothingAndEveryStepCountsOnce) {
   const int64_t max_steps = 3000;
-  Kills kills;
+  testing::KillSchedule kills(testing::KillSchedule::Order::kInOrder);
   // Mid-unit both times: once the client has seen 300 steps, then once the restarted
   // worker runs units again.
   kills.add("worker:1", R"(^\[client:0\].* step [3-9][0-9][0-9]/3000 )");
@@ -128,7 +98,7 @@ TEST_F(CoordinatorTest, AWorkerKilledTwiceCostsNothingAndEveryStepCountsOnce) {
 
 TEST_F(CoordinatorTest, ANewClientResumesFromTheLastCheckpointWhileTheWorkersRunOn) {
   const int64_t max_steps = 3000;
-  Kills kills;
+  testing::KillSchedule kills(testing::KillSchedule::Order::kInOrder);
   kills.add("client:0", R"(^\[client:0\].*saved checkpoint for step (6|7|8)[0-9][0-9])");
   testing::CommandResult run = launch(path("job"), max_steps, &kills);
   ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
@@ -160,7 +130,7 @@ TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
       " --model_dir=" + path("independent") + flags);
   ASSERT_EQ(independent.status, 0) << testing::tail(independent.output, 6000);
 
-  Kills kills;
+  testing::KillSchedule kills(testing::KillSchedule::Order::kInOrder);
   kills.add("worker:1", R"(^\[worker:0\].*saved checkpoint for step 200)");
   testing::CommandResult driven = testing::run_command(
       std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --max_restarts=6 -- " +
@@ -180,7 +150,7 @@ TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
 
   // The client itself killed: a new one hosts a new round, the workers of the old one are
   // told to stop, and all resume from the last checkpoint; still the same result.
-  Kills client_kill;
+  testing::KillSchedule client_kill(testing::KillSchedule::Order::kInOrder);
   client_kill.add("client:0", R"(^\[worker:0\].*saved checkpoint for step 200)");
   testing::CommandResult replaced = testing::run_command(
       std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --max_restarts=6 -- " +

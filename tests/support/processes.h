@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -141,6 +142,50 @@ class KillTaskOnce {
   std::function<bool(const std::string&)> when_;
   pid_t pid_ = -1;
   bool killed_ = false;
+};
+
+// Kills tasks of a cadre_launch run, each once, at an output line that matches its trigger:
+// the task's latest process (restarts announce their pids in "started" lines). kInOrder
+// looks for a kill's trigger only once the kills before it are done (the same task killed
+// again after it came back); kAny for every pending kill at each line.
+class KillSchedule {
+ public:
+  enum class Order { kAny, kInOrder };
+  explicit KillSchedule(Order order = Order::kAny) : order_(order) {}
+  void add(const std::string& task, const std::string& trigger) {
+    kills_.push_back({task, std::regex(trigger)});
+  }
+  void operator()(const std::string& line) {
+    std::smatch m;
+    static const std::regex started(R"(^started (\S+) pid=(\d+))");
+    if (std::regex_search(line, m, started)) pids_[m[1]] = std::stoi(m[2]);
+    for (Kill& kill : kills_) {
+      if (kill.done) continue;
+      if (std::regex_search(line, kill.trigger)) {
+        auto pid = pids_.find(kill.task);
+        if (pid != pids_.end()) {
+          ::kill(pid->second, SIGKILL);
+          kill.done = true;
+        }
+      }
+      if (order_ == Order::kInOrder) break;  // the first pending one only
+    }
+  }
+  size_t done() const {
+    size_t n = 0;
+    for (const Kill& kill : kills_) n += kill.done ? 1 : 0;
+    return n;
+  }
+
+ private:
+  struct Kill {
+    std::string task;
+    std::regex trigger;
+    bool done = false;
+  };
+  Order order_;
+  std::vector<Kill> kills_;
+  std::map<std::string, pid_t> pids_;
 };
 
 // A file's whole text (a task's log), empty when it cannot be read.
