@@ -49,20 +49,31 @@ std::vector<Task> tasks_of(const LaunchOptions& o) {
   return tasks;
 }
 
-// A loopback port free right now (the kernel's choice for port 0).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw UnavailableError("cadre_launch: cannot bind a loopback port");
+// `n` distinct loopback ports free right now (the kernel's choices for port 0). Every socket
+// stays bound until all are chosen: closed one by one, the kernel may hand out a port twice
+// (two tasks of one TF_CONFIG once got the same address).
+std::vector<int> free_ports(size_t n) {
+  std::vector<int> fds, ports;
+  auto close_all = [&] {
+    for (int fd : fds) ::close(fd);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      if (fd >= 0) ::close(fd);
+      close_all();
+      throw UnavailableError("cadre_launch: cannot bind a loopback port");
+    }
+    fds.push_back(fd);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ports.push_back(ntohs(addr.sin_port));
   }
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  close_all();
+  return ports;
 }
 
 struct Child {
@@ -132,8 +143,7 @@ class Cluster {
  public:
   explicit Cluster(const LaunchOptions& options) : options_(options), launcher_(::getpid()) {
     std::vector<Task> tasks = tasks_of(options);
-    std::vector<int> ports;
-    for (size_t i = 0; i < tasks.size(); ++i) ports.push_back(free_port());
+    std::vector<int> ports = free_ports(tasks.size());
     auto configs = tf_configs(options, ports);
     int trainers = options.chief + options.workers;
     // One budget of cores for the machine: the training tasks share it.
