@@ -32,10 +32,11 @@ struct Conv2DParams {
 // x [N, H, W, C], w [KH, KW, C, O], bias undefined or [O], y [N, OH, OW, O].
 using Conv2DFn = void(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                       const Conv2DParams& params);
-// Gradients of the convolution (before any activation): dx, dw and db are each computed
-// when defined.
-using Conv2DGradFn = void(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                          Tensor& dw, Tensor& db, const Conv2DParams& params);
+// Gradients of the convolution: dy is the gradient of its output y after params.activation
+// (y may be undefined when the activation is kNone); dx, dw and db are each computed when
+// defined.
+using Conv2DGradFn = void(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
+                          Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& params);
 
 enum class PoolKind { kMax, kAvg };
 struct Pool2DParams {

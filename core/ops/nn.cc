@@ -209,20 +209,17 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
   Tensor y = Tensor::empty(Shape{x.shape()[0], out[0], out[1], out_channels}, x.dtype(), x.device());
   if (y.numel() > 0) kernels::conv2d.call(x.device(), xc, wc, bc, y, params);
   if (autodiff::should_record({&x, &filters, &bias})) {
-    autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, y, params, has_bias = bias.defined()](
+    // The output is kept only for the fused activation's gradient.
+    Tensor saved = params.activation == Activation::kNone ? Tensor() : y;
+    autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, saved, params, has_bias = bias.defined()](
                                                       const BackwardContext& c) {
       Tensor dz = contiguous(c.grad());
-      if (params.activation != Activation::kNone) {
-        Tensor masked = Tensor::empty(dz.shape(), dz.dtype(), dz.device());
-        kernels::activation_grad.call(dz.device(), params.activation, 0, y, dz, masked);
-        dz = masked;
-      }
       Tensor dx = c.needs_grad(0) ? Tensor::empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
       Tensor dw = c.needs_grad(1) ? Tensor::empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
       Tensor db = has_bias && c.needs_grad(2)
                       ? Tensor::empty(Shape{wc.shape()[3]}, wc.dtype(), wc.device())
                       : Tensor();
-      kernels::conv2d_grad.call(dz.device(), xc, wc, dz, dx, dw, db, params);
+      kernels::conv2d_grad.call(dz.device(), xc, wc, dz, saved, dx, dw, db, params);
       return std::vector<Gradient>{dx.defined() ? Gradient(dx) : Gradient(),
                                    dw.defined() ? Gradient(dw) : Gradient(),
                                    db.defined() ? Gradient(db) : Gradient()};

@@ -94,8 +94,12 @@ void BM_ProfilerScopeOff(benchmark::State& state) {
 }
 BENCHMARK(BM_ProfilerScopeOff);
 
+// The CNN's first convolution (28x28x1 -> 26x26x32, 3x3, VALID, ReLU) and its filter
+// gradient, at a batch of range(0) on range(1) threads.
 void BM_Conv2DForwardBackward(benchmark::State& state) {
-  Tensor x = random_normal({64, 28, 28, 1}), w = random_normal({3, 3, 1, 32}), b = random_normal({32});
+  set_intra_op_threads(static_cast<int>(state.range(1)));
+  Tensor x = random_normal({state.range(0), 28, 28, 1}), w = random_normal({3, 3, 1, 32}),
+         b = random_normal({32});
   for (auto _ : state) {
     GradientTape tape;
     tape.watch(w);
@@ -103,7 +107,30 @@ void BM_Conv2DForwardBackward(benchmark::State& state) {
     benchmark::DoNotOptimize(tape.gradient(y, w));
   }
 }
-BENCHMARK(BM_Conv2DForwardBackward);
+BENCHMARK(BM_Conv2DForwardBackward)->ArgNames({"batch", "threads"})->Args({64, 1})->Args({256, 2});
+
+// The CNN's second convolution at batch 256 (13x13x32 -> 11x11x64, 3x3, VALID, ReLU):
+// forward only (mode 0), or forward with the filter and input gradients (mode 1).
+void BM_Conv2DSecondLayer(benchmark::State& state) {
+  set_intra_op_threads(static_cast<int>(state.range(1)));
+  Tensor x = random_normal({256, 13, 13, 32}), w = random_normal({3, 3, 32, 64}),
+         b = random_normal({64});
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      benchmark::DoNotOptimize(conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu));
+      continue;
+    }
+    GradientTape tape;
+    tape.watch(w);
+    tape.watch(x);
+    Tensor y = sum(conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu));
+    benchmark::DoNotOptimize(tape.gradient(y, {w, x}));
+  }
+  const double flop = 2.0 * 256 * 11 * 11 * 64 * 3 * 3 * 32 * (state.range(0) == 0 ? 1 : 3);
+  state.counters["GFLOP/s"] = benchmark::Counter(flop, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Conv2DSecondLayer)->ArgNames({"backward", "threads"})->Args({0, 2})->Args({1, 2})->Args({0, 1})->Args({1, 1});
 
 }  // namespace
 }  // namespace cadre

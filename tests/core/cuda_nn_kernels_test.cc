@@ -157,17 +157,17 @@ TEST_F(CudaTest, ConvolutionForwardAndBackward) {
       EXPECT_TRUE(matches_scaled(y, tolerance)) << c.x << " " << c.w << " " << dtype;
       Both dx = poisoned_both(c.x, dtype), dw = poisoned_both(c.w, dtype);
       Both db = poisoned_both({c.w[3]}, dtype);
-      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, dx.gpu, dw.gpu, db.gpu, params);
-      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, dx.cpu, dw.cpu, db.cpu, params);
+      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, y.gpu, dx.gpu, dw.gpu, db.gpu, params);
+      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, y.cpu, dx.cpu, dw.cpu, db.cpu, params);
       EXPECT_TRUE(matches_scaled(dx, tolerance)) << "dx " << c.x << " " << c.w;
       EXPECT_TRUE(matches_scaled(dw, tolerance)) << "dw " << c.x << " " << c.w;
       EXPECT_TRUE(matches_scaled(db, tolerance)) << "db " << c.x << " " << c.w;
       // Only some gradients asked for.
       Both dx_only = poisoned_both(c.x, dtype);
       Both none_w, none_b;
-      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, dx_only.gpu, none_w.gpu, none_b.gpu,
+      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, y.gpu, dx_only.gpu, none_w.gpu, none_b.gpu,
                                      params);
-      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, dx_only.cpu, none_w.cpu, none_b.cpu,
+      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, y.cpu, dx_only.cpu, none_w.cpu, none_b.cpu,
                                       params);
       EXPECT_TRUE(matches_scaled(dx_only, tolerance)) << "dx alone";
     }

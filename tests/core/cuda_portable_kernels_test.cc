@@ -235,7 +235,7 @@ TEST(CudaPortableTest, Im2ColConvolutionAndItsGradientsMatchTheCpu) {
     kernels::conv2d.get(kCpu)(x, w, Tensor(), y_cpu, params);
     Tensor dx_cpu = poisoned(xs, DType::kFloat64), dw_cpu = poisoned(ws, DType::kFloat64);
     Tensor db_cpu = poisoned({c.w[3]}, DType::kFloat64);
-    kernels::conv2d_grad.get(kCpu)(x, w, dy, dx_cpu, dw_cpu, db_cpu, params);
+    kernels::conv2d_grad.get(kCpu)(x, w, dy, Tensor(), dx_cpu, dw_cpu, db_cpu, params);
 
     p::ConvGeometry g = p::conv_geometry(xs, ws, ys, params);
     int64_t rows = g.n * g.oh * g.ow;

@@ -235,6 +235,12 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
       {{2, 9, 8, 1}, {5, 5, 1, 3}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
       {{2, 9, 8, 1}, {3, 3, 1, 4}, {2, 2}, {1, 1}, Padding::kSame, Activation::kNone},
       {{2, 7, 7, 3}, {3, 3, 3, 8}, {1, 1}, {1, 1}, Padding::kValid, Activation::kRelu},
+      // Enough channels for products over rows of taps (conv_gemm.cc): padding, strides,
+      // dilations, and rows of taps longer than a tile holds (several tiles per image).
+      {{3, 9, 8, 16}, {3, 3, 16, 8}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
+      {{2, 11, 10, 8}, {5, 5, 8, 12}, {2, 2}, {1, 1}, Padding::kSame, Activation::kNone},
+      {{2, 12, 12, 8}, {3, 3, 8, 8}, {1, 1}, {2, 2}, Padding::kValid, Activation::kRelu},
+      {{2, 20, 20, 32}, {5, 5, 32, 8}, {1, 1}, {1, 1}, Padding::kValid, Activation::kNone},
   };
   for (const ConvCase& c : cases) {
     for (bool with_input : {true, false}) {
@@ -268,20 +274,29 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
       }
     }
   }
-  // One channel, many images (several blocks of the filter gradient's sum).
-  Tensor x = random_tensor({37, 10, 10, 1}, 73).cast(DType::kFloat32);
-  Tensor w = random_tensor({3, 3, 1, 16}, 74).cast(DType::kFloat32);
-  auto filter_gradient = [&](int threads) {
-    set_intra_op_threads(threads);
-    GradientTape tape;
-    tape.watch(w);
-    Tensor y = conv2d(x, w, Tensor(), {1, 1}, Padding::kSame, {1, 1}, Activation::kNone);
-    return tape.gradient(sum(mul(y, y)), w).to_dense().to_vector<float>();
-  };
-  int budget = intra_op_threads_budget();
-  std::vector<float> one = filter_gradient(1), two = filter_gradient(2);
-  set_intra_op_threads(budget);
-  EXPECT_EQ(one, two);
+  // Many images (several blocks or units of the filter gradient's sum): the same bits at
+  // one and two threads, for one input channel (its own loop) and for eight (products).
+  for (int64_t channels : {1, 8}) {
+    SCOPED_TRACE(std::to_string(channels) + " input channel(s)");
+    Tensor x = random_tensor({37, 10, 10, channels}, 73).cast(DType::kFloat32);
+    Tensor w = random_tensor({3, 3, channels, 16}, 74).cast(DType::kFloat32);
+    auto gradients = [&](int threads) {
+      set_intra_op_threads(threads);
+      GradientTape tape;
+      tape.watch(w);
+      tape.watch(x);
+      Tensor y = conv2d(x, w, Tensor(), {1, 1}, Padding::kSame, {1, 1}, Activation::kNone);
+      std::vector<std::vector<float>> out;
+      for (const Gradient& g : tape.gradient(sum(mul(y, y)), {w, x})) {
+        out.push_back(g.to_dense().to_vector<float>());
+      }
+      return out;
+    };
+    int budget = intra_op_threads_budget();
+    std::vector<std::vector<float>> one = gradients(1), two = gradients(2);
+    set_intra_op_threads(budget);
+    EXPECT_EQ(one, two);
+  }
 }
 
 TEST(GradTest, Pooling) {
@@ -289,6 +304,12 @@ TEST(GradTest, Pooling) {
   for (Padding p : {Padding::kValid, Padding::kSame}) {
     expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {2, 2}, {2, 2}, p); }, {x});
     expect_gradients_match([p](const Inputs& v) { return avg_pool2d(v[0], {3, 2}, {2, 1}, p); }, {x});
+  }
+  // Windows that tile the image (strides equal to the window), with input rows and columns
+  // that no window covers under VALID padding and partial windows under SAME.
+  Tensor odd = random_tensor({2, 7, 8, 3}, 81);
+  for (Padding p : {Padding::kValid, Padding::kSame}) {
+    expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {2, 3}, {2, 3}, p); }, {odd});
     expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {3, 3}, {1, 2}, p); }, {x});
   }
 }

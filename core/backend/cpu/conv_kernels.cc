@@ -1,6 +1,7 @@
-// CPU 2-D convolution (NHWC input, [KH, KW, in, out] filters): float32 through oneDNN's
-// convolution primitives (forward with fused bias and ReLU, backward data, backward
-// weights; the filter gradient of one input channel through a loop over output channels),
+// CPU 2-D convolution (NHWC input, [KH, KW, in, out] filters): float32 forward through
+// oneDNN's convolution primitive (with fused bias and ReLU); float32 gradients through
+// matrix products (conv_gemm.h) when there are enough channels, else through oneDNN's
+// backward primitives (the filter gradient of one input channel through conv_one_channel.h);
 // float64 through direct loops (used by gradient checks).
 #include <algorithm>
 #include <cstring>
@@ -10,9 +11,12 @@
 #include <vector>
 
 #include "cadre/runtime/threading.h"
+#include "core/backend/cpu/conv_gemm.h"
+#include "core/backend/cpu/conv_one_channel.h"
 #include "core/backend/cpu/kernels.h"
 #include "core/backend/cpu/loops.h"
 #include "core/backend/cpu/onednn.h"
+#include "core/kernels/elementwise.h"
 #include "core/kernels/nn.h"
 
 namespace cadre::backend::cpu {
@@ -174,77 +178,6 @@ Key key_of(const Tensor& x, const Tensor& w, const Shape& y, const Conv2DParams&
   return Key{geometry(x, w, y), p, bias, current_thread_budget()};
 }
 
-// --- float32 filter gradient for one input channel (the first layer of a grayscale model) ---
-//
-// oneDNN's backward-weights kernel vectorises over input channels: with one, it ran the
-// Fashion-MNIST CNN's first layer at 29 GFLOP/s (3.5 ms of a 24 ms step at batch 256), a
-// sixth of what it reaches on the second layer. Here each tap is one broadcast input value
-// times a vector of output channels: 1.4 ms. (The same loop for the forward pass was slower
-// than oneDNN's, 3.1 ms against 1.85.) Unit strides and dilations only.
-
-bool single_channel(const Geometry& g, const Conv2DParams& p) {
-  return g.c == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.dilations[0] == 1 &&
-         p.dilations[1] == 1;
-}
-
-// The taps of output row `oy` that fall inside the image: rows [ky_begin, ky_end).
-std::pair<int64_t, int64_t> row_taps(const Geometry& g, const Conv2DParams& p, int64_t oy) {
-  int64_t top = oy - p.pad_begin[0];
-  return {std::max<int64_t>(0, -top), std::min<int64_t>(g.kh, g.h - top)};
-}
-std::pair<int64_t, int64_t> column_taps(const Geometry& g, const Conv2DParams& p, int64_t ox) {
-  int64_t left = ox - p.pad_begin[1];
-  return {std::max<int64_t>(0, -left), std::min<int64_t>(g.kw, g.w - left)};
-}
-
-// dw (may be undefined) and db (may be undefined). Sums per block of kImagesPerBlock images,
-// then the blocks in order: the same bits at any thread count.
-void conv2d_filter_grad_single_channel(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db,
-                                       const Conv2DParams& p, const Geometry& g) {
-  constexpr int64_t kImagesPerBlock = 8;
-  const float* px = typed<float>(x);
-  const float* pg = typed<float>(dy);
-  const int64_t o = g.o, taps = g.kh * g.kw;
-  const int64_t blocks = (g.n + kImagesPerBlock - 1) / kImagesPerBlock;
-  // Per block: taps rows of filter gradient, then one of bias gradient.
-  std::vector<float> partial(static_cast<size_t>(blocks * (taps + 1) * o), 0.f);
-  parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t block = b; block < e; ++block) {
-      float* acc = partial.data() + block * (taps + 1) * o;
-      float* __restrict bias_acc = acc + taps * o;
-      int64_t end = std::min(g.n, (block + 1) * kImagesPerBlock);
-      for (int64_t n = block * kImagesPerBlock; n < end; ++n) {
-        const float* image = px + n * g.h * g.w;
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          auto [ky0, ky1] = row_taps(g, p, oy);
-          for (int64_t ox = 0; ox < g.ow; ++ox) {
-            const float* __restrict grad = pg + ((n * g.oh + oy) * g.ow + ox) * o;
-#pragma omp simd
-            for (int64_t c = 0; c < o; ++c) bias_acc[c] += grad[c];
-            auto [kx0, kx1] = column_taps(g, p, ox);
-            for (int64_t ky = ky0; ky < ky1; ++ky) {
-              const float* in = image + (oy - p.pad_begin[0] + ky) * g.w;
-              for (int64_t kx = kx0; kx < kx1; ++kx) {
-                const float v = in[ox - p.pad_begin[1] + kx];
-                float* __restrict tap = acc + (ky * g.kw + kx) * o;
-#pragma omp simd
-                for (int64_t c = 0; c < o; ++c) tap[c] += v * grad[c];
-              }
-            }
-          }
-        }
-      }
-    }
-  });
-  std::vector<float> total(static_cast<size_t>((taps + 1) * o), 0.f);
-  for (int64_t block = 0; block < blocks; ++block) {
-    const float* acc = partial.data() + block * (taps + 1) * o;
-    for (size_t i = 0; i < total.size(); ++i) total[i] += acc[i];
-  }
-  if (dw.defined()) std::memcpy(typed_mut<float>(dw), total.data(), taps * o * sizeof(float));
-  if (db.defined()) std::memcpy(typed_mut<float>(db), total.data() + taps * o, o * sizeof(float));
-}
-
 void conv2d_f32(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                 const Conv2DParams& p) {
   Key key = key_of(x, w, y.shape(), p, bias.defined());
@@ -260,18 +193,32 @@ void conv2d_f32(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
   onednn::execute(conv.fwd, std::move(args), conv.fwd_pd.scratchpad_desc(), "conv2d");
 }
 
-void conv2d_grad_f32(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                     Tensor& db, const Conv2DParams& forward) {
+// dy with the gradient of activation `act` (whose output is y) applied.
+Tensor through_activation(Activation act, const Tensor& y, const Tensor& dy) {
+  if (act == Activation::kNone) return dy;
+  Tensor dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  kernels::activation_grad.call(dy.device(), act, 0, y, dy, dz);
+  return dz;
+}
+
+void conv2d_grad_f32(const Tensor& x, const Tensor& w, const Tensor& dy_out, const Tensor& y,
+                     Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& forward) {
+  const portable::ConvGeometry pg =
+      portable::conv_geometry(x.shape(), w.shape(), dy_out.shape(), forward);
+  if (conv_gemm::suits(pg)) {
+    return conv_gemm::backward(x, w, dy_out, y, forward.activation, dx, dw, db, pg);
+  }
   // Backward primitives hang off a forward one of the same geometry; one without bias or
-  // activation serves every variant (the op layer has already undone the activation).
+  // activation serves every variant (the activation's gradient is applied first).
   Conv2DParams p = forward;
   p.activation = Activation::kNone;
-  Key key = key_of(x, w, dy.shape(), p, /*bias=*/false);
-  const bool own_filter_grad = single_channel(key.g, p);
+  Key key = key_of(x, w, dy_out.shape(), p, /*bias=*/false);
+  const bool own_filter_grad = conv_one_channel::suits(pg);
   if (own_filter_grad && (dw.defined() || db.defined())) {
-    conv2d_filter_grad_single_channel(x, dy, dw, db, p, key.g);
+    conv_one_channel::filter_grad(x, dy_out, y, forward.activation, dw, db, pg);
   }
   if (own_filter_grad && !dx.defined()) return;
+  const Tensor dy = through_activation(forward.activation, y, dy_out);
   Conv& conv = conv_for(key);
   build_backward(key, conv);
   if (dx.defined()) {
@@ -409,10 +356,12 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
   throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
 }
 
-void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                 Tensor& db, const Conv2DParams& p) {
-  if (x.dtype() == DType::kFloat32) return conv2d_grad_f32(x, w, dy, dx, dw, db, p);
-  if (x.dtype() == DType::kFloat64) return conv2d_grad_direct<double>(x, w, dy, dx, dw, db, p);
+void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y, Tensor& dx,
+                 Tensor& dw, Tensor& db, const Conv2DParams& p) {
+  if (x.dtype() == DType::kFloat32) return conv2d_grad_f32(x, w, dy, y, dx, dw, db, p);
+  if (x.dtype() == DType::kFloat64) {
+    return conv2d_grad_direct<double>(x, w, through_activation(p.activation, y, dy), dx, dw, db, p);
+  }
   throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
 }
 

@@ -88,6 +88,47 @@ void pool(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2DParams& p) {
   });
 }
 
+// Max pooling's gradient when the windows tile the image (strides equal to the window,
+// as in the usual 2x2 pooling): each input element is written once, its window's gradient
+// where it was the maximum and zero elsewhere, instead of zeroing the whole input gradient
+// and then adding into it.
+template <typename T>
+void max_pool_grad_tiled(const T* pg, const int32_t* pa, T* pd, const Pool2DParams& p, int64_t n,
+                         int64_t h, int64_t w, int64_t c, int64_t oh, int64_t ow) {
+  // Windows cover rows [-pad, oh * stride - pad) and likewise columns; the rest gets zeros.
+  const int64_t covered_h = std::min(h, oh * p.strides[0] - p.pad_begin[0]);
+  const int64_t covered_w = std::min(w, ow * p.strides[1] - p.pad_begin[1]);
+  parallel_for(0, n * oh, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ow * c)),
+               [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t img = row / oh, oy = row % oh;
+      T* image = pd + img * h * w * c;
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        Window win = window_at(p, oy, ox, h, w);
+        const T* __restrict g = pg + ((img * oh + oy) * ow + ox) * c;
+        const int32_t* __restrict arg = pa + ((img * oh + oy) * ow + ox) * c;
+        for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+          for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+            const int32_t tap = static_cast<int32_t>((iy - win.top) * p.window[1] + (ix - win.left));
+            T* __restrict d = image + (iy * w + ix) * c;
+            for (int64_t k = 0; k < c; ++k) d[k] = arg[k] == tap ? g[k] : T(0);
+          }
+        }
+      }
+      // The columns right of the last window, on this window row's input rows.
+      const int64_t y0 = std::max<int64_t>(0, oy * p.strides[0] - p.pad_begin[0]);
+      const int64_t y1 = std::min(covered_h, y0 + p.window[0]);
+      for (int64_t iy = y0; iy < y1 && covered_w < w; ++iy) {
+        std::fill(image + (iy * w + covered_w) * c, image + (iy + 1) * w * c, T(0));
+      }
+      // The rows below the last window row, with the image's last window row.
+      if (oy == oh - 1 && covered_h < h) {
+        std::fill(image + covered_h * w * c, image + h * w * c, T(0));
+      }
+    }
+  });
+}
+
 template <typename T>
 void pool_grad(const Tensor& dy, const Tensor& argmax, Tensor& dx, const Pool2DParams& p) {
   int64_t n = dx.shape()[0], h = dx.shape()[1], w = dx.shape()[2], c = dx.shape()[3];
@@ -95,6 +136,9 @@ void pool_grad(const Tensor& dy, const Tensor& argmax, Tensor& dx, const Pool2DP
   const T* pg = typed<T>(dy);
   const int32_t* pa = argmax.defined() ? typed<int32_t>(argmax) : nullptr;
   T* pd = typed_mut<T>(dx);
+  if (p.kind == PoolKind::kMax && p.strides == p.window) {
+    return max_pool_grad_tiled(pg, pa, pd, p, n, h, w, c, oh, ow);
+  }
   // One image per task: windows overlap only within an image.
   parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
     for (int64_t img = b; img < e; ++img) {

@@ -8,6 +8,7 @@
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
 #include "core/backend/portable/conv_ops.h"
+#include "core/kernels/elementwise.h"
 #include "core/kernels/nn.h"
 
 namespace cadre::backend::cuda {
@@ -65,12 +66,18 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
   }
 }
 
-void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                 Tensor& db, const Conv2DParams& p) {
+void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy_out, const Tensor& y,
+                 Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& p) {
   if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64) {
     throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
   }
-  DeviceGuard guard(dy.device());
+  DeviceGuard guard(dy_out.device());
+  // The fused activation's gradient first.
+  Tensor dy = dy_out;
+  if (p.activation != kernels::Activation::kNone) {
+    dy = Tensor::empty(dy_out.shape(), dy_out.dtype(), dy_out.device());
+    kernels::activation_grad.get(dy.device())(p.activation, 0, y, dy_out, dy);
+  }
   ConvGeometry g = portable::conv_geometry(x.shape(), w.shape(), dy.shape(), p);
   int64_t pixels = g.oh * g.ow;
   if (db.defined()) {

@@ -1,0 +1,162 @@
+#include "core/backend/cpu/conv_one_channel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cadre/runtime/threading.h"
+#include "core/backend/cpu/loops.h"
+
+namespace cadre::backend::cpu::conv_one_channel {
+namespace {
+
+using portable::ConvGeometry;
+
+constexpr int64_t kImagesPerBlock = 8;
+constexpr int64_t kLanes = 8;
+using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Mask = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// dy at one output pixel's channels [c0, c0 + kLanes), through the ReLU when `y` is given.
+Vec gradient_at(const float* dy, const float* y, int64_t offset) {
+  Vec g = load(dy + offset);
+  if (y == nullptr) return g;
+  const Mask positive = load(y + offset) > 0.f;  // all ones or zeros per lane
+  return reinterpret_cast<Vec>(reinterpret_cast<Mask>(g) & positive);
+}
+
+// Adds image n's filter gradient of channels [c0, c0 + kLanes) to acc ([KH * KW, o]) and
+// its bias gradient to bias_acc. The KH * KW sums stay in registers over the pixels whose
+// taps are all inside the image; the others (at padded borders) add to `border`, which is
+// indexed at run time and so lives in memory.
+template <int KH, int KW>
+void channel_chunk(const float* x, const float* dy, const float* y, const ConvGeometry& g,
+                   int64_t n, int64_t c0, float* acc, float* bias_acc) {
+  Vec sums[KH * KW] = {};
+  Vec border[KH * KW] = {};
+  Vec bias{};
+  const float* image = x + n * g.h * g.w;
+  const int64_t pixels = n * g.oh * g.ow;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const int64_t top = oy - g.ph;
+    const bool rows_inside = top >= 0 && top + KH <= g.h;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t left = ox - g.pw;
+      const Vec grad = gradient_at(dy, y, (pixels + oy * g.ow + ox) * g.o + c0);
+      bias += grad;
+      if (rows_inside && left >= 0 && left + KW <= g.w) {
+        const float* in = image + top * g.w + left;
+#pragma GCC unroll 16
+        for (int ky = 0; ky < KH; ++ky) {
+#pragma GCC unroll 16
+          for (int kx = 0; kx < KW; ++kx) sums[ky * KW + kx] += in[ky * g.w + kx] * grad;
+        }
+        continue;
+      }
+      for (int ky = 0; ky < KH; ++ky) {
+        if (top + ky < 0 || top + ky >= g.h) continue;
+        for (int kx = 0; kx < KW; ++kx) {
+          if (left + kx < 0 || left + kx >= g.w) continue;
+          border[ky * KW + kx] += image[(top + ky) * g.w + left + kx] * grad;
+        }
+      }
+    }
+  }
+  for (int t = 0; t < KH * KW; ++t) {
+    const Vec total = sums[t] + border[t];
+    for (int64_t k = 0; k < kLanes; ++k) acc[t * g.o + c0 + k] += total[k];
+  }
+  for (int64_t k = 0; k < kLanes; ++k) bias_acc[c0 + k] += bias[k];
+}
+
+// Any filter size and channel count: per pixel and tap, a vector of channels.
+void any_shape(const float* x, const float* dy, const float* y, const ConvGeometry& g,
+               int64_t first, int64_t last, float* acc, float* bias_acc) {
+  const int64_t o = g.o;
+  std::vector<float> kept(static_cast<size_t>(o));
+  for (int64_t n = first; n < last; ++n) {
+    const float* image = x + n * g.h * g.w;
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      const int64_t top = oy - g.ph;
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t left = ox - g.pw;
+        const int64_t offset = ((n * g.oh + oy) * g.ow + ox) * o;
+        for (int64_t c = 0; c < o; ++c) {
+          kept[c] = y == nullptr || y[offset + c] > 0.f ? dy[offset + c] : 0.f;
+        }
+        const float* __restrict grad = kept.data();
+#pragma omp simd
+        for (int64_t c = 0; c < o; ++c) bias_acc[c] += grad[c];
+        for (int64_t ky = std::max<int64_t>(0, -top); ky < std::min<int64_t>(g.kh, g.h - top); ++ky) {
+          for (int64_t kx = std::max<int64_t>(0, -left); kx < std::min<int64_t>(g.kw, g.w - left);
+               ++kx) {
+            const float v = image[(top + ky) * g.w + left + kx];
+            float* __restrict tap = acc + (ky * g.kw + kx) * o;
+#pragma omp simd
+            for (int64_t c = 0; c < o; ++c) tap[c] += v * grad[c];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Image by image, so that the image's gradient is still in cache for its later chunks.
+template <int KH, int KW>
+void chunks(const float* x, const float* dy, const float* y, const ConvGeometry& g,
+            int64_t first, int64_t last, float* acc, float* bias_acc) {
+  for (int64_t n = first; n < last; ++n) {
+    for (int64_t c0 = 0; c0 < g.o; c0 += kLanes) {
+      channel_chunk<KH, KW>(x, dy, y, g, n, c0, acc, bias_acc);
+    }
+  }
+}
+
+void block(const float* x, const float* dy, const float* y, const ConvGeometry& g,
+           int64_t first, int64_t last, float* acc, float* bias_acc) {
+  if (g.o % kLanes == 0) {
+    if (g.kh == 3 && g.kw == 3) return chunks<3, 3>(x, dy, y, g, first, last, acc, bias_acc);
+    if (g.kh == 2 && g.kw == 2) return chunks<2, 2>(x, dy, y, g, first, last, acc, bias_acc);
+  }
+  any_shape(x, dy, y, g, first, last, acc, bias_acc);
+}
+
+}  // namespace
+
+bool suits(const ConvGeometry& g) {
+  return g.c == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+}
+
+void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
+                 kernels::Activation activation, Tensor& dw, Tensor& db, const ConvGeometry& g) {
+  const float* px = typed<float>(x);
+  const float* pg = typed<float>(dy);
+  const float* py = activation == kernels::Activation::kRelu ? typed<float>(y) : nullptr;
+  const int64_t taps = g.kh * g.kw, stride = (taps + 1) * g.o;
+  const int64_t blocks = (g.n + kImagesPerBlock - 1) / kImagesPerBlock;
+  // Per block: taps rows of filter gradient, then one of bias gradient.
+  std::vector<float> partial(static_cast<size_t>(blocks * stride), 0.f);
+  parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* acc = partial.data() + i * stride;
+      block(px, pg, py, g, i * kImagesPerBlock, std::min(g.n, (i + 1) * kImagesPerBlock), acc,
+            acc + taps * g.o);
+    }
+  });
+  for (int64_t i = 1; i < blocks; ++i) {
+    const float* __restrict from = partial.data() + i * stride;
+    float* __restrict to = partial.data();
+#pragma omp simd
+    for (int64_t k = 0; k < stride; ++k) to[k] += from[k];
+  }
+  if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
+  if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
+}
+
+}  // namespace cadre::backend::cpu::conv_one_channel
