@@ -109,6 +109,25 @@ void BM_Conv2DForwardBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_Conv2DForwardBackward)->ArgNames({"batch", "threads"})->Args({64, 1})->Args({256, 2});
 
+// The CNN's first max pooling at batch 256 (26x26x32, 2x2 windows), forward only (mode 0)
+// or with its gradient (mode 1), on two threads.
+void BM_MaxPoolFirstLayer(benchmark::State& state) {
+  set_intra_op_threads(2);
+  Tensor x = random_normal({256, 26, 26, 32});
+  Tensor r = random_normal({256, 13, 13, 32});
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      benchmark::DoNotOptimize(max_pool2d(x, {2, 2}, {2, 2}, Padding::kValid));
+      continue;
+    }
+    GradientTape tape;
+    tape.watch(x);
+    Tensor y = max_pool2d(x, {2, 2}, {2, 2}, Padding::kValid);
+    benchmark::DoNotOptimize(tape.gradient(y, {x}, UnconnectedGradients::kNone, r));
+  }
+}
+BENCHMARK(BM_MaxPoolFirstLayer)->ArgName("backward")->Arg(0)->Arg(1);
+
 // The CNN's second convolution at batch 256 (13x13x32 -> 11x11x64, 3x3, VALID, ReLU):
 // forward only (mode 0), or forward with the filter and input gradients (mode 1).
 void BM_Conv2DSecondLayer(benchmark::State& state) {

@@ -6,6 +6,7 @@
 
 #include "cadre/runtime/threading.h"
 #include "core/backend/cpu/loops.h"
+#include "core/backend/cpu/vec8.h"
 
 namespace cadre::backend::cpu::conv_one_channel {
 namespace {
@@ -13,22 +14,14 @@ namespace {
 using portable::ConvGeometry;
 
 constexpr int64_t kImagesPerBlock = 8;
-constexpr int64_t kLanes = 8;
-using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
-using Mask = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
-
-Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+using vec8::kLanes;
+using Vec = vec8::Float;
 
 // dy at one output pixel's channels [c0, c0 + kLanes), through the ReLU when `y` is given.
 Vec gradient_at(const float* dy, const float* y, int64_t offset) {
-  Vec g = load(dy + offset);
+  const Vec g = vec8::load<Vec>(dy + offset);
   if (y == nullptr) return g;
-  const Mask positive = load(y + offset) > 0.f;  // all ones or zeros per lane
-  return reinterpret_cast<Vec>(reinterpret_cast<Mask>(g) & positive);
+  return vec8::select(vec8::load<Vec>(y + offset) > 0.f, g, Vec{});
 }
 
 // Adds image n's filter gradient of channels [c0, c0 + kLanes) to acc ([KH * KW, o]) and

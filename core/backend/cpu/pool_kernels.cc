@@ -1,9 +1,11 @@
 // CPU 2-D max and average pooling over NHWC images, vectorised along channels.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "core/backend/cpu/kernels.h"
 #include "core/backend/cpu/loops.h"
+#include "core/backend/cpu/vec8.h"
 #include "core/kernels/nn.h"
 
 namespace cadre::backend::cpu {
@@ -26,6 +28,30 @@ Window window_at(const Pool2DParams& p, int64_t oy, int64_t ox, int64_t h, int64
   win.x0 = std::max<int64_t>(win.left, 0);
   win.x1 = std::min<int64_t>(win.left + p.window[1], w);
   return win;
+}
+
+// One window's maximum and its tap over channels in groups of vec8::kLanes: the first tap,
+// then a strictly greater value wins (a NaN never does), with selects in registers.
+void max_window_in_lanes(const float* image, int64_t w, int64_t c, const Window& win,
+                         const Pool2DParams& p, float* best, int32_t* arg) {
+  using vec8::Float;
+  using vec8::Int;
+  for (int64_t k = 0; k < c; k += vec8::kLanes) {
+    Float top = vec8::load<Float>(image + (win.y0 * w + win.x0) * c + k);
+    Int where = Int{} + static_cast<int32_t>((win.y0 - win.top) * p.window[1] + (win.x0 - win.left));
+    for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+      for (int64_t ix = iy == win.y0 ? win.x0 + 1 : win.x0; ix < win.x1; ++ix) {
+        const Float v = vec8::load<Float>(image + (iy * w + ix) * c + k);
+        const Int greater = v > top;
+        top = vec8::select(greater, v, top);
+        where = vec8::select(greater,
+                             Int{} + static_cast<int32_t>((iy - win.top) * p.window[1] + (ix - win.left)),
+                             where);
+      }
+    }
+    vec8::store(best + k, top);
+    vec8::store(arg + k, where);
+  }
 }
 
 template <typename T>
@@ -57,6 +83,12 @@ void pool(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2DParams& p) {
           };
           const T* __restrict first = px + ((img * h + win.y0) * w + win.x0) * c;
           const int32_t first_tap = tap_of(win.y0, win.x0);
+          if constexpr (std::is_same_v<T, float>) {
+            if (c % vec8::kLanes == 0) {
+              max_window_in_lanes(px + img * h * w * c, w, c, win, p, best, arg);
+              continue;
+            }
+          }
           for (int64_t k = 0; k < c; ++k) {
             best[k] = first[k];
             arg[k] = first_tap;
@@ -111,7 +143,15 @@ void max_pool_grad_tiled(const T* pg, const int32_t* pa, T* pd, const Pool2DPara
           for (int64_t ix = win.x0; ix < win.x1; ++ix) {
             const int32_t tap = static_cast<int32_t>((iy - win.top) * p.window[1] + (ix - win.left));
             T* __restrict d = image + (iy * w + ix) * c;
-            for (int64_t k = 0; k < c; ++k) d[k] = arg[k] == tap ? g[k] : T(0);
+            int64_t k = 0;
+            if constexpr (std::is_same_v<T, float>) {
+              // Explicit selects: the vectoriser would make a masked load of g.
+              for (; k + vec8::kLanes <= c; k += vec8::kLanes) {
+                const vec8::Int hit = vec8::load<vec8::Int>(arg + k) == tap;
+                vec8::store(d + k, vec8::select(hit, vec8::load<vec8::Float>(g + k), vec8::Float{}));
+              }
+            }
+            for (; k < c; ++k) d[k] = arg[k] == tap ? g[k] : T(0);
           }
         }
       }
