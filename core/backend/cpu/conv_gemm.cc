@@ -10,6 +10,7 @@
 
 #include "cadre/runtime/threading.h"
 #include "core/backend/cpu/loops.h"
+#include "core/backend/cpu/vec8.h"
 
 namespace cadre::backend::cpu::conv_gemm {
 namespace {
@@ -81,10 +82,7 @@ void col2im_add(const float* col, const ConvGeometry& g, int64_t r0, int64_t r1,
   for (int64_t r = r0; r < r1; ++r) {
     const float* src = col + (r - r0) * taps;
     for_each_run(g, r, [&](int64_t tap, int64_t in, int64_t count) {
-      float* __restrict to = dx + in;
-      const float* __restrict from = src + tap;
-#pragma omp simd
-      for (int64_t i = 0; i < count; ++i) to[i] += from[i];
+      vec8::add_into(dx + in, src + tap, count);
     });
   }
 }
@@ -132,10 +130,14 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
         const int64_t r1 = std::min(last * pixels, r0 + tile_rows), rows = r1 - r0;
         const float* grad = pg + r0 * g.o;
         if (masked != nullptr) {
-          const float* __restrict out = py + r0 * g.o;
-          const float* __restrict in = grad;
-#pragma omp simd
-          for (int64_t i = 0; i < rows * g.o; ++i) masked[i] = out[i] > 0.f ? in[i] : 0.f;
+          const float* out = py + r0 * g.o;
+          int64_t i = 0;
+          for (; i + vec8::kLanes <= rows * g.o; i += vec8::kLanes) {
+            const vec8::Float v = vec8::load<vec8::Float>(grad + i);
+            vec8::store(masked + i, vec8::select(vec8::load<vec8::Float>(out + i) > 0.f, v,
+                                                 vec8::Float{}));
+          }
+          for (; i < rows * g.o; ++i) masked[i] = out[i] > 0.f ? grad[i] : 0.f;
           grad = masked;
         }
         if (filters) {
@@ -143,12 +145,7 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
             im2col(px, g, r0, r1, col);
             gemm('T', 'N', taps, g.o, rows, col, taps, grad, g.o, r0 != first * pixels, acc, g.o);
           }
-          float* __restrict bias_acc = acc + taps * g.o;
-          for (int64_t r = 0; r < rows; ++r) {
-            const float* __restrict row = grad + r * g.o;
-#pragma omp simd
-            for (int64_t k = 0; k < g.o; ++k) bias_acc[k] += row[k];
-          }
+          for (int64_t r = 0; r < rows; ++r) vec8::add_into(acc + taps * g.o, grad + r * g.o, g.o);
         }
         if (pdx != nullptr) {
           // Tap gradients: dy [rows, o] times w^T [o, taps] (w is [taps, o]).
@@ -160,10 +157,7 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   });
   if (!filters) return;
   for (int64_t unit = 1; unit < units; ++unit) {
-    const float* __restrict from = partial.data() + unit * stride;
-    float* __restrict to = partial.data();
-#pragma omp simd
-    for (int64_t i = 0; i < stride; ++i) to[i] += from[i];
+    vec8::add_into(partial.data(), partial.data() + unit * stride, stride);
   }
   if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
   if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));

@@ -83,15 +83,13 @@ void any_shape(const float* x, const float* dy, const float* y, const ConvGeomet
         for (int64_t c = 0; c < o; ++c) {
           kept[c] = y == nullptr || y[offset + c] > 0.f ? dy[offset + c] : 0.f;
         }
-        const float* __restrict grad = kept.data();
-#pragma omp simd
-        for (int64_t c = 0; c < o; ++c) bias_acc[c] += grad[c];
+        const float* grad = kept.data();
+        vec8::add_into(bias_acc, grad, o);
         for (int64_t ky = std::max<int64_t>(0, -top); ky < std::min<int64_t>(g.kh, g.h - top); ++ky) {
           for (int64_t kx = std::max<int64_t>(0, -left); kx < std::min<int64_t>(g.kw, g.w - left);
                ++kx) {
             const float v = image[(top + ky) * g.w + left + kx];
-            float* __restrict tap = acc + (ky * g.kw + kx) * o;
-#pragma omp simd
+            float* tap = acc + (ky * g.kw + kx) * o;
             for (int64_t c = 0; c < o; ++c) tap[c] += v * grad[c];
           }
         }
@@ -143,10 +141,7 @@ void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
     }
   });
   for (int64_t i = 1; i < blocks; ++i) {
-    const float* __restrict from = partial.data() + i * stride;
-    float* __restrict to = partial.data();
-#pragma omp simd
-    for (int64_t k = 0; k < stride; ++k) to[k] += from[k];
+    vec8::add_into(partial.data(), partial.data() + i * stride, stride);
   }
   if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
   if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));

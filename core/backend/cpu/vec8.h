@@ -31,4 +31,13 @@ inline Float select(Int mask, Float a, Float b) {
 }
 inline Int select(Int mask, Int a, Int b) { return (mask & a) | (~mask & b); }
 
+// to[i] += from[i] for i in [0, n).
+inline void add_into(float* to, const float* from, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    store(to + i, load<Float>(to + i) + load<Float>(from + i));
+  }
+  for (; i < n; ++i) to[i] += from[i];
+}
+
 }  // namespace cadre::backend::cpu::vec8
