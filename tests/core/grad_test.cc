@@ -235,6 +235,7 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
       {{2, 9, 8, 1}, {5, 5, 1, 3}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
       {{2, 9, 8, 1}, {3, 3, 1, 4}, {2, 2}, {1, 1}, Padding::kSame, Activation::kNone},
       {{2, 7, 7, 3}, {3, 3, 3, 8}, {1, 1}, {1, 1}, Padding::kValid, Activation::kRelu},
+      {{3, 9, 8, 1}, {2, 2, 1, 16}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
       // Enough channels for products over rows of taps (conv_gemm.cc): padding, strides,
       // dilations, and rows of taps longer than a tile holds (several tiles per image).
       {{3, 9, 8, 16}, {3, 3, 16, 8}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
