@@ -23,6 +23,12 @@ constexpr int64_t kTileBytes = 512 * 1024;
 // Work is split into units of whole images of about this many output pixels: each unit's
 // filter gradient is summed on its own, then the units in order.
 constexpr int64_t kUnitRows = 1024;
+// ... but the units' filter gradients together stay within this many bytes: large batches
+// of large images get larger units.
+constexpr int64_t kPartialBytes = int64_t{32} << 20;
+
+// Floats of one unit's partial sums: the filter gradient, then a row of bias gradient.
+int64_t partial_floats(const ConvGeometry& g) { return (g.taps() + 1) * g.o; }
 
 // Row-major C = op(A) * op(B) (+ C when accumulate), on the calling thread only: the
 // product's own threads would change the bits with the thread count and fight the caller's.
@@ -97,7 +103,12 @@ float* thread_buffer(int which, int64_t floats) {
 
 }  // namespace
 
-bool suits(const ConvGeometry& g) { return g.c >= 8 && g.o >= 8; }
+bool suits(const ConvGeometry& g) {
+  // Filters so large that fewer than 8 units' sums would fit are left to oneDNN, whose
+  // kernels split such filters across threads.
+  return g.c >= 8 && g.o >= 8 &&
+         partial_floats(g) * static_cast<int64_t>(sizeof(float)) * 8 <= kPartialBytes;
+}
 
 void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
               kernels::Activation activation, Tensor& dx, Tensor& dw, Tensor& db,
@@ -105,7 +116,13 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   const int64_t taps = g.taps(), pixels = g.oh * g.ow;
   const int64_t tile_rows =
       std::max<int64_t>(8, kTileBytes / (taps * static_cast<int64_t>(sizeof(float))));
-  const int64_t unit_images = std::max<int64_t>(1, kUnitRows / std::max<int64_t>(1, pixels));
+  const int64_t stride = partial_floats(g);
+  const int64_t max_units =
+      std::max<int64_t>(1, kPartialBytes / (stride * static_cast<int64_t>(sizeof(float))));
+  int64_t unit_images = std::max<int64_t>(1, kUnitRows / std::max<int64_t>(1, pixels));
+  if ((g.n + unit_images - 1) / unit_images > max_units) {
+    unit_images = (g.n + max_units - 1) / max_units;
+  }
   const int64_t units = (g.n + unit_images - 1) / unit_images;
   const float* px = typed<float>(x);
   const float* pw = typed<float>(w);
@@ -114,7 +131,6 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   float* pdx = dx.defined() ? typed_mut<float>(dx) : nullptr;
   const bool filters = dw.defined() || db.defined();
   // Per unit: taps rows of filter gradient, then one row of bias gradient.
-  const int64_t stride = (taps + 1) * g.o;
   std::vector<float> partial(filters ? static_cast<size_t>(units * stride) : 0);
   const int64_t image = g.h * g.w * g.c;
   parallel_for(0, units, 1, [&](int64_t b, int64_t e) {
