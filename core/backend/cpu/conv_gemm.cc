@@ -22,7 +22,7 @@ using portable::ConvGeometry;
 constexpr int64_t kTileBytes = 512 * 1024;
 // Work is split into units of whole images of about this many output pixels: each unit's
 // filter gradient is summed on its own, then the units in order.
-constexpr int64_t kUnitRows = 1024;
+constexpr int64_t kUnitRows = 512;
 // ... but the units' filter gradients together stay within this many bytes: large batches
 // of large images get larger units.
 constexpr int64_t kPartialBytes = int64_t{32} << 20;
@@ -172,9 +172,12 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
     }
   });
   if (!filters) return;
-  for (int64_t unit = 1; unit < units; ++unit) {
-    vec8::add_into(partial.data(), partial.data() + unit * stride, stride);
-  }
+  // Each element sums the units in order, whichever thread does it.
+  parallel_for(0, stride, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t unit = 1; unit < units; ++unit) {
+      vec8::add_into(partial.data() + b, partial.data() + unit * stride + b, e - b);
+    }
+  });
   if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
   if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
 }
