@@ -20,9 +20,11 @@ using portable::ConvGeometry;
 // A tile's rows of taps stay within this many bytes, so that they are still in the core's
 // L2 cache when the product reads them.
 constexpr int64_t kTileBytes = 512 * 1024;
-// Work is split into units of whole images of about this many output pixels: each unit's
-// filter gradient is summed on its own, then the units in order.
-constexpr int64_t kUnitRows = 512;
+// Work is split into units of whole images of about this many output pixels, or fewer
+// so that there are at least kMinUnits of them (to balance the threads): each unit's filter
+// gradient is summed on its own, then the units in order.
+constexpr int64_t kUnitRows = 1024;
+constexpr int64_t kMinUnits = 16;
 // ... but the units' filter gradients together stay within this many bytes: large batches
 // of large images get larger units.
 constexpr int64_t kPartialBytes = int64_t{32} << 20;
@@ -119,7 +121,8 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   const int64_t stride = partial_floats(g);
   const int64_t max_units =
       std::max<int64_t>(1, kPartialBytes / (stride * static_cast<int64_t>(sizeof(float))));
-  int64_t unit_images = std::max<int64_t>(1, kUnitRows / std::max<int64_t>(1, pixels));
+  int64_t unit_images = std::max<int64_t>(
+      1, std::min(kUnitRows / std::max<int64_t>(1, pixels), (g.n + kMinUnits - 1) / kMinUnits));
   if ((g.n + unit_images - 1) / unit_images > max_units) {
     unit_images = (g.n + max_units - 1) / max_units;
   }
