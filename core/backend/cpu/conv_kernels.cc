@@ -1,5 +1,6 @@
 // CPU 2-D convolution (NHWC input, [KH, KW, in, out] filters): float32 forward through
-// oneDNN's convolution primitive (with fused bias and ReLU); float32 gradients through
+// oneDNN's convolution primitive (with fused bias and ReLU; one input channel through
+// conv_one_channel.h); float32 gradients through
 // matrix products (conv_gemm.h) when there are enough channels, else through oneDNN's
 // backward primitives (the filter gradient of one input channel through conv_one_channel.h);
 // float64 through direct loops (used by gradient checks).
@@ -180,6 +181,10 @@ Key key_of(const Tensor& x, const Tensor& w, const Shape& y, const Conv2DParams&
 
 void conv2d_f32(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                 const Conv2DParams& p) {
+  const portable::ConvGeometry pg = portable::conv_geometry(x.shape(), w.shape(), y.shape(), p);
+  if (conv_one_channel::forward_suits(pg)) {
+    return conv_one_channel::forward(x, w, bias, p.activation, y, pg);
+  }
   Key key = key_of(x, w, y.shape(), p, bias.defined());
   Conv& conv = conv_for(key);
   auto wmd = conv.fwd_pd.weights_desc();

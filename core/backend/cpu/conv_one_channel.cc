@@ -98,6 +98,54 @@ void any_shape(const float* x, const float* dy, const float* y, const ConvGeomet
   }
 }
 
+// Image n's output channels [c0, c0 + kLanes): the KH * KW filter vectors stay in
+// registers, and each output pixel is a sum of broadcast input values times them.
+template <int KH, int KW>
+void forward_chunk(const float* x, const float* w, const float* bias, bool relu,
+                   const ConvGeometry& g, int64_t n, int64_t c0, float* y) {
+  Vec filter[KH * KW];
+  for (int t = 0; t < KH * KW; ++t) filter[t] = vec8::load<Vec>(w + t * g.o + c0);
+  const Vec start = bias != nullptr ? vec8::load<Vec>(bias + c0) : Vec{};
+  const float* image = x + n * g.h * g.w;
+  float* out = y + n * g.oh * g.ow * g.o + c0;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const int64_t top = oy - g.ph;
+    const bool rows_inside = top >= 0 && top + KH <= g.h;
+    for (int64_t ox = 0; ox < g.ow; ++ox, out += g.o) {
+      const int64_t left = ox - g.pw;
+      Vec sum = start;
+      if (rows_inside && left >= 0 && left + KW <= g.w) {
+        const float* in = image + top * g.w + left;
+#pragma GCC unroll 16
+        for (int ky = 0; ky < KH; ++ky) {
+#pragma GCC unroll 16
+          for (int kx = 0; kx < KW; ++kx) sum += in[ky * g.w + kx] * filter[ky * KW + kx];
+        }
+      } else {
+        for (int ky = 0; ky < KH; ++ky) {
+          if (top + ky < 0 || top + ky >= g.h) continue;
+          for (int kx = 0; kx < KW; ++kx) {
+            if (left + kx < 0 || left + kx >= g.w) continue;
+            sum += image[(top + ky) * g.w + left + kx] * filter[ky * KW + kx];
+          }
+        }
+      }
+      if (relu) sum = vec8::select(sum > 0.f, sum, Vec{});
+      vec8::store(out, sum);
+    }
+  }
+}
+
+template <int KH, int KW>
+void forward_images(const float* x, const float* w, const float* bias, bool relu,
+                    const ConvGeometry& g, float* y) {
+  parallel_for(0, g.n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      for (int64_t c0 = 0; c0 < g.o; c0 += kLanes) forward_chunk<KH, KW>(x, w, bias, relu, g, n, c0, y);
+    }
+  });
+}
+
 // Image by image, so that the image's gradient is still in cache for its later chunks.
 template <int KH, int KW>
 void chunks(const float* x, const float* dy, const float* y, const ConvGeometry& g,
@@ -119,6 +167,21 @@ void block(const float* x, const float* dy, const float* y, const ConvGeometry& 
 }
 
 }  // namespace
+
+bool forward_suits(const ConvGeometry& g) {
+  return suits(g) && g.o % kLanes == 0 && ((g.kh == 3 && g.kw == 3) || (g.kh == 2 && g.kw == 2));
+}
+
+void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Activation activation,
+             Tensor& y, const ConvGeometry& g) {
+  const float* pb = bias.defined() ? typed<float>(bias) : nullptr;
+  const bool relu = activation == kernels::Activation::kRelu;
+  if (g.kh == 3) {
+    forward_images<3, 3>(typed<float>(x), typed<float>(w), pb, relu, g, typed_mut<float>(y));
+  } else {
+    forward_images<2, 2>(typed<float>(x), typed<float>(w), pb, relu, g, typed_mut<float>(y));
+  }
+}
 
 bool suits(const ConvGeometry& g) {
   return g.c == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;

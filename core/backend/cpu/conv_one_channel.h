@@ -1,5 +1,5 @@
-// The float32 filter gradient of a convolution with one input channel (the first layer of
-// a grayscale model). oneDNN's backward-weights kernel vectorises over input channels: with
+// The float32 filter gradient (and forward pass) of a convolution with one input channel
+// (the first layer of a grayscale model). oneDNN's backward-weights kernel vectorises over input channels: with
 // one, it ran the Fashion-MNIST CNN's first layer at 29 GFLOP/s (3.5 ms of a 24 ms step at
 // batch 256), a sixth of what it reaches on the second layer. Here a broadcast input value
 // times a vector of output channels is added per tap, the taps' sums held in registers.
@@ -12,6 +12,14 @@ namespace cadre::backend::cpu::conv_one_channel {
 
 // One input channel, unit strides and dilations.
 bool suits(const portable::ConvGeometry& g);
+
+// The forward pass too, for 2x2 and 3x3 filters and output channels in multiples of 8: with
+// the filter in registers it writes the output once, where oneDNN's kernel for one input
+// channel is memory-bound at about 17 GB/s.
+bool forward_suits(const portable::ConvGeometry& g);
+// y = x * w (+ bias), then `activation` (kNone or kRelu).
+void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Activation activation,
+             Tensor& y, const portable::ConvGeometry& g);
 
 // dw and db (each may be undefined) from dy, the gradient of the output after `activation`
 // (kNone or kRelu; y is that output). Sums per block of images, then the blocks in order:
