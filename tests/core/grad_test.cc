@@ -2,6 +2,8 @@
 // random inputs, broadcasting edge cases included.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/nn.h"
@@ -225,9 +227,42 @@ TEST(GradTest, Conv2D) {
   }
 }
 
-// The float32 kernels (oneDNN, and Cadre's own loops for one input channel) against the
-// float64 ones the test above checks, with and without the input's gradient, and the
-// filter gradient's bits the same at any thread count.
+// conv2d's float32 kernels (oneDNN, and Cadre's own products and loops) against the float64
+// ones that the test above checks: the output and the gradients of the filters, the bias
+// and (when with_input) the input.
+void expect_float32_matches_float64(const ConvCase& c, bool with_input) {
+  SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() +
+               (with_input ? ", input gradient too" : ", filters only"));
+  auto gradients = [&](DType dtype) {
+    Tensor x = random_tensor(c.x, 70).cast(dtype), w = random_tensor(c.w, 71).cast(dtype),
+           b = random_tensor({c.w[3]}, 72).cast(dtype);
+    GradientTape tape;
+    std::vector<Tensor> sources{w, b};
+    if (with_input) sources.push_back(x);
+    for (const Tensor& t : sources) tape.watch(t);
+    Tensor y = conv2d(x, w, b, c.strides, c.padding, c.dilations, c.act);
+    Tensor r = random_tensor(y.shape(), 99, 0.5, 1.5).cast(dtype);
+    std::vector<Tensor> out{y};
+    for (const Gradient& g : tape.gradient(sum(mul(y, r)), sources)) {
+      out.push_back(g.to_dense().cast(DType::kFloat64));
+    }
+    out[0] = out[0].cast(DType::kFloat64);
+    return out;
+  };
+  std::vector<Tensor> got = gradients(DType::kFloat32), want = gradients(DType::kFloat64);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    std::vector<double> a = got[i].to_vector<double>(), e = want[i].to_vector<double>();
+    ASSERT_EQ(a.size(), e.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_NEAR(a[k], e[k], 1e-4 * std::max(1.0, std::abs(e[k])))
+          << "output " << i << " element " << k;
+    }
+  }
+}
+
+// Chosen geometries, with and without the input's gradient, and the gradients' bits the
+// same at any thread count.
 TEST(GradTest, Conv2DFloat32MatchesFloat64) {
   std::vector<ConvCase> cases = {
       {{9, 12, 11, 1}, {3, 3, 1, 32}, {1, 1}, {1, 1}, Padding::kValid, Activation::kRelu},
@@ -244,36 +279,7 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
       {{2, 20, 20, 32}, {5, 5, 32, 8}, {1, 1}, {1, 1}, Padding::kValid, Activation::kNone},
   };
   for (const ConvCase& c : cases) {
-    for (bool with_input : {true, false}) {
-      SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() +
-                   (with_input ? ", input gradient too" : ", filters only"));
-      auto gradients = [&](DType dtype) {
-        Tensor x = random_tensor(c.x, 70).cast(dtype), w = random_tensor(c.w, 71).cast(dtype),
-               b = random_tensor({c.w[3]}, 72).cast(dtype);
-        GradientTape tape;
-        std::vector<Tensor> sources{w, b};
-        if (with_input) sources.push_back(x);
-        for (const Tensor& t : sources) tape.watch(t);
-        Tensor y = conv2d(x, w, b, c.strides, c.padding, c.dilations, c.act);
-        Tensor r = random_tensor(y.shape(), 99, 0.5, 1.5).cast(dtype);
-        std::vector<Tensor> out{y};
-        for (const Gradient& g : tape.gradient(sum(mul(y, r)), sources)) {
-          out.push_back(g.to_dense().cast(DType::kFloat64));
-        }
-        out[0] = out[0].cast(DType::kFloat64);
-        return out;
-      };
-      std::vector<Tensor> got = gradients(DType::kFloat32), want = gradients(DType::kFloat64);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) {
-        std::vector<double> a = got[i].to_vector<double>(), e = want[i].to_vector<double>();
-        ASSERT_EQ(a.size(), e.size());
-        for (size_t k = 0; k < a.size(); ++k) {
-          EXPECT_NEAR(a[k], e[k], 1e-4 * std::max(1.0, std::abs(e[k])))
-              << "output " << i << " element " << k;
-        }
-      }
-    }
+    for (bool with_input : {true, false}) expect_float32_matches_float64(c, with_input);
   }
   // Many images (several blocks or units of the filter gradient's sum): the same bits at
   // one and two threads, for one input channel (its own loop) and for eight (products).
@@ -300,6 +306,27 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
   }
 }
 
+// Random geometries through every float32 path (products, the one-channel loops, oneDNN):
+// channels, filter sizes, strides, dilations, padding and the fused ReLU.
+TEST(GradTest, Conv2DFloat32MatchesFloat64OnRandomGeometries) {
+  std::mt19937 rng(20261126);
+  auto pick = [&rng](std::vector<int64_t> from) { return from[rng() % from.size()]; };
+  int tried = 0;
+  while (tried < 40) {
+    ConvCase c{Shape{pick({1, 2, 5}), pick({4, 7, 12}), pick({3, 6, 11}), pick({1, 3, 8, 16})},
+               Shape{pick({1, 2, 3, 5}), pick({1, 2, 3}), 0, pick({4, 8, 16, 24})},
+               {pick({1, 2}), pick({1, 2})},
+               {pick({1, 2}), pick({1, 2})},
+               pick({0, 1}) ? Padding::kSame : Padding::kValid,
+               pick({0, 1}) ? Activation::kRelu : Activation::kNone};
+    c.w = Shape{c.w[0], c.w[1], c.x[3], c.w[3]};
+    const int64_t reach_h = (c.w[0] - 1) * c.dilations[0] + 1, reach_w = (c.w[1] - 1) * c.dilations[1] + 1;
+    if (c.padding == Padding::kValid && (reach_h > c.x[1] || reach_w > c.x[2])) continue;
+    ++tried;
+    expect_float32_matches_float64(c, /*with_input=*/rng() % 2 == 0);
+  }
+}
+
 TEST(GradTest, Pooling) {
   Tensor x = random_tensor({2, 5, 6, 3}, 80);
   for (Padding p : {Padding::kValid, Padding::kSame}) {
@@ -312,6 +339,42 @@ TEST(GradTest, Pooling) {
   for (Padding p : {Padding::kValid, Padding::kSame}) {
     expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {2, 3}, {2, 3}, p); }, {odd});
     expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {3, 3}, {1, 2}, p); }, {x});
+  }
+}
+
+// Random geometries through the float32 pooling loops (8-lane vectors where the channels
+// allow, tiled windows) against the float64 ones checked above.
+TEST(GradTest, PoolingFloat32MatchesFloat64OnRandomGeometries) {
+  std::mt19937 rng(1126);
+  auto pick = [&rng](std::vector<int64_t> from) { return from[rng() % from.size()]; };
+  for (int i = 0; i < 40; ++i) {
+    Shape shape{pick({1, 3}), pick({2, 5, 9}), pick({3, 8}), pick({1, 5, 8, 16, 24})};
+    std::array<int64_t, 2> window{pick({1, 2, 3}), pick({1, 2, 3})};
+    std::array<int64_t, 2> strides = pick({0, 1}) ? window : std::array<int64_t, 2>{pick({1, 2}), pick({1, 2})};
+    Padding padding = pick({0, 1}) ? Padding::kSame : Padding::kValid;
+    bool max = pick({0, 1});
+    if (padding == Padding::kValid && (window[0] > shape[1] || window[1] > shape[2])) continue;
+    SCOPED_TRACE(shape.to_string() + (max ? " max" : " avg") + " window " + std::to_string(window[0]) +
+                 "x" + std::to_string(window[1]) + " strides " + std::to_string(strides[0]) + "," +
+                 std::to_string(strides[1]) + (padding == Padding::kSame ? " SAME" : " VALID"));
+    auto run = [&](DType dtype) {
+      Tensor x = random_tensor(shape, 90 + i).cast(dtype);
+      GradientTape tape;
+      tape.watch(x);
+      Tensor y = max ? max_pool2d(x, window, strides, padding) : avg_pool2d(x, window, strides, padding);
+      Tensor r = random_tensor(y.shape(), 91 + i, 0.5, 1.5).cast(dtype);
+      Tensor dx = tape.gradient(sum(mul(y, r)), x).to_dense();
+      return std::vector<std::vector<double>>{y.cast(DType::kFloat64).to_vector<double>(),
+                                              dx.cast(DType::kFloat64).to_vector<double>()};
+    };
+    auto got = run(DType::kFloat32), want = run(DType::kFloat64);
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].size(), want[k].size());
+      for (size_t e = 0; e < got[k].size(); ++e) {
+        ASSERT_NEAR(got[k][e], want[k][e], 1e-5 * std::max(1.0, std::abs(want[k][e])))
+            << (k == 0 ? "output" : "input gradient") << " element " << e;
+      }
+    }
   }
 }
 
