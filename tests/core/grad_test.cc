@@ -271,12 +271,16 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
       {{2, 9, 8, 1}, {3, 3, 1, 4}, {2, 2}, {1, 1}, Padding::kSame, Activation::kNone},
       {{2, 7, 7, 3}, {3, 3, 3, 8}, {1, 1}, {1, 1}, Padding::kValid, Activation::kRelu},
       {{3, 9, 8, 1}, {2, 2, 1, 16}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
-      // Enough channels for products over rows of taps (conv_gemm.cc): padding, strides,
-      // dilations, and rows of taps longer than a tile holds (several tiles per image).
+      // Through the products (conv_gemm.cc): strides, dilations, a 2x2 SAME filter (its
+      // padding at the end only), and rows of taps longer than a tile (two tiles per image).
+      {{3, 9, 8, 8}, {3, 3, 8, 16}, {1, 1}, {1, 1}, Padding::kValid, Activation::kRelu},
+      {{2, 11, 10, 8}, {3, 3, 8, 24}, {2, 2}, {1, 1}, Padding::kValid, Activation::kNone},
+      {{2, 12, 12, 8}, {3, 3, 8, 16}, {1, 1}, {2, 2}, Padding::kValid, Activation::kRelu},
+      {{2, 9, 8, 16}, {2, 2, 16, 32}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
+      {{1, 30, 30, 32}, {5, 5, 32, 64}, {1, 1}, {1, 1}, Padding::kValid, Activation::kNone},
+      // Through oneDNN's backward primitives: more inputs than outputs, padding in front.
       {{3, 9, 8, 16}, {3, 3, 16, 8}, {1, 1}, {1, 1}, Padding::kSame, Activation::kRelu},
       {{2, 11, 10, 8}, {5, 5, 8, 12}, {2, 2}, {1, 1}, Padding::kSame, Activation::kNone},
-      {{2, 12, 12, 8}, {3, 3, 8, 8}, {1, 1}, {2, 2}, Padding::kValid, Activation::kRelu},
-      {{2, 20, 20, 32}, {5, 5, 32, 8}, {1, 1}, {1, 1}, Padding::kValid, Activation::kNone},
   };
   for (const ConvCase& c : cases) {
     for (bool with_input : {true, false}) expect_float32_matches_float64(c, with_input);
@@ -292,7 +296,9 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
       GradientTape tape;
       tape.watch(w);
       tape.watch(x);
-      Tensor y = conv2d(x, w, Tensor(), {1, 1}, Padding::kSame, {1, 1}, Activation::kNone);
+      // SAME for one channel (its loop's border path), VALID for eight (the products).
+      Tensor y = conv2d(x, w, Tensor(), {1, 1}, channels == 1 ? Padding::kSame : Padding::kValid,
+                        {1, 1}, Activation::kNone);
       std::vector<std::vector<float>> out;
       for (const Gradient& g : tape.gradient(sum(mul(y, y)), {w, x})) {
         out.push_back(g.to_dense().to_vector<float>());
@@ -314,7 +320,7 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64OnRandomGeometries) {
   int tried = 0;
   while (tried < 40) {
     ConvCase c{Shape{pick({1, 2, 5}), pick({4, 7, 12}), pick({3, 6, 11}), pick({1, 3, 8, 16})},
-               Shape{pick({1, 2, 3, 5}), pick({1, 2, 3}), 0, pick({4, 8, 16, 24})},
+               Shape{pick({1, 2, 3, 5}), pick({1, 2, 3}), 0, pick({4, 8, 16, 24, 32})},
                {pick({1, 2}), pick({1, 2})},
                {pick({1, 2}), pick({1, 2})},
                pick({0, 1}) ? Padding::kSame : Padding::kValid,

@@ -17,9 +17,10 @@ namespace {
 
 using portable::ConvGeometry;
 
-// A tile's rows of taps stay within this many bytes, so that they are still in the core's
-// L2 cache when the product reads them.
-constexpr int64_t kTileBytes = 512 * 1024;
+// A tile's rows of taps take at most this many bytes. A unit is cut into equal tiles: few
+// large products amortise the product's packing (the CNN's second layer: 9.2 ms forward and
+// backward with whole units of 968 rows, 9.7 ms with tiles of 455 rows and a remainder).
+constexpr int64_t kTileBytes = int64_t{2} << 20;
 // Work is split into units of whole images of about this many output pixels, or fewer
 // so that there are at least kMinUnits of them (to balance the threads): each unit's filter
 // gradient is summed on its own, then the units in order.
@@ -106,9 +107,11 @@ float* thread_buffer(int which, int64_t floats) {
 }  // namespace
 
 bool suits(const ConvGeometry& g) {
-  // Filters so large that fewer than 8 units' sums would fit are left to oneDNN, whose
-  // kernels split such filters across threads.
-  return g.c >= 8 && g.o >= 8 &&
+  // Where the products measured at least even with oneDNN's backward primitives (plus
+  // their separate ReLU pass): few input channels, at least twice as many outputs, no
+  // padding in front (docs/BENCHMARKS.md, "Other shapes"). Elsewhere oneDNN was 2-25%
+  // faster. Filters so large that fewer than 8 units' sums would fit are left to oneDNN too.
+  return g.c >= 8 && g.c <= 32 && g.o >= 2 * g.c && g.ph == 0 && g.pw == 0 &&
          partial_floats(g) * static_cast<int64_t>(sizeof(float)) * 8 <= kPartialBytes;
 }
 
@@ -145,8 +148,11 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
       if (pdx != nullptr) std::memset(pdx + first * image, 0, (last - first) * image * sizeof(float));
       float* acc = filters ? partial.data() + unit * stride : nullptr;
       if (filters) std::fill(acc + taps * g.o, acc + stride, 0.f);
-      for (int64_t r0 = first * pixels; r0 < last * pixels; r0 += tile_rows) {
-        const int64_t r1 = std::min(last * pixels, r0 + tile_rows), rows = r1 - r0;
+      const int64_t unit_rows = (last - first) * pixels;
+      const int64_t tiles = (unit_rows + tile_rows - 1) / tile_rows;
+      const int64_t step = (unit_rows + tiles - 1) / tiles;
+      for (int64_t r0 = first * pixels; r0 < last * pixels; r0 += step) {
+        const int64_t r1 = std::min(last * pixels, r0 + step), rows = r1 - r0;
         const float* grad = pg + r0 * g.o;
         if (masked != nullptr) {
           const float* out = py + r0 * g.o;
