@@ -9,8 +9,9 @@
 // more rarely while nothing changes, so that a quiet machine pays next to nothing.
 //
 // The thread count never changes the result of kernels that split work by chunks
-// (parallel_for) or of oneDNN's matrix products; oneDNN's convolution gradients may differ
-// in the last bits, which is why the Estimator lets a run turn this off
+// (parallel_for) or of oneDNN's matrix products; oneDNN's convolution gradients (the layers
+// that core/backend/cpu/conv_gemm.h and conv_one_channel.h leave to it) may differ in the
+// last bits, which is why the Estimator lets a run turn this off
 // (RunConfig::intra_op_autotune).
 #pragma once
 

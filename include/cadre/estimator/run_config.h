@@ -50,8 +50,10 @@ struct RunConfig {
   // (set_intra_op_threads, CADRE_NUM_THREADS, else every core), from the step times it
   // sees: when another process takes a core, fewer threads run faster than threads that
   // wait for one another (core/runtime/thread_tuner.h). Single-worker runs only. Matrix
-  // products and chunked kernels give the same bits at any count; oneDNN's convolution
-  // gradients may not: false keeps the count fixed for bit-reproducible convolutional runs.
+  // products, chunked kernels and Cadre's own convolution gradients (one input channel, or
+  // 8-32 with at least twice as many outputs: the Fashion-MNIST CNN) give the same bits at
+  // any count; oneDNN's, for other convolutions, may not: false keeps the count fixed for
+  // bit-reproducible runs of those.
   bool intra_op_autotune = true;
   int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
   int64_t save_summary_steps = 100;    // 0: no training summaries
