@@ -312,6 +312,24 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64) {
   }
 }
 
+// An empty batch through each float32 path (one channel, oneDNN, products): zero filter and
+// bias gradients, an empty input gradient.
+TEST(GradTest, Conv2DOfAnEmptyBatchHasZeroGradients) {
+  for (int64_t channels : {1, 3, 8}) {
+    SCOPED_TRACE(std::to_string(channels) + " input channel(s)");
+    Tensor x = random_tensor({0, 6, 6, channels}, 75).cast(DType::kFloat32);
+    Tensor w = random_tensor({3, 3, channels, 16}, 76).cast(DType::kFloat32);
+    Tensor b = random_tensor({16}, 77).cast(DType::kFloat32);
+    GradientTape tape;
+    for (const Tensor& t : {w, b, x}) tape.watch(t);
+    Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu);
+    std::vector<Gradient> g = tape.gradient(sum(y), {w, b, x});
+    EXPECT_EQ(g[0].to_dense().to_vector<float>(), std::vector<float>(3 * 3 * channels * 16, 0.f));
+    EXPECT_EQ(g[1].to_dense().to_vector<float>(), std::vector<float>(16, 0.f));
+    EXPECT_EQ(g[2].to_dense().numel(), 0);
+  }
+}
+
 // Random geometries through every float32 path (products, the one-channel loops, oneDNN):
 // channels, filter sizes, strides, dilations, padding and the fused ReLU.
 TEST(GradTest, Conv2DFloat32MatchesFloat64OnRandomGeometries) {

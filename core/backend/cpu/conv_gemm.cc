@@ -137,7 +137,8 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   float* pdx = dx.defined() ? typed_mut<float>(dx) : nullptr;
   const bool filters = dw.defined() || db.defined();
   // Per unit: taps rows of filter gradient, then one row of bias gradient.
-  std::vector<float> partial(filters ? static_cast<size_t>(units * stride) : 0);
+  // At least one unit's worth of zeros: an empty batch has zero gradients.
+  std::vector<float> partial(filters ? static_cast<size_t>(std::max<int64_t>(units, 1) * stride) : 0);
   const int64_t image = g.h * g.w * g.c;
   parallel_for(0, units, 1, [&](int64_t b, int64_t e) {
     float* col = thread_buffer(0, tile_rows * taps);

@@ -195,7 +195,8 @@ void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
   const int64_t taps = g.kh * g.kw, stride = (taps + 1) * g.o;
   const int64_t blocks = (g.n + kImagesPerBlock - 1) / kImagesPerBlock;
   // Per block: taps rows of filter gradient, then one of bias gradient.
-  std::vector<float> partial(static_cast<size_t>(blocks * stride), 0.f);
+  // At least one block's worth of zeros: an empty batch has zero gradients.
+  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(blocks, 1) * stride), 0.f);
   parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float* acc = partial.data() + i * stride;

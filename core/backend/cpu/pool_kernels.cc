@@ -156,8 +156,9 @@ void max_pool_grad_tiled(const T* pg, const int32_t* pa, T* pd, const Pool2DPara
         }
       }
       // The columns right of the last window, on this window row's input rows.
-      const int64_t y0 = std::max<int64_t>(0, oy * p.strides[0] - p.pad_begin[0]);
-      const int64_t y1 = std::min(covered_h, y0 + p.window[0]);
+      const int64_t top = oy * p.strides[0] - p.pad_begin[0];
+      const int64_t y0 = std::max<int64_t>(0, top);
+      const int64_t y1 = std::min(covered_h, top + p.window[0]);
       for (int64_t iy = y0; iy < y1 && covered_w < w; ++iy) {
         std::fill(image + (iy * w + covered_w) * c, image + (iy + 1) * w * c, T(0));
       }
