@@ -214,12 +214,16 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
     autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, saved, params, has_bias = bias.defined()](
                                                       const BackwardContext& c) {
       Tensor dz = contiguous(c.grad());
-      Tensor dx = c.needs_grad(0) ? Tensor::empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
-      Tensor dw = c.needs_grad(1) ? Tensor::empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
-      Tensor db = has_bias && c.needs_grad(2)
-                      ? Tensor::empty(Shape{wc.shape()[3]}, wc.dtype(), wc.device())
-                      : Tensor();
-      kernels::conv2d_grad.call(dz.device(), xc, wc, dz, saved, dx, dw, db, params);
+      // An empty batch, or no filters, has zero gradients (and oneDNN refuses such shapes).
+      const bool empty = dz.numel() == 0;
+      auto buffer = [empty](const Shape& shape, const Tensor& like) {
+        return empty ? Tensor::zeros(shape, like.dtype(), like.device())
+                     : Tensor::empty(shape, like.dtype(), like.device());
+      };
+      Tensor dx = c.needs_grad(0) ? buffer(xc.shape(), xc) : Tensor();
+      Tensor dw = c.needs_grad(1) ? buffer(wc.shape(), wc) : Tensor();
+      Tensor db = has_bias && c.needs_grad(2) ? buffer(Shape{wc.shape()[3]}, wc) : Tensor();
+      if (!empty) kernels::conv2d_grad.call(dz.device(), xc, wc, dz, saved, dx, dw, db, params);
       return std::vector<Gradient>{dx.defined() ? Gradient(dx) : Gradient(),
                                    dw.defined() ? Gradient(dw) : Gradient(),
                                    db.defined() ? Gradient(db) : Gradient()};
