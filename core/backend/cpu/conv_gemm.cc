@@ -11,6 +11,7 @@
 #include "cadre/runtime/threading.h"
 #include "core/backend/cpu/loops.h"
 #include "core/backend/cpu/vec8.h"
+#include "core/backend/portable/op_math.h"
 
 namespace cadre::backend::cpu::conv_gemm {
 namespace {
@@ -138,8 +139,7 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   float* pdx = dx.defined() ? typed_mut<float>(dx) : nullptr;
   const bool filters = dw.defined() || db.defined();
   // Per unit: taps rows of filter gradient, then one row of bias gradient.
-  // At least one unit's worth of zeros: an empty batch has zero gradients.
-  std::vector<float> partial(filters ? static_cast<size_t>(std::max<int64_t>(units, 1) * stride) : 0);
+  std::vector<float> partial(filters ? static_cast<size_t>(units * stride) : 0);
   const int64_t image = g.h * g.w * g.c;
   parallel_for(0, units, 1, [&](int64_t b, int64_t e) {
     float* col = thread_buffer(0, tile_rows * taps);
@@ -160,11 +160,12 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
           const float* out = py + r0 * g.o;
           int64_t i = 0;
           for (; i + vec8::kLanes <= rows * g.o; i += vec8::kLanes) {
-            const vec8::Float v = vec8::load<vec8::Float>(grad + i);
-            vec8::store(masked + i, vec8::select(vec8::load<vec8::Float>(out + i) > 0.f, v,
-                                                 vec8::Float{}));
+            vec8::store(masked + i, vec8::relu_gradient(vec8::load<vec8::Float>(out + i),
+                                                        vec8::load<vec8::Float>(grad + i)));
           }
-          for (; i < rows * g.o; ++i) masked[i] = out[i] > 0.f ? grad[i] : 0.f;
+          for (; i < rows * g.o; ++i) {
+            masked[i] = portable::activation_grad_value(kernels::Activation::kRelu, 0.f, out[i], grad[i]);
+          }
           grad = masked;
         }
         if (filters) {

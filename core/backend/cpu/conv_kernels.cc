@@ -28,13 +28,10 @@ using kernels::Conv2DParams;
 using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 
-struct Geometry {
-  int64_t n, h, w, c, kh, kw, o, oh, ow;
-};
+using Geometry = portable::ConvGeometry;
 
-Geometry geometry(const Tensor& x, const Tensor& w, const Shape& y) {
-  return {x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
-          w.shape()[1], w.shape()[3], y[1], y[2]};
+Geometry geometry(const Tensor& x, const Tensor& w, const Shape& y, const Conv2DParams& p) {
+  return portable::conv_geometry(x.shape(), w.shape(), y, p);
 }
 
 struct Key {
@@ -175,17 +172,15 @@ Tensor weights_in(const std::optional<dnnl::reorder>& reorder, const dnnl::memor
   return out;
 }
 
-Key key_of(const Tensor& x, const Tensor& w, const Shape& y, const Conv2DParams& p, bool bias) {
-  return Key{geometry(x, w, y), p, bias, current_thread_budget()};
+Key key_of(const Geometry& g, const Conv2DParams& p, bool bias) {
+  return Key{g, p, bias, current_thread_budget()};
 }
 
 void conv2d_f32(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                 const Conv2DParams& p) {
-  const portable::ConvGeometry pg = portable::conv_geometry(x.shape(), w.shape(), y.shape(), p);
-  if (conv_one_channel::forward_suits(pg)) {
-    return conv_one_channel::forward(x, w, bias, p.activation, y, pg);
-  }
-  Key key = key_of(x, w, y.shape(), p, bias.defined());
+  const Geometry g = geometry(x, w, y.shape(), p);
+  if (conv_one_channel::forward_suits(g)) return conv_one_channel::forward(x, w, bias, p.activation, y, g);
+  Key key = key_of(g, p, bias.defined());
   Conv& conv = conv_for(key);
   auto wmd = conv.fwd_pd.weights_desc();
   Tensor weights = weights_in(conv.fwd_weights_reorder, conv.user_weights, wmd, w);
@@ -208,21 +203,20 @@ Tensor through_activation(Activation act, const Tensor& y, const Tensor& dy) {
 
 void conv2d_grad_f32(const Tensor& x, const Tensor& w, const Tensor& dy_out, const Tensor& y,
                      Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& forward) {
-  const portable::ConvGeometry pg =
-      portable::conv_geometry(x.shape(), w.shape(), dy_out.shape(), forward);
-  if (conv_gemm::suits(pg)) {
-    return conv_gemm::backward(x, w, dy_out, y, forward.activation, dx, dw, db, pg);
+  const Geometry g = geometry(x, w, dy_out.shape(), forward);
+  if (conv_gemm::suits(g)) {
+    return conv_gemm::backward(x, w, dy_out, y, forward.activation, dx, dw, db, g);
   }
+  const bool own_filter_grad = conv_one_channel::suits(g);
+  if (own_filter_grad && (dw.defined() || db.defined())) {
+    conv_one_channel::filter_grad(x, dy_out, y, forward.activation, dw, db, g);
+  }
+  if (own_filter_grad && !dx.defined()) return;
   // Backward primitives hang off a forward one of the same geometry; one without bias or
   // activation serves every variant (the activation's gradient is applied first).
   Conv2DParams p = forward;
   p.activation = Activation::kNone;
-  Key key = key_of(x, w, dy_out.shape(), p, /*bias=*/false);
-  const bool own_filter_grad = conv_one_channel::suits(pg);
-  if (own_filter_grad && (dw.defined() || db.defined())) {
-    conv_one_channel::filter_grad(x, dy_out, y, forward.activation, dw, db, pg);
-  }
-  if (own_filter_grad && !dx.defined()) return;
+  Key key = key_of(g, p, /*bias=*/false);
   const Tensor dy = through_activation(forward.activation, y, dy_out);
   Conv& conv = conv_for(key);
   build_backward(key, conv);
@@ -279,7 +273,7 @@ void for_each_tap(const Geometry& g, const Conv2DParams& p, int64_t n, int64_t o
 template <typename T>
 void conv2d_direct(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                    const Conv2DParams& p) {
-  Geometry g = geometry(x, w, y.shape());
+  Geometry g = geometry(x, w, y.shape(), p);
   const T* px = typed<T>(x);
   const T* pw = typed<T>(w);
   const T* pb = bias.defined() ? typed<T>(bias) : nullptr;
@@ -306,7 +300,7 @@ void conv2d_direct(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor&
 template <typename T>
 void conv2d_grad_direct(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                         Tensor& dw, Tensor& db, const Conv2DParams& p) {
-  Geometry g = geometry(x, w, dy.shape());
+  Geometry g = geometry(x, w, dy.shape(), p);
   const T* px = typed<T>(x);
   const T* pw = typed<T>(w);
   const T* pg = typed<T>(dy);

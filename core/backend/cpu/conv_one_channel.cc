@@ -7,6 +7,7 @@
 #include "cadre/runtime/threading.h"
 #include "core/backend/cpu/loops.h"
 #include "core/backend/cpu/vec8.h"
+#include "core/backend/portable/op_math.h"
 
 namespace cadre::backend::cpu::conv_one_channel {
 namespace {
@@ -21,7 +22,7 @@ using Vec = vec8::Float;
 Vec gradient_at(const float* dy, const float* y, int64_t offset) {
   const Vec g = vec8::load<Vec>(dy + offset);
   if (y == nullptr) return g;
-  return vec8::select(vec8::load<Vec>(y + offset) > 0.f, g, Vec{});
+  return vec8::relu_gradient(vec8::load<Vec>(y + offset), g);
 }
 
 // Adds image n's filter gradient of channels [c0, c0 + kLanes) to acc ([KH * KW, o]) and
@@ -81,7 +82,9 @@ void any_shape(const float* x, const float* dy, const float* y, const ConvGeomet
         const int64_t left = ox - g.pw;
         const int64_t offset = ((n * g.oh + oy) * g.ow + ox) * o;
         for (int64_t c = 0; c < o; ++c) {
-          kept[c] = y == nullptr || y[offset + c] > 0.f ? dy[offset + c] : 0.f;
+          kept[c] = y == nullptr ? dy[offset + c]
+                                 : portable::activation_grad_value(kernels::Activation::kRelu, 0.f,
+                                                                   y[offset + c], dy[offset + c]);
         }
         const float* grad = kept.data();
         vec8::add_into(bias_acc, grad, o);
@@ -195,8 +198,7 @@ void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
   const int64_t taps = g.kh * g.kw, stride = (taps + 1) * g.o;
   const int64_t blocks = (g.n + kImagesPerBlock - 1) / kImagesPerBlock;
   // Per block: taps rows of filter gradient, then one of bias gradient.
-  // At least one block's worth of zeros: an empty batch has zero gradients.
-  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(blocks, 1) * stride), 0.f);
+  std::vector<float> partial(static_cast<size_t>(blocks * stride), 0.f);
   parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float* acc = partial.data() + i * stride;

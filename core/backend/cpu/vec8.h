@@ -31,6 +31,9 @@ inline Float select(Int mask, Float a, Float b) {
 }
 inline Int select(Int mask, Int a, Int b) { return (mask & a) | (~mask & b); }
 
+// A ReLU's gradient: g where the ReLU's output is positive, else zero.
+inline Float relu_gradient(Float output, Float g) { return select(output > 0.f, g, Float{}); }
+
 // to[i] += from[i] for i in [0, n).
 inline void add_into(float* to, const float* from, int64_t n) {
   int64_t i = 0;
