@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 #include "cadre/base/errors.h"
+#include "cadre/nn/deferred_copy.h"
 #include "checkpoint/lease.h"
 #include "core/base/strings.h"
 #include "core/tensor/transfer.h"
@@ -54,6 +57,35 @@ const typename Map::mapped_type* find_in(const Map* map, const typename Map::key
   if (map == nullptr) return nullptr;
   auto it = map->find(key);
   return it == map->end() ? nullptr : &it->second;
+}
+
+// A fingerprint of everything check_data looks at besides partitions (which always take
+// the full check): every name, which slot belongs to which variable, and whether each value
+// is defined. 0 when there are partitions. Equal fingerprints mean the check passes as it
+// did before, so a run that saves the same model again and again checks it once.
+uint64_t names_fingerprint(const CheckpointData& data) {
+  if (!data.partitioned_variables.empty()) return 0;
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  auto mix = [&](std::string_view text) {
+    for (char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    hash = (hash ^ 0xff) * 1099511628211ull;  // no name ends inside another
+  };
+  auto mix_tensors = [&](const std::map<std::string, Tensor>& tensors) {
+    mix("#");
+    for (const auto& [name, value] : tensors) mix(value.defined() ? name : "");
+  };
+  mix_tensors(data.variables);
+  mix_tensors(data.iterator_state);
+  mix("#");
+  for (const auto& [name, state] : data.rng_states) mix(name);
+  mix("#");
+  for (const auto& [key, value] : data.attributes) mix(key);
+  mix("#");
+  for (const auto& [slot, variable] : data.slot_of) {
+    mix(slot);
+    mix(variable);
+  }
+  return hash == 0 ? 1 : hash;
 }
 
 CheckpointData copy_to_host(const CheckpointData& data, const CheckpointData* reuse) {
@@ -149,14 +181,14 @@ CheckpointManager::~CheckpointManager() {
   } catch (const std::exception& error) {
     LOG(ERROR) << "asynchronous checkpoint save in " << model_dir_ << " failed: " << error.what();
   }
-  if (writer_.joinable()) {
-    {
-      MutexLock lock(writer_mutex_);
-      stopping_ = true;
-    }
-    writer_changed_.notify_all();
-    writer_.join();
+  {
+    MutexLock lock(writer_mutex_);
+    stopping_ = true;
   }
+  writer_changed_.notify_all();
+  copy_requested_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  if (copier_.joinable()) copier_.join();
 }
 
 std::string CheckpointManager::checkpoint_path(int64_t global_step) const {
@@ -178,8 +210,9 @@ void CheckpointManager::write_in_background() {
   if (errno == 0) ::setpriority(PRIO_PROCESS, thread, std::min(19, nice + kWriterNiceness));
   MutexLock lock(writer_mutex_);
   while (true) {
+    // A queued save whose copy is still being made waits for the copier.
     writer_changed_.wait(writer_mutex_, [&]() CADRE_REQUIRES(writer_mutex_) {
-      return stopping_ || queued_ != nullptr || to_warm_ != nullptr;
+      return stopping_ || (queued_ != nullptr && copy_ == nullptr) || to_warm_ != nullptr;
     });
     if (to_warm_ != nullptr && !stopping_) {
       std::shared_ptr<const CheckpointData> snapshot = std::move(to_warm_);
@@ -204,10 +237,11 @@ void CheckpointManager::write_in_background() {
     }
     if (queued_ == nullptr) return;  // stopping, nothing left to write
     std::shared_ptr<const CheckpointData> data = queued_;
+    std::exception_ptr failure = std::move(copy_failure_);
+    copy_failure_ = nullptr;
     lock.unlock();
-    std::exception_ptr failure;
     try {
-      save_now(*data);
+      if (!failure) save_now(*data);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -218,8 +252,91 @@ void CheckpointManager::write_in_background() {
   }
 }
 
+// At the caller's priority, unlike the writer: the caller's next write of a variable waits
+// for whatever part of the copy this thread has not done. It also lets go of the snapshot
+// before, so that the caller does not spend its time freeing it.
+void CheckpointManager::copy_in_background() {
+  MutexLock lock(writer_mutex_);
+  while (true) {
+    copy_requested_.wait(writer_mutex_, [&]() CADRE_REQUIRES(writer_mutex_) {
+      return stopping_ || (copy_ != nullptr && !copy_started_);
+    });
+    if (copy_ == nullptr || copy_started_) return;  // stopping
+    copy_started_ = true;
+    std::shared_ptr<nn::DeferredCopy> copy = copy_;
+    std::shared_ptr<const CheckpointData> retired = std::move(retired_);
+    retired_ = nullptr;
+    lock.unlock();
+    copy->run();
+    retired.reset();
+    lock.lock();
+    copy_failure_ = copy->error();
+    copy_ = nullptr;  // let go of the variables' buffers; the writer may go on
+    writer_changed_.notify_all();
+  }
+}
+
+// Publishes a copy of `data`'s tensors into host memory, made by the copier thread or by
+// a writer of variables, and queues it for the writer. The copy goes into the last
+// snapshot's memory where shapes agree (the writer is done with it); looking that up is
+// left to the copying thread, as is freeing the last snapshot (the copier's): this thread
+// only collects the tensors.
+void CheckpointManager::queue_with_deferred_copy(CheckpointData data) {
+  if (!copier_.joinable()) copier_ = std::thread([this] { copy_in_background(); });
+  if (!writer_.joinable()) writer_ = std::thread([this] { write_in_background(); });
+  auto snapshot = std::make_shared<CheckpointData>(std::move(data));
+  struct Origin {
+    const std::string* name;
+    int part;  // -1: a whole variable; -2: an iterator tensor
+  };
+  std::vector<Tensor*> tensors;
+  std::vector<Origin> origins;
+  for (auto& [name, value] : snapshot->variables) {
+    tensors.push_back(&value);
+    origins.push_back({&name, -1});
+  }
+  for (auto& [name, parts] : snapshot->partitioned_variables) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      tensors.push_back(&parts[i]);
+      origins.push_back({&name, static_cast<int>(i)});
+    }
+  }
+  for (auto& [name, value] : snapshot->iterator_state) {
+    tensors.push_back(&value);
+    origins.push_back({&name, -2});
+  }
+  // Alive until the copier has run the copy, which ends after every memory_for call.
+  const CheckpointData* old = snapshot_.get();
+  auto memory_for = [old, origins = std::move(origins)](size_t i) -> Tensor {
+    const Origin& o = origins[i];
+    const Tensor* found = nullptr;
+    if (o.part == -1) {
+      found = find_in(&old->variables, *o.name);
+    } else if (o.part == -2) {
+      found = find_in(&old->iterator_state, *o.name);
+    } else if (const auto* parts = find_in(&old->partitioned_variables, *o.name)) {
+      if (static_cast<size_t>(o.part) < parts->size()) found = &(*parts)[o.part];
+    }
+    return found ? *found : Tensor();
+  };
+  auto copy = old ? std::make_shared<nn::DeferredCopy>(std::move(tensors), std::move(memory_for))
+                  : std::make_shared<nn::DeferredCopy>(std::move(tensors));
+  nn::defer_copy(copy);
+  {
+    MutexLock lock(writer_mutex_);
+    copy_ = copy;
+    copy_started_ = false;
+    queued_ = snapshot;
+    retired_ = std::move(snapshot_);
+  }
+  snapshot_ = std::move(snapshot);
+  // Only the copier: a wake-up costs the caller a system call (and a hypervisor exit in a
+  // virtual machine); the copier wakes the writer when the copy is done.
+  copy_requested_.notify_one();
+}
+
 void CheckpointManager::prepare_save() {
-  if (!options_.async_save || snapshot_ == nullptr) return;
+  if (!options_.async_save || options_.copy_in_background || snapshot_ == nullptr) return;
   {
     MutexLock lock(writer_mutex_);
     if (queued_ != nullptr || warming_) return;
@@ -267,16 +384,35 @@ void CheckpointManager::wait() {
   }
 }
 
-std::string CheckpointManager::save(const CheckpointData& data) {
+std::string CheckpointManager::start_save(const CheckpointData& data) {
   wait();
-  check_data(data);
+  uint64_t fingerprint = names_fingerprint(data);
+  if (fingerprint == 0 || fingerprint != checked_fingerprint_) {
+    check_data(data);
+    checked_fingerprint_ = fingerprint;
+  }
   if (data.global_step < 0) {
     throw InvalidArgumentError(
         str_cat("cannot save a checkpoint of global step ", data.global_step, " (negative)"));
   }
-  std::string path = checkpoint_path(data.global_step);
+  return checkpoint_path(data.global_step);
+}
+
+std::string CheckpointManager::save(CheckpointData&& data) {
+  if (!options_.async_save || !options_.copy_in_background) return save(std::as_const(data));
+  std::string path = start_save(data);
+  queue_with_deferred_copy(std::move(data));
+  return path;
+}
+
+std::string CheckpointManager::save(const CheckpointData& data) {
+  std::string path = start_save(data);
   if (!options_.async_save) {
     save_now(data);
+    return path;
+  }
+  if (options_.copy_in_background) {
+    queue_with_deferred_copy(data);
     return path;
   }
   // The previous save is done (wait() above): its snapshot's memory is free to copy into,

@@ -152,7 +152,7 @@ class TrainRun : public Run {
       attributes_ = data.attributes;
     }
     data.attributes = attributes_;
-    return manager_->save(data);
+    return manager_->save(std::move(data));
   }
 
   void wait_for_checkpoints() override {
@@ -375,6 +375,9 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
     options.keep_checkpoint_max = config_.keep_checkpoint_max;
     options.keep_checkpoint_every_n_hours = config_.keep_checkpoint_every_n_hours;
     options.async_save = config_.async_checkpoint;
+    // Training writes variables only through optimizers and Variable::assign, which finish
+    // a deferred copy first.
+    options.copy_in_background = config_.async_checkpoint;
     options.durable_every_secs = config_.checkpoint_durable_secs;
     options.env = config_.file_system();
     manager = std::make_unique<checkpoint::CheckpointManager>(config_.model_dir, options);

@@ -6,6 +6,7 @@
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/nn/clipping.h"
+#include "cadre/nn/deferred_copy.h"
 #include "cadre/nn/variable_store.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/indexing.h"
@@ -130,6 +131,7 @@ void Optimizer::apply_gradients(std::vector<Gradient> gradients,
 void Optimizer::apply_updates(const std::vector<Gradient>& gradients,
                               const std::vector<Variable*>& variables, int64_t step) {
   NoGradScope no_grad;
+  finish_deferred_copies();  // the variables, slots and counter are written in place below
   double lr = learning_rate_.at(step - 1);
   std::vector<SlotSpec> specs = slot_specs();
   std::vector<Tensor> dense_vars, dense_grads;

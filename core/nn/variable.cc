@@ -2,6 +2,7 @@
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
+#include "cadre/nn/deferred_copy.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
 
@@ -11,12 +12,18 @@ Variable::Variable(VariableSpec spec, Tensor value)
     : spec_(std::move(spec)), value_(std::move(value)) {}
 
 Tensor Variable::read() const {
-  if (remote_) remote_->fetch(value_);
+  if (remote_) {
+    finish_deferred_copies();  // the fetch writes the local copy
+    remote_->fetch(value_);
+  }
   return watched();
 }
 
 Tensor Variable::read_rows(const Tensor& ids) const {
-  if (remote_) remote_->fetch_rows(value_, ids);
+  if (remote_) {
+    finish_deferred_copies();
+    remote_->fetch_rows(value_, ids);
+  }
   return watched();
 }
 
@@ -32,6 +39,7 @@ void Variable::assign(const Tensor& value) {
     throw InvalidArgumentError(str_cat("assign to variable '", name(), "': shape ", value.shape(),
                                        " differs from the variable's ", value_.shape()));
   }
+  finish_deferred_copies();
   value_.assign(value);
 }
 

@@ -17,7 +17,7 @@ namespace cadre::checkpoint {
 // The input to a save. Tensors may live on any device and be non-contiguous views; the
 // writer copies at most one block of rows at a time out of them (none for contiguous host
 // tensors). The caller must not modify them until the save returns (an asynchronous save
-// copies them first, see CheckpointManagerOptions::async_save).
+// copies them first, or has writers finish its copy first: see CheckpointManagerOptions).
 struct CheckpointData {
   int64_t global_step = 0;
   // Logical name ("hidden1/kernel", "Adam/iterations") -> the whole value.

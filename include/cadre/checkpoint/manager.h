@@ -17,6 +17,7 @@
 // internal. It must be the only writer of its model_dir.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -29,6 +30,10 @@
 #include "cadre/base/env.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/writer.h"
+
+namespace cadre::nn {
+class DeferredCopy;
+}
 
 namespace cadre::checkpoint {
 
@@ -43,6 +48,12 @@ struct CheckpointManagerOptions {
   // publishes it. At most one save is in flight: the next save() first waits for it.
   // A failure is thrown by the next save(), wait() or close().
   bool async_save = false;
+  // With async_save, save() does not copy either: a background thread at normal priority
+  // copies the data while the caller goes on, and a thread about to write a variable
+  // (nn::finish_deferred_copies, which optimizer updates and Variable::assign call) finishes
+  // that copy first. Only for callers that write the saved tensors that way and no other
+  // (the Estimator's training loop); the others they must leave alone until wait().
+  bool copy_in_background = false;
   std::string basename = "model.ckpt";
   // How old the newest durable checkpoint may be, in seconds, when a save publishes. A save
   // this long after the last durable one is fsynced before it is published; the others
@@ -74,17 +85,21 @@ class CheckpointManager {
 
   // Saves `data` as model_dir/<basename>-<global_step>.h5 (replacing a checkpoint of the
   // same step) and returns that path. Synchronous: returns once the checkpoint and the
-  // state file are durable. Asynchronous: returns once `data` is copied; see
-  // CheckpointManagerOptions::async_save. Throws InvalidArgumentError (nothing written)
-  // for data that cannot be saved, the failure of a previous asynchronous save, or the
+  // state file are durable. Asynchronous: returns once `data` is copied, or at once with
+  // copy_in_background; see CheckpointManagerOptions. Throws InvalidArgumentError (nothing
+  // written) for data that cannot be saved, the failure of a previous asynchronous save, or the
   // I/O error of this one (in which case the previous checkpoints and state are intact).
   std::string save(const CheckpointData& data);
+  // The same, taking `data` over: with copy_in_background, nothing of it is copied on the
+  // calling thread.
+  std::string save(CheckpointData&& data);
   // Blocks until no save is in flight; throws the failure of the last asynchronous save.
   void wait();
   // Says that save() will be called soon (a step ahead). With async_save, the writer
   // thread brings the memory the next snapshot is copied into back into the cache: a copy
   // into memory last written a hundred steps earlier takes twice as long, and the caller
-  // waits for that copy. Does nothing while a save is in flight; save() never waits for it.
+  // waits for that copy. Does nothing while a save is in flight, or with copy_in_background
+  // (the caller does not wait for the copy); save() never waits for it.
   void prepare_save();
   // wait(), makes the newest checkpoint durable, then deletes what retention dropped and no
   // reader leases any more; the manager stays usable.
@@ -115,6 +130,9 @@ class CheckpointManager {
   void remove_stale_temporaries();
   void adopt_unrecorded_checkpoints() CADRE_REQUIRES(mutex_);
   void write_in_background();
+  void copy_in_background();
+  std::string start_save(const CheckpointData& data);
+  void queue_with_deferred_copy(CheckpointData data);
 
   std::string model_dir_;
   CheckpointManagerOptions options_;
@@ -131,12 +149,23 @@ class CheckpointManager {
   Mutex writer_mutex_;
   CondVar writer_changed_;
   std::shared_ptr<const CheckpointData> queued_ CADRE_GUARDED_BY(writer_mutex_);
+  // copy_in_background: the copy into queued_ until the copier has run it (the writer
+  // waits for that), whether the copier started it, how it failed, and the snapshot before
+  // queued_ (the copier frees it).
+  CondVar copy_requested_;
+  std::shared_ptr<nn::DeferredCopy> copy_ CADRE_GUARDED_BY(writer_mutex_);
+  bool copy_started_ CADRE_GUARDED_BY(writer_mutex_) = true;
+  std::exception_ptr copy_failure_ CADRE_GUARDED_BY(writer_mutex_);
+  std::shared_ptr<const CheckpointData> retired_ CADRE_GUARDED_BY(writer_mutex_);
   // prepare_save(): the snapshot whose memory the writer touches, and whether it is at it.
   std::shared_ptr<const CheckpointData> to_warm_ CADRE_GUARDED_BY(writer_mutex_);
   bool warming_ CADRE_GUARDED_BY(writer_mutex_) = false;
   std::exception_ptr failure_ CADRE_GUARDED_BY(writer_mutex_);
   bool stopping_ CADRE_GUARDED_BY(writer_mutex_) = false;
   std::thread writer_;
+  std::thread copier_;
+  // The names of the last data check_data passed (see names_fingerprint).
+  uint64_t checked_fingerprint_ = 0;
   // The last asynchronous save's copy of the data; the next one copies into its tensors.
   std::shared_ptr<const CheckpointData> snapshot_;
 };

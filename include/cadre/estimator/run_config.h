@@ -33,9 +33,12 @@ struct RunConfig {
   std::optional<double> save_checkpoints_secs;
   int keep_checkpoint_max = 5;                   // 0 keeps every checkpoint
   double keep_checkpoint_every_n_hours = 10000;  // TensorFlow's default: effectively off
-  // Write checkpoints on a background thread: training waits only while the variables,
-  // slots and input position are copied (a fraction of a millisecond for a few MB), not
-  // for the file, its checksums and syncs. A save due while the previous one is still
+  // Write checkpoints in the background: training waits only while the input position
+  // and the list of variables are taken (tens of microseconds), not for the copy of the
+  // variables and slots, the file, its checksums and syncs. A background thread copies the
+  // variables while the next step's forward pass runs; an update that reaches a variable
+  // before the copy does finishes the copy first (cadre/nn/deferred_copy.h), so the
+  // checkpoint holds the values of its step. A save due while the previous one is still
   // being written waits for it. Saving listeners see each checkpoint only once it is
   // published. false: every save blocks training until the checkpoint is published.
   bool async_checkpoint = true;

@@ -63,7 +63,9 @@ class Variable {
   // Like read(), for lookups of rows `ids` along axis 0: of a remote variable only those
   // rows are brought up to date (the others may be stale).
   Tensor read_rows(const Tensor& ids) const;
-  // The value without watching (optimizers, checkpoints, metrics).
+  // The value without watching (optimizers, checkpoints, metrics). Before writing into its
+  // buffer, call finish_deferred_copies() (cadre/nn/deferred_copy.h): a checkpoint may
+  // still be copying it.
   Tensor& tensor() { return value_; }
   const Tensor& tensor() const { return value_; }
   // Copies `value` in (same shape; converted to this variable's dtype and device).
