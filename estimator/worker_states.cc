@@ -50,9 +50,13 @@ WorkerState decode_worker_state(std::string_view bytes, const std::string& what)
   return state;
 }
 
-void add_worker_state(int worker, const WorkerState& state, checkpoint::CheckpointData* data) {
-  std::string prefix = worker == 0 ? "" : pipeline_prefix(worker);
-  for (const auto& [key, value] : state.input) data->iterator_state[prefix + key] = value;
+void add_worker_state(int worker, WorkerState state, checkpoint::CheckpointData* data) {
+  if (worker == 0) {
+    io::StateWriter(data->iterator_state).adopt(std::move(state.input));  // moved, not copied
+  } else {
+    std::string prefix = pipeline_prefix(worker);
+    for (auto& [key, value] : state.input) data->iterator_state[prefix + key] = std::move(value);
+  }
   for (const auto& [name, generator] : state.generators) data->rng_states[name] = generator;
 }
 

@@ -30,7 +30,7 @@ WorkerState decode_worker_state(std::string_view bytes, const std::string& what)
 
 // Adds worker `worker`'s state to checkpoint `data`, and records that `pipelines` workers
 // read the input.
-void add_worker_state(int worker, const WorkerState& state, checkpoint::CheckpointData* data);
+void add_worker_state(int worker, WorkerState state, checkpoint::CheckpointData* data);
 void set_input_pipelines(int pipelines, checkpoint::CheckpointData* data);
 
 // The input position of worker `pipeline` of `pipelines` in `reader`'s checkpoint, or nullopt

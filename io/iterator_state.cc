@@ -26,6 +26,12 @@ void StateWriter::write_all(const IteratorState& state) {
   for (const auto& [key, value] : state) (*state_)[str_cat(prefix_, key)] = value;
 }
 
+void StateWriter::adopt(IteratorState&& state) {
+  state_->merge(state);
+  for (auto& [key, value] : state) (*state_)[key] = std::move(value);  // keys written before
+  state.clear();
+}
+
 StateReader StateReader::child(std::string_view name) const {
   return StateReader(*state_, str_cat(prefix_, name, "/"));
 }

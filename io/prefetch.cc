@@ -105,10 +105,16 @@ class PrefetchIterator : public IteratorNode {
     snapshot_.reset();
     // The input's position recorded in the background, if it is still behind the consumer:
     // the results produced before it that are still buffered complete the state.
+    StateWriter input = w.child("input");
     if (snapshot && snapshot->taken && consumed_ <= snapshot->produced) {
       save_results(w, buffer_, *node_.input(), snapshot->produced - consumed_);
       w.write_int("end", snapshot->end);
-      w.child("input").write_all(snapshot->input);
+      if (snapshot->prefix == input.prefix()) {
+        input.adopt(std::move(snapshot->input));
+      } else {
+        input.write_all(snapshot->input);
+      }
+      input_prefix_ = input.prefix();
       return;
     }
     paused_ = true;
@@ -117,7 +123,8 @@ class PrefetchIterator : public IteratorNode {
     --consumers_waiting_;
     save_results(w, buffer_, *node_.input());
     w.write_int("end", end_);
-    input_->save(w.child("input"));
+    input_->save(input);
+    input_prefix_ = input.prefix();
     paused_ = false;
     lock.unlock();
     has_room_.notify_one();
@@ -206,6 +213,7 @@ class PrefetchIterator : public IteratorNode {
   struct Snapshot {
     bool taken = false;
     IteratorState input;
+    std::string prefix;  // input's keys start with it
     uint64_t produced = 0;  // results produced before it
     bool end = false;
   };
@@ -217,11 +225,12 @@ class PrefetchIterator : public IteratorNode {
     producing_ = true;  // a save() in the meantime waits for the input as for a next()
     uint64_t produced = consumed_ + buffer_.size();
     bool end = end_;
+    std::string prefix = input_prefix_;
     lock.unlock();
     IteratorState input;
     bool ok = true;
     try {
-      input_->save(StateWriter(input));
+      input_->save(StateWriter(input, prefix));
     } catch (...) {
       ok = false;  // save() will pause and save the input itself, and see the error
     }
@@ -229,7 +238,7 @@ class PrefetchIterator : public IteratorNode {
     producing_ = false;
     if (snapshot_pending()) {  // not consumed by a save() meanwhile
       if (ok) {
-        *snapshot_ = Snapshot{true, std::move(input), produced, end};
+        *snapshot_ = Snapshot{true, std::move(input), std::move(prefix), produced, end};
       } else {
         snapshot_.reset();
       }
@@ -258,6 +267,9 @@ class PrefetchIterator : public IteratorNode {
   bool cancelled_ = false;
   bool held_back_ = false;  // the producer waited for room since the consumer last waited
   bool producer_waiting_ = false;
+  // Where the input's state goes in the last save: a snapshot written with these keys is
+  // moved into the next save instead of copied under them.
+  std::string input_prefix_;
   int consumers_waiting_ = 0;
   uint64_t consumed_ = 0;  // results taken by next() (so the buffer holds results
                            // consumed_ .. consumed_ + size - 1 in production order)

@@ -229,6 +229,38 @@ TEST(CompactStateTest, APositionRecordedInTheBackgroundResumesExactly) {
   EXPECT_EQ(drain(resumed, 10), expected);
 }
 
+// From the second save on, the prefetch thread records the position under the keys the
+// save before put it (where the stage sits in the pipeline), and the save moves it in
+// instead of copying it: with the prefetch stage at the root and inside the pipeline, every
+// save of a run names the same entries and resumes exactly.
+TEST(CompactStateTest, RepeatedSavesOfARecordedPositionResumeExactly) {
+  std::vector<std::function<Dataset()>> pipelines{
+      [] { return Dataset::range(400).shuffle(50, 3).batch(4).prefetch(3); },
+      [] { return Dataset::range(400).shuffle(50, 3).batch(4).prefetch(3).map(scale_and_tag()); },
+  };
+  for (size_t p = 0; p < pipelines.size(); ++p) {
+    SCOPED_TRACE(::testing::Message() << "pipeline " << p);
+    Iterator original = pipelines[p]().make_iterator();
+    std::vector<std::string> keys;
+    for (int save = 0; save < 3; ++save) {
+      SCOPED_TRACE(::testing::Message() << "save " << save);
+      drain(original, 4);
+      original.prepare_save();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the thread records it
+      drain(original, 1);
+      IteratorState state = deep_copy(original.save());
+      std::vector<std::string> names;
+      for (const auto& [key, value] : state) names.push_back(key);
+      if (save == 0) keys = names;
+      EXPECT_EQ(names, keys);
+      std::vector<std::string> expected = drain(original, 6);  // the original goes on
+      Iterator resumed = pipelines[p]().make_iterator();
+      resumed.restore(state);
+      EXPECT_EQ(drain(resumed, 6), expected);
+    }
+  }
+}
+
 TEST(CompactStateTest, StagesThatCannotFetchKeepTheirElements) {
   // enumerate numbers elements by position, which their origin does not say.
   auto make = [] { return Dataset::range(50).enumerate().shuffle(8, 3).batch(2).prefetch(2); };

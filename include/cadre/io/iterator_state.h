@@ -34,6 +34,10 @@ class StateWriter {
   void write_elements(std::string_view key, const std::vector<Element>& elements);
   // Every entry of `state` (saved by another writer) under this writer's prefix.
   void write_all(const IteratorState& state);
+  // Moves in every entry of `state`, which a writer with this writer's prefix saved (its
+  // keys are whole already): no key or value is copied.
+  void adopt(IteratorState&& state);
+  const std::string& prefix() const { return prefix_; }
 
  private:
   IteratorState* state_;
