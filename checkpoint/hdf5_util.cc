@@ -31,17 +31,6 @@ herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* d
 
 Handle scalar_space() { return checked(H5Screate(H5S_SCALAR), ErrorCode::kInternal, "H5Screate"); }
 
-void write_attribute(hid_t object, const std::string& name, hid_t type, const void* value) {
-  quiet_hdf5();
-  Handle space = scalar_space();
-  Handle attribute =
-      checked(H5Acreate2(object, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-              ErrorCode::kUnavailable, str_cat("cannot create attribute ", name));
-  if (H5Awrite(attribute.get(), type, value) < 0) {
-    throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot write attribute ", name));
-  }
-}
-
 // Opens `name` on `object`; an invalid handle when there is no such attribute.
 Handle open_attribute(hid_t object, const std::string& name, const std::string& context) {
   quiet_hdf5();
@@ -236,30 +225,52 @@ Shape dataspace_shape(hid_t dataspace, const std::string& context) {
   return Shape(std::vector<int64_t>(dims.begin(), dims.end()));
 }
 
-void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
+AttributeWriter::AttributeWriter() {
   quiet_hdf5();
-  // Fixed-length, stored inside the (checksummed) object header. Variable-length strings
-  // would live in HDF5's global heap, which has no checksum: HDF5 1.10 crashes reading a
-  // damaged one, and a checkpoint reader must survive any damage.
-  Handle type = checked(H5Tcopy(H5T_C_S1), ErrorCode::kInternal, "H5Tcopy");
-  H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
-  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
-  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  scalar_ = scalar_space();
+}
+
+void AttributeWriter::write(hid_t object, const std::string& name, hid_t type,
+                            const void* value) {
+  Handle attribute =
+      checked(H5Acreate2(object, name.c_str(), type, scalar_.get(), H5P_DEFAULT, H5P_DEFAULT),
+              ErrorCode::kUnavailable, str_cat("cannot create attribute ", name));
+  if (H5Awrite(attribute.get(), type, value) < 0) {
+    throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot write attribute ", name));
+  }
+}
+
+hid_t AttributeWriter::string_type(size_t size) {
+  Handle& type = string_types_[size];
+  if (!type.valid()) {
+    // Fixed-length, stored inside the (checksummed) object header. Variable-length strings
+    // would live in HDF5's global heap, which has no checksum: HDF5 1.10 crashes reading a
+    // damaged one, and a checkpoint reader must survive any damage.
+    type = checked(H5Tcopy(H5T_C_S1), ErrorCode::kInternal, "H5Tcopy");
+    H5Tset_size(type.get(), size);
+    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+    H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  }
+  return type.get();
+}
+
+void AttributeWriter::write_string(hid_t object, const std::string& name,
+                                   const std::string& value) {
   std::string padded = value;
   padded.resize(std::max<size_t>(value.size(), 1), '\0');
-  write_attribute(object, name, type.get(), padded.data());
+  write(object, name, string_type(padded.size()), padded.data());
 }
 
-void write_int64_attribute(hid_t object, const std::string& name, int64_t value) {
-  write_attribute(object, name, H5T_STD_I64LE, &value);
+void AttributeWriter::write_int64(hid_t object, const std::string& name, int64_t value) {
+  write(object, name, H5T_STD_I64LE, &value);
 }
 
-void write_uint32_attribute(hid_t object, const std::string& name, uint32_t value) {
-  write_attribute(object, name, H5T_STD_U32LE, &value);
+void AttributeWriter::write_uint32(hid_t object, const std::string& name, uint32_t value) {
+  write(object, name, H5T_STD_U32LE, &value);
 }
 
-void write_double_attribute(hid_t object, const std::string& name, double value) {
-  write_attribute(object, name, H5T_IEEE_F64LE, &value);
+void AttributeWriter::write_double(hid_t object, const std::string& name, double value) {
+  write(object, name, H5T_IEEE_F64LE, &value);
 }
 
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name,

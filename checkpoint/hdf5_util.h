@@ -9,6 +9,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,10 +71,23 @@ Shape dataspace_shape(hid_t dataspace, const std::string& context);
 
 // Attributes on any object. Strings are written fixed-length UTF-8 (h5py reads them as
 // bytes); both fixed- and variable-length strings are read.
-void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
-void write_int64_attribute(hid_t object, const std::string& name, int64_t value);
-void write_uint32_attribute(hid_t object, const std::string& name, uint32_t value);
-void write_double_attribute(hid_t object, const std::string& name, double value);
+// Writes scalar attributes, reusing one dataspace and one string type per length across
+// its calls (a file's hundred attributes would otherwise make and close as many of each).
+class AttributeWriter {
+ public:
+  AttributeWriter();
+  void write_string(hid_t object, const std::string& name, const std::string& value);
+  void write_int64(hid_t object, const std::string& name, int64_t value);
+  void write_uint32(hid_t object, const std::string& name, uint32_t value);
+  void write_double(hid_t object, const std::string& name, double value);
+
+ private:
+  void write(hid_t object, const std::string& name, hid_t type, const void* value);
+  hid_t string_type(size_t size);
+
+  Handle scalar_;
+  std::map<size_t, Handle> string_types_;
+};
 // nullopt when the attribute is missing; DataLossError naming `context` when unreadable.
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name,
                                                  const std::string& context);

@@ -22,8 +22,8 @@ int posix_descriptor(hid_t file) {
   return *static_cast<int*>(handle);
 }
 
-RowWriter::RowWriter(hid_t file, hid_t dataset, hid_t memory_type, const Shape& shape,
-                     std::string context, bool start_writeback)
+RowWriter::RowWriter(hid_t dataset, hid_t memory_type, const Shape& shape, std::string context,
+                     bool start_writeback, int descriptor)
     : dataset_(dataset),
       memory_type_(memory_type),
       shape_(shape),
@@ -34,14 +34,10 @@ RowWriter::RowWriter(hid_t file, hid_t dataset, hid_t memory_type, const Shape& 
   if (rows > 0 && shape.num_elements() > 0) {
     row_bytes_ = H5Tget_size(memory_type) * static_cast<size_t>(shape.num_elements() / rows);
   }
-  if (row_bytes_ == 0) return;
-  Handle create(H5Dget_create_plist(dataset));
-  Handle stored_type(H5Dget_type(dataset));
+  if (row_bytes_ == 0 || descriptor < 0) return;
   haddr_t offset = H5Dget_offset(dataset);
-  if (create.valid() && stored_type.valid() && H5Pget_layout(create.get()) == H5D_CONTIGUOUS &&
-      offset != HADDR_UNDEF && H5Tequal(stored_type.get(), memory_type) > 0 &&
-      H5Dget_storage_size(dataset) == row_bytes_ * static_cast<size_t>(rows)) {
-    fd_ = posix_descriptor(file);
+  if (offset != HADDR_UNDEF) {
+    fd_ = descriptor;
     offset_ = static_cast<int64_t>(offset);
   }
   H5Eclear2(H5E_DEFAULT);

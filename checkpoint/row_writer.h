@@ -20,11 +20,13 @@ namespace cadre::checkpoint::internal {
 
 class RowWriter {
  public:
-  // `file` and `dataset` stay owned by the caller and must outlive the writer.
+  // `dataset` stays owned by the caller and must outlive the writer; it is contiguous,
+  // allocated, and stores `memory_type` (as the checkpoint writer creates its datasets).
   // `start_writeback`: hand each block to the device as soon as it is written (an fsync
-  // follows; see WriteOptions::durable).
-  RowWriter(hid_t file, hid_t dataset, hid_t memory_type, const Shape& shape, std::string context,
-            bool start_writeback);
+  // follows; see WriteOptions::durable). `descriptor`: the file's (posix_descriptor), for
+  // pwrite; -1 writes through H5Dwrite.
+  RowWriter(hid_t dataset, hid_t memory_type, const Shape& shape, std::string context,
+            bool start_writeback, int descriptor);
 
   size_t row_bytes() const { return row_bytes_; }
 

@@ -43,9 +43,19 @@ class FileWriter {
                     ErrorCode::kUnavailable, str_cat("cannot create checkpoint ", path));
     link_ = checked(H5Pcreate(H5P_LINK_CREATE), ErrorCode::kInternal, "H5Pcreate");
     H5Pset_create_intermediate_group(link_.get(), 1);
+    // Space allocated at creation and never filled: the data has its place in the file
+    // before it is written (RowWriter writes it there), and nothing is written twice. One
+    // list for every dataset: property lists are costly to make and to close.
+    dataset_create_ =
+        checked(H5Pcreate(H5P_DATASET_CREATE), ErrorCode::kInternal, "H5Pcreate");
+    H5Pset_layout(dataset_create_.get(), H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dataset_create_.get(), H5D_ALLOC_TIME_EARLY);
+    H5Pset_fill_time(dataset_create_.get(), H5D_FILL_TIME_NEVER);
+    descriptor_ = internal::posix_descriptor(file_.get());
   }
 
   hid_t file() const { return file_.get(); }
+  internal::AttributeWriter& attributes() { return attributes_; }
 
   Handle group(const char* name) {
     return internal::create_groups(file_.get(), name, context(name));
@@ -68,8 +78,8 @@ class FileWriter {
         crc = write_rows(dataset.get(), type.get(), parts, shape, full_name);
       }
     }
-    internal::write_uint32_attribute(dataset.get(), format::kChecksumAttribute, crc);
-    internal::write_string_attribute(dataset.get(), format::kDtypeAttribute,
+    attributes_.write_uint32(dataset.get(), format::kChecksumAttribute, crc);
+    attributes_.write_string(dataset.get(), format::kDtypeAttribute,
                                      std::string(dtype_name(dtype)));
     return dataset;
   }
@@ -79,7 +89,7 @@ class FileWriter {
                      hid_t type, const Shape& shape, const void* bytes, size_t size) {
     Handle dataset = create_dataset(parent, name, full_name, type, shape);
     write(dataset.get(), type, H5S_ALL, H5S_ALL, bytes, full_name);
-    internal::write_uint32_attribute(dataset.get(), format::kChecksumAttribute,
+    attributes_.write_uint32(dataset.get(), format::kChecksumAttribute,
                                      crc32c::value(bytes, size));
     return dataset;
   }
@@ -103,14 +113,9 @@ class FileWriter {
   Handle create_dataset(hid_t parent, const std::string& name, const std::string& full_name,
                         hid_t type, const Shape& shape) {
     Handle space = internal::make_dataspace(shape);
-    // Space allocated now and never filled: the data has its place in the file before it
-    // is written (RowWriter writes it there), and nothing is written twice.
-    Handle create = checked(H5Pcreate(H5P_DATASET_CREATE), ErrorCode::kInternal, "H5Pcreate");
-    H5Pset_layout(create.get(), H5D_CONTIGUOUS);
-    H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
-    H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
     return checked(
-        H5Dcreate2(parent, name.c_str(), type, space.get(), link_.get(), create.get(), H5P_DEFAULT),
+        H5Dcreate2(parent, name.c_str(), type, space.get(), link_.get(), dataset_create_.get(),
+                   H5P_DEFAULT),
         ErrorCode::kUnavailable, context(str_cat("cannot create dataset ", full_name)));
   }
 
@@ -126,8 +131,8 @@ class FileWriter {
   // at a time; the others copied to the host one block at a time.
   uint32_t write_rows(hid_t dataset, hid_t type, const std::vector<Tensor>& parts,
                       const Shape& shape, const std::string& full_name) {
-    internal::RowWriter writer(file_.get(), dataset, type, shape, context(full_name),
-                               options_.durable);
+    internal::RowWriter writer(dataset, type, shape, context(full_name), options_.durable,
+                               descriptor_);
     const size_t row_bytes = writer.row_bytes();
     const int64_t rows_per_block =
         std::max<int64_t>(1, static_cast<int64_t>(options_.block_bytes / row_bytes));
@@ -166,6 +171,9 @@ class FileWriter {
   WriteOptions options_;
   Handle file_;
   Handle link_;
+  Handle dataset_create_;
+  int descriptor_ = -1;  // the file's, for RowWriter
+  internal::AttributeWriter attributes_;
 };
 
 }  // namespace
@@ -182,17 +190,17 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& data,
   }
   FileWriter writer(path, options);
   hid_t root = writer.file();
-  internal::write_string_attribute(root, format::kFormatAttribute, format::kFormatName);
-  internal::write_int64_attribute(root, format::kFormatVersionAttribute, format::kFormatVersion);
-  internal::write_string_attribute(root, format::kLibraryVersionAttribute, library_version());
-  internal::write_double_attribute(root, format::kCreatedUnixAttribute, created);
-  internal::write_string_attribute(root, format::kCreatedAttribute, iso8601_utc(created));
-  internal::write_int64_attribute(root, format::kGlobalStepAttribute, data.global_step);
+  writer.attributes().write_string(root, format::kFormatAttribute, format::kFormatName);
+  writer.attributes().write_int64(root, format::kFormatVersionAttribute, format::kFormatVersion);
+  writer.attributes().write_string(root, format::kLibraryVersionAttribute, library_version());
+  writer.attributes().write_double(root, format::kCreatedUnixAttribute, created);
+  writer.attributes().write_string(root, format::kCreatedAttribute, iso8601_utc(created));
+  writer.attributes().write_int64(root, format::kGlobalStepAttribute, data.global_step);
 
   Handle step_type = checked(H5Tcopy(H5T_STD_I64LE), ErrorCode::kInternal, "H5Tcopy");
   Handle step = writer.write_small(root, format::kGlobalStep, format::kGlobalStep, step_type.get(),
                                    Shape{}, &data.global_step, sizeof(data.global_step));
-  internal::write_string_attribute(step.get(), format::kDtypeAttribute, "int64");
+  writer.attributes().write_string(step.get(), format::kDtypeAttribute, "int64");
 
   Handle variables = writer.group(format::kVariables);
   Handle slots = writer.group(format::kSlots);
@@ -204,7 +212,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& data,
     Handle dataset =
         writer.write_tensor(is_slot ? slots.get() : variables.get(), name, full_name, parts, shape);
     if (is_slot) {
-      internal::write_string_attribute(dataset.get(), format::kSlotOfAttribute, slot->second);
+      writer.attributes().write_string(dataset.get(), format::kSlotOfAttribute, slot->second);
     }
   };
   for (const auto& [name, value] : data.variables) {
@@ -220,7 +228,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& data,
     uint64_t fields[3] = {state.seed, state.stream, state.offset};
     Handle dataset = writer.write_small(rng.get(), name, str_cat(format::kRng, "/", name),
                                         rng_type.get(), Shape{3}, fields, sizeof(fields));
-    internal::write_string_attribute(dataset.get(), format::kRngFieldsAttribute,
+    writer.attributes().write_string(dataset.get(), format::kRngFieldsAttribute,
                                      format::kRngFields);
   }
 
@@ -232,7 +240,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& data,
 
   Handle metadata = writer.group(format::kMetadata);
   for (const auto& [key, value] : data.attributes) {
-    internal::write_string_attribute(metadata.get(), key, value);
+    writer.attributes().write_string(metadata.get(), key, value);
   }
   variables.reset();
   slots.reset();
