@@ -5,7 +5,9 @@ For each configuration, runs alternately and --rounds times: `cadre_bench estima
 and with --save_every, and tools/bench/tf_estimator.py the same way; prints the medians as a
 Markdown table (rates, slowdown, Cadre's cost per save measured within the run and as a
 share of the steps between saves, its blocking per save against a plain copy of the
-variables and slots, checkpoint sizes) and the raw JSON lines on stderr.
+variables and slots (blocking: the saving step's hooks beyond a median step's, plus the
+waits of updates that reached a variable before the background copy did), checkpoint
+sizes) and the raw JSON lines on stderr.
 
   python3 tools/bench/ckpt_cost.py --cadre_bench build/tools/cadre_bench \\
       --tf_python /tmp/tfenv/bin/python --rounds 3
@@ -65,10 +67,12 @@ def main():
         c0, cs = med("c0", "examples_per_sec"), med("cs", "examples_per_sec")
         t0, ts = med("t0", "examples_per_sec"), med("ts", "examples_per_sec")
         cost = med("cs", "save_cost_ms") / (args.save_every * med("cs", "step_ms_median"))
+        blocked = med("cs", "save_blocked_ms") + med("cs", "save_fence_ms")
         print(f"| {model} {batch}, {threads} | {c0:,.0f} | {cs:,.0f} | {100 * (1 - cs / c0):.1f}% "
               f"| {med('cs', 'save_cost_ms'):.1f} ms ({100 * cost:.1f}%) "
-              f"| {med('cs', 'save_blocked_ms'):.2f} ms | {med('cs', 'copy_cold_ms'):.2f} / "
-              f"{med('cs', 'copy_warm_ms'):.2f} ms | {t0:,.0f} | {ts:,.0f} | "
+              f"| {blocked:.3f} ms ({blocked / med('cs', 'copy_cold_ms'):.1f}x cold) "
+              f"| {med('cs', 'copy_cold_ms'):.3f} / "
+              f"{med('cs', 'copy_warm_ms'):.3f} ms | {t0:,.0f} | {ts:,.0f} | "
               f"{100 * (1 - ts / t0):.1f}% | {med('cs', 'checkpoint_bytes') / 1e6:.2f} / "
               f"{med('ts', 'checkpoint_bytes') / 1e6:.2f} MB |", flush=True)
 
