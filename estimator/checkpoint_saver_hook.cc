@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cadre/nn/deferred_copy.h"
 #include "cadre/runtime/profiler.h"
 
 namespace cadre {
@@ -19,6 +20,7 @@ void CheckpointSaverHook::begin(Run& run) {
   saved_.clear();
   blocked_seconds_ = 0;
   max_blocked_seconds_ = 0;
+  copy_wait_at_begin_ = nn::deferred_copy_wait_seconds();
   for (const auto& listener : listeners_) listener->begin();
 }
 
@@ -77,7 +79,11 @@ void CheckpointSaverHook::end(Run& run) {
   if (!saved_.empty()) {
     LOG(INFO) << saved_.size() << " checkpoint(s) saved; training waited "
               << 1e3 * blocked_seconds_ / static_cast<double>(saved_.size())
-              << " ms per save on average, " << 1e3 * max_blocked_seconds_ << " ms at most";
+              << " ms per save on average, " << 1e3 * max_blocked_seconds_
+              << " ms at most; updates waited for background copies "
+              << 1e3 * (nn::deferred_copy_wait_seconds() - copy_wait_at_begin_) /
+                     static_cast<double>(saved_.size())
+              << " ms per save";
   }
   for (const auto& listener : listeners_) listener->end(step);
 }

@@ -48,6 +48,7 @@ class CheckpointSaverHook : public Hook {
   std::vector<std::string> saved_;
   double blocked_seconds_ = 0;  // training's wait for save_checkpoint(), in all and at most
   double max_blocked_seconds_ = 0;
+  double copy_wait_at_begin_ = 0;  // nn::deferred_copy_wait_seconds() when the run began
 };
 
 }  // namespace cadre
