@@ -230,8 +230,7 @@ AttributeWriter::AttributeWriter() {
   scalar_ = scalar_space();
 }
 
-void AttributeWriter::write(hid_t object, const std::string& name, hid_t type,
-                            const void* value) {
+void AttributeWriter::write(hid_t object, const std::string& name, hid_t type, const void* value) {
   Handle attribute =
       checked(H5Acreate2(object, name.c_str(), type, scalar_.get(), H5P_DEFAULT, H5P_DEFAULT),
               ErrorCode::kUnavailable, str_cat("cannot create attribute ", name));

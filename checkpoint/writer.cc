@@ -46,8 +46,7 @@ class FileWriter {
     // Space allocated at creation and never filled: the data has its place in the file
     // before it is written (RowWriter writes it there), and nothing is written twice. One
     // list for every dataset: property lists are costly to make and to close.
-    dataset_create_ =
-        checked(H5Pcreate(H5P_DATASET_CREATE), ErrorCode::kInternal, "H5Pcreate");
+    dataset_create_ = checked(H5Pcreate(H5P_DATASET_CREATE), ErrorCode::kInternal, "H5Pcreate");
     H5Pset_layout(dataset_create_.get(), H5D_CONTIGUOUS);
     H5Pset_alloc_time(dataset_create_.get(), H5D_ALLOC_TIME_EARLY);
     H5Pset_fill_time(dataset_create_.get(), H5D_FILL_TIME_NEVER);
@@ -80,7 +79,7 @@ class FileWriter {
     }
     attributes_.write_uint32(dataset.get(), format::kChecksumAttribute, crc);
     attributes_.write_string(dataset.get(), format::kDtypeAttribute,
-                                     std::string(dtype_name(dtype)));
+                             std::string(dtype_name(dtype)));
     return dataset;
   }
 
@@ -89,8 +88,7 @@ class FileWriter {
                      hid_t type, const Shape& shape, const void* bytes, size_t size) {
     Handle dataset = create_dataset(parent, name, full_name, type, shape);
     write(dataset.get(), type, H5S_ALL, H5S_ALL, bytes, full_name);
-    attributes_.write_uint32(dataset.get(), format::kChecksumAttribute,
-                                     crc32c::value(bytes, size));
+    attributes_.write_uint32(dataset.get(), format::kChecksumAttribute, crc32c::value(bytes, size));
     return dataset;
   }
 
@@ -113,10 +111,9 @@ class FileWriter {
   Handle create_dataset(hid_t parent, const std::string& name, const std::string& full_name,
                         hid_t type, const Shape& shape) {
     Handle space = internal::make_dataspace(shape);
-    return checked(
-        H5Dcreate2(parent, name.c_str(), type, space.get(), link_.get(), dataset_create_.get(),
-                   H5P_DEFAULT),
-        ErrorCode::kUnavailable, context(str_cat("cannot create dataset ", full_name)));
+    return checked(H5Dcreate2(parent, name.c_str(), type, space.get(), link_.get(),
+                              dataset_create_.get(), H5P_DEFAULT),
+                   ErrorCode::kUnavailable, context(str_cat("cannot create dataset ", full_name)));
   }
 
   void write(hid_t dataset, hid_t type, hid_t memory_space, hid_t file_space, const void* data,

@@ -213,7 +213,7 @@ class PrefetchIterator : public IteratorNode {
   struct Snapshot {
     bool taken = false;
     IteratorState input;
-    std::string prefix;  // input's keys start with it
+    std::string prefix;     // input's keys start with it
     uint64_t produced = 0;  // results produced before it
     bool end = false;
   };

@@ -117,7 +117,7 @@ TEST(DeferredCopyTest, AFailedCopyIsKeptForTheOwnerAndNeverThrownAtAWriter) {
   ASSERT_NE(copy->error(), nullptr);
   EXPECT_THROW(std::rethrow_exception(copy->error()), UnavailableError);
   EXPECT_EQ(values_of(b), std::vector<float>(3, 2.0f));  // the others are copied
-  nn::finish_deferred_copies();                           // none left
+  nn::finish_deferred_copies();                          // none left
 }
 
 }  // namespace

@@ -318,10 +318,9 @@ int run_estimator() {
       "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
       "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f,\"profile_every_n_steps\":%lld}\n",
       FLAGS_api.c_str(), FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
-      static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true", FLAGS_durable_secs, rate,
-      *slowest, *fastest, median(intervals), saved_gaps.size(), blocked_ms, fence_ms, extra_ms,
-      save_cost_ms,
-      copies.warm_ms, copies.cold_ms,
+      static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true",
+      FLAGS_durable_secs, rate, *slowest, *fastest, median(intervals), saved_gaps.size(),
+      blocked_ms, fence_ms, extra_ms, save_cost_ms, copies.warm_ms, copies.cold_ms,
       static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
       static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input),
       peak_rss_mb, static_cast<long long>(FLAGS_profile_every_n_steps));
