@@ -13,44 +13,11 @@
 #include "cadre/base/errors.h"
 #include "cadre/nn/deferred_copy.h"
 #include "checkpoint/lease.h"
+#include "core/base/crc32c.h"
 #include "core/base/strings.h"
-#include "core/tensor/transfer.h"
 
 namespace cadre::checkpoint {
 namespace {
-
-// Host copies of tensors: host tensors copied at once, device tensors copied into pinned
-// host memory on their devices' copy streams, all started before any is waited for. A host
-// tensor of an earlier snapshot that no save uses any more is copied into when it has the
-// same shape and dtype: it spares the allocation and the page faults of fresh memory,
-// which cost more than the copy itself.
-class HostCopies {
- public:
-  Tensor add(const Tensor& tensor, const Tensor* reuse) {
-    if (tensor.device().is_cpu()) {
-      if (reuse != nullptr && reuse->defined() && reuse->device().is_cpu() &&
-          reuse->shape() == tensor.shape() && reuse->dtype() == tensor.dtype()) {
-        Tensor copy = *reuse;
-        if (tensor.is_contiguous() && copy.is_contiguous()) {
-          std::memcpy(copy.raw_data(), tensor.raw_data(), tensor.nbytes());
-        } else {
-          copy.assign(tensor);
-        }
-        return copy;
-      }
-      return tensor.clone();
-    }
-    Tensor host = empty_pinned(tensor.shape(), tensor.dtype());
-    transfers_.push_back(to_host_async(tensor.contiguous(), host));
-    return host;
-  }
-  void wait() {
-    for (const Transfer& t : transfers_) t.wait();
-  }
-
- private:
-  std::vector<Transfer> transfers_;
-};
 
 template <typename Map>
 const typename Map::mapped_type* find_in(const Map* map, const typename Map::key_type& key) {
@@ -63,12 +30,12 @@ const typename Map::mapped_type* find_in(const Map* map, const typename Map::key
 // the full check): every name, which slot belongs to which variable, and whether each value
 // is defined. 0 when there are partitions. Equal fingerprints mean the check passes as it
 // did before, so a run that saves the same model again and again checks it once.
-uint64_t names_fingerprint(const CheckpointData& data) {
+uint32_t names_fingerprint(const CheckpointData& data) {
   if (!data.partitioned_variables.empty()) return 0;
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  uint32_t hash = 0;
   auto mix = [&](std::string_view text) {
-    for (char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    hash = (hash ^ 0xff) * 1099511628211ull;  // no name ends inside another
+    hash = crc32c::extend(hash, text.data(), text.size());
+    hash = crc32c::extend(hash, "", 1);  // no name ends inside another
   };
   auto mix_tensors = [&](const std::map<std::string, Tensor>& tensors) {
     mix("#");
@@ -88,28 +55,52 @@ uint64_t names_fingerprint(const CheckpointData& data) {
   return hash == 0 ? 1 : hash;
 }
 
-CheckpointData copy_to_host(const CheckpointData& data, const CheckpointData* reuse) {
-  CheckpointData copy;
-  HostCopies copies;
-  copy.global_step = data.global_step;
-  for (const auto& [name, value] : data.variables) {
-    copy.variables[name] = copies.add(value, find_in(reuse ? &reuse->variables : nullptr, name));
+// The copy of `data`'s tensors into host memory: each tensor is replaced by its copy, made
+// into the tensor of the same name in `old` (an earlier snapshot nobody uses any more)
+// when it fits. That spares the allocation and the page faults of fresh memory, which
+// cost more than the copy itself. `data` and `old` must outlive the copy.
+std::shared_ptr<nn::DeferredCopy> host_copy_of(CheckpointData& data, const CheckpointData* old) {
+  struct Origin {
+    const std::string* name;
+    int part;  // -1: a whole variable; -2: an iterator tensor
+  };
+  std::vector<Tensor*> tensors;
+  std::vector<Origin> origins;
+  for (auto& [name, value] : data.variables) {
+    tensors.push_back(&value);
+    origins.push_back({&name, -1});
   }
-  for (const auto& [name, parts] : data.partitioned_variables) {
-    const std::vector<Tensor>* old =
-        find_in(reuse ? &reuse->partitioned_variables : nullptr, name);
-    std::vector<Tensor>& copied = copy.partitioned_variables[name];
+  for (auto& [name, parts] : data.partitioned_variables) {
     for (size_t i = 0; i < parts.size(); ++i) {
-      copied.push_back(copies.add(parts[i], old && i < old->size() ? &(*old)[i] : nullptr));
+      tensors.push_back(&parts[i]);
+      origins.push_back({&name, static_cast<int>(i)});
     }
   }
-  copy.slot_of = data.slot_of;
-  copy.rng_states = data.rng_states;
-  for (const auto& [name, value] : data.iterator_state) {
-    copy.iterator_state[name] = copies.add(value, nullptr);
+  for (auto& [name, value] : data.iterator_state) {
+    tensors.push_back(&value);
+    origins.push_back({&name, -2});
   }
-  copy.attributes = data.attributes;
-  copies.wait();
+  if (old == nullptr) return std::make_shared<nn::DeferredCopy>(std::move(tensors));
+  auto memory_for = [old, origins = std::move(origins)](size_t i) -> Tensor {
+    const Origin& o = origins[i];
+    const Tensor* found = nullptr;
+    if (o.part == -1) {
+      found = find_in(&old->variables, *o.name);
+    } else if (o.part == -2) {
+      found = find_in(&old->iterator_state, *o.name);
+    } else if (const auto* parts = find_in(&old->partitioned_variables, *o.name)) {
+      if (static_cast<size_t>(o.part) < parts->size()) found = &(*parts)[o.part];
+    }
+    return found ? *found : Tensor();
+  };
+  return std::make_shared<nn::DeferredCopy>(std::move(tensors), std::move(memory_for));
+}
+
+CheckpointData copy_to_host(const CheckpointData& data, const CheckpointData* reuse) {
+  CheckpointData copy = data;
+  std::shared_ptr<nn::DeferredCopy> copies = host_copy_of(copy, reuse);
+  copies->run();
+  if (copies->error()) std::rethrow_exception(copies->error());
   return copy;
 }
 
@@ -277,50 +268,15 @@ void CheckpointManager::copy_in_background() {
 }
 
 // Publishes a copy of `data`'s tensors into host memory, made by the copier thread or by
-// a writer of variables, and queues it for the writer. The copy goes into the last
-// snapshot's memory where shapes agree (the writer is done with it); looking that up is
-// left to the copying thread, as is freeing the last snapshot (the copier's): this thread
-// only collects the tensors.
+// a writer of variables, and queues it for the writer. Finding the last snapshot's memory
+// to copy into (the writer is done with it) is left to the copying thread, as is freeing
+// that snapshot (the copier's): this thread only collects the tensors.
 void CheckpointManager::queue_with_deferred_copy(CheckpointData data) {
   if (!copier_.joinable()) copier_ = std::thread([this] { copy_in_background(); });
   if (!writer_.joinable()) writer_ = std::thread([this] { write_in_background(); });
   auto snapshot = std::make_shared<CheckpointData>(std::move(data));
-  struct Origin {
-    const std::string* name;
-    int part;  // -1: a whole variable; -2: an iterator tensor
-  };
-  std::vector<Tensor*> tensors;
-  std::vector<Origin> origins;
-  for (auto& [name, value] : snapshot->variables) {
-    tensors.push_back(&value);
-    origins.push_back({&name, -1});
-  }
-  for (auto& [name, parts] : snapshot->partitioned_variables) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      tensors.push_back(&parts[i]);
-      origins.push_back({&name, static_cast<int>(i)});
-    }
-  }
-  for (auto& [name, value] : snapshot->iterator_state) {
-    tensors.push_back(&value);
-    origins.push_back({&name, -2});
-  }
-  // Alive until the copier has run the copy, which ends after every memory_for call.
-  const CheckpointData* old = snapshot_.get();
-  auto memory_for = [old, origins = std::move(origins)](size_t i) -> Tensor {
-    const Origin& o = origins[i];
-    const Tensor* found = nullptr;
-    if (o.part == -1) {
-      found = find_in(&old->variables, *o.name);
-    } else if (o.part == -2) {
-      found = find_in(&old->iterator_state, *o.name);
-    } else if (const auto* parts = find_in(&old->partitioned_variables, *o.name)) {
-      if (static_cast<size_t>(o.part) < parts->size()) found = &(*parts)[o.part];
-    }
-    return found ? *found : Tensor();
-  };
-  auto copy = old ? std::make_shared<nn::DeferredCopy>(std::move(tensors), std::move(memory_for))
-                  : std::make_shared<nn::DeferredCopy>(std::move(tensors));
+  // The last snapshot stays alive until the copier has run the copy.
+  std::shared_ptr<nn::DeferredCopy> copy = host_copy_of(*snapshot, snapshot_.get());
   nn::defer_copy(copy);
   {
     MutexLock lock(writer_mutex_);
@@ -386,7 +342,7 @@ void CheckpointManager::wait() {
 
 std::string CheckpointManager::start_save(const CheckpointData& data) {
   wait();
-  uint64_t fingerprint = names_fingerprint(data);
+  uint32_t fingerprint = names_fingerprint(data);
   if (fingerprint == 0 || fingerprint != checked_fingerprint_) {
     check_data(data);
     checked_fingerprint_ = fingerprint;

@@ -165,7 +165,7 @@ class CheckpointManager {
   std::thread writer_;
   std::thread copier_;
   // The names of the last data check_data passed (see names_fingerprint).
-  uint64_t checked_fingerprint_ = 0;
+  uint32_t checked_fingerprint_ = 0;
   // The last asynchronous save's copy of the data; the next one copies into its tensors.
   std::shared_ptr<const CheckpointData> snapshot_;
 };
