@@ -159,12 +159,17 @@ int run_train() {
   Tensor labels = cast(data.labels, DType::kInt64).to(device);
   Trainer trainer(images, labels, strategy);
 
+  // The first steps build plans and caches (on a GPU, cuBLASLt's heuristics and the
+  // allocator's blocks): sizing the windows by them made a GPU's windows 20 times too short.
+  for (int i = 0; i < 20; ++i) trainer.step();
+  trainer.last_loss();
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) trainer.step();
   trainer.last_loss();
-  double warmup = seconds_since(start);
-  int per_window = FLAGS_steps > 0 ? std::max(1, FLAGS_steps / FLAGS_windows)
-                                   : std::max(5, static_cast<int>(FLAGS_window_s * 20 / warmup));
+  double calibration = seconds_since(start);
+  int per_window = FLAGS_steps > 0
+                       ? std::max(1, FLAGS_steps / FLAGS_windows)
+                       : std::max(5, static_cast<int>(FLAGS_window_s * 20 / calibration));
   // Workers that train in lockstep must agree on the number of steps.
   if (strategy && strategy->num_workers_in_sync() > 1) {
     per_window = static_cast<int>(strategy->extended().broadcast_from_chief(per_window));

@@ -1,6 +1,7 @@
 // CUDA random kernels: the CPU generator's Philox streams element for element (bodies in
 // core/backend/portable/random_ops.h), one thread per counter block. Compiled with
-// --fmad=false (see CMakeLists.txt) so that the float arithmetic rounds as on the host.
+// --fmad=false, as every CUDA source (see CMakeLists.txt), so that the float arithmetic
+// rounds as on the host.
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
 #include "core/backend/portable/random_ops.h"

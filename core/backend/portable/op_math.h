@@ -242,8 +242,8 @@ CADRE_HOST_DEVICE inline T activation_value(Activation act, T alpha, T x) {
       return T(1) / (T(1) + m_exp(-x));
     case Activation::kTanh:
       return m_tanh(x);
-    case Activation::kGelu:
-      return T(0.5) * x * (T(1) + m_erf(x * T(0.70710678118654752440)));
+    case Activation::kGelu:  // erfc, as TensorFlow: 1 + erf(x) cancels for negative x
+      return T(0.5) * x * m_erfc(x * T(-0.70710678118654752440));
     case Activation::kElu:
       return x > T(0) ? x : alpha * m_expm1(x);
     case Activation::kLeakyRelu:
@@ -269,7 +269,7 @@ CADRE_HOST_DEVICE inline T activation_derivative(Activation act, T alpha, T s) {
     case Activation::kElu:
       return s > T(0) ? T(1) : s + alpha;
     case Activation::kGelu: {
-      T cdf = T(0.5) * (T(1) + m_erf(s * T(0.70710678118654752440)));
+      T cdf = T(0.5) * m_erfc(s * T(-0.70710678118654752440));
       // 1/sqrt(2 pi), as the CPU's 0.5 * inv_sqrtpi * sqrt2
       T pdf = m_exp(T(-0.5) * s * s) * T(0.5 * 0.56418958354775628695 * 1.41421356237309504880);
       return cdf + s * pdf;
