@@ -54,6 +54,8 @@ DEFINE_bool(overlap, true,
             "backward pass runs (MultiWorkerOptions.overlap_gradients)");
 DEFINE_bool(shard_input, false,
             "estimator: the input_fn shards the examples by worker before shuffling");
+DEFINE_int64(prefetch, -1,
+             "estimator: the input's prefetch buffer in batches (-1: autotuned, 0: no prefetch)");
 DEFINE_bool(keras_accuracy, false, "estimator --api=keras: compile with metrics {\"accuracy\"}");
 
 namespace cadre::bench {
@@ -76,11 +78,12 @@ Dataset input_fn(const InputContext& context) {
   if (FLAGS_shard_input) {
     images = images.shard(context.num_input_pipelines, context.input_pipeline_id);
   }
-  return images.shuffle(10'000, 0)
-      .repeat()
-      .batch(context.per_replica_batch_size(FLAGS_batch_size), /*drop_remainder=*/true)
-      .map(io::scale_pixels_fn())
-      .prefetch();
+  Dataset batches =
+      images.shuffle(10'000, 0)
+          .repeat()
+          .batch(context.per_replica_batch_size(FLAGS_batch_size), /*drop_remainder=*/true)
+          .map(io::scale_pixels_fn());
+  return FLAGS_prefetch == 0 ? batches : batches.prefetch(FLAGS_prefetch);
 }
 
 // When each step began and ended, as a hook ahead of the checkpoint saver sees it: the
