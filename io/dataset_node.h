@@ -49,6 +49,15 @@ class IteratorNode {
   // ready for it there.
   virtual void prepare_save() {}
 
+  // Whether next_row() may stand in for next(): every element is a row of an in-memory
+  // source, which the node's fetch() makes again from the one-word origin next_row()
+  // returns. A shuffle then holds its buffer as rows (8 bytes each, not an element whose
+  // parts lie all over the heap) and makes each element as it leaves.
+  virtual bool yields_rows() const { return false; }
+  // The next element's row, without making the element; nullopt at the end. Moves the
+  // position as next() does. Called only when yields_rows().
+  virtual std::optional<int64_t> next_row() { return std::nullopt; }
+
   std::string_view kind() const { return kind_; }
 
  protected:

@@ -68,6 +68,11 @@ class MnistNode : public DatasetNode {
         if (index_ >= node_.images_.dim(0)) return std::nullopt;
         return node_.row(index_++);
       }
+      bool yields_rows() const override { return true; }
+      std::optional<int64_t> next_row() override {
+        if (index_ >= node_.images_.dim(0)) return std::nullopt;
+        return index_++;
+      }
       void save_state(StateWriter& w) override { w.write_int("index", index_); }
       void restore_state(const StateReader& r) override { index_ = r.read_int("index"); }
 

@@ -143,6 +143,15 @@ void save_elements(StateWriter& writer, std::string_view key,
   writer.write_string(origins_key(key), bytes);
 }
 
+void save_rows(StateWriter& writer, std::string_view key, std::span<const int64_t> rows) {
+  std::string bytes((2 + rows.size()) * kMaxVarint, '\0');
+  char* out = put_varint(bytes.data(), rows.size());
+  out = put_varint(out, rows.empty() ? 0 : 1);  // one word per origin
+  for (const int64_t& row : rows) out = put_words(out, {&row, 1});
+  bytes.resize(static_cast<size_t>(out - bytes.data()));
+  writer.write_string(origins_key(key), bytes);
+}
+
 void save_elements(StateWriter& writer, std::string_view key, const std::vector<Element>& elements,
                    const DatasetNode& source) {
   std::vector<const Element*> pointers;

@@ -26,6 +26,9 @@ void save_elements(StateWriter& writer, std::string_view key,
                    std::span<const std::string* const> encoded = {});
 void save_elements(StateWriter& writer, std::string_view key, const std::vector<Element>& elements,
                    const DatasetNode& source);
+// Rows held by origin alone (a shuffle over an in-memory source), written as save_elements
+// writes elements whose origins are those rows.
+void save_rows(StateWriter& writer, std::string_view key, std::span<const int64_t> rows);
 // What save_elements wrote, fetched from `source` or decoded. A placeholder (empty origin)
 // comes back as an empty Element.
 std::vector<Element> restore_elements(const StateReader& reader, std::string_view key,

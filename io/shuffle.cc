@@ -35,9 +35,11 @@ class ShuffleIterator : public IteratorNode {
         node_(node),
         input_(node.input()->make_iterator(context)),
         // Each pass of an enclosing repeat draws from its own stream of the seed.
-        generator_(node.seed_, node.reshuffle_ ? context.epoch_key : 0) {}
+        generator_(node.seed_, node.reshuffle_ ? context.epoch_key : 0),
+        by_row_(input_->yields_rows() && node.input()->can_fetch()) {}
 
   std::optional<Element> next() override {
+    if (by_row_) return next_by_row();
     while (!input_done_ && static_cast<int64_t>(buffer_.size()) < node_.buffer_size_) {
       if (!pull()) break;
     }
@@ -55,7 +57,11 @@ class ShuffleIterator : public IteratorNode {
     w.write_int("stream", static_cast<int64_t>(g.stream));
     w.write_int("offset", static_cast<int64_t>(g.offset));
     w.write_int("input_done", input_done_);
-    save_elements(w, "buffer", buffer_, *node_.input());
+    if (by_row_) {
+      save_rows(w, "buffer", rows_);
+    } else {
+      save_elements(w, "buffer", buffer_, *node_.input());
+    }
     input_->save(w.child("input"));
   }
 
@@ -66,9 +72,39 @@ class ShuffleIterator : public IteratorNode {
     input_done_ = r.read_int("input_done") != 0;
     input_->restore(r.child("input"));
     buffer_ = restore_elements(r, "buffer", *node_.input());
+    rows_.clear();
+    if (!by_row_) return;
+    // The same entry as the element buffer's: rows again, unless it holds something else.
+    for (const Element& e : buffer_) {
+      if (e.origin.size() != 1) {
+        by_row_ = false;  // kept as elements from here on
+        return;
+      }
+      rows_.push_back(e.origin[0]);
+    }
+    buffer_.clear();
   }
 
  private:
+  // The buffer as rows, drawn exactly as next() draws elements (the same picks, the same
+  // order), so that the two modes yield the same elements and save the same state.
+  std::optional<Element> next_by_row() {
+    while (!input_done_ && static_cast<int64_t>(rows_.size()) < node_.buffer_size_) {
+      std::optional<int64_t> row = input_->next_row();
+      if (!row) {
+        input_done_ = true;
+        break;
+      }
+      rows_.push_back(*row);
+    }
+    if (rows_.empty()) return std::nullopt;
+    size_t pick = uniform_index(rows_.size());
+    int64_t row = rows_[pick];
+    rows_[pick] = rows_.back();
+    rows_.pop_back();
+    return node_.input()->fetch({&row, 1});
+  }
+
   bool pull() {
     auto e = input_->next();
     if (!e) {
@@ -91,7 +127,9 @@ class ShuffleIterator : public IteratorNode {
   const ShuffleNode& node_;
   std::unique_ptr<IteratorNode> input_;
   Generator generator_;
-  std::vector<Element> buffer_;
+  bool by_row_;
+  std::vector<Element> buffer_;  // when !by_row_
+  std::vector<int64_t> rows_;    // when by_row_
   bool input_done_ = false;
 };
 

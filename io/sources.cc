@@ -86,6 +86,11 @@ class SlicesNode : public DatasetNode {
         if (index_ >= node_.size_) return std::nullopt;
         return node_.row(index_++);
       }
+      bool yields_rows() const override { return true; }
+      std::optional<int64_t> next_row() override {
+        if (index_ >= node_.size_) return std::nullopt;
+        return index_++;
+      }
       void save_state(StateWriter& w) override { w.write_int("index", index_); }
       void restore_state(const StateReader& r) override { index_ = r.read_int("index"); }
 

@@ -337,6 +337,15 @@ std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& co
         if (position % node_.num_shards_ == node_.index_) return e;
       }
     }
+    bool yields_rows() const override { return input_->yields_rows(); }
+    std::optional<int64_t> next_row() override {
+      while (true) {
+        auto row = input_->next_row();
+        if (!row) return std::nullopt;
+        int64_t position = position_++;
+        if (position % node_.num_shards_ == node_.index_) return row;
+      }
+    }
     void save_state(StateWriter& w) override {
       w.write_int("position", position_);
       save_input(w);

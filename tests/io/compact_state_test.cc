@@ -3,9 +3,9 @@
 // yields exactly what an uninterrupted one yields.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -14,6 +14,7 @@
 #include "cadre/io/dataset.h"
 #include "cadre/io/mnist.h"
 #include "cadre/io/tfrecord.h"
+#include "cadre/ops/array.h"
 #include "tests/io/dataset_helpers.h"
 #include "tests/support/temp_dir.h"
 
@@ -259,6 +260,40 @@ TEST(CompactStateTest, RepeatedSavesOfARecordedPositionResumeExactly) {
       EXPECT_EQ(drain(resumed, 6), expected);
     }
   }
+}
+
+// The entry that ends with `suffix`, as bytes ("" when there is none).
+std::string entry_ending(const IteratorState& state, std::string_view suffix) {
+  for (const auto& [key, tensor] : state) {
+    if (key.size() >= suffix.size() && key.substr(key.size() - suffix.size()) == suffix) {
+      return tensor_bytes(tensor);
+    }
+  }
+  return "";
+}
+
+TEST(CompactStateTest, AShuffleOfRowsYieldsAndSavesWhatAShuffleOfElementsDoes) {
+  // Straight on an in-memory source (through shard) the shuffle holds rows; behind a map it
+  // holds elements. Both must yield the same elements and save the same buffer.
+  std::vector<float> pixels(300 * 4);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) / 7;
+  Dataset source = Dataset::from_tensor_slices(
+      Features{{"x", Tensor::from_vector(pixels, {300, 4})}}, range(0, 300, 1, DType::kInt32));
+  auto rows = [&] { return source.shard(3, 1).shuffle(40, 5).repeat(2).batch(4); };
+  auto elements = [&] {
+    return source.map([](Element e) { return e; }).shard(3, 1).shuffle(40, 5).repeat(2).batch(4);
+  };
+  Iterator by_row = rows().make_iterator(), by_element = elements().make_iterator();
+  for (size_t consumed : {0, 7, 30}) {
+    std::vector<std::string> a = drain(by_row, consumed), b = drain(by_element, consumed);
+    EXPECT_EQ(a, b) << "after " << consumed;
+    std::string row_buffer = entry_ending(by_row.save(), "buffer_origins");
+    EXPECT_FALSE(row_buffer.empty());
+    EXPECT_EQ(row_buffer, entry_ending(by_element.save(), "buffer_origins"))
+        << "after " << consumed;
+  }
+  EXPECT_EQ(drain(by_row, 1000), drain(by_element, 1000));
+  for (size_t consumed : {0, 3, 26, 40}) expect_compact_exact_resume(rows, consumed, 600, 60);
 }
 
 TEST(CompactStateTest, StagesThatCannotFetchKeepTheirElements) {

@@ -4,7 +4,7 @@
 The loop a PyTorch user writes when the data fits on the device: the training set moved to
 the GPU once, a fresh permutation per epoch drawn there, each batch gathered by index, then
 forward, cross-entropy, backward and Adam (PyTorch's default multi-tensor Adam). Same models
-as tools/bench/torch_peer.py. Each timing window ends with a device synchronisation, so it
+as tools/bench/torch_peer.py (imported from it). Each timing window ends with a device synchronisation, so it
 counts finished steps, not queued ones.
 
 PyTorch's own defaults are kept: float32 matrix products (matmul TF32 off) and TF32 in cuDNN's
@@ -16,19 +16,12 @@ Prints one JSON line last: the median of the windows' examples/sec, their range,
 TF32 settings in force.
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
 import time
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    rank = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * d:8 + 4 * d], "big") for d in range(rank)]
-    return raw[4 + 4 * rank:], dims
+from torch_peer import build_model, read_idx
 
 
 def main():
@@ -43,7 +36,6 @@ def main():
 
     import torch
     import torch.nn.functional as F
-    from torch import nn
 
     if args.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -54,15 +46,7 @@ def main():
     images = (images.float() / 255.0).to(device)
     targets = torch.frombuffer(bytearray(labels), dtype=torch.uint8).long().to(device)
     torch.manual_seed(0)
-    if args.model == "mlp":
-        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                              nn.Linear(256, 10))
-        shape = (-1, 784)
-    else:
-        model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                              nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
-        shape = (-1, 1, 28, 28)
+    model, shape = build_model(args.model)
     model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator(device=device).manual_seed(0)

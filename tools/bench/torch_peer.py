@@ -41,6 +41,18 @@ def read_idx(path):
     return raw[4 + 4 * rank:], dims
 
 
+def build_model(name):
+    """The examples' MLP or CNN, and the shape its input takes."""
+    from torch import nn
+    if name == "mlp":
+        return (nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                              nn.Linear(256, 10)), (-1, 784))
+    return (nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10)),
+            (-1, 1, 28, 28))
+
+
 def train(args):
     import torch
     import torch.nn.functional as F
@@ -52,15 +64,7 @@ def train(args):
     images = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).reshape(dims[0], 784)
     images = images.float() / 255.0
     targets = torch.frombuffer(bytearray(labels), dtype=torch.uint8).long()
-    if args.model == "mlp":
-        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                              nn.Linear(256, 10))
-        shape = (-1, 784)
-    else:
-        model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                              nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
-        shape = (-1, 1, 28, 28)
+    model, shape = build_model(args.model)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(0)
     order, position, ends = None, len(images), []
