@@ -100,6 +100,9 @@ class BatchNode : public UnaryNode<BatchNode> {
             node_(n),
             input_(n.input()->make_iterator(c)) {}
       std::optional<Element> next() override {
+        if (!node_.pad_ && node_.input()->can_fetch_rows() && input_->yields_rows()) {
+          return next_of_rows();
+        }
         elements_.clear();  // keeps its capacity from batch to batch
         while (static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
           auto e = input_->next();
@@ -120,6 +123,27 @@ class BatchNode : public UnaryNode<BatchNode> {
       void restore_state(const StateReader& r) override { input_->restore(r.child("input")); }
 
      private:
+      // Rows of an in-memory source gathered straight into the batch: the same batch as
+      // joining the elements, without making them.
+      std::optional<Element> next_of_rows() {
+        rows_of_batch_.clear();
+        while (static_cast<int64_t>(rows_of_batch_.size()) < node_.batch_size_) {
+          std::optional<int64_t> row = input_->next_row();
+          if (!row) break;
+          if (rows_of_batch_.empty() && !fits_checked_) {
+            check_fits(node_.input()->fetch({&*row, 1}));
+            fits_checked_ = true;
+          }
+          rows_of_batch_.push_back(*row);
+        }
+        if (rows_of_batch_.empty()) return std::nullopt;
+        if (node_.drop_remainder_ &&
+            static_cast<int64_t>(rows_of_batch_.size()) < node_.batch_size_) {
+          return std::nullopt;
+        }
+        return node_.input()->fetch_rows(rows_of_batch_);
+      }
+
       // A batch the size of the first element times batch_size must fit in memory twice
       // (the elements and the stacked batch): refused before it is gathered, since it
       // would grow the process until the kernel killed it.
@@ -138,6 +162,8 @@ class BatchNode : public UnaryNode<BatchNode> {
       const BatchNode& node_;
       std::unique_ptr<IteratorNode> input_;
       std::vector<Element> elements_;
+      std::vector<int64_t> rows_of_batch_;
+      bool fits_checked_ = false;
       std::vector<const Tensor*> rows_;
     };
     return std::make_unique<It>(*this, context);

@@ -31,6 +31,10 @@ Element DatasetNode::fetch(std::span<const int64_t> origin) const {
   throw InternalError(str_cat("the '", kind(), "' stage cannot fetch elements by origin"));
 }
 
+Element DatasetNode::fetch_rows(std::span<const int64_t>) const {
+  throw InternalError(str_cat("the '", kind(), "' stage cannot fetch rows"));
+}
+
 uint64_t next_epoch_key(uint64_t epoch_key, int64_t pass) {
   // splitmix64 of the pair: distinct passes give unrelated keys.
   uint64_t z = epoch_key * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(pass) + 1;

@@ -97,6 +97,10 @@ class DatasetNode {
   // Only asked when can_fetch(); throws DataLossError when the origin no longer names an
   // element (a file that changed since the state was saved).
   virtual Element fetch(std::span<const int64_t> origin) const;
+  // For a batch of rows (iterators that yields_rows()): the element batch would make of
+  // fetch() of each row, gathered straight from the source without making the elements.
+  virtual bool can_fetch_rows() const { return false; }
+  virtual Element fetch_rows(std::span<const int64_t> rows) const;
 };
 
 // A stage with one input. Self must be copyable: with_inputs copies it onto the new input.
@@ -125,6 +129,10 @@ class PassingNode : public UnaryNode<Self> {
   bool can_fetch() const override { return this->input_->can_fetch(); }
   Element fetch(std::span<const int64_t> origin) const override {
     return this->input_->fetch(origin);
+  }
+  bool can_fetch_rows() const override { return this->input_->can_fetch_rows(); }
+  Element fetch_rows(std::span<const int64_t> rows) const override {
+    return this->input_->fetch_rows(rows);
   }
 };
 

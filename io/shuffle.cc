@@ -39,7 +39,11 @@ class ShuffleIterator : public IteratorNode {
         by_row_(input_->yields_rows() && node.input()->can_fetch()) {}
 
   std::optional<Element> next() override {
-    if (by_row_) return next_by_row();
+    if (by_row_) {
+      std::optional<int64_t> row = next_row();
+      if (!row) return std::nullopt;
+      return node_.input()->fetch({&*row, 1});
+    }
     while (!input_done_ && static_cast<int64_t>(buffer_.size()) < node_.buffer_size_) {
       if (!pull()) break;
     }
@@ -85,10 +89,10 @@ class ShuffleIterator : public IteratorNode {
     buffer_.clear();
   }
 
- private:
+  bool yields_rows() const override { return by_row_; }
   // The buffer as rows, drawn exactly as next() draws elements (the same picks, the same
   // order), so that the two modes yield the same elements and save the same state.
-  std::optional<Element> next_by_row() {
+  std::optional<int64_t> next_row() override {
     while (!input_done_ && static_cast<int64_t>(rows_.size()) < node_.buffer_size_) {
       std::optional<int64_t> row = input_->next_row();
       if (!row) {
@@ -102,9 +106,10 @@ class ShuffleIterator : public IteratorNode {
     int64_t row = rows_[pick];
     rows_[pick] = rows_.back();
     rows_.pop_back();
-    return node_.input()->fetch({&row, 1});
+    return row;
   }
 
+ private:
   bool pull() {
     auto e = input_->next();
     if (!e) {

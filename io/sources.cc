@@ -109,6 +109,16 @@ class SlicesNode : public DatasetNode {
     }
     return row(origin[0]);
   }
+  bool can_fetch_rows() const override { return true; }
+  Element fetch_rows(std::span<const int64_t> rows) const override {
+    Element e;
+    for (const auto& [name, t] : features_) {
+      e.features.set(name, gather_rows(t, rows, "from_tensor_slices"));
+    }
+    if (labels_.defined()) e.labels = gather_rows(labels_, rows, "from_tensor_slices");
+    e.origin = batch_origin(rows);
+    return e;
+  }
 
  private:
   Element row(int64_t i) const {

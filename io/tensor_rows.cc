@@ -83,6 +83,53 @@ Tensor stack_rows(const std::vector<const Tensor*>& rows, std::string_view what)
   return out;
 }
 
+Tensor gather_rows(const Tensor& source, std::span<const int64_t> rows, std::string_view what) {
+  const int64_t n = source.dim(0);
+  for (int64_t r : rows) {
+    if (r < 0 || r >= n) {
+      throw DataLossError(str_cat(what, ": no row ", r, "; there are ", n));
+    }
+  }
+  Shape shape{static_cast<int64_t>(rows.size())};
+  for (int d = 1; d < source.rank(); ++d) shape.push_back(source.dim(d));
+  Tensor out = Tensor::empty(shape, source.dtype(), Device::cpu(0));
+  if (!source.is_contiguous()) {
+    std::vector<Tensor> views;
+    views.reserve(rows.size());
+    for (int64_t r : rows) views.push_back(row_view(source, r));
+    std::vector<const Tensor*> pointers;
+    for (const Tensor& v : views) pointers.push_back(&v);
+    return rows.empty() ? out : stack_rows(pointers, what);
+  }
+  const size_t row_bytes = source.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
+  const auto* base = static_cast<const char*>(source.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  // As in stack_rows: the lines of the row four ahead are asked for while one is copied.
+  constexpr size_t kAhead = 4;
+  const size_t ahead_bytes = std::min<size_t>(row_bytes, 2048);
+  auto prefetch = [&](size_t i) {
+    if (i >= rows.size()) return;
+    const char* p = base + static_cast<size_t>(rows[i]) * row_bytes;
+    for (size_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(p + b);
+  };
+  for (size_t i = 0; i < kAhead; ++i) prefetch(i);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    prefetch(i + kAhead);
+    std::memcpy(dst + i * row_bytes, base + static_cast<size_t>(rows[i]) * row_bytes, row_bytes);
+  }
+  return out;
+}
+
+std::vector<int64_t> batch_origin(std::span<const int64_t> rows) {
+  std::vector<int64_t> origin;
+  origin.reserve(2 * rows.size());
+  for (int64_t r : rows) {
+    origin.push_back(1);
+    origin.push_back(r);
+  }
+  return origin;
+}
+
 Tensor pad_and_stack_rows(const std::vector<const Tensor*>& rows, double padding_value,
                           std::string_view what) {
   if (rows.empty()) throw InvalidArgumentError(str_cat("cannot batch '", what, "': no rows"));

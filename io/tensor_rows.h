@@ -2,6 +2,7 @@
 // from_tensor_slices, batch, padded_batch and unbatch.
 #pragma once
 
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,12 @@ Tensor row_view(const Tensor& x, int64_t i);
 // Stacks tensors of one dtype and shape along a new dimension 0. Throws
 // InvalidArgumentError naming `what` (the feature) and the two differing shapes or dtypes.
 Tensor stack_rows(const std::vector<const Tensor*>& rows, std::string_view what);
+
+// Rows `rows` of a host tensor, stacked as stack_rows stacks their views. Throws
+// DataLossError naming `what` for a row out of range.
+Tensor gather_rows(const Tensor& source, std::span<const int64_t> rows, std::string_view what);
+// The origin of a batch of one-word origins, as batch writes it: each row preceded by 1.
+std::vector<int64_t> batch_origin(std::span<const int64_t> rows);
 
 // Stacks tensors of one dtype and rank, padding each dimension to the largest size among
 // them, with `padding_value`.

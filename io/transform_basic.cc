@@ -1,5 +1,7 @@
 // Transformations that pass elements through one at a time: filter, take, skip, shard,
 // repeat, enumerate, concatenate, zip.
+#include <glog/logging.h>
+
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
 #include "core/base/strings.h"
@@ -117,6 +119,22 @@ class RepeatNode : public PassingNode<RepeatNode> {
             return e;
           }
           // An empty pass would repeat forever without producing anything: stop instead.
+          bool empty_pass = in_pass_ == 0;
+          ++pass_;
+          input_.reset();
+          if (!empty_pass) start_pass();
+        }
+        return std::nullopt;
+      }
+      // A fresh pass yields rows whenever this one does (only a restored shuffle may not).
+      bool yields_rows() const override { return input_ && input_->yields_rows(); }
+      std::optional<int64_t> next_row() override {
+        while (input_) {
+          CHECK(input_->yields_rows()) << "a pass of repeat without rows";
+          if (auto row = input_->next_row()) {
+            ++in_pass_;
+            return row;
+          }
           bool empty_pass = in_pass_ == 0;
           ++pass_;
           input_.reset();
