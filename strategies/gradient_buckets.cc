@@ -7,6 +7,8 @@
 #include "cadre/autodiff/tape.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/math.h"
+#include "core/kernels/elementwise.h"
+#include "core/tensor/views.h"
 
 namespace cadre {
 
@@ -128,7 +130,15 @@ void GradientBuckets::ready(size_t i, const Gradient& gradient) {
     Tensor place = bucket.buffer.slice(0, slot.offset, slot.offset + slot.shape.num_elements());
     if (gradient.defined()) {
       Tensor dense = to_device(gradient.to_dense(), place.device());
-      place.reshape(slot.shape.to_vector()).assign(scale_ == 1 ? dense : dense * scale_);
+      Tensor target = place.reshape(slot.shape.to_vector());
+      if (scale_ != 1 && dense.dtype() == target.dtype()) {
+        // Scaled straight into the bucket: one pass over the gradient, no temporary.
+        kernels::binary.call(target.device(), kernels::BinaryOp::kMul, dense,
+                             views::broadcast(scalar_like(dense, scale_), target.shape(), "mul"),
+                             target);
+      } else {
+        target.assign(scale_ == 1 ? dense : dense * scale_);
+      }
     } else {
       place.assign(Tensor::zeros(place.shape(), dtype_, place.device()));
     }
