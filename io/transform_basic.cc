@@ -2,6 +2,8 @@
 // repeat, enumerate, concatenate, zip.
 #include <glog/logging.h>
 
+#include <functional>
+
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
 #include "core/base/strings.h"
@@ -113,34 +115,19 @@ class RepeatNode : public PassingNode<RepeatNode> {
         start_pass();
       }
       std::optional<Element> next() override {
-        while (input_) {
-          if (auto e = input_->next()) {
-            ++in_pass_;
-            return e;
-          }
-          // An empty pass would repeat forever without producing anything: stop instead.
-          bool empty_pass = in_pass_ == 0;
-          ++pass_;
-          input_.reset();
-          if (!empty_pass) start_pass();
-        }
-        return std::nullopt;
+        std::optional<Element> e;
+        through_passes([&](IteratorNode& in) { return (e = in.next()).has_value(); });
+        return e;
       }
       // A fresh pass yields rows whenever this one does (only a restored shuffle may not).
       bool yields_rows() const override { return input_ && input_->yields_rows(); }
       std::optional<int64_t> next_row() override {
-        while (input_) {
-          CHECK(input_->yields_rows()) << "a pass of repeat without rows";
-          if (auto row = input_->next_row()) {
-            ++in_pass_;
-            return row;
-          }
-          bool empty_pass = in_pass_ == 0;
-          ++pass_;
-          input_.reset();
-          if (!empty_pass) start_pass();
-        }
-        return std::nullopt;
+        std::optional<int64_t> row;
+        through_passes([&](IteratorNode& in) {
+          CHECK(in.yields_rows()) << "a pass of repeat without rows";
+          return (row = in.next_row()).has_value();
+        });
+        return row;
       }
       void save_state(StateWriter& w) override {
         w.write_int("pass", pass_);
@@ -159,6 +146,23 @@ class RepeatNode : public PassingNode<RepeatNode> {
       }
 
      private:
+      // Calls `take` on the current pass until it gets something, moving on to the next
+      // pass at each one's end; false once the passes are over.
+      bool through_passes(const std::function<bool(IteratorNode&)>& take) {
+        while (input_) {
+          if (take(*input_)) {
+            ++in_pass_;
+            return true;
+          }
+          // An empty pass would repeat forever without producing anything: stop instead.
+          bool empty_pass = in_pass_ == 0;
+          ++pass_;
+          input_.reset();
+          if (!empty_pass) start_pass();
+        }
+        return false;
+      }
+
       void start_pass() {
         in_pass_ = 0;
         if (node_.count_ >= 0 && pass_ >= node_.count_) return;
