@@ -351,22 +351,17 @@ std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& co
     It(const ShardNode& n, const IteratorContext& c)
         : UnaryIterator("shard", n.input(), c), node_(n) {}
     std::optional<Element> next() override {
-      // position_ counts input elements consumed; ours are those at index mod num_shards.
-      while (true) {
-        auto e = input_->next();
-        if (!e) return std::nullopt;
-        int64_t position = position_++;
-        if (position % node_.num_shards_ == node_.index_) return e;
+      while (auto e = input_->next()) {
+        if (ours()) return e;
       }
+      return std::nullopt;
     }
     bool yields_rows() const override { return input_->yields_rows(); }
     std::optional<int64_t> next_row() override {
-      while (true) {
-        auto row = input_->next_row();
-        if (!row) return std::nullopt;
-        int64_t position = position_++;
-        if (position % node_.num_shards_ == node_.index_) return row;
+      while (auto row = input_->next_row()) {
+        if (ours()) return row;
       }
+      return std::nullopt;
     }
     void save_state(StateWriter& w) override {
       w.write_int("position", position_);
@@ -378,6 +373,9 @@ std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& co
     }
 
    private:
+    // position_ counts input elements consumed; ours are those at index mod num_shards.
+    bool ours() { return position_++ % node_.num_shards_ == node_.index_; }
+
     const ShardNode& node_;
     int64_t position_ = 0;
   };
