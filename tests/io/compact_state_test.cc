@@ -292,8 +292,10 @@ TEST(CompactStateTest, AShuffleOfRowsYieldsAndSavesWhatAShuffleOfElementsDoes) {
   // buffer.
   std::vector<float> pixels(300 * 4);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) / 7;
-  Dataset source = Dataset::from_tensor_slices(
-      Features{{"x", Tensor::from_vector(pixels, {300, 4})}}, range(0, 300, 1, DType::kInt32));
+  // "t" is a transposed view, whose rows are not contiguous.
+  Features features{{"x", Tensor::from_vector(pixels, {300, 4})},
+                    {"t", transpose(Tensor::from_vector(pixels, {4, 300}), {1, 0})}};
+  Dataset source = Dataset::from_tensor_slices(features, range(0, 300, 1, DType::kInt32));
   auto rows = [&] { return source.shard(3, 1).shuffle(40, 5).repeat(2).batch(7); };
   auto elements = [&] {
     return source.map([](Element e) { return e; }).shard(3, 1).shuffle(40, 5).repeat(2).batch(7);
