@@ -100,7 +100,7 @@ class BatchNode : public UnaryNode<BatchNode> {
             node_(n),
             input_(n.input()->make_iterator(c)) {}
       std::optional<Element> next() override {
-        if (!node_.pad_ && node_.input()->can_fetch_rows() && input_->yields_rows()) {
+        if (!node_.pad_ && input_->yields_rows()) {
           return next_of_rows();
         }
         elements_.clear();  // keeps its capacity from batch to batch

@@ -51,8 +51,9 @@ class IteratorNode {
 
   // Whether next_row() may stand in for next(): every element is a row of an in-memory
   // source, which the node's fetch() makes again from the one-word origin next_row()
-  // returns. A shuffle then holds its buffer as rows (8 bytes each, not an element whose
-  // parts lie all over the heap) and makes each element as it leaves.
+  // returns, and its fetch_rows() batches. A shuffle then holds its buffer as rows (8 bytes
+  // each, not an element whose parts lie all over the heap) and makes each element as it
+  // leaves; a batch gathers the rows without making elements.
   virtual bool yields_rows() const { return false; }
   // The next element's row, without making the element; nullopt at the end. Moves the
   // position as next() does. Called only when yields_rows().
@@ -97,9 +98,8 @@ class DatasetNode {
   // Only asked when can_fetch(); throws DataLossError when the origin no longer names an
   // element (a file that changed since the state was saved).
   virtual Element fetch(std::span<const int64_t> origin) const;
-  // For a batch of rows (iterators that yields_rows()): the element batch would make of
-  // fetch() of each row, gathered straight from the source without making the elements.
-  virtual bool can_fetch_rows() const { return false; }
+  // For a batch of rows (from iterators that yields_rows()): the element batch would make
+  // of fetch() of each row, gathered straight from the source without making the elements.
   virtual Element fetch_rows(std::span<const int64_t> rows) const;
 };
 
@@ -130,7 +130,6 @@ class PassingNode : public UnaryNode<Self> {
   Element fetch(std::span<const int64_t> origin) const override {
     return this->input_->fetch(origin);
   }
-  bool can_fetch_rows() const override { return this->input_->can_fetch_rows(); }
   Element fetch_rows(std::span<const int64_t> rows) const override {
     return this->input_->fetch_rows(rows);
   }

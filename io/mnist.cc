@@ -91,7 +91,6 @@ class MnistNode : public DatasetNode {
     }
     return row(origin[0]);
   }
-  bool can_fetch_rows() const override { return true; }
   Element fetch_rows(std::span<const int64_t> rows) const override {
     Element e;
     e.features.set("image", gather_rows(images_, rows, "mnist"));

@@ -36,7 +36,7 @@ class ShuffleIterator : public IteratorNode {
         input_(node.input()->make_iterator(context)),
         // Each pass of an enclosing repeat draws from its own stream of the seed.
         generator_(node.seed_, node.reshuffle_ ? context.epoch_key : 0),
-        by_row_(input_->yields_rows() && node.input()->can_fetch()) {}
+        by_row_(input_->yields_rows()) {}
 
   std::optional<Element> next() override {
     if (by_row_) {

@@ -109,7 +109,6 @@ class SlicesNode : public DatasetNode {
     }
     return row(origin[0]);
   }
-  bool can_fetch_rows() const override { return true; }
   Element fetch_rows(std::span<const int64_t> rows) const override {
     Element e;
     for (const auto& [name, t] : features_) {

@@ -24,6 +24,26 @@ bool all_on_cpu(const std::vector<const Tensor*>& rows) {
   return true;
 }
 
+// Copies the rows at `sources`, `row_bytes` each, into `dst` one after another. After a
+// shuffle the rows come from all over their source, and each row's first lines miss the
+// caches: the lines of the row four ahead are asked for while one is copied, so that their
+// latencies overlap (the first 2 KiB of a row; the hardware streams the rest; 2 and 8 ahead
+// were slower, docs/BENCHMARKS.md).
+void copy_rows(std::span<const char* const> sources, size_t row_bytes, char* dst) {
+  if (row_bytes == 0) return;
+  constexpr size_t kAhead = 4;
+  const size_t ahead_bytes = std::min<size_t>(row_bytes, 2048);
+  auto prefetch = [&](size_t i) {
+    if (i >= sources.size()) return;
+    for (size_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(sources[i] + b);
+  };
+  for (size_t i = 0; i < kAhead; ++i) prefetch(i);
+  for (size_t i = 0; i < sources.size(); ++i, dst += row_bytes) {
+    prefetch(i + kAhead);
+    std::memcpy(dst, sources[i], row_bytes);
+  }
+}
+
 }  // namespace
 
 Tensor row_view(const Tensor& x, int64_t i) {
@@ -55,31 +75,15 @@ Tensor stack_rows(const std::vector<const Tensor*>& rows, std::string_view what)
   Shape shape{static_cast<int64_t>(rows.size())};
   for (int64_t d : first.shape()) shape.push_back(d);
   Tensor out = Tensor::empty(shape, first.dtype(), Device::cpu(0));
-  size_t row_bytes = first.nbytes();
-  auto* dst = static_cast<char*>(out.raw_data());
-  // After a shuffle the rows come from all over their source, and each row's first lines
-  // miss the caches: ask for the next rows' lines while this one is copied, so that their
-  // latencies overlap (the first 2 KiB of a row; the hardware streams the rest).
-  constexpr size_t kAhead = 4;
-  const size_t ahead_bytes = std::min<size_t>(row_bytes, 2048);
-  auto prefetch = [&](size_t i) {
-    if (i >= rows.size() || !rows[i]->is_contiguous()) return;
-    const auto* p = static_cast<const char*>(rows[i]->raw_data());
-    for (size_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(p + b);
-  };
-  for (size_t i = 0; i < kAhead; ++i) prefetch(i);
+  std::vector<const char*> sources(rows.size());
+  std::vector<Tensor> packed;  // contiguous copies of rows that are not contiguous
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Tensor* r = rows[i];
-    prefetch(i + kAhead);
-    check(*r);
-    if (row_bytes == 0) continue;
-    if (r->is_contiguous()) {
-      std::memcpy(dst, r->raw_data(), row_bytes);
-    } else {
-      std::memcpy(dst, r->contiguous().raw_data(), row_bytes);
-    }
-    dst += row_bytes;
+    check(*rows[i]);
+    const Tensor* row = rows[i];
+    if (!row->is_contiguous()) row = &packed.emplace_back(row->contiguous());
+    sources[i] = static_cast<const char*>(row->raw_data());
   }
+  copy_rows(sources, first.nbytes(), static_cast<char*>(out.raw_data()));
   return out;
 }
 
@@ -92,31 +96,21 @@ Tensor gather_rows(const Tensor& source, std::span<const int64_t> rows, std::str
   }
   Shape shape{static_cast<int64_t>(rows.size())};
   for (int d = 1; d < source.rank(); ++d) shape.push_back(source.dim(d));
-  Tensor out = Tensor::empty(shape, source.dtype(), Device::cpu(0));
-  if (!source.is_contiguous()) {
+  if (!source.is_contiguous() && !rows.empty()) {
     std::vector<Tensor> views;
     views.reserve(rows.size());
     for (int64_t r : rows) views.push_back(row_view(source, r));
     std::vector<const Tensor*> pointers;
     for (const Tensor& v : views) pointers.push_back(&v);
-    return rows.empty() ? out : stack_rows(pointers, what);
+    return stack_rows(pointers, what);
   }
+  Tensor out = Tensor::empty(shape, source.dtype(), Device::cpu(0));
   const size_t row_bytes = source.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
   const auto* base = static_cast<const char*>(source.raw_data());
-  auto* dst = static_cast<char*>(out.raw_data());
-  // As in stack_rows: the lines of the row four ahead are asked for while one is copied.
-  constexpr size_t kAhead = 4;
-  const size_t ahead_bytes = std::min<size_t>(row_bytes, 2048);
-  auto prefetch = [&](size_t i) {
-    if (i >= rows.size()) return;
-    const char* p = base + static_cast<size_t>(rows[i]) * row_bytes;
-    for (size_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(p + b);
-  };
-  for (size_t i = 0; i < kAhead; ++i) prefetch(i);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    prefetch(i + kAhead);
-    std::memcpy(dst + i * row_bytes, base + static_cast<size_t>(rows[i]) * row_bytes, row_bytes);
-  }
+  std::vector<const char*> sources(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    sources[i] = base + static_cast<size_t>(rows[i]) * row_bytes;
+  copy_rows(sources, row_bytes, static_cast<char*>(out.raw_data()));
   return out;
 }
 
