@@ -102,7 +102,10 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
   grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
   auto result_for = [&](size_t i) {
     auto it = grads.find(sources[i].id());
-    if (it != grads.end()) return it->second;
+    if (it != grads.end()) {
+      if (it->second.deferred() != nullptr) it->second = it->second.to_dense();
+      return it->second;
+    }
     if (unconnected == UnconnectedGradients::kZero) return Gradient(zeros_like(sources[i]));
     return Gradient();
   };
@@ -116,31 +119,37 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
   };
 
   std::vector<Tensor> out_grads;
+  std::vector<Gradient> deferred;
   std::vector<char> needs;
   for (size_t r = records_.size(); r-- > 0;) {
     if (!active[r]) continue;
     auto& rec = records_[r];
     bool any = false;
     out_grads.assign(rec.output_ids.size(), Tensor());
+    deferred.assign(rec.takes_deferred ? rec.output_ids.size() : 0, Gradient());
     for (size_t o = 0; o < rec.output_ids.size(); ++o) {
       auto it = grads.find(rec.output_ids[o]);
       if (it == grads.end()) continue;
-      out_grads[o] = it->second.to_dense();
       any = true;
+      if (rec.takes_deferred && it->second.deferred() != nullptr) {
+        deferred[o] = it->second;
+        continue;
+      }
+      out_grads[o] = it->second.to_dense();
     }
     if (!any) {
       announce(r);
       continue;
     }
     for (size_t o = 0; o < out_grads.size(); ++o) {
-      if (!out_grads[o].defined()) {
+      if (!out_grads[o].defined() && (deferred.empty() || !deferred[o].defined())) {
         const auto& info = rec.outputs[o];
         out_grads[o] = Tensor::zeros(info.shape, info.dtype, info.device);
       }
     }
     needs.assign(rec.input_ids.size(), 0);
     for (size_t i = 0; i < rec.input_ids.size(); ++i) needs[i] = reach.count(rec.input_ids[i]) != 0;
-    autodiff::BackwardContext ctx{out_grads, needs};
+    autodiff::BackwardContext ctx{out_grads, needs, deferred};
     std::vector<Gradient> in_grads;
     {
       profiler::Scope scope(profiler::enabled() ? grad_event_name(rec.op) : "gradient",
@@ -197,7 +206,7 @@ bool should_record(std::span<const Tensor> inputs) {
 }
 
 void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
-            BackwardFn backward) {
+            BackwardFn backward, bool takes_deferred) {
   auto fn = std::make_shared<BackwardFn>(std::move(backward));
   for (GradientTape* tape : active_tapes) {
     bool tracks = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
@@ -212,6 +221,7 @@ void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outp
       rec.outputs.push_back({t.shape(), t.dtype(), t.device()});
     }
     rec.backward = fn;
+    rec.takes_deferred = takes_deferred;
     tape->add_record(std::move(rec));
   }
 }

@@ -53,6 +53,27 @@ using Pool2DFn = void(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2DPa
 using Pool2DGradFn = void(const Tensor& dy, const Tensor& argmax, Tensor& dx,
                           const Pool2DParams& params);
 
+// A max pooling's input gradient as its backward pass holds it, before it is built: the
+// gradient of the pooling's output, the tap of each maximum and the output itself (all
+// contiguous, [N, OH, OW, C]), the pooling's parameters and its input's shape.
+struct MaxPoolInputGrad {
+  Tensor dy;
+  Tensor argmax;
+  Tensor pooled;
+  Pool2DParams params;
+  Shape input_shape;
+  // Windows that tile the input (strides equal to the window): each input element then
+  // belongs to at most one window.
+  bool tiles() const { return params.kind == PoolKind::kMax && params.strides == params.window; }
+};
+// The convolution's gradients (as Conv2DGradFn) when its output, after params.activation,
+// went only into that max pooling: `grad` stands for the output's gradient, read straight
+// from the pooling's form. Returns false, computing nothing, where the backend has no such
+// path; the caller then builds the dense gradient and calls conv2d_grad.
+using Conv2DGradFromMaxPoolFn = bool(const Tensor& x, const Tensor& w,
+                                     const MaxPoolInputGrad& grad, Tensor& dx, Tensor& dw,
+                                     Tensor& db, const Conv2DParams& params);
+
 // x: contiguous [rows, C]. Training: mean and variance over rows per channel; writes mean
 // [C], inv_std [C] = 1/sqrt(var + eps), variance [C] (biased) and y = (x - mean) * inv_std
 // * gamma + beta.
@@ -74,6 +95,7 @@ extern KernelSlot<SparseXentFn> sparse_xent;
 extern KernelSlot<SparseXentGradFn> sparse_xent_grad;
 extern KernelSlot<Conv2DFn> conv2d;
 extern KernelSlot<Conv2DGradFn> conv2d_grad;
+extern KernelSlot<Conv2DGradFromMaxPoolFn> conv2d_grad_from_max_pool;
 extern KernelSlot<Pool2DFn> pool2d;
 extern KernelSlot<Pool2DGradFn> pool2d_grad;
 extern KernelSlot<BatchNormTrainFn> batch_norm_train;

@@ -38,6 +38,11 @@ class KernelSlot {
     if (fn == nullptr) throw_missing_kernel(name_, device);
     return fn;
   }
+  // Whether `device`'s backend fills this slot.
+  bool has(Device device) const {
+    ensure_backends_registered();
+    return fns_[static_cast<int>(device.type)] != nullptr;
+  }
   // Runs the implementation for `device` on `args`: get(device)(args...), as one profiler
   // event named after the slot (category "op") while a session records. A GPU kernel's
   // event covers its launch, not its run on the device.

@@ -31,6 +31,7 @@ KernelSlot<SparseXentFn> sparse_xent{"sparse_softmax_cross_entropy"};
 KernelSlot<SparseXentGradFn> sparse_xent_grad{"sparse_softmax_cross_entropy_grad"};
 KernelSlot<Conv2DFn> conv2d{"conv2d"};
 KernelSlot<Conv2DGradFn> conv2d_grad{"conv2d_grad"};
+KernelSlot<Conv2DGradFromMaxPoolFn> conv2d_grad_from_max_pool{"conv2d_grad_from_max_pool"};
 KernelSlot<Pool2DFn> pool2d{"pool2d"};
 KernelSlot<Pool2DGradFn> pool2d_grad{"pool2d_grad"};
 KernelSlot<BatchNormTrainFn> batch_norm_train{"batch_norm_train"};

@@ -85,6 +85,27 @@ void window_geometry(int64_t in, int64_t window, int64_t stride, int64_t dilatio
   }
 }
 
+// Max pooling's input gradient, built only when an op other than a convolution that reads
+// it as it is (kernels::conv2d_grad_from_max_pool) needs it.
+class DeferredMaxPoolGrad final : public autodiff::DeferredGradient {
+ public:
+  explicit DeferredMaxPoolGrad(kernels::MaxPoolInputGrad grad) : grad_(std::move(grad)) {}
+  const kernels::MaxPoolInputGrad& form() const { return grad_; }
+  Tensor materialize() const override {
+    Tensor dx = Tensor::empty(grad_.input_shape, grad_.dy.dtype(), grad_.dy.device());
+    if (dx.numel() > 0) {
+      kernels::pool2d_grad.call(dx.device(), grad_.dy, grad_.argmax, dx, grad_.params);
+    }
+    return dx;
+  }
+  Shape shape() const override { return grad_.input_shape; }
+  DType dtype() const override { return grad_.dy.dtype(); }
+  Device device() const override { return grad_.dy.device(); }
+
+ private:
+  kernels::MaxPoolInputGrad grad_;
+};
+
 void check_positive(const char* op, const char* what, std::array<int64_t, 2> v) {
   if (v[0] < 1 || v[1] < 1) {
     throw InvalidArgumentError(str_cat(op, ": ", what, " must be positive, got [", v[0], ", ",
@@ -211,11 +232,10 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
   if (autodiff::should_record({&x, &filters, &bias})) {
     // The output is kept only for the fused activation's gradient.
     Tensor saved = params.activation == Activation::kNone ? Tensor() : y;
-    autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, saved, params, has_bias = bias.defined()](
-                                                      const BackwardContext& c) {
-      Tensor dz = contiguous(c.grad());
+    autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, saved, params, has_bias = bias.defined(),
+                                                   out_shape = y.shape()](const BackwardContext& c) {
       // An empty batch, or no filters, has zero gradients (and oneDNN refuses such shapes).
-      const bool empty = dz.numel() == 0;
+      const bool empty = out_shape.num_elements() == 0;
       auto buffer = [empty](const Shape& shape, const Tensor& like) {
         return empty ? Tensor::zeros(shape, like.dtype(), like.device())
                      : Tensor::empty(shape, like.dtype(), like.device());
@@ -223,11 +243,27 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
       Tensor dx = c.needs_grad(0) ? buffer(xc.shape(), xc) : Tensor();
       Tensor dw = c.needs_grad(1) ? buffer(wc.shape(), wc) : Tensor();
       Tensor db = has_bias && c.needs_grad(2) ? buffer(Shape{wc.shape()[3]}, wc) : Tensor();
-      if (!empty) kernels::conv2d_grad.call(dz.device(), xc, wc, dz, saved, dx, dw, db, params);
-      return std::vector<Gradient>{dx.defined() ? Gradient(dx) : Gradient(),
-                                   dw.defined() ? Gradient(dw) : Gradient(),
-                                   db.defined() ? Gradient(db) : Gradient()};
-    });
+      auto result = [&] {
+        return std::vector<Gradient>{dx.defined() ? Gradient(dx) : Gradient(),
+                                     dw.defined() ? Gradient(dw) : Gradient(),
+                                     db.defined() ? Gradient(db) : Gradient()};
+      };
+      if (empty) return result();
+      Tensor dz;
+      if (const autodiff::DeferredGradient* deferred = c.deferred_grad()) {
+        const auto* pooled = dynamic_cast<const DeferredMaxPoolGrad*>(deferred);
+        const auto& slot = kernels::conv2d_grad_from_max_pool;
+        if (pooled != nullptr && slot.has(xc.device()) &&
+            slot.call(xc.device(), xc, wc, pooled->form(), dx, dw, db, params)) {
+          return result();
+        }
+        dz = deferred->materialize();
+      } else {
+        dz = contiguous(c.grad());
+      }
+      kernels::conv2d_grad.call(dz.device(), xc, wc, dz, saved, dx, dw, db, params);
+      return result();
+    }, /*takes_deferred=*/true);
   }
   return fuse ? y : activate(y, activation);
 }
@@ -264,12 +300,17 @@ Tensor pool2d(kernels::PoolKind kind, const char* op, const Tensor& x,
                       : Tensor();
   if (y.numel() > 0) kernels::pool2d.call(x.device(), xc, y, argmax, params);
   if (autodiff::should_record({&x})) {
-    autodiff::record(op, {x}, {y}, [argmax, params, in_shape = x.shape()](const BackwardContext& c) {
-      Tensor dx = Tensor::empty(in_shape, c.grad().dtype(), c.grad().device());
-      if (dx.numel() > 0) {
-        kernels::pool2d_grad.call(dx.device(), contiguous(c.grad()), argmax, dx, params);
+    Tensor pooled = kind == kernels::PoolKind::kMax ? y : Tensor();
+    autodiff::record(op, {x}, {y}, [argmax, pooled, params, in_shape = x.shape()](const BackwardContext& c) {
+      kernels::MaxPoolInputGrad form{contiguous(c.grad()), argmax, pooled, params, in_shape};
+      // Tiling windows: a convolution before the pooling can read this form as it is.
+      if (form.tiles()) {
+        std::shared_ptr<const autodiff::DeferredGradient> deferred =
+            std::make_shared<DeferredMaxPoolGrad>(std::move(form));
+        return std::vector<Gradient>{Gradient(std::move(deferred))};
       }
-      return std::vector<Gradient>{dx};
+      DeferredMaxPoolGrad dense(std::move(form));
+      return std::vector<Gradient>{dense.materialize()};
     });
   }
   return y;

@@ -7,6 +7,7 @@
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/nn.h"
+#include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
 #include "tests/core/grad_check.h"
 
@@ -369,6 +370,83 @@ TEST(GradTest, Pooling) {
     expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {2, 3}, {2, 3}, p); }, {odd});
     expect_gradients_match([p](const Inputs& v) { return max_pool2d(v[0], {3, 3}, {1, 2}, p); }, {x});
   }
+}
+
+// A convolution whose output goes into a max pooling with tiling windows gets the
+// pooling's gradient in the pooling's form and reads it as it is (kernels::
+// conv2d_grad_from_max_pool: the products, and the one-channel filter gradient) instead of
+// the input-sized tensor the pooling's backward pass would build. Its gradients must have
+// the same bits as through that tensor, which a multiplication by one between the two ops
+// forces; where the kernel declines (the input gradient of one channel, a 5x5 filter of one
+// channel, float64), the pooling's gradient is built and the result is the same too.
+TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheBuiltGradient) {
+  struct Case {
+    Shape x, w;
+    Activation act;
+    std::array<int64_t, 2> window;
+    Padding pool_padding;
+    bool read_as_pooled;  // with the filters and bias only
+  };
+  const std::vector<Case> cases = {
+      {{5, 12, 12, 1}, {3, 3, 1, 32}, Activation::kRelu, {2, 2}, Padding::kValid, true},
+      // Rows and columns of the convolution's output that no window covers.
+      {{3, 10, 8, 1}, {2, 2, 1, 8}, Activation::kNone, {2, 2}, Padding::kValid, true},
+      {{3, 13, 13, 8}, {3, 3, 8, 16}, Activation::kRelu, {2, 2}, Padding::kValid, true},
+      // Windows that start before the output (SAME, padding in front) and end after it.
+      {{2, 9, 9, 16}, {3, 3, 16, 32}, Activation::kNone, {3, 3}, Padding::kSame, true},
+      // Output channels that are not a multiple of 8, non-square windows.
+      {{2, 10, 12, 8}, {3, 3, 8, 20}, Activation::kRelu, {2, 3}, Padding::kValid, true},
+      {{2, 9, 9, 1}, {5, 5, 1, 8}, Activation::kRelu, {2, 2}, Padding::kValid, false},
+  };
+  for (const Case& c : cases) {
+    for (bool with_input : {false, true}) {
+      SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() + (with_input ? ", input gradient too" : ""));
+      // Gradients of the filters and bias (and input), and whether the pooling's gradient
+      // was built.
+      auto run = [&](bool through_product, DType dtype) {
+        Tensor x = random_tensor(c.x, 170).cast(dtype), w = random_tensor(c.w, 171).cast(dtype),
+               b = random_tensor({c.w[3]}, 172).cast(dtype);
+        GradientTape tape;
+        std::vector<Tensor> sources{w, b};
+        if (with_input) sources.push_back(x);
+        for (const Tensor& t : sources) tape.watch(t);
+        Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, c.act);
+        Tensor pooled = max_pool2d(through_product ? mul(y, ones_like(y)) : y, c.window, c.window,
+                                   c.pool_padding);
+        Tensor r = random_tensor(pooled.shape(), 173, -1.5, 1.5).cast(dtype);
+        auto session = profiler::ProfilerSession::start();
+        std::vector<Gradient> grads = tape.gradient(sum(mul(pooled, r)), sources);
+        bool built = false;
+        for (const profiler::Event& e : session->collect().events) built |= e.name == "pool2d_grad";
+        std::vector<std::vector<double>> out;
+        for (const Gradient& g : grads) out.push_back(g.dense().cast(DType::kFloat64).to_vector<double>());
+        return std::pair{out, built};
+      };
+      auto [fused, built] = run(false, DType::kFloat32);
+      auto [reference, reference_built] = run(true, DType::kFloat32);
+      EXPECT_TRUE(reference_built);
+      EXPECT_EQ(built, (with_input && c.x[3] == 1) || !c.read_as_pooled);
+      EXPECT_EQ(fused, reference);
+      auto [fused64, built64] = run(false, DType::kFloat64);
+      EXPECT_TRUE(built64);
+      EXPECT_EQ(fused64, run(true, DType::kFloat64).first);
+    }
+  }
+  // The convolution's output also used elsewhere (the two gradients add up), and asked for
+  // as a source itself (its gradient comes back built).
+  Tensor x = random_tensor({2, 8, 8, 8}, 174).cast(DType::kFloat32);
+  Tensor w = random_tensor({3, 3, 8, 16}, 175).cast(DType::kFloat32);
+  auto gradients = [&](bool through_product, bool twice) {
+    GradientTape tape;
+    tape.watch(w);
+    Tensor y = conv2d(x, w, Tensor(), {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu);
+    Tensor pooled = max_pool2d(through_product ? mul(y, ones_like(y)) : y, {2, 2}, {2, 2}, Padding::kValid);
+    Tensor loss = twice ? add(sum(pooled), sum(mul(y, y))) : sum(mul(pooled, pooled));
+    std::vector<std::vector<float>> out;
+    for (const Gradient& g : tape.gradient(loss, {w, y})) out.push_back(g.dense().to_vector<float>());
+    return out;
+  };
+  for (bool twice : {true, false}) EXPECT_EQ(gradients(false, twice), gradients(true, twice));
 }
 
 // Random geometries through the float32 pooling loops (8-lane vectors where the channels

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cadre/runtime/threading.h"
+#include "core/backend/cpu/conv_output_grad.h"
 #include "core/backend/cpu/loops.h"
 #include "core/backend/cpu/vec8.h"
-#include "core/backend/portable/op_math.h"
 
 namespace cadre::backend::cpu::conv_gemm {
 namespace {
@@ -105,21 +105,10 @@ float* thread_buffer(int which, int64_t floats) {
   return buffer.data();
 }
 
-}  // namespace
-
-bool suits(const ConvGeometry& g) {
-  // Where the products measured at least even with oneDNN's backward primitives (plus
-  // their separate ReLU pass): few input channels, at least twice as many outputs, no
-  // padding in front (docs/BENCHMARKS.md, "Products against oneDNN's backward
-  // primitives"). Elsewhere oneDNN was up to 25% faster. Filters so large that fewer than 8
-  // units' sums would fit are left to oneDNN too.
-  return g.c >= 8 && g.c <= 32 && g.o >= 2 * g.c && g.ph == 0 && g.pw == 0 &&
-         partial_floats(g) * static_cast<int64_t>(sizeof(float)) * 8 <= kPartialBytes;
-}
-
-void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
-              kernels::Activation activation, Tensor& dx, Tensor& dw, Tensor& db,
-              const ConvGeometry& g) {
+// `source` is a DenseOutputGrad or a MaxPoolOutputGrad.
+template <typename Source>
+void backward_from(const Tensor& x, const Tensor& w, const Source& source, Tensor& dx, Tensor& dw,
+                   Tensor& db, const ConvGeometry& g) {
   const int64_t taps = g.taps(), pixels = g.oh * g.ow;
   const int64_t tile_rows =
       std::max<int64_t>(8, kTileBytes / (taps * static_cast<int64_t>(sizeof(float))));
@@ -134,8 +123,6 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   const int64_t units = (g.n + unit_images - 1) / unit_images;
   const float* px = typed<float>(x);
   const float* pw = typed<float>(w);
-  const float* pg = typed<float>(dy);
-  const float* py = activation == kernels::Activation::kRelu ? typed<float>(y) : nullptr;
   float* pdx = dx.defined() ? typed_mut<float>(dx) : nullptr;
   const bool filters = dw.defined() || db.defined();
   // Per unit: taps rows of filter gradient, then one row of bias gradient.
@@ -143,7 +130,7 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   const int64_t image = g.h * g.w * g.c;
   parallel_for(0, units, 1, [&](int64_t b, int64_t e) {
     float* col = thread_buffer(0, tile_rows * taps);
-    float* masked = py != nullptr ? thread_buffer(1, tile_rows * g.o) : nullptr;
+    float* tile = thread_buffer(1, tile_rows * g.o);
     for (int64_t unit = b; unit < e; ++unit) {
       const int64_t first = unit * unit_images, last = std::min(g.n, first + unit_images);
       // Units are whole images, so no two threads add onto the same input pixel.
@@ -155,19 +142,7 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
       const int64_t step = (unit_rows + tiles - 1) / tiles;
       for (int64_t r0 = first * pixels; r0 < last * pixels; r0 += step) {
         const int64_t r1 = std::min(last * pixels, r0 + step), rows = r1 - r0;
-        const float* grad = pg + r0 * g.o;
-        if (masked != nullptr) {
-          const float* out = py + r0 * g.o;
-          int64_t i = 0;
-          for (; i + vec8::kLanes <= rows * g.o; i += vec8::kLanes) {
-            vec8::store(masked + i, vec8::relu_gradient(vec8::load<vec8::Float>(out + i),
-                                                        vec8::load<vec8::Float>(grad + i)));
-          }
-          for (; i < rows * g.o; ++i) {
-            masked[i] = portable::activation_grad_value(kernels::Activation::kRelu, 0.f, out[i], grad[i]);
-          }
-          grad = masked;
-        }
+        const float* grad = source.rows(r0, r1, tile);
         if (filters) {
           if (dw.defined()) {
             im2col(px, g, r0, r1, col);
@@ -192,6 +167,32 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
   });
   if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
   if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
+}
+
+}  // namespace
+
+bool suits(const ConvGeometry& g) {
+  // Where the products measured at least even with oneDNN's backward primitives (plus
+  // their separate ReLU pass): few input channels, at least twice as many outputs, no
+  // padding in front (docs/BENCHMARKS.md, "Products against oneDNN's backward
+  // primitives"). Elsewhere oneDNN was up to 25% faster. Filters so large that fewer than 8
+  // units' sums would fit are left to oneDNN too.
+  return g.c >= 8 && g.c <= 32 && g.o >= 2 * g.c && g.ph == 0 && g.pw == 0 &&
+         partial_floats(g) * static_cast<int64_t>(sizeof(float)) * 8 <= kPartialBytes;
+}
+
+void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
+              kernels::Activation activation, Tensor& dx, Tensor& dw, Tensor& db,
+              const ConvGeometry& g) {
+  const float* py = activation == kernels::Activation::kRelu ? typed<float>(y) : nullptr;
+  backward_from(x, w, DenseOutputGrad(typed<float>(dy), py, g), dx, dw, db, g);
+}
+
+void backward(const Tensor& x, const Tensor& w, const kernels::MaxPoolInputGrad& grad,
+              kernels::Activation activation, Tensor& dx, Tensor& dw, Tensor& db,
+              const ConvGeometry& g) {
+  backward_from(x, w, MaxPoolOutputGrad(grad, activation == kernels::Activation::kRelu, g), dx,
+                dw, db, g);
 }
 
 }  // namespace cadre::backend::cpu::conv_gemm

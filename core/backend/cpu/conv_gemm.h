@@ -9,6 +9,7 @@
 
 #include "cadre/tensor/tensor.h"
 #include "core/backend/portable/conv_ops.h"
+#include "core/kernels/nn.h"
 
 namespace cadre::backend::cpu::conv_gemm {
 
@@ -18,6 +19,10 @@ bool suits(const portable::ConvGeometry& g);
 // dy is the gradient of the convolution's output after `activation` (kNone or kRelu), y
 // that output. Each of dx, dw, db may be undefined.
 void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& y,
+              kernels::Activation activation, Tensor& dx, Tensor& dw, Tensor& db,
+              const portable::ConvGeometry& g);
+// The same from the max pooling that took the convolution's output (grad.tiles()).
+void backward(const Tensor& x, const Tensor& w, const kernels::MaxPoolInputGrad& grad,
               kernels::Activation activation, Tensor& dx, Tensor& dw, Tensor& db,
               const portable::ConvGeometry& g);
 

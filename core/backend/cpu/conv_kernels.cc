@@ -3,7 +3,9 @@
 // conv_one_channel.h); float32 gradients through
 // matrix products (conv_gemm.h) when there are enough channels, else through oneDNN's
 // backward primitives (the filter gradient of one input channel through conv_one_channel.h);
-// float64 through direct loops (used by gradient checks).
+// float64 through direct loops (used by gradient checks). A gradient that comes from a max
+// pooling over the output is read in the pooling's form where products or the one-channel
+// filter gradient take it (conv_output_grad.h).
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -364,11 +366,28 @@ void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, const Tenso
   throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
 }
 
+// Float32 through products or the one-channel filter gradient, read straight from the
+// pooling's form; elsewhere the caller builds the dense gradient.
+bool conv2d_grad_from_max_pool(const Tensor& x, const Tensor& w,
+                               const kernels::MaxPoolInputGrad& grad, Tensor& dx, Tensor& dw,
+                               Tensor& db, const Conv2DParams& p) {
+  if (x.dtype() != DType::kFloat32 || !grad.tiles()) return false;
+  const Geometry g = geometry(x, w, grad.input_shape, p);
+  if (conv_gemm::suits(g)) {
+    conv_gemm::backward(x, w, grad, p.activation, dx, dw, db, g);
+    return true;
+  }
+  if (dx.defined() || !conv_one_channel::filter_grad_from_max_pool_suits(g)) return false;
+  conv_one_channel::filter_grad(x, grad, p.activation, dw, db, g);
+  return true;
+}
+
 }  // namespace
 
 void register_conv_kernels() {
   kernels::conv2d.set(DeviceType::kCPU, &conv2d);
   kernels::conv2d_grad.set(DeviceType::kCPU, &conv2d_grad);
+  kernels::conv2d_grad_from_max_pool.set(DeviceType::kCPU, &conv2d_grad_from_max_pool);
 }
 
 }  // namespace cadre::backend::cpu

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cadre/runtime/threading.h"
+#include "core/backend/cpu/conv_output_grad.h"
 #include "core/backend/cpu/loops.h"
 #include "core/backend/cpu/vec8.h"
 #include "core/backend/portable/op_math.h"
@@ -18,31 +19,23 @@ constexpr int64_t kImagesPerBlock = 8;
 using vec8::kLanes;
 using Vec = vec8::Float;
 
-// dy at one output pixel's channels [c0, c0 + kLanes), through the ReLU when `y` is given.
-Vec gradient_at(const float* dy, const float* y, int64_t offset) {
-  const Vec g = vec8::load<Vec>(dy + offset);
-  if (y == nullptr) return g;
-  return vec8::relu_gradient(vec8::load<Vec>(y + offset), g);
-}
-
 // Adds image n's filter gradient of channels [c0, c0 + kLanes) to acc ([KH * KW, o]) and
 // its bias gradient to bias_acc. The KH * KW sums stay in registers over the pixels whose
 // taps are all inside the image; the others (at padded borders) add to `border`, which is
 // indexed at run time and so lives in memory.
-template <int KH, int KW>
-void channel_chunk(const float* x, const float* dy, const float* y, const ConvGeometry& g,
-                   int64_t n, int64_t c0, float* acc, float* bias_acc) {
+template <int KH, int KW, typename Source>
+void channel_chunk(const float* x, const Source& source, const ConvGeometry& g, int64_t n,
+                   int64_t c0, float* acc, float* bias_acc) {
   Vec sums[KH * KW] = {};
   Vec border[KH * KW] = {};
   Vec bias{};
   const float* image = x + n * g.h * g.w;
-  const int64_t pixels = n * g.oh * g.ow;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const int64_t top = oy - g.ph;
     const bool rows_inside = top >= 0 && top + KH <= g.h;
     for (int64_t ox = 0; ox < g.ow; ++ox) {
       const int64_t left = ox - g.pw;
-      const Vec grad = gradient_at(dy, y, (pixels + oy * g.ow + ox) * g.o + c0);
+      const Vec grad = source.at(n, oy, ox, c0);
       bias += grad;
       if (rows_inside && left >= 0 && left + KW <= g.w) {
         const float* in = image + top * g.w + left;
@@ -150,30 +143,54 @@ void forward_images(const float* x, const float* w, const float* bias, bool relu
 }
 
 // Image by image, so that the image's gradient is still in cache for its later chunks.
-template <int KH, int KW>
-void chunks(const float* x, const float* dy, const float* y, const ConvGeometry& g,
-            int64_t first, int64_t last, float* acc, float* bias_acc) {
+template <int KH, int KW, typename Source>
+void chunks(const float* x, const Source& source, const ConvGeometry& g, int64_t first,
+            int64_t last, float* acc, float* bias_acc) {
   for (int64_t n = first; n < last; ++n) {
     for (int64_t c0 = 0; c0 < g.o; c0 += kLanes) {
-      channel_chunk<KH, KW>(x, dy, y, g, n, c0, acc, bias_acc);
+      channel_chunk<KH, KW>(x, source, g, n, c0, acc, bias_acc);
     }
   }
 }
 
-void block(const float* x, const float* dy, const float* y, const ConvGeometry& g,
-           int64_t first, int64_t last, float* acc, float* bias_acc) {
-  if (g.o % kLanes == 0) {
-    if (g.kh == 3 && g.kw == 3) return chunks<3, 3>(x, dy, y, g, first, last, acc, bias_acc);
-    if (g.kh == 2 && g.kw == 2) return chunks<2, 2>(x, dy, y, g, first, last, acc, bias_acc);
+// The filter sizes and channel counts whose sums stay in registers.
+bool in_registers(const ConvGeometry& g) {
+  return g.o % kLanes == 0 && ((g.kh == 3 && g.kw == 3) || (g.kh == 2 && g.kw == 2));
+}
+
+// Images [first, last) of a block, in registers where in_registers(g).
+template <typename Source>
+void block(const float* x, const Source& source, const ConvGeometry& g, int64_t first,
+           int64_t last, float* acc, float* bias_acc) {
+  if (g.kh == 3) return chunks<3, 3>(x, source, g, first, last, acc, bias_acc);
+  chunks<2, 2>(x, source, g, first, last, acc, bias_acc);
+}
+
+// Sums per block of images, then the blocks in order; `block_fn(first, last, acc, bias_acc)`
+// adds images [first, last).
+template <typename BlockFn>
+void sum_blocks(const ConvGeometry& g, Tensor& dw, Tensor& db, BlockFn&& block_fn) {
+  const int64_t taps = g.kh * g.kw, stride = (taps + 1) * g.o;
+  const int64_t blocks = (g.n + kImagesPerBlock - 1) / kImagesPerBlock;
+  // Per block: taps rows of filter gradient, then one of bias gradient.
+  std::vector<float> partial(static_cast<size_t>(blocks * stride), 0.f);
+  parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* acc = partial.data() + i * stride;
+      block_fn(i * kImagesPerBlock, std::min(g.n, (i + 1) * kImagesPerBlock), acc,
+               acc + taps * g.o);
+    }
+  });
+  for (int64_t i = 1; i < blocks; ++i) {
+    vec8::add_into(partial.data(), partial.data() + i * stride, stride);
   }
-  any_shape(x, dy, y, g, first, last, acc, bias_acc);
+  if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
+  if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
 }
 
 }  // namespace
 
-bool forward_suits(const ConvGeometry& g) {
-  return suits(g) && g.o % kLanes == 0 && ((g.kh == 3 && g.kw == 3) || (g.kh == 2 && g.kw == 2));
-}
+bool forward_suits(const ConvGeometry& g) { return suits(g) && in_registers(g); }
 
 void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Activation activation,
              Tensor& y, const ConvGeometry& g) {
@@ -195,22 +212,21 @@ void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
   const float* px = typed<float>(x);
   const float* pg = typed<float>(dy);
   const float* py = activation == kernels::Activation::kRelu ? typed<float>(y) : nullptr;
-  const int64_t taps = g.kh * g.kw, stride = (taps + 1) * g.o;
-  const int64_t blocks = (g.n + kImagesPerBlock - 1) / kImagesPerBlock;
-  // Per block: taps rows of filter gradient, then one of bias gradient.
-  std::vector<float> partial(static_cast<size_t>(blocks * stride), 0.f);
-  parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      float* acc = partial.data() + i * stride;
-      block(px, pg, py, g, i * kImagesPerBlock, std::min(g.n, (i + 1) * kImagesPerBlock), acc,
-            acc + taps * g.o);
-    }
+  sum_blocks(g, dw, db, [&](int64_t first, int64_t last, float* acc, float* bias_acc) {
+    if (in_registers(g)) return block(px, DenseOutputGrad(pg, py, g), g, first, last, acc, bias_acc);
+    any_shape(px, pg, py, g, first, last, acc, bias_acc);
   });
-  for (int64_t i = 1; i < blocks; ++i) {
-    vec8::add_into(partial.data(), partial.data() + i * stride, stride);
-  }
-  if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
-  if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
+}
+
+bool filter_grad_from_max_pool_suits(const ConvGeometry& g) { return suits(g) && in_registers(g); }
+
+void filter_grad(const Tensor& x, const kernels::MaxPoolInputGrad& grad,
+                 kernels::Activation activation, Tensor& dw, Tensor& db, const ConvGeometry& g) {
+  const float* px = typed<float>(x);
+  const MaxPoolOutputGrad source(grad, activation == kernels::Activation::kRelu, g);
+  sum_blocks(g, dw, db, [&](int64_t first, int64_t last, float* acc, float* bias_acc) {
+    block(px, source, g, first, last, acc, bias_acc);
+  });
 }
 
 }  // namespace cadre::backend::cpu::conv_one_channel

@@ -7,6 +7,7 @@
 
 #include "cadre/tensor/tensor.h"
 #include "core/backend/portable/conv_ops.h"
+#include "core/kernels/nn.h"
 
 namespace cadre::backend::cpu::conv_one_channel {
 
@@ -25,6 +26,13 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Acti
 // (kNone or kRelu; y is that output). Sums per block of images, then the blocks in order:
 // the same bits at any thread count.
 void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
+                 kernels::Activation activation, Tensor& dw, Tensor& db,
+                 const portable::ConvGeometry& g);
+
+// The same from the max pooling that took the convolution's output (grad.tiles()), where
+// the sums stay in registers: 2x2 and 3x3 filters, output channels in multiples of 8.
+bool filter_grad_from_max_pool_suits(const portable::ConvGeometry& g);
+void filter_grad(const Tensor& x, const kernels::MaxPoolInputGrad& grad,
                  kernels::Activation activation, Tensor& dw, Tensor& db,
                  const portable::ConvGeometry& g);
 

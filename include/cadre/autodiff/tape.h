@@ -29,11 +29,17 @@ enum class UnconnectedGradients { kNone, kZero };
 namespace autodiff {
 
 // What a backward function receives: the gradients of its op's outputs (dense, zeros for
-// an output that got none) and which inputs need a gradient.
+// an output that got none) and which inputs need a gradient. For an op recorded as taking
+// deferred gradients, an output whose gradient is deferred has it in `deferred` instead
+// (and an undefined tensor in output_grads).
 struct BackwardContext {
   std::span<const Tensor> output_grads;
   std::span<const char> needs;
+  std::span<const Gradient> deferred = {};
   const Tensor& grad(int output = 0) const { return output_grads[output]; }
+  const DeferredGradient* deferred_grad(int output = 0) const {
+    return deferred.empty() ? nullptr : deferred[output].deferred();
+  }
   bool needs_grad(int input) const { return needs[input] != 0; }
 };
 
@@ -51,6 +57,7 @@ struct Record {
   };
   std::vector<OutputInfo> outputs;
   std::shared_ptr<BackwardFn> backward;
+  bool takes_deferred = false;
 };
 
 }  // namespace autodiff
@@ -115,9 +122,10 @@ inline bool should_record(std::initializer_list<const Tensor*> inputs) {
   return should_record(std::span<const Tensor* const>(inputs.begin(), inputs.size()));
 }
 bool should_record(std::span<const Tensor> inputs);
-// Records an op on every active tape that tracks one of its inputs.
+// Records an op on every active tape that tracks one of its inputs. With `takes_deferred`
+// its backward function may be handed deferred gradients (BackwardContext::deferred_grad).
 void record(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
-            BackwardFn backward);
+            BackwardFn backward, bool takes_deferred = false);
 // Watches `tensor` on every active tape of this thread (used for trainable variables).
 void watch_on_active_tapes(const Tensor& tensor);
 bool any_tape_active();
