@@ -53,6 +53,17 @@ using Pool2DFn = void(const Tensor& x, Tensor& y, Tensor& argmax, const Pool2DPa
 using Pool2DGradFn = void(const Tensor& dy, const Tensor& argmax, Tensor& dx,
                           const Pool2DParams& params);
 
+// A convolution and the max pooling after it in one pass, for a convolution whose output
+// only the pooling reads: that output is then never written. y and argmax are what Pool2DFn
+// gives over the convolution's output (`conv_output`, after params.activation), bit for
+// bit. Conv2DMaxPoolSuitsFn says, before the convolution's output is computed, whether the
+// backend has such a pass for this convolution; Conv2DMaxPoolFn returns false, computing
+// nothing, for a pooling that it does not take.
+using Conv2DMaxPoolSuitsFn = bool(const Tensor& x, const Tensor& w, const Conv2DParams& conv);
+using Conv2DMaxPoolFn = bool(const Tensor& x, const Tensor& w, const Tensor& bias,
+                             const Conv2DParams& conv, const Shape& conv_output,
+                             const Pool2DParams& pool, Tensor& y, Tensor& argmax);
+
 // A max pooling's input gradient as its backward pass holds it, before it is built: the
 // gradient of the pooling's output, the tap of each maximum and the output itself (all
 // contiguous, [N, OH, OW, C]), the pooling's parameters and its input's shape.
@@ -98,6 +109,8 @@ extern KernelSlot<Conv2DGradFn> conv2d_grad;
 extern KernelSlot<Conv2DGradFromMaxPoolFn> conv2d_grad_from_max_pool;
 extern KernelSlot<Pool2DFn> pool2d;
 extern KernelSlot<Pool2DGradFn> pool2d_grad;
+extern KernelSlot<Conv2DMaxPoolSuitsFn> conv2d_max_pool_suits;
+extern KernelSlot<Conv2DMaxPoolFn> conv2d_max_pool;
 extern KernelSlot<BatchNormTrainFn> batch_norm_train;
 extern KernelSlot<BatchNormInferFn> batch_norm_infer;
 extern KernelSlot<BatchNormGradFn> batch_norm_grad;

@@ -34,6 +34,8 @@ KernelSlot<Conv2DGradFn> conv2d_grad{"conv2d_grad"};
 KernelSlot<Conv2DGradFromMaxPoolFn> conv2d_grad_from_max_pool{"conv2d_grad_from_max_pool"};
 KernelSlot<Pool2DFn> pool2d{"pool2d"};
 KernelSlot<Pool2DGradFn> pool2d_grad{"pool2d_grad"};
+KernelSlot<Conv2DMaxPoolSuitsFn> conv2d_max_pool_suits{"conv2d_max_pool_suits"};
+KernelSlot<Conv2DMaxPoolFn> conv2d_max_pool{"conv2d_max_pool"};
 KernelSlot<BatchNormTrainFn> batch_norm_train{"batch_norm_train"};
 KernelSlot<BatchNormInferFn> batch_norm_infer{"batch_norm_infer"};
 KernelSlot<BatchNormGradFn> batch_norm_grad{"batch_norm_grad"};

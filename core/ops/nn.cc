@@ -106,6 +106,40 @@ class DeferredMaxPoolGrad final : public autodiff::DeferredGradient {
   kernels::MaxPoolInputGrad grad_;
 };
 
+// A convolution's output before it is computed (kernels::conv2d_max_pool_suits): a max
+// pooling that takes it computes the pooling from the convolution's inputs, and the output
+// is written only if something else reads it. The inputs are copies, so that what the
+// output holds cannot change with a later in-place write to them (a variable's update).
+class DeferredConv final : public BufferFill {
+ public:
+  DeferredConv(const Tensor& x, const Tensor& w, const Tensor& bias,
+               const kernels::Conv2DParams& params, const Shape& shape)
+      : x_(x.clone()), w_(w.clone()), bias_(bias.defined() ? bias.clone() : Tensor()),
+        params_(params), shape_(shape) {}
+  void fill(void* data) const override {
+    Tensor y = Tensor::from_blob(data, shape_, x_.dtype(), x_.device(), {});
+    kernels::conv2d.call(x_.device(), x_, w_, bias_, y, params_);
+  }
+  // The pooling of the output, if the backend computes it with the convolution.
+  bool max_pool(const kernels::Pool2DParams& pool, Tensor& y, Tensor& argmax) const {
+    return kernels::conv2d_max_pool.call(x_.device(), x_, w_, bias_, params_, shape_, pool, y, argmax);
+  }
+  // The pending convolution whose whole output `t` is, or null.
+  static const DeferredConv* of(const Tensor& t) {
+    const auto* conv = dynamic_cast<const DeferredConv*>(t.buffer()->pending_fill());
+    if (conv == nullptr || t.offset() != 0 || t.shape() != conv->shape_ ||
+        t.strides() != t.shape().contiguous_strides()) {
+      return nullptr;
+    }
+    return conv;
+  }
+
+ private:
+  Tensor x_, w_, bias_;
+  kernels::Conv2DParams params_;
+  Shape shape_;
+};
+
 void check_positive(const char* op, const char* what, std::array<int64_t, 2> v) {
   if (v[0] < 1 || v[1] < 1) {
     throw InvalidArgumentError(str_cat(op, ": ", what, " must be positive, got [", v[0], ", ",
@@ -227,8 +261,17 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
   params.activation = fuse ? activation : Activation::kNone;
   Tensor xc = contiguous(x), wc = contiguous(filters);
   Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
-  Tensor y = Tensor::empty(Shape{x.shape()[0], out[0], out[1], out_channels}, x.dtype(), x.device());
-  if (y.numel() > 0) kernels::conv2d.call(x.device(), xc, wc, bc, y, params);
+  const Shape out_shape{x.shape()[0], out[0], out[1], out_channels};
+  Tensor y;
+  const auto& deferrable = kernels::conv2d_max_pool_suits;
+  if (fuse && out_shape.num_elements() > 0 && deferrable.has(x.device()) &&
+      deferrable.call(x.device(), xc, wc, params)) {
+    y = Tensor::empty_deferred(out_shape, x.dtype(), x.device(),
+                               std::make_shared<DeferredConv>(xc, wc, bc, params, out_shape));
+  } else {
+    y = Tensor::empty(out_shape, x.dtype(), x.device());
+    if (y.numel() > 0) kernels::conv2d.call(x.device(), xc, wc, bc, y, params);
+  }
   if (autodiff::should_record({&x, &filters, &bias})) {
     // The output is kept only for the fused activation's gradient.
     Tensor saved = params.activation == Activation::kNone ? Tensor() : y;
@@ -292,13 +335,15 @@ Tensor pool2d(kernels::PoolKind kind, const char* op, const Tensor& x,
                                        "] does not fit inside an input of shape ", x.shape(),
                                        " with VALID padding"));
   }
-  Tensor xc = contiguous(x);
   Shape out_shape{x.shape()[0], out[0], out[1], x.shape()[3]};
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
   Tensor argmax = kind == kernels::PoolKind::kMax
                       ? Tensor::empty(out_shape, DType::kInt32, x.device())
                       : Tensor();
-  if (y.numel() > 0) kernels::pool2d.call(x.device(), xc, y, argmax, params);
+  const DeferredConv* conv = kind == kernels::PoolKind::kMax ? DeferredConv::of(x) : nullptr;
+  if (y.numel() > 0 && (conv == nullptr || !conv->max_pool(params, y, argmax))) {
+    kernels::pool2d.call(x.device(), contiguous(x), y, argmax, params);
+  }
   if (autodiff::should_record({&x})) {
     Tensor pooled = kind == kernels::PoolKind::kMax ? y : Tensor();
     autodiff::record(op, {x}, {y}, [argmax, pooled, params, in_shape = x.shape()](const BackwardContext& c) {

@@ -15,6 +15,19 @@ Buffer::Buffer(Device device, size_t bytes) : device_(device), bytes_(bytes) {
 Buffer::Buffer(Device device, void* data, size_t bytes, std::function<void()> release)
     : device_(device), data_(data), bytes_(bytes), release_(std::move(release)) {}
 
+Buffer::Buffer(Device device, size_t bytes, std::shared_ptr<const BufferFill> fill)
+    : Buffer(device, bytes) {
+  fill_ = std::move(fill);
+  unfilled_.store(fill_ != nullptr, std::memory_order_release);
+}
+
+void Buffer::run_fill() const {
+  std::call_once(filled_, [this] {
+    fill_->fill(data_);
+    unfilled_.store(false, std::memory_order_release);
+  });
+}
+
 Buffer::~Buffer() {
   if (allocator_ != nullptr) {
     allocator_->deallocate(data_, bytes_);

@@ -37,6 +37,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return empty_deferred(shape, dtype, device, nullptr);
+}
+
+Tensor Tensor::empty_deferred(const Shape& shape, DType dtype, Device device,
+                              std::shared_ptr<const BufferFill> fill) {
   check_creation_device(device);
   // Refused before any allocation: a size that overflows, or on the host more than the
   // process may use (a device's allocator reports its own out-of-memory).
@@ -50,8 +55,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   }
   std::shared_ptr<Buffer> buffer;
   try {
-    buffer = std::make_shared<Buffer>(
-        device, static_cast<size_t>(shape.num_elements()) * dtype_size(dtype));
+    const size_t size = static_cast<size_t>(shape.num_elements()) * dtype_size(dtype);
+    buffer = fill ? std::make_shared<Buffer>(device, size, std::move(fill))
+                  : std::make_shared<Buffer>(device, size);
   } catch (const ResourceExhaustedError& e) {
     // The allocator knows the bytes; the caller's tensor is what a person can act on.
     throw ResourceExhaustedError(

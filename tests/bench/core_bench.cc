@@ -128,6 +128,21 @@ void BM_MaxPoolFirstLayer(benchmark::State& state) {
 }
 BENCHMARK(BM_MaxPoolFirstLayer)->ArgName("backward")->Arg(0)->Arg(1);
 
+// The CNN's first convolution and max pooling at batch 256 on two threads, forward: the
+// pooling of a convolution's output that nothing else reads is computed with it (mode 1),
+// or the output is read first, so that both ops run on their own (mode 0).
+void BM_Conv2DMaxPoolFirstLayer(benchmark::State& state) {
+  set_intra_op_threads(2);
+  Tensor x = random_normal({256, 28, 28, 1}), w = random_normal({3, 3, 1, 32}),
+         b = random_normal({32});
+  for (auto _ : state) {
+    Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu);
+    if (state.range(0) == 0) benchmark::DoNotOptimize(y.raw_data());
+    benchmark::DoNotOptimize(max_pool2d(y, {2, 2}, {2, 2}, Padding::kValid));
+  }
+}
+BENCHMARK(BM_Conv2DMaxPoolFirstLayer)->ArgName("fused")->Arg(0)->Arg(1);
+
 // The CNN's second convolution at batch 256 (13x13x32 -> 11x11x64, 3x3, VALID, ReLU):
 // forward only (mode 0), or forward with the filter and input gradients (mode 1).
 void BM_Conv2DSecondLayer(benchmark::State& state) {

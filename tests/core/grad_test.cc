@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
+#include <string>
 
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/linalg.h"
@@ -372,37 +374,40 @@ TEST(GradTest, Pooling) {
   }
 }
 
-// A convolution whose output goes into a max pooling with tiling windows gets the
-// pooling's gradient in the pooling's form and reads it as it is (kernels::
-// conv2d_grad_from_max_pool: the products, and the one-channel filter gradient) instead of
-// the input-sized tensor the pooling's backward pass would build. Its gradients must have
-// the same bits as through that tensor, which a multiplication by one between the two ops
-// forces; where the kernel declines (the input gradient of one channel, a 5x5 filter of one
-// channel, float64), the pooling's gradient is built and the result is the same too.
-TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheBuiltGradient) {
+// A convolution whose output only a max pooling with tiling windows reads: where the
+// backend has the passes (kernels::conv2d_max_pool, conv2d_grad_from_max_pool), the pooling
+// is computed with the convolution, whose output is then written only when read, and the
+// convolution's gradients are read from the pooling's form instead of the input-sized
+// tensor between them. Everything must have the bits of the two ops one after the other,
+// which a multiplication by one between them forces. Where a pass declines (the input
+// gradient of one channel, a 5x5 filter of one channel, float64), the ops run one after the
+// other and the result is the same.
+TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheOpsOneAfterTheOther) {
   struct Case {
     Shape x, w;
     Activation act;
     std::array<int64_t, 2> window;
     Padding pool_padding;
-    bool read_as_pooled;  // with the filters and bias only
+    bool fused;  // both passes taken (with the filters and bias only)
   };
   const std::vector<Case> cases = {
+      // An odd number of windows per row (the forward pass takes two at a time).
       {{5, 12, 12, 1}, {3, 3, 1, 32}, Activation::kRelu, {2, 2}, Padding::kValid, true},
       // Rows and columns of the convolution's output that no window covers.
       {{3, 10, 8, 1}, {2, 2, 1, 8}, Activation::kNone, {2, 2}, Padding::kValid, true},
-      {{3, 13, 13, 8}, {3, 3, 8, 16}, Activation::kRelu, {2, 2}, Padding::kValid, true},
+      {{2, 11, 14, 1}, {3, 3, 1, 16}, Activation::kRelu, {3, 3}, Padding::kValid, true},
+      {{3, 13, 13, 8}, {3, 3, 8, 16}, Activation::kRelu, {2, 2}, Padding::kValid, false},
       // Windows that start before the output (SAME, padding in front) and end after it.
-      {{2, 9, 9, 16}, {3, 3, 16, 32}, Activation::kNone, {3, 3}, Padding::kSame, true},
+      {{2, 9, 9, 16}, {3, 3, 16, 32}, Activation::kNone, {3, 3}, Padding::kSame, false},
       // Output channels that are not a multiple of 8, non-square windows.
-      {{2, 10, 12, 8}, {3, 3, 8, 20}, Activation::kRelu, {2, 3}, Padding::kValid, true},
+      {{2, 10, 12, 8}, {3, 3, 8, 20}, Activation::kRelu, {2, 3}, Padding::kValid, false},
       {{2, 9, 9, 1}, {5, 5, 1, 8}, Activation::kRelu, {2, 2}, Padding::kValid, false},
   };
   for (const Case& c : cases) {
     for (bool with_input : {false, true}) {
       SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() + (with_input ? ", input gradient too" : ""));
-      // Gradients of the filters and bias (and input), and whether the pooling's gradient
-      // was built.
+      // The pooled output, the gradients of the filters and bias (and input), then the
+      // convolution's output (read last); and the kernels that ran.
       auto run = [&](bool through_product, DType dtype) {
         Tensor x = random_tensor(c.x, 170).cast(dtype), w = random_tensor(c.w, 171).cast(dtype),
                b = random_tensor({c.w[3]}, 172).cast(dtype);
@@ -410,43 +415,72 @@ TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheBuiltGradient) {
         std::vector<Tensor> sources{w, b};
         if (with_input) sources.push_back(x);
         for (const Tensor& t : sources) tape.watch(t);
+        auto session = profiler::ProfilerSession::start();
         Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, c.act);
         Tensor pooled = max_pool2d(through_product ? mul(y, ones_like(y)) : y, c.window, c.window,
                                    c.pool_padding);
         Tensor r = random_tensor(pooled.shape(), 173, -1.5, 1.5).cast(dtype);
-        auto session = profiler::ProfilerSession::start();
         std::vector<Gradient> grads = tape.gradient(sum(mul(pooled, r)), sources);
-        bool built = false;
-        for (const profiler::Event& e : session->collect().events) built |= e.name == "pool2d_grad";
-        std::vector<std::vector<double>> out;
+        std::set<std::string> kernels;
+        for (const profiler::Event& e : session->collect().events) kernels.emplace(e.name);
+        std::vector<std::vector<double>> out{pooled.cast(DType::kFloat64).to_vector<double>()};
         for (const Gradient& g : grads) out.push_back(g.dense().cast(DType::kFloat64).to_vector<double>());
-        return std::pair{out, built};
+        out.push_back(y.cast(DType::kFloat64).to_vector<double>());
+        return std::pair{out, kernels};
       };
-      auto [fused, built] = run(false, DType::kFloat32);
-      auto [reference, reference_built] = run(true, DType::kFloat32);
-      EXPECT_TRUE(reference_built);
-      EXPECT_EQ(built, (with_input && c.x[3] == 1) || !c.read_as_pooled);
+      auto [fused, kernels] = run(false, DType::kFloat32);
+      auto [reference, reference_kernels] = run(true, DType::kFloat32);
+      EXPECT_EQ(reference_kernels.count("pool2d_grad"), 1u);
+      EXPECT_EQ(reference_kernels.count("conv2d_max_pool"), 0u);
+      const bool one_channel = c.x[3] == 1;
+      // The forward pass with one channel, in registers; the gradient's for products, and
+      // for one channel without the input's gradient.
+      EXPECT_EQ(kernels.count("conv2d_max_pool"), c.fused ? 1u : 0u);
+      EXPECT_EQ(kernels.count("pool2d"), c.fused ? 0u : 1u);
+      const bool gradient_read_as_pooled = one_channel ? c.fused && !with_input : c.w[0] != 5;
+      EXPECT_EQ(kernels.count("pool2d_grad"), gradient_read_as_pooled ? 0u : 1u);
       EXPECT_EQ(fused, reference);
-      auto [fused64, built64] = run(false, DType::kFloat64);
-      EXPECT_TRUE(built64);
+      auto [fused64, kernels64] = run(false, DType::kFloat64);
+      EXPECT_EQ(kernels64.count("conv2d_max_pool"), 0u);
       EXPECT_EQ(fused64, run(true, DType::kFloat64).first);
     }
   }
   // The convolution's output also used elsewhere (the two gradients add up), and asked for
   // as a source itself (its gradient comes back built).
-  Tensor x = random_tensor({2, 8, 8, 8}, 174).cast(DType::kFloat32);
-  Tensor w = random_tensor({3, 3, 8, 16}, 175).cast(DType::kFloat32);
-  auto gradients = [&](bool through_product, bool twice) {
-    GradientTape tape;
-    tape.watch(w);
-    Tensor y = conv2d(x, w, Tensor(), {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu);
-    Tensor pooled = max_pool2d(through_product ? mul(y, ones_like(y)) : y, {2, 2}, {2, 2}, Padding::kValid);
-    Tensor loss = twice ? add(sum(pooled), sum(mul(y, y))) : sum(mul(pooled, pooled));
-    std::vector<std::vector<float>> out;
-    for (const Gradient& g : tape.gradient(loss, {w, y})) out.push_back(g.dense().to_vector<float>());
-    return out;
-  };
-  for (bool twice : {true, false}) EXPECT_EQ(gradients(false, twice), gradients(true, twice));
+  for (int64_t channels : {1, 8}) {
+    Tensor x = random_tensor({2, 8, 8, channels}, 174).cast(DType::kFloat32);
+    Tensor w = random_tensor({3, 3, channels, 16}, 175).cast(DType::kFloat32);
+    auto gradients = [&](bool through_product, bool twice) {
+      GradientTape tape;
+      tape.watch(w);
+      Tensor y = conv2d(x, w, Tensor(), {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu);
+      Tensor pooled = max_pool2d(through_product ? mul(y, ones_like(y)) : y, {2, 2}, {2, 2}, Padding::kValid);
+      Tensor loss = twice ? add(sum(pooled), sum(mul(y, y))) : sum(mul(pooled, pooled));
+      std::vector<std::vector<float>> out;
+      for (const Gradient& g : tape.gradient(loss, {w, y})) out.push_back(g.dense().to_vector<float>());
+      return out;
+    };
+    for (bool twice : {true, false}) EXPECT_EQ(gradients(false, twice), gradients(true, twice));
+  }
+}
+
+// A convolution's output written only when first read holds the values of the filters and
+// input it was computed from, even when they are overwritten in place before that (as an
+// optimizer updates a variable).
+TEST(GradTest, AConvolutionOutputReadLateHasItsInputsValues) {
+  Tensor x = random_tensor({2, 10, 10, 1}, 176).cast(DType::kFloat32);
+  Tensor w = random_tensor({3, 3, 1, 8}, 177).cast(DType::kFloat32);
+  Tensor b = random_tensor({8}, 178).cast(DType::kFloat32);
+  const std::vector<float> expected =
+      conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu).to_vector<float>();
+  Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, Activation::kRelu);
+  Tensor pooled = max_pool2d(y, {2, 2}, {2, 2}, Padding::kValid);
+  ASSERT_NE(y.buffer()->pending_fill(), nullptr);  // else this test shows nothing
+  w.assign(zeros_like(w));
+  x.assign(zeros_like(x));
+  b.assign(zeros_like(b));
+  EXPECT_EQ(y.to_vector<float>(), expected);
+  EXPECT_EQ(y.buffer()->pending_fill(), nullptr);
 }
 
 // Random geometries through the float32 pooling loops (8-lane vectors where the channels

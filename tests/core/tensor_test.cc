@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
@@ -132,6 +136,36 @@ TEST(TensorTest, AssignCastAndClone) {
   // Assigning a tensor its own transpose reads the old values, not half-written ones.
   m.assign(m.t());
   EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{1, 3, 2, 4}));
+}
+
+// A buffer filled on first read: one fill, whichever threads ask at once, and every reader
+// sees its values; a view reads through the same buffer.
+TEST(TensorTest, ABufferFilledOnFirstReadIsFilledOnceForEveryReader) {
+  struct CountingFill : BufferFill {
+    mutable std::atomic<int> calls{0};
+    void fill(void* data) const override {
+      ++calls;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // readers arrive meanwhile
+      float* p = static_cast<float*>(data);
+      for (int i = 0; i < 6; ++i) p[i] = static_cast<float>(i * i);
+    }
+  };
+  auto fill = std::make_shared<CountingFill>();
+  Tensor t = Tensor::empty_deferred(Shape{2, 3}, DType::kFloat32, Device::cpu(0), fill);
+  ASSERT_EQ(t.buffer()->pending_fill(), fill.get());
+  Tensor row = t.slice(0, 1, 2);
+  std::vector<std::vector<float>> seen(4);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] { seen[r] = (r % 2 == 0 ? t : row).to_vector<float>(); });
+  }
+  for (std::thread& r : readers) r.join();
+  EXPECT_EQ(fill->calls.load(), 1);
+  EXPECT_EQ(t.buffer()->pending_fill(), nullptr);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(seen[r], r % 2 == 0 ? std::vector<float>({0, 1, 4, 9, 16, 25})
+                                  : std::vector<float>({9, 16, 25}));
+  }
 }
 
 TEST(TensorTest, ToStringShowsValues) {

@@ -382,12 +382,31 @@ bool conv2d_grad_from_max_pool(const Tensor& x, const Tensor& w,
   return true;
 }
 
+// Float32 with one input channel, where its own forward loop runs (conv_one_channel.h).
+bool conv2d_max_pool_suits(const Tensor& x, const Tensor& w, const Conv2DParams& p) {
+  if (x.dtype() != DType::kFloat32 || x.rank() != 4 || w.rank() != 4) return false;
+  Geometry g = geometry(x, w, Shape{x.shape()[0], 1, 1, w.shape()[3]}, p);
+  return conv_one_channel::forward_suits(g);
+}
+
+bool conv2d_max_pool(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2DParams& p,
+                     const Shape& conv_output, const kernels::Pool2DParams& pool, Tensor& y,
+                     Tensor& argmax) {
+  if (x.dtype() != DType::kFloat32) return false;
+  const Geometry g = geometry(x, w, conv_output, p);
+  if (!conv_one_channel::forward_max_pool_suits(g, pool)) return false;
+  conv_one_channel::forward_max_pool(x, w, bias, p.activation, pool, y, argmax, g);
+  return true;
+}
+
 }  // namespace
 
 void register_conv_kernels() {
   kernels::conv2d.set(DeviceType::kCPU, &conv2d);
   kernels::conv2d_grad.set(DeviceType::kCPU, &conv2d_grad);
   kernels::conv2d_grad_from_max_pool.set(DeviceType::kCPU, &conv2d_grad_from_max_pool);
+  kernels::conv2d_max_pool_suits.set(DeviceType::kCPU, &conv2d_max_pool_suits);
+  kernels::conv2d_max_pool.set(DeviceType::kCPU, &conv2d_max_pool);
 }
 
 }  // namespace cadre::backend::cpu

@@ -22,6 +22,14 @@ bool forward_suits(const portable::ConvGeometry& g);
 void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Activation activation,
              Tensor& y, const portable::ConvGeometry& g);
 
+// The forward pass and a max pooling over its output in one (kernels::Conv2DMaxPoolFn):
+// where forward_suits(g), for windows that tile the output without padding. y and argmax
+// are the pooling's.
+bool forward_max_pool_suits(const portable::ConvGeometry& g, const kernels::Pool2DParams& pool);
+void forward_max_pool(const Tensor& x, const Tensor& w, const Tensor& bias,
+                      kernels::Activation activation, const kernels::Pool2DParams& pool, Tensor& y,
+                      Tensor& argmax, const portable::ConvGeometry& g);
+
 // dw and db (each may be undefined) from dy, the gradient of the output after `activation`
 // (kNone or kRelu; y is that output). Sums per block of images, then the blocks in order:
 // the same bits at any thread count.

@@ -35,6 +35,9 @@ class Tensor {
   // --- creation (on `device`, default_device() when not named) ---
   static Tensor empty(const Shape& shape, DType dtype = DType::kFloat32);
   static Tensor empty(const Shape& shape, DType dtype, Device device);
+  // Contents written by `fill` when first read (see Buffer); with a null fill, empty().
+  static Tensor empty_deferred(const Shape& shape, DType dtype, Device device,
+                               std::shared_ptr<const BufferFill> fill);
   static Tensor zeros(const Shape& shape, DType dtype = DType::kFloat32);
   static Tensor zeros(const Shape& shape, DType dtype, Device device);
   static Tensor ones(const Shape& shape, DType dtype = DType::kFloat32);
