@@ -11,6 +11,7 @@
 #include "cadre/ops/nn.h"
 #include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
+#include "core/backend/cpu/conv_one_channel.h"
 #include "tests/core/grad_check.h"
 
 namespace cadre {
@@ -461,6 +462,37 @@ TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheOpsOneAfterTheOther) {
       return out;
     };
     for (bool twice : {true, false}) EXPECT_EQ(gradients(false, twice), gradients(true, twice));
+  }
+}
+
+// The one-channel loops take 16 channels at a time where the CPU has AVX-512 (else 8): each
+// lane is one channel with the same arithmetic, so both widths give the same bits. On a CPU
+// without AVX-512 both runs are 8 lanes wide and this shows nothing.
+TEST(GradTest, OneChannelConvolutionLoopsGiveTheSameBitsAt8And16Lanes) {
+  for (int64_t filters : {16, 32}) {
+    SCOPED_TRACE(std::to_string(filters) + " filters");
+    Tensor x = random_tensor({17, 14, 14, 1}, 180).cast(DType::kFloat32);
+    Tensor w = random_tensor({3, 3, 1, filters}, 181).cast(DType::kFloat32);
+    Tensor b = random_tensor({filters}, 182).cast(DType::kFloat32);
+    auto run = [&](bool wide) {
+      backend::cpu::conv_one_channel::set_wide_lanes(wide);
+      std::vector<std::vector<float>> out;
+      for (bool pooled : {true, false}) {
+        GradientTape tape;
+        tape.watch(w);
+        tape.watch(b);
+        Tensor y = conv2d(x, w, b, {1, 1}, Padding::kSame, {1, 1}, Activation::kRelu);
+        Tensor z = pooled ? max_pool2d(y, {2, 2}, {2, 2}, Padding::kValid) : y;
+        Tensor r = random_tensor(z.shape(), 183, -1.5, 1.5).cast(DType::kFloat32);
+        for (const Gradient& g : tape.gradient(sum(mul(z, r)), {w, b})) {
+          out.push_back(g.dense().to_vector<float>());
+        }
+        out.push_back(z.to_vector<float>());
+      }
+      backend::cpu::conv_one_channel::set_wide_lanes(true);
+      return out;
+    };
+    EXPECT_EQ(run(false), run(true));
   }
 }
 

@@ -16,7 +16,9 @@ bool suits(const portable::ConvGeometry& g);
 
 // The forward pass too, for 2x2 and 3x3 filters and output channels in multiples of 8: with
 // the filter in registers it writes the output once, where oneDNN's kernel for one input
-// channel is memory-bound at about 17 GB/s.
+// channel is memory-bound at about 17 GB/s. Where the CPU has AVX-512 and the output
+// channels come in multiples of 16, the loops take 16 channels at a time, with the same
+// bits.
 bool forward_suits(const portable::ConvGeometry& g);
 // y = x * w (+ bias), then `activation` (kNone or kRelu).
 void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Activation activation,
@@ -43,5 +45,9 @@ bool filter_grad_from_max_pool_suits(const portable::ConvGeometry& g);
 void filter_grad(const Tensor& x, const kernels::MaxPoolInputGrad& grad,
                  kernels::Activation activation, Tensor& dw, Tensor& db,
                  const portable::ConvGeometry& g);
+
+// Whether the loops may take 16 channels at a time where the CPU allows (on by default): a
+// test compares both widths.
+void set_wide_lanes(bool on);
 
 }  // namespace cadre::backend::cpu::conv_one_channel

@@ -1,6 +1,6 @@
 // The gradient of a float32 convolution's output before its fused activation, as the
-// gradient kernels read it (eight channels at a time, or a pixel's channels at once), in one
-// of two forms:
+// gradient kernels read it (a vector of channels at a time, or a pixel's channels at once),
+// in one of two forms:
 // - Dense: dy, the gradient of the activation's output, masked where the ReLU's output is
 //   not positive.
 // - FromMaxPool: the convolution's output went into a max pooling whose windows tile it;
@@ -13,9 +13,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/backend/cpu/vec8.h"
+#include "core/backend/cpu/lanes.h"
 #include "core/backend/portable/conv_ops.h"
 #include "core/kernels/nn.h"
+
+// at() returns 16-lane values in the AVX-512 loops, into which it is always inlined (see
+// lanes.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace cadre::backend::cpu {
 
@@ -25,11 +30,13 @@ class DenseOutputGrad {
   DenseOutputGrad(const float* dy, const float* y, const portable::ConvGeometry& g)
       : dy_(dy), y_(y), pixels_(g.oh * g.ow), ow_(g.ow), o_(g.o) {}
 
-  // Channels [c0, c0 + 8) of image n's output pixel (oy, ox).
-  vec8::Float at(int64_t n, int64_t oy, int64_t ox, int64_t c0) const {
+  // Channels [c0, c0 + L::kLanes) of image n's output pixel (oy, ox).
+  template <typename L>
+  [[gnu::always_inline]] typename L::Float at(int64_t n, int64_t oy, int64_t ox, int64_t c0) const {
+    using F = typename L::Float;
     const int64_t offset = (n * pixels_ + oy * ow_ + ox) * o_ + c0;
-    const vec8::Float g = vec8::load<vec8::Float>(dy_ + offset);
-    return y_ == nullptr ? g : vec8::relu_gradient(vec8::load<vec8::Float>(y_ + offset), g);
+    const F g = L::template load<F>(dy_ + offset);
+    return y_ == nullptr ? g : L::relu_gradient(L::template load<F>(y_ + offset), g);
   }
   // Output pixels [r0, r1) (flat over images, rows, columns), all channels, row-major into
   // `buffer`; returns where they are (dy itself when there is nothing to mask).
@@ -47,14 +54,16 @@ class MaxPoolOutputGrad {
   MaxPoolOutputGrad(const kernels::MaxPoolInputGrad& grad, bool relu,
                     const portable::ConvGeometry& g);
 
-  vec8::Float at(int64_t n, int64_t oy, int64_t ox, int64_t c0) const {
+  template <typename L>
+  [[gnu::always_inline]] typename L::Float at(int64_t n, int64_t oy, int64_t ox, int64_t c0) const {
+    using F = typename L::Float;
+    using I = typename L::Int;
     const int64_t py = row_window_[oy], px = column_window_[ox];
-    if (py < 0 || px < 0) return vec8::Float{};
+    if (py < 0 || px < 0) return F{};
     const int64_t offset = ((n * ph_ + py) * pw_ + px) * o_ + c0;
-    const vec8::Int hit =
-        vec8::load<vec8::Int>(argmax_ + offset) == row_tap_[oy] + column_tap_[ox];
-    const vec8::Float g = vec8::select(hit, vec8::load<vec8::Float>(dy_ + offset), vec8::Float{});
-    return pooled_ == nullptr ? g : vec8::relu_gradient(vec8::load<vec8::Float>(pooled_ + offset), g);
+    const I hit = L::template load<I>(argmax_ + offset) == row_tap_[oy] + column_tap_[ox];
+    const F g = L::select(hit, L::template load<F>(dy_ + offset), F{});
+    return pooled_ == nullptr ? g : L::relu_gradient(L::template load<F>(pooled_ + offset), g);
   }
   const float* rows(int64_t r0, int64_t r1, float* buffer) const;
 
@@ -72,3 +81,5 @@ class MaxPoolOutputGrad {
 };
 
 }  // namespace cadre::backend::cpu
+
+#pragma GCC diagnostic pop
