@@ -75,6 +75,21 @@ void set_intra_op_threads(int threads) {
 
 int current_thread_budget() { return refresh(); }
 
+namespace {
+std::atomic<int> sharing_processes{1};
+}  // namespace
+
+void set_processes_sharing_cores(int processes) {
+  sharing_processes.store(std::max(1, processes), std::memory_order_relaxed);
+}
+
+int processes_sharing_cores() { return sharing_processes.load(std::memory_order_relaxed); }
+
+bool spare_core() {
+  return static_cast<int64_t>(intra_op_threads_budget()) * processes_sharing_cores() <
+         hardware_threads();
+}
+
 ReplicaThreadScope::ReplicaThreadScope(int num_replicas) : previous_divisor_(state.divisor) {
   state.divisor = std::max(1, num_replicas);
   state.applied_generation = 0;

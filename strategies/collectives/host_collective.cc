@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cadre/base/errors.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
 #include "strategies/collectives/gloo/collective.h"
 #include "strategies/collectives/hierarchical_collective.h"
@@ -58,6 +59,9 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
   const int local_rank = static_cast<int>(std::find(mates.begin(), mates.end(), rank) - mates.begin());
   const int local_size = static_cast<int>(mates.size());
   const int num_hosts = static_cast<int>(hosts.size());
+  // This host's workers share its cores: helper threads (an autotuned prefetch) run only
+  // where a core is spare.
+  set_processes_sharing_cores(local_size);
   if (num_hosts == size && options.transport == HostTransport::kAuto) {
     return gloo_collective(store, rank, size, host, timeout);  // nobody to share memory with
   }

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <numeric>
+#include <set>
+#include <vector>
 #include <filesystem>
 #include <thread>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
+#include "cadre/runtime/threading.h"
 
 namespace cadre::io {
 namespace {
@@ -158,6 +162,44 @@ TEST(PipelineThreadsTest, PrefetchOverlapsProducerAndConsumer) {
   while (it.next()) std::this_thread::sleep_for(std::chrono::milliseconds(30));
   // In turn: 8 x (30 + 30) ms = 0.48 s; overlapped: about 8 x 30 ms + 30 ms = 0.27 s.
   EXPECT_LT(seconds_since(start), 0.42);
+}
+
+// An autotuned prefetch runs its producer thread only where a core is spare beside the
+// compute threads of this process and of the job's others on this host; else the consumer
+// reads the input itself, with the same elements and state.
+TEST(PipelineThreadsTest, AnAutotunedPrefetchReadsInlineWhenNoCoreIsSpare) {
+  const int budget = intra_op_threads_budget();
+  auto threads_of = [](bool spare) {
+    set_intra_op_threads(1);
+    set_processes_sharing_cores(spare ? 1 : hardware_threads());
+    EXPECT_EQ(spare_core(), spare && hardware_threads() > 1);
+    std::set<std::thread::id> readers;
+    std::vector<int64_t> values;
+    Iterator it = Dataset::range(40)
+                      .map([&](Element e) {
+                        readers.insert(std::this_thread::get_id());
+                        return e;
+                      })
+                      .prefetch()
+                      .make_iterator();
+    for (int i = 0; i < 20; ++i) values.push_back(it.next()->value().item<int64_t>());
+    IteratorState state = it.save();
+    Iterator resumed = Dataset::range(40).map([](Element e) { return e; }).prefetch().make_iterator();
+    resumed.restore(state);
+    while (auto e = resumed.next()) values.push_back(e->value().item<int64_t>());
+    std::vector<int64_t> expected(40);
+    std::iota(expected.begin(), expected.end(), 0);
+    EXPECT_EQ(values, expected);
+    return readers;
+  };
+  const std::set<std::thread::id> inline_readers = threads_of(false);
+  EXPECT_EQ(inline_readers, std::set<std::thread::id>{std::this_thread::get_id()});
+  if (hardware_threads() > 1) {
+    const std::set<std::thread::id> background = threads_of(true);
+    EXPECT_EQ(background.count(std::this_thread::get_id()), 0u);
+  }
+  set_processes_sharing_cores(1);
+  set_intra_op_threads(budget);
 }
 
 }  // namespace
