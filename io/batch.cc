@@ -119,6 +119,10 @@ class BatchNode : public UnaryNode<BatchNode> {
         elements_.clear();
         return out;
       }
+      bool skip() override {
+        if (node_.pad_ || !input_->yields_rows()) return next().has_value();
+        return pick_rows();
+      }
       void save_state(StateWriter& w) override { input_->save(w.child("input")); }
       void restore_state(const StateReader& r) override { input_->restore(r.child("input")); }
 
@@ -126,6 +130,12 @@ class BatchNode : public UnaryNode<BatchNode> {
       // Rows of an in-memory source gathered straight into the batch: the same batch as
       // joining the elements, without making them.
       std::optional<Element> next_of_rows() {
+        if (!pick_rows()) return std::nullopt;
+        return node_.input()->fetch_rows(rows_of_batch_);
+      }
+
+      // The next batch's rows into rows_of_batch_; false when there is no batch.
+      bool pick_rows() {
         rows_of_batch_.clear();
         while (static_cast<int64_t>(rows_of_batch_.size()) < node_.batch_size_) {
           std::optional<int64_t> row = input_->next_row();
@@ -136,12 +146,9 @@ class BatchNode : public UnaryNode<BatchNode> {
           }
           rows_of_batch_.push_back(*row);
         }
-        if (rows_of_batch_.empty()) return std::nullopt;
-        if (node_.drop_remainder_ &&
-            static_cast<int64_t>(rows_of_batch_.size()) < node_.batch_size_) {
-          return std::nullopt;
-        }
-        return node_.input()->fetch_rows(rows_of_batch_);
+        if (rows_of_batch_.empty()) return false;
+        return !node_.drop_remainder_ ||
+               static_cast<int64_t>(rows_of_batch_.size()) == node_.batch_size_;
       }
 
       // A batch the size of the first element times batch_size must fit in memory twice

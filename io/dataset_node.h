@@ -59,6 +59,11 @@ class IteratorNode {
   // position as next() does. Called only when yields_rows().
   virtual std::optional<int64_t> next_row() { return std::nullopt; }
 
+  // Moves past the next element as next() does, without making it where the stage can (a
+  // batch of rows picks its rows and gathers nothing); false at the end. A shard calls it
+  // for the elements other workers take.
+  virtual bool skip() { return next().has_value(); }
+
   std::string_view kind() const { return kind_; }
 
  protected:

@@ -351,10 +351,15 @@ std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& co
     It(const ShardNode& n, const IteratorContext& c)
         : UnaryIterator("shard", n.input(), c), node_(n) {}
     std::optional<Element> next() override {
-      while (auto e = input_->next()) {
-        if (ours()) return e;
+      // The other workers' elements are skipped, not made (a batch of rows then gathers
+      // only this worker's batches).
+      while (position_ % node_.num_shards_ != node_.index_) {
+        if (!input_->skip()) return std::nullopt;
+        ++position_;
       }
-      return std::nullopt;
+      std::optional<Element> e = input_->next();
+      if (e) ++position_;
+      return e;
     }
     bool yields_rows() const override { return input_->yields_rows(); }
     std::optional<int64_t> next_row() override {

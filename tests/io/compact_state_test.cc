@@ -316,6 +316,28 @@ TEST(CompactStateTest, AShuffleOfRowsYieldsAndSavesWhatAShuffleOfElementsDoes) {
   for (size_t consumed : {0, 3, 20, 28}) expect_compact_exact_resume(rows, consumed, 600, 60);
 }
 
+TEST(CompactStateTest, AShardOfBatchesOfRowsSkipsTheOtherWorkersBatchesAsIfItMadeThem) {
+  // DATA auto-sharding puts shard after batch: each worker skips the batches of the others.
+  // Over rows it picks their rows without gathering them; the batches it keeps, their
+  // origins and its position must be those of a shard that makes every batch.
+  std::vector<float> pixels(200 * 3);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) / 3;
+  Features features{{"x", Tensor::from_vector(pixels, {200, 3})}};
+  Dataset source = Dataset::from_tensor_slices(features, range(0, 200, 1, DType::kInt32));
+  for (int64_t worker : {0, 1}) {
+    SCOPED_TRACE("worker " + std::to_string(worker));
+    auto rows = [&] { return source.shuffle(30, 9).repeat(2).batch(6).shard(2, worker); };
+    auto elements = [&] {
+      return source.map([](Element e) { return e; }).shuffle(30, 9).repeat(2).batch(6).shard(2, worker);
+    };
+    Iterator by_row = rows().make_iterator(), by_element = elements().make_iterator();
+    std::vector<std::string> a = drain_with_origins(by_row, 1000);
+    EXPECT_EQ(a, drain_with_origins(by_element, 1000));
+    EXPECT_EQ(a.size(), worker == 0 ? 34u : 33u) << "400 rows make 67 batches of 6 (the last of 4)";
+    for (size_t consumed : {0, 5, 32}) expect_compact_exact_resume(rows, consumed, 600, 60);
+  }
+}
+
 TEST(CompactStateTest, StagesThatCannotFetchKeepTheirElements) {
   // enumerate numbers elements by position, which their origin does not say.
   auto make = [] { return Dataset::range(50).enumerate().shuffle(8, 3).batch(2).prefetch(2); };
