@@ -231,6 +231,22 @@ TEST(GradTest, Conv2D) {
   }
 }
 
+// Random input, filters and bias of a convolution in `dtype` (seeds seed, seed + 1, seed +
+// 2), the filters and bias (and the input when with_input) watched on `tape` as `sources`.
+struct ConvInputs {
+  Tensor x, w, b;
+  std::vector<Tensor> sources;
+};
+ConvInputs watched_conv_inputs(const Shape& x, const Shape& w, int seed, DType dtype,
+                               bool with_input, GradientTape& tape) {
+  ConvInputs in{random_tensor(x, seed).cast(dtype), random_tensor(w, seed + 1).cast(dtype),
+                random_tensor({w[3]}, seed + 2).cast(dtype), {}};
+  in.sources = {in.w, in.b};
+  if (with_input) in.sources.push_back(in.x);
+  for (const Tensor& t : in.sources) tape.watch(t);
+  return in;
+}
+
 // conv2d's float32 kernels (oneDNN, and Cadre's own products and loops) against the float64
 // ones that the test above checks: the output and the gradients of the filters, the bias
 // and (when with_input) the input.
@@ -238,12 +254,8 @@ void expect_float32_matches_float64(const ConvCase& c, bool with_input) {
   SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() +
                (with_input ? ", input gradient too" : ", filters only"));
   auto gradients = [&](DType dtype) {
-    Tensor x = random_tensor(c.x, 70).cast(dtype), w = random_tensor(c.w, 71).cast(dtype),
-           b = random_tensor({c.w[3]}, 72).cast(dtype);
     GradientTape tape;
-    std::vector<Tensor> sources{w, b};
-    if (with_input) sources.push_back(x);
-    for (const Tensor& t : sources) tape.watch(t);
+    auto [x, w, b, sources] = watched_conv_inputs(c.x, c.w, 70, dtype, with_input, tape);
     Tensor y = conv2d(x, w, b, c.strides, c.padding, c.dilations, c.act);
     Tensor r = random_tensor(y.shape(), 99, 0.5, 1.5).cast(dtype);
     std::vector<Tensor> out{y};
@@ -410,12 +422,8 @@ TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheOpsOneAfterTheOther) {
       // The pooled output, the gradients of the filters and bias (and input), then the
       // convolution's output (read last); and the kernels that ran.
       auto run = [&](bool through_product, DType dtype) {
-        Tensor x = random_tensor(c.x, 170).cast(dtype), w = random_tensor(c.w, 171).cast(dtype),
-               b = random_tensor({c.w[3]}, 172).cast(dtype);
         GradientTape tape;
-        std::vector<Tensor> sources{w, b};
-        if (with_input) sources.push_back(x);
-        for (const Tensor& t : sources) tape.watch(t);
+        auto [x, w, b, sources] = watched_conv_inputs(c.x, c.w, 170, dtype, with_input, tape);
         auto session = profiler::ProfilerSession::start();
         Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, c.act);
         Tensor pooled = max_pool2d(through_product ? mul(y, ones_like(y)) : y, c.window, c.window,
