@@ -120,7 +120,7 @@ class BatchNode : public UnaryNode<BatchNode> {
         return out;
       }
       bool skip() override {
-        if (node_.pad_ || !input_->yields_rows()) return next().has_value();
+        if (node_.pad_ || !input_->yields_rows()) return IteratorNode::skip();
         return pick_rows();
       }
       void save_state(StateWriter& w) override { input_->save(w.child("input")); }

@@ -52,20 +52,15 @@ class PrefetchIterator : public IteratorNode {
         input_(node.input()->make_iterator(context)),
         fetchable_(node.input()->can_fetch()),
         autotune_(node.buffer_size_ == kAutotune),
+        inline_(autotune_ && !spare_core()),
         limit_(autotune_ ? 1 : node.buffer_size_) {}
 
   ~PrefetchIterator() override { stop(); }
 
   std::optional<Element> next() override {
     std::unique_lock lock(mutex_);
-    if (!producer_.joinable() && !end_) {
-      if (!mode_chosen_) {
-        inline_ = autotune_ && !spare_core();
-        mode_chosen_ = true;
-      }
-      if (inline_) return next_inline();
-      start();
-    }
+    if (inline_ && buffer_.empty() && !end_) return next_inline();
+    if (!inline_ && !producer_.joinable() && !end_) start();
     if (buffer_.empty() && !end_) {
       // Spin briefly before sleeping, as OpenMP barriers do: waking a sleeping consumer
       // costs the producer a system call and an interrupt to another CPU per result.
@@ -155,15 +150,9 @@ class PrefetchIterator : public IteratorNode {
   // An autotuned prefetch when the cores have no room for its thread (spare_core()): the
   // producer would take its time from the compute threads, which wait for it all the same,
   // and a synchronous job waits for its slowest worker. So the consumer reads the input
-  // itself (results a restore brought back first). A two-worker MLP job on two cores ran
-  // 8-14% faster so at batch 256, 4-5% at 2048 (docs/BENCHMARKS.md).
+  // itself, once the results a restore brought back are taken. A two-worker MLP job on two
+  // cores ran 8-14% faster so at batch 256, 4-5% at 2048 (docs/BENCHMARKS.md).
   std::optional<Element> next_inline() {
-    if (!buffer_.empty()) {
-      BufferedResult result = std::move(buffer_.front());
-      buffer_.pop_front();
-      available_.store(buffer_.size(), std::memory_order_release);
-      return result.take();
-    }
     std::optional<Element> element = input_->next();
     if (!element) {
       end_ = true;
@@ -284,8 +273,7 @@ class PrefetchIterator : public IteratorNode {
                                          // the producer is paused or stopped
   const bool fetchable_;  // results are saved as origins (see saved_elements.h)
   const bool autotune_;
-  bool mode_chosen_ = false;  // at the first next()
-  bool inline_ = false;       // see next_inline()
+  const bool inline_;  // see next_inline()
 
   std::mutex mutex_;                    // guards everything below
   std::condition_variable has_result_;  // the consumer (or save) waits here

@@ -87,16 +87,20 @@ void window_geometry(int64_t in, int64_t window, int64_t stride, int64_t dilatio
 
 // Max pooling's input gradient, built only when an op other than a convolution that reads
 // it as it is (kernels::conv2d_grad_from_max_pool) needs it.
+// A pooling's input gradient, built.
+Tensor pool_input_grad(const Tensor& dy, const Tensor& argmax, const kernels::Pool2DParams& params,
+                       const Shape& input_shape) {
+  Tensor dx = Tensor::empty(input_shape, dy.dtype(), dy.device());
+  if (dx.numel() > 0) kernels::pool2d_grad.call(dx.device(), dy, argmax, dx, params);
+  return dx;
+}
+
 class DeferredMaxPoolGrad final : public autodiff::DeferredGradient {
  public:
   explicit DeferredMaxPoolGrad(kernels::MaxPoolInputGrad grad) : grad_(std::move(grad)) {}
   const kernels::MaxPoolInputGrad& form() const { return grad_; }
   Tensor materialize() const override {
-    Tensor dx = Tensor::empty(grad_.input_shape, grad_.dy.dtype(), grad_.dy.device());
-    if (dx.numel() > 0) {
-      kernels::pool2d_grad.call(dx.device(), grad_.dy, grad_.argmax, dx, grad_.params);
-    }
-    return dx;
+    return pool_input_grad(grad_.dy, grad_.argmax, grad_.params, grad_.input_shape);
   }
   Shape shape() const override { return grad_.input_shape; }
   DType dtype() const override { return grad_.dy.dtype(); }
@@ -127,8 +131,7 @@ class DeferredConv final : public BufferFill {
   // The pending convolution whose whole output `t` is, or null.
   static const DeferredConv* of(const Tensor& t) {
     const auto* conv = dynamic_cast<const DeferredConv*>(t.buffer()->pending_fill());
-    if (conv == nullptr || t.offset() != 0 || t.shape() != conv->shape_ ||
-        t.strides() != t.shape().contiguous_strides()) {
+    if (conv == nullptr || t.offset() != 0 || t.shape() != conv->shape_ || !t.is_contiguous()) {
       return nullptr;
     }
     return conv;
@@ -354,8 +357,7 @@ Tensor pool2d(kernels::PoolKind kind, const char* op, const Tensor& x,
             std::make_shared<DeferredMaxPoolGrad>(std::move(form));
         return std::vector<Gradient>{Gradient(std::move(deferred))};
       }
-      DeferredMaxPoolGrad dense(std::move(form));
-      return std::vector<Gradient>{dense.materialize()};
+      return std::vector<Gradient>{pool_input_grad(form.dy, argmax, params, in_shape)};
     });
   }
   return y;

@@ -83,10 +83,9 @@ void set_processes_sharing_cores(int processes) {
   sharing_processes.store(std::max(1, processes), std::memory_order_relaxed);
 }
 
-int processes_sharing_cores() { return sharing_processes.load(std::memory_order_relaxed); }
-
 bool spare_core() {
-  return static_cast<int64_t>(intra_op_threads_budget()) * processes_sharing_cores() <
+  return static_cast<int64_t>(intra_op_threads_budget()) *
+             sharing_processes.load(std::memory_order_relaxed) <
          hardware_threads();
 }
 

@@ -181,7 +181,7 @@ Key key_of(const Geometry& g, const Conv2DParams& p, bool bias) {
 void conv2d_f32(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                 const Conv2DParams& p) {
   const Geometry g = geometry(x, w, y.shape(), p);
-  if (conv_one_channel::forward_suits(g)) return conv_one_channel::forward(x, w, bias, p.activation, y, g);
+  if (conv_one_channel::in_registers_suits(g)) return conv_one_channel::forward(x, w, bias, p.activation, y, g);
   Key key = key_of(g, p, bias.defined());
   Conv& conv = conv_for(key);
   auto wmd = conv.fwd_pd.weights_desc();
@@ -377,7 +377,7 @@ bool conv2d_grad_from_max_pool(const Tensor& x, const Tensor& w,
     conv_gemm::backward(x, w, grad, p.activation, dx, dw, db, g);
     return true;
   }
-  if (dx.defined() || !conv_one_channel::filter_grad_from_max_pool_suits(g)) return false;
+  if (dx.defined() || !conv_one_channel::in_registers_suits(g)) return false;
   conv_one_channel::filter_grad(x, grad, p.activation, dw, db, g);
   return true;
 }
@@ -386,7 +386,7 @@ bool conv2d_grad_from_max_pool(const Tensor& x, const Tensor& w,
 bool conv2d_max_pool_suits(const Tensor& x, const Tensor& w, const Conv2DParams& p) {
   if (x.dtype() != DType::kFloat32 || x.rank() != 4 || w.rank() != 4) return false;
   Geometry g = geometry(x, w, Shape{x.shape()[0], 1, 1, w.shape()[3]}, p);
-  return conv_one_channel::forward_suits(g);
+  return conv_one_channel::in_registers_suits(g);
 }
 
 bool conv2d_max_pool(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2DParams& p,

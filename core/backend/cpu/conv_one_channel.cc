@@ -159,7 +159,7 @@ template <int KH, int KW, typename L>
       }
     }
   }
-  return relu ? L::select(sum > 0.f, sum, Vec{}) : sum;
+  return relu ? lanes::select(sum > 0.f, sum, Vec{}) : sum;
 }
 
 // The same for P output pixels at once, whose sums are independent: one pixel's sum is a
@@ -191,12 +191,12 @@ template <int KH, int KW, int P, typename L>
   for (int ky = 0; ky < KH; ++ky) {
 #pragma GCC unroll 16
     for (int kx = 0; kx < KW; ++kx) {
-      const Vec f = L::template load<Vec>(taps + (ky * KW + kx) * g.o);
+      const Vec f = lanes::load<Vec>(taps + (ky * KW + kx) * g.o);
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) sum[p] += in[p][ky * g.w + kx] * f;
     }
   }
-  for (int p = 0; p < P; ++p) out[p] = relu ? L::select(sum[p] > 0.f, sum[p], Vec{}) : sum[p];
+  for (int p = 0; p < P; ++p) out[p] = relu ? lanes::select(sum[p] > 0.f, sum[p], Vec{}) : sum[p];
 }
 
 // A window's outputs `v` in tap order: its maximum (the first tap, then a strictly greater
@@ -209,11 +209,11 @@ template <typename L>
   Int where{};
   for (int64_t t = 1; t < taps; ++t) {
     const Int greater = v[t] > best;
-    best = L::select(greater, v[t], best);
-    where = L::select(greater, Int{} + static_cast<int32_t>(t), where);
+    best = lanes::select(greater, v[t], best);
+    where = lanes::select(greater, Int{} + static_cast<int32_t>(t), where);
   }
-  L::store(y + at, best);
-  L::store(argmax + at, where);
+  lanes::store(y + at, best);
+  lanes::store(argmax + at, where);
 }
 
 // The forward pass's arguments; `pool` null when the output is stored, else the pooling
@@ -238,8 +238,8 @@ template <int KH, int KW, typename L>
   using Vec = typename L::Float;
   const ConvGeometry& g = f.g;
   Vec filter[KH * KW];
-  for (int t = 0; t < KH * KW; ++t) filter[t] = L::template load<Vec>(f.w + t * g.o + c0);
-  const Vec start = f.bias != nullptr ? L::template load<Vec>(f.bias + c0) : Vec{};
+  for (int t = 0; t < KH * KW; ++t) filter[t] = lanes::load<Vec>(f.w + t * g.o + c0);
+  const Vec start = f.bias != nullptr ? lanes::load<Vec>(f.bias + c0) : Vec{};
   const float* image = f.x + n * g.h * g.w;
   const float* taps = f.w + c0;
   if (f.pool == nullptr) {
@@ -251,10 +251,10 @@ template <int KH, int KW, typename L>
         outputs_at<KH, KW, 8, L>(image, filter, taps, start, f.relu, g,
                                  {oy, oy, oy, oy, oy, oy, oy, oy},
                                  {ox, ox + 1, ox + 2, ox + 3, ox + 4, ox + 5, ox + 6, ox + 7}, sums);
-        for (int p = 0; p < 8; ++p) L::store(out + p * g.o, sums[p]);
+        for (int p = 0; p < 8; ++p) lanes::store(out + p * g.o, sums[p]);
       }
       for (; ox < g.ow; ++ox, out += g.o) {
-        L::store(out, output_at<KH, KW, L>(image, filter, start, f.relu, g, oy, ox));
+        lanes::store(out, output_at<KH, KW, L>(image, filter, start, f.relu, g, oy, ox));
       }
     }
     return;
@@ -392,7 +392,7 @@ void sum_blocks_in_registers(const float* x, const Source& source, const ConvGeo
 
 }  // namespace
 
-bool forward_suits(const ConvGeometry& g) { return suits(g) && in_registers(g); }
+bool in_registers_suits(const ConvGeometry& g) { return suits(g) && in_registers(g); }
 
 void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Activation activation,
              Tensor& y, const ConvGeometry& g) {
@@ -402,7 +402,7 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Acti
 bool forward_max_pool_suits(const ConvGeometry& g, const kernels::Pool2DParams& pool) {
   const bool no_padding = pool.pad_begin == std::array<int64_t, 2>{0, 0} &&
                           pool.pad_end == std::array<int64_t, 2>{0, 0};
-  return forward_suits(g) && pool.kind == kernels::PoolKind::kMax && pool.strides == pool.window &&
+  return in_registers_suits(g) && pool.kind == kernels::PoolKind::kMax && pool.strides == pool.window &&
          no_padding && pool.window[0] <= g.oh && pool.window[1] <= g.ow &&
          pool.window[0] * pool.window[1] <= kMaxWindowTaps;
 }
@@ -427,8 +427,6 @@ void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
     any_shape(px, pg, py, g, first, last, acc, bias_acc);
   });
 }
-
-bool filter_grad_from_max_pool_suits(const ConvGeometry& g) { return suits(g) && in_registers(g); }
 
 void filter_grad(const Tensor& x, const kernels::MaxPoolInputGrad& grad,
                  kernels::Activation activation, Tensor& dw, Tensor& db, const ConvGeometry& g) {

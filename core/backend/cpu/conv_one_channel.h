@@ -14,18 +14,19 @@ namespace cadre::backend::cpu::conv_one_channel {
 // One input channel, unit strides and dilations.
 bool suits(const portable::ConvGeometry& g);
 
-// The forward pass too, for 2x2 and 3x3 filters and output channels in multiples of 8: with
-// the filter in registers it writes the output once, where oneDNN's kernel for one input
-// channel is memory-bound at about 17 GB/s. Where the CPU has AVX-512 and the output
-// channels come in multiples of 16, the loops take 16 channels at a time, with the same
-// bits.
-bool forward_suits(const portable::ConvGeometry& g);
+// Where the loops keep the filter or its sums in registers: suits(g), 2x2 and 3x3 filters,
+// output channels in multiples of 8. Those run the forward pass too (it writes the output
+// once, where oneDNN's kernel for one input channel is memory-bound at about 17 GB/s), with
+// or without a pooling, and the filter gradient from a pooling. Where the CPU has AVX-512
+// and the output channels come in multiples of 16, they take 16 channels at a time, with
+// the same bits.
+bool in_registers_suits(const portable::ConvGeometry& g);
 // y = x * w (+ bias), then `activation` (kNone or kRelu).
 void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Activation activation,
              Tensor& y, const portable::ConvGeometry& g);
 
 // The forward pass and a max pooling over its output in one (kernels::Conv2DMaxPoolFn):
-// where forward_suits(g), for windows that tile the output without padding. y and argmax
+// where in_registers_suits(g), for windows that tile the output without padding. y and argmax
 // are the pooling's.
 bool forward_max_pool_suits(const portable::ConvGeometry& g, const kernels::Pool2DParams& pool);
 void forward_max_pool(const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -40,8 +41,7 @@ void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
                  const portable::ConvGeometry& g);
 
 // The same from the max pooling that took the convolution's output (grad.tiles()), where
-// the sums stay in registers: 2x2 and 3x3 filters, output channels in multiples of 8.
-bool filter_grad_from_max_pool_suits(const portable::ConvGeometry& g);
+// in_registers_suits(g).
 void filter_grad(const Tensor& x, const kernels::MaxPoolInputGrad& grad,
                  kernels::Activation activation, Tensor& dw, Tensor& db,
                  const portable::ConvGeometry& g);

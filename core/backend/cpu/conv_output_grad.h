@@ -35,8 +35,8 @@ class DenseOutputGrad {
   [[gnu::always_inline]] typename L::Float at(int64_t n, int64_t oy, int64_t ox, int64_t c0) const {
     using F = typename L::Float;
     const int64_t offset = (n * pixels_ + oy * ow_ + ox) * o_ + c0;
-    const F g = L::template load<F>(dy_ + offset);
-    return y_ == nullptr ? g : L::relu_gradient(L::template load<F>(y_ + offset), g);
+    const F g = lanes::load<F>(dy_ + offset);
+    return y_ == nullptr ? g : lanes::relu_gradient(lanes::load<F>(y_ + offset), g);
   }
   // Output pixels [r0, r1) (flat over images, rows, columns), all channels, row-major into
   // `buffer`; returns where they are (dy itself when there is nothing to mask).
@@ -61,9 +61,9 @@ class MaxPoolOutputGrad {
     const int64_t py = row_window_[oy], px = column_window_[ox];
     if (py < 0 || px < 0) return F{};
     const int64_t offset = ((n * ph_ + py) * pw_ + px) * o_ + c0;
-    const I hit = L::template load<I>(argmax_ + offset) == row_tap_[oy] + column_tap_[ox];
-    const F g = L::select(hit, L::template load<F>(dy_ + offset), F{});
-    return pooled_ == nullptr ? g : L::relu_gradient(L::template load<F>(pooled_ + offset), g);
+    const I hit = lanes::load<I>(argmax_ + offset) == row_tap_[oy] + column_tap_[ox];
+    const F g = lanes::select(hit, lanes::load<F>(dy_ + offset), F{});
+    return pooled_ == nullptr ? g : lanes::relu_gradient(lanes::load<F>(pooled_ + offset), g);
   }
   const float* rows(int64_t r0, int64_t r1, float* buffer) const;
 

@@ -29,10 +29,9 @@ int current_thread_budget();
 // Processes of this job that run on this host's cores, each with a budget like this one's
 // (default 1). MultiWorkerMirroredStrategy sets it to the workers it finds on this host.
 void set_processes_sharing_cores(int processes);
-int processes_sharing_cores();
 // Whether the cores have room for a helper thread beside the compute threads: the budget
-// times processes_sharing_cores() is under hardware_threads(). An autotuned prefetch reads
-// its input on the consumer's thread when they have none.
+// times the processes sharing the cores is under hardware_threads(). An autotuned prefetch
+// reads its input on the consumer's thread when they have none.
 bool spare_core();
 
 // For the lifetime of the scope, the calling thread (a replica) uses its share of the
