@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <functional>
 #include <cstring>
@@ -75,6 +76,67 @@ INSTANTIATE_TEST_SUITE_P(RanksBySizes, GlooTest,
                          ::testing::Combine(::testing::Values(1, 2, 3),
                                             ::testing::Values(size_t{1}, size_t{1000},
                                                               size_t{100000})));
+
+// Sums whose order matters (values of many magnitudes) on 2 to 4 ranks, of sizes below the
+// rank count, within one of the ring's messages, and over several segments with a ragged
+// end: every rank ends with the same bits, near the exact sum.
+TEST(GlooSumTest, EveryRankEndsWithTheSameBitsNearTheExactSum) {
+  for (int ranks : {2, 3, 4}) {
+    for (size_t count : {size_t{3}, size_t{5000}, size_t{100003}, size_t{300001}}) {
+      std::vector<std::vector<float>> floats(ranks);
+      std::vector<std::vector<double>> doubles(ranks);
+      auto value = [](int rank, size_t i) {
+        // Exact in both types (an integer of 11 bits times a power of two), so that only
+        // the sum's rounding differs between orders.
+        uint64_t hash = (i + 1) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank) * 977;
+        return std::ldexp(static_cast<double>(static_cast<int>((hash >> 40) % 2001) - 1000),
+                          static_cast<int>((hash >> 20) % 41) - 20);
+      };
+      on_ranks(ranks, [&](ProcessCollective& collective) {
+        int r = collective.rank();
+        floats[r].resize(count);
+        doubles[r].resize(count);
+        for (size_t i = 0; i < count; ++i) {
+          floats[r][i] = static_cast<float>(value(r, i));
+          doubles[r][i] = value(r, i);
+        }
+        collective.sum(floats[r].data(), count);
+        collective.sum(doubles[r].data(), count);
+      });
+      for (size_t i = 0; i < count; ++i) {
+        double exact = 0;
+        for (int r = 0; r < ranks; ++r) exact += value(r, i);
+        for (int r = 1; r < ranks; ++r) {
+          ASSERT_EQ(std::memcmp(&floats[r][i], &floats[0][i], sizeof(float)), 0)
+              << ranks << " ranks, " << count << " floats, [" << i << "] on rank " << r;
+          ASSERT_EQ(std::memcmp(&doubles[r][i], &doubles[0][i], sizeof(double)), 0)
+              << ranks << " ranks, " << count << " doubles, [" << i << "] on rank " << r;
+        }
+        ASSERT_NEAR(floats[0][i], exact, 1e-6 * 1000 * 1048576) << ranks << " ranks, [" << i << "]";
+        ASSERT_NEAR(doubles[0][i], exact, 1e-15 * 1000 * 1048576) << ranks << " ranks, [" << i << "]";
+      }
+    }
+  }
+}
+
+// All-reduces of every path (small and large) and broadcasts from every root, one after
+// the other in a mixed order, each landing where it should.
+TEST(GlooSumTest, SumsAndBroadcastsOfEverySizeFollowOneAnother) {
+  for (int ranks : {2, 3}) {
+    on_ranks(ranks, [ranks](ProcessCollective& collective) {
+      for (size_t count : {size_t{1}, size_t{70000}, size_t{0}, size_t{2000}, size_t{400000}}) {
+        for (int root = 0; root < ranks; ++root) {
+          std::vector<double> x(count, collective.rank() + 1.0);
+          collective.sum(x.data(), count);
+          for (double v : x) ASSERT_EQ(v, ranks * (ranks + 1) / 2.0);
+          std::vector<uint8_t> bytes(count * 3, static_cast<uint8_t>(collective.rank()));
+          collective.broadcast(bytes.data(), bytes.size(), root);
+          for (uint8_t b : bytes) ASSERT_EQ(b, root);
+        }
+      }
+    });
+  }
+}
 
 // A store that keeps a copy of everything published through it.
 class RecordingStore : public MemoryStore {
@@ -196,6 +258,31 @@ TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
   auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/1),
                DeadlineExceededError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// A peer that leaves while the others wait in an all-reduce ends their wait at once with
+// UnavailableError naming the collective, not at the timeout, and the process lives on.
+TEST(GlooErrorsTest, APeerThatLeavesEndsTheOthersAllReduceAtOnce) {
+  MemoryStore store;
+  std::promise<void> left;
+  auto start = std::chrono::steady_clock::now();
+  auto leaver = std::async(std::launch::async, [&] {
+    auto collective = gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60);
+    collective.reset();
+    left.set_value();
+  });
+  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60);
+  left.get_future().wait();
+  leaver.get();
+  std::vector<float> x(1 << 20, 1.0f);
+  try {
+    collective->sum(x.data(), x.size());
+    ADD_FAILURE() << "the all-reduce returned without its peer";
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("all-reduce across 2 processes"), std::string::npos)
+        << e.what();
+  }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 

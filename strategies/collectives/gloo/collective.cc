@@ -3,13 +3,14 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <gloo/allreduce.h>
-#include <gloo/broadcast.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/broadcast_one_to_all.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -66,29 +67,50 @@ class RendezvousStore : public gloo::rendezvous::Store {
   double timeout_;
 };
 
-// c = a + b, vectorised by the compiler (Gloo's generic sum goes element by element through
-// a pointer that may alias).
+// x += y, vectorised by the compiler (Gloo's own sum goes through pointers that may alias).
 template <typename T>
-void add(void* c, const void* a, const void* b, size_t n) {
-  T* __restrict out = static_cast<T*>(c);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  if (out == x) {
-    for (size_t i = 0; i < n; ++i) out[i] += y[i];
-  } else if (out == y) {
-    for (size_t i = 0; i < n; ++i) out[i] += x[i];
-  } else {
-    for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
-  }
+void add_into(T* x, const T* y, size_t n) {
+  T* __restrict out = x;
+  for (size_t i = 0; i < n; ++i) out[i] += y[i];
 }
 
-// Up to this size, an all-reduce of more than 2 processes goes by BCube rather than the ring.
+template <typename T>
+const gloo::ReductionFunction<T>* adder() {
+  static const gloo::ReductionFunction<T> add(gloo::SUM, &add_into<T>);
+  return &add;
+}
+
+// Up to this size, an all-reduce of more than 2 processes goes by halving and doubling
+// (about log2(n) exchanges) rather than the ring's 2(n-1).
 constexpr size_t kSmallBytes = 256 << 10;
 
+// The ring's messages are at most this size. Each process sends a message, then waits for
+// its left neighbour's: at most two of its messages are ever unread, which the socket's
+// buffers hold, so a blocking write never waits on a peer that is itself writing.
+constexpr size_t kMessageBytes = 128 << 10;
+
+// The pairs run in Gloo's synchronous mode: the calling thread writes and reads the sockets
+// itself. Gloo's default hands every message to its event-loop thread and back, and with
+// its unbound-buffer collectives that cost about 2 ms per MiB between two processes on two
+// cores, against about 0.5 ms here (docs/BENCHMARKS.md). That mode reads a message only
+// when its receiver waits for it, into a buffer registered for its slot; so the ring
+// receives into one inbox registered once per pair, and sends straight from the caller's
+// memory.
 class GlooCollective : public ProcessCollective {
  public:
   explicit GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context)
-      : context_(std::move(context)) {}
+      : context_(std::move(context)), inbox_(kMessageBytes) {
+    if (size() == 1) return;
+    // Slot base + r is what rank r receives the ring's messages in, on every pair.
+    slots_ = context_->nextSlot(size());
+    inboxes_.resize(size());
+    for (int peer = 0; peer < size(); ++peer) {
+      if (peer == rank()) continue;
+      auto& pair = context_->getPair(peer);
+      pair->setSync(/*enable=*/true, /*busyPoll=*/false);
+      inboxes_[peer] = pair->createRecvBuffer(slots_ + rank(), inbox_.data(), inbox_.size());
+    }
+  }
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
   Device device() const override { return Device::cpu(0); }
@@ -98,35 +120,60 @@ class GlooCollective : public ProcessCollective {
   void sum(double* data, size_t count) override { reduce(data, count); }
 
   void broadcast(void* data, size_t bytes, int root) override {
+    if (size() == 1 || bytes == 0) return;
     guard("broadcast", [&] {
-      gloo::BroadcastOptions options(context_);
-      options.setOutput(static_cast<char*>(data), bytes);
-      options.setRoot(root);
-      options.setTag(next_tag());
-      gloo::broadcast(options);
+      gloo::BroadcastOneToAll<char>(context_, {static_cast<char*>(data)}, bytes, root).run();
     });
   }
 
  private:
   template <typename T>
   void reduce(T* data, size_t count) {
-    if (count == 0) return;
+    if (count == 0 || size() == 1) return;
     guard("all-reduce", [&] {
-      gloo::AllreduceOptions options(context_);
-      options.setOutput(data, count);
-      options.setReduceFunction(&add<T>);
-      options.setTag(next_tag());
-      // By size: the ring moves the fewest bytes, but takes 2(n-1) rounds; for a small
-      // buffer on more than 2 processes the rounds dominate, and BCube's recursive exchange
-      // takes about log2(n).
-      options.setAlgorithm(size() > 2 && count * sizeof(T) <= kSmallBytes
-                               ? gloo::AllreduceOptions::Algorithm::BCUBE
-                               : gloo::AllreduceOptions::Algorithm::RING);
-      gloo::allreduce(options);
+      if (size() > 2 && count * sizeof(T) <= kSmallBytes) {
+        gloo::AllreduceHalvingDoubling<T>(context_, {data}, static_cast<int>(count), adder<T>())
+            .run();
+      } else {
+        ring(data, count);
+      }
     });
   }
 
-  uint32_t next_tag() { return tag_++; }
+  // Reduce-scatter then all-gather around the ring, in segments of size() messages: each
+  // block's sum is made by one process and copied to the others, so every process ends
+  // with the same bits.
+  template <typename T>
+  void ring(T* data, size_t count) {
+    const int n = size();
+    const int left = (rank() + n - 1) % n, right = (rank() + 1) % n;
+    std::unique_ptr<gloo::transport::Buffer> outbox =
+        context_->getPair(right)->createSendBuffer(slots_ + right, data, count * sizeof(T));
+    gloo::transport::Buffer& inbox = *inboxes_[left];
+    const T* received = reinterpret_cast<const T*>(inbox_.data());
+    const size_t segment = n * (kMessageBytes / sizeof(T));
+    for (size_t begin = 0; begin < count; begin += segment) {
+      const size_t length = std::min(segment, count - begin);
+      auto start = [&](int block) { return begin + length * block / n; };
+      auto exchange = [&](int send_block, int receive_block) {
+        outbox->send(start(send_block) * sizeof(T),
+                    (start(send_block + 1) - start(send_block)) * sizeof(T));
+        inbox.waitRecv();
+        outbox->waitSend();
+        return std::make_pair(data + start(receive_block),
+                              start(receive_block + 1) - start(receive_block));
+      };
+      for (int step = 0; step < n - 1; ++step) {
+        auto [into, elements] = exchange((rank() - step + n) % n, (rank() - step - 1 + 2 * n) % n);
+        add_into(into, received, elements);
+      }
+      // Each process now holds block rank() + 1's sum.
+      for (int step = 0; step < n - 1; ++step) {
+        auto [into, elements] = exchange((rank() + 1 - step + n) % n, (rank() - step + n) % n);
+        std::memcpy(into, received, elements * sizeof(T));
+      }
+    }
+  }
 
   template <typename F>
   void guard(const char* what, F&& run) {
@@ -142,7 +189,9 @@ class GlooCollective : public ProcessCollective {
   }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
-  uint32_t tag_ = 0;
+  std::vector<char> inbox_;
+  int slots_ = 0;
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> inboxes_;  // by peer, on inbox_
 };
 
 }  // namespace

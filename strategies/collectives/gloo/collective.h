@@ -1,5 +1,5 @@
-// Collectives in host memory over Gloo's TCP transport: an all-reduce (the ring, or BCube for
-// small buffers on more than 2 processes) and a broadcast.
+// Collectives in host memory over Gloo's TCP transport: an all-reduce (a ring, or halving and
+// doubling for small buffers on more than 2 processes) and a broadcast.
 #pragma once
 
 #include <memory>
