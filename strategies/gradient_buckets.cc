@@ -46,7 +46,7 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources,
   slots_.assign(n, Slot{});
   std::vector<int64_t> sizes;  // elements per bucket
   size_t capacity = options_.first_bucket_bytes;
-  for (size_t k = n; k-- > 0;) {
+  for (size_t k : order_) {
     slots_[k].sparse = k < sparse.size() && sparse[k];
     const int64_t count = slots_[k].sparse ? 0 : sources[k].numel();
     const size_t bytes = static_cast<size_t>(count) * element;
@@ -87,9 +87,21 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
   layout.push_back(-static_cast<int64_t>(extras.size()) - 1);
   if (layout != layout_) {  // its last entry counts the extras
     extras_ = extras.size();
+    order_.resize(sources.size());
+    for (size_t k = 0; k < order_.size(); ++k) order_[k] = order_.size() - 1 - k;
     lay_out(sources, sparse);
     layout_ = std::move(layout);
+    reordered_ = false;
+  } else if (!reordered_) {
+    // The second step of this layout, on every worker alike.
+    std::vector<size_t> order = agreed_arrival_order();
+    if (order != order_) {
+      order_ = std::move(order);
+      lay_out(sources, sparse);
+    }
+    reordered_ = true;
   }
+  arrivals_.clear();
   for (Slot& slot : slots_) {
     slot.filled = false;
     slot.rows = Gradient();
@@ -106,10 +118,23 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
   issue_ready_buckets();  // buckets without gradients (only the extras)
 }
 
+std::vector<size_t> GradientBuckets::agreed_arrival_order() {
+  // A step that failed part way leaves worker 0 without a whole order: it keeps its own.
+  std::vector<uint64_t> order(order_.begin(), order_.end());
+  if (arrivals_.size() == order.size()) order.assign(arrivals_.begin(), arrivals_.end());
+  collective_.broadcast(order.data(), order.size() * sizeof(uint64_t), /*root=*/0);
+  std::vector<size_t> agreed(order.begin(), order.end());
+  std::vector<size_t> sorted = agreed;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 0; k < sorted.size(); ++k) CHECK_EQ(sorted[k], k) << "not an order of the sources";
+  return agreed;
+}
+
 void GradientBuckets::ready(size_t i, const Gradient& gradient) {
   Slot& slot = slots_.at(i);
   if (slot.filled) return;
   slot.filled = true;
+  arrivals_.push_back(i);
   slot.defined = gradient.defined();
   Bucket& bucket = buckets_[slot.bucket];
   if (slot.sparse) {

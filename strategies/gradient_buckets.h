@@ -4,10 +4,13 @@
 // it while the training thread computes the next gradients. The optimizer waits only at
 // finish(). Internal to the strategies module (MultiWorkerMirrored).
 //
-// Buckets hold the gradients in reverse order of the variables (the order in which the
-// backward pass finishes them), up to first_bucket_bytes for the first (so that
-// communication starts early) and bucket_bytes for the others, and go out in that order on
-// every worker. The sums are those of the same buckets reduced after the backward pass
+// Buckets hold the gradients in the order the backward pass finishes them, up to
+// first_bucket_bytes for the first (so that communication starts early) and bucket_bytes
+// for the others, and go out in that order on every worker. That order is the reverse of
+// the variables' for the first step; from the second on it is the one worker 0 saw in its
+// first (as PyTorch DDP rebuilds its buckets), since one op's backward can finish several
+// variables at once (a fused dense layer's kernel and bias) and a bucket waits for its
+// last member. The sums are those of the same buckets reduced after the backward pass
 // (overlap off): the same bits.
 #pragma once
 
@@ -71,6 +74,8 @@ class GradientBuckets {
     size_t pending = 0;
   };
   void lay_out(const std::vector<Tensor>& sources, const std::vector<bool>& sparse);
+  // Worker 0's order of arrival in the last step, the same on every worker (collective).
+  std::vector<size_t> agreed_arrival_order();
   void issue_ready_buckets() CADRE_REQUIRES(mutex_);
   void sum(const Tensor& buffer);
   void loop();
@@ -81,6 +86,9 @@ class GradientBuckets {
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   std::vector<int64_t> layout_;  // the sources' sizes the buckets were laid out for
+  std::vector<size_t> order_;    // the sources, first to last in the buckets
+  std::vector<size_t> arrivals_;  // the sources in the order ready() got them this step
+  bool reordered_ = false;        // order_ is the agreed order of arrival
   size_t extras_ = 0;
   double scale_ = 1;
 

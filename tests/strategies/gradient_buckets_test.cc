@@ -1,6 +1,7 @@
 // GradientBuckets with a collective that records what it is asked to sum: buckets go out in
-// reverse order of the variables, each once all its gradients are in, while later
-// gradients are still to come (overlap), and the sums come back in place.
+// reverse order of the variables, then in the order the gradients came in, each once all
+// its gradients are in, while later gradients are still to come (overlap), and the sums
+// come back in place.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -34,7 +35,16 @@ class RecordingCollective : public ProcessCollective {
     sum(copy.data(), count);
     for (size_t i = 0; i < count; ++i) data[i] = copy[i];
   }
-  void broadcast(void*, size_t, int) override {}
+  // Rank 0's broadcast: its bytes stay as they are.
+  void broadcast(void*, size_t, int root) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EXPECT_EQ(root, 0);
+    ++broadcasts_;
+  }
+  int broadcasts() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return broadcasts_;
+  }
 
   // Waits (up to 5 s) until `n` buffers have been summed.
   bool wait_for_calls(size_t n) {
@@ -55,6 +65,7 @@ class RecordingCollective : public ProcessCollective {
   std::condition_variable called_;
   std::vector<std::vector<float>> calls_;
   bool fail_ = false;
+  int broadcasts_ = 0;
 };
 
 Tensor filled(int64_t n, float value) { return Tensor::full(Shape{n}, value); }
@@ -82,6 +93,40 @@ TEST(GradientBucketsTest, BucketsGoOutInReverseOrderAsSoonAsTheyAreFull) {
   EXPECT_EQ(sums[1].dense().to_vector<float>(), (std::vector<float>{2, 2}));
   EXPECT_EQ(sums[3].dense().to_vector<float>(), (std::vector<float>{6, 6}));
   EXPECT_EQ(extras, (std::vector<double>{14.0}));
+}
+
+// Source 2's gradient comes with source 0's (as a fused layer's bias comes with its
+// kernel), so the first step's first bucket {3, 2} waits for the end of the backward pass;
+// from the second step the buckets follow the order the gradients came in, {3, 1} then
+// {2, 0}, agreed once through worker 0's broadcast, and the first goes out early again.
+TEST(GradientBucketsTest, BucketsFollowTheOrderTheGradientsCameInFromTheSecondStep) {
+  RecordingCollective collective;
+  GradientBuckets buckets(collective, {.bucket_bytes = 16, .first_bucket_bytes = 16});
+  std::vector<Tensor> sources{filled(2, 0), filled(2, 0), filled(2, 0), filled(2, 0)};
+  size_t calls = 0;
+  for (int step = 0; step < 3; ++step) {
+    buckets.begin(sources, {}, {});
+    EXPECT_EQ(collective.broadcasts(), step == 0 ? 0 : 1) << "step " << step;
+    buckets.ready(3, filled(2, 3));
+    buckets.ready(1, filled(2, 1));
+    if (step == 0) {
+      EXPECT_EQ(collective.calls().size(), calls);  // {3, 2} still waits for 2
+    } else {
+      ASSERT_TRUE(collective.wait_for_calls(calls + 1)) << "step " << step;
+      EXPECT_EQ(collective.calls()[calls], (std::vector<float>{3, 3, 1, 1})) << "step " << step;
+    }
+    buckets.ready(2, filled(2, 2));
+    buckets.ready(0, filled(2, 0.5f));
+    std::vector<double> extras;
+    std::vector<Gradient> sums = buckets.finish(extras);
+    calls += 2;
+    ASSERT_EQ(collective.calls().size(), calls);
+    for (size_t i = 0; i < 4; ++i) {
+      float expected = i == 0 ? 1.0f : 2.0f * static_cast<float>(i);
+      EXPECT_EQ(sums[i].dense().to_vector<float>(), (std::vector<float>{expected, expected}))
+          << "step " << step << ", source " << i;
+    }
+  }
 }
 
 TEST(GradientBucketsTest, WithoutOverlapNothingGoesOutBeforeFinish) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Two workers as two hosts on one machine: each in its own network namespace, joined by a
-# veth pair limited to RATE by a token bucket (tc tbf), so that MultiWorkerMirrored's
-# gradients cross a "network" as between real hosts (Gloo over TCP; separate namespaces
-# count as separate hosts, so no shared memory). For each round it runs the MLP with the
+# Two workers as two hosts on one machine: each in its own network namespace and on a CPU
+# of its own (as separate machines have their own cores), joined by a veth pair limited to
+# RATE by a token bucket (tc tbf), so that MultiWorkerMirrored's gradients cross a
+# "network" as between real hosts (Gloo over TCP; separate namespaces count as separate
+# hosts, so no shared memory). For each round it runs the MLP with the
 # gradient buckets overlapping the backward pass and without (the same buckets after the
 # pass), and one process on the per-worker batch (the compute-only step); prints the
 # medians and the fraction of the all-reduce hidden behind the backward pass:
@@ -17,6 +18,7 @@ RATE=${2:-10gbit}
 BATCH=${3:-256}
 ROUNDS=${4:-3}
 BENCH=$(realpath "$BUILD/tools/cadre_bench")
+if [ "$(nproc)" -lt 2 ]; then echo "needs 2 CPUs, one per simulated host" >&2; exit 2; fi
 NS=(cadre_bench_h0 cadre_bench_h1)
 ADDR=(10.77.0.1 10.77.0.2)
 PIDS=()
@@ -46,11 +48,11 @@ two_hosts() {
   local out
   out=$(mktemp)
   TF_CONFIG="{$cluster, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
-    ip netns exec "${NS[1]}" "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
+    ip netns exec "${NS[1]}" taskset -c 1 "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
     --strategy=multi_worker_mirrored --overlap="$overlap" >/dev/null 2>&1 &
   PIDS+=($!)
   TF_CONFIG="{$cluster, \"task\": {\"type\": \"chief\", \"index\": 0}}" \
-    ip netns exec "${NS[0]}" "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
+    ip netns exec "${NS[0]}" taskset -c 0 "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
     --strategy=multi_worker_mirrored --overlap="$overlap" >"$out" 2>/dev/null
   wait
   grep -o '"examples_per_sec":[0-9.]*' "$out" | cut -d: -f2
@@ -58,7 +60,7 @@ two_hosts() {
 }
 
 one_process() {
-  "$BENCH" "${COMMON[@]}" --batch_size=$((BATCH / 2)) 2>/dev/null |
+  taskset -c 0 "$BENCH" "${COMMON[@]}" --batch_size=$((BATCH / 2)) 2>/dev/null |
     grep -o '"examples_per_sec":[0-9.]*' | cut -d: -f2
 }
 
