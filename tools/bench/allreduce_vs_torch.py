@@ -7,6 +7,9 @@ other for each size, --rounds times over (so that drift on a shared machine hits
 alike). Prints a Markdown table of the medians of the rounds and the ratio.
 
   /usr/bin/python3 tools/bench/allreduce_vs_torch.py --build build --rounds 5
+
+With --transport=gloo, Cadre's processes also meet over TCP (its Gloo collective) instead of
+shared memory: the same transport as PyTorch's.
 """
 import argparse
 import os
@@ -19,10 +22,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "..", "..", "..", "shared", "peers", "torch_gloo_allreduce.py")
 
 
-def cadre(build, nbytes, tensors):
+def cadre(build, nbytes, tensors, transport):
     cmd = [os.path.join(build, "tools", "cadre_launch"), "--chief=1", "--workers=1", "--",
            os.path.join(build, "tools", "cadre_bench"), "allreduce", f"--bytes={nbytes}",
-           f"--tensors={tensors}"]
+           f"--tensors={tensors}", f"--transport={transport}"]
     return run(cmd)
 
 
@@ -51,13 +54,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default=",".join(str(4096 * 4 ** i) for i in range(9)))
     ap.add_argument("--tensors", type=int, default=1)
+    ap.add_argument("--transport", choices=["auto", "gloo"], default="auto")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     ours = {n: [] for n in sizes}
     peer = {n: [] for n in sizes}
     for r in range(a.rounds):
         for n in sizes:
-            c, t = cadre(a.build, n, a.tensors), torch(n, a.tensors)
+            c, t = cadre(a.build, n, a.tensors, a.transport), torch(n, a.tensors)
             if c: ours[n].append(c["time_ms"])
             if t: peer[n].append(t["time_ms"])
             print(f"round {r + 1} bytes {n}: cadre {c and c['time_ms']} ms, "

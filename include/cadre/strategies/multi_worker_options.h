@@ -22,8 +22,9 @@ struct MultiWorkerOptions {
   // TCP. Workers on several hosts use Gloo either way.
   bool shared_memory = true;
   // With one local replica on the CPU, gradients are summed across workers in buckets, in
-  // reverse order of the variables (the first up to first_bucket_bytes, the others up to
-  // bucket_bytes), while the backward pass still runs, as PyTorch DDP does, when the
+  // the order the backward pass finishes them (the reverse of the variables' in the first
+  // step, then the order seen in it; the first bucket up to first_bucket_bytes, the others
+  // up to bucket_bytes), while the backward pass still runs, as PyTorch DDP does, when the
   // workers are on several hosts (on one host, shared memory is work for the same cores, so
   // the buckets are summed after the pass). false sums the same buckets after the pass: the
   // same bits, later.
