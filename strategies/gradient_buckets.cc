@@ -126,7 +126,9 @@ std::vector<size_t> GradientBuckets::agreed_arrival_order() {
   std::vector<size_t> agreed(order.begin(), order.end());
   std::vector<size_t> sorted = agreed;
   std::sort(sorted.begin(), sorted.end());
-  for (size_t k = 0; k < sorted.size(); ++k) CHECK_EQ(sorted[k], k) << "not an order of the sources";
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    CHECK_EQ(sorted[k], k) << "not an order of the sources";
+  }
   return agreed;
 }
 

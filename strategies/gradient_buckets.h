@@ -85,8 +85,8 @@ class GradientBuckets {
   DType dtype_ = DType::kFloat32;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
-  std::vector<int64_t> layout_;  // the sources' sizes the buckets were laid out for
-  std::vector<size_t> order_;    // the sources, first to last in the buckets
+  std::vector<int64_t> layout_;   // the sources' sizes the buckets were laid out for
+  std::vector<size_t> order_;     // the sources, first to last in the buckets
   std::vector<size_t> arrivals_;  // the sources in the order ready() got them this step
   bool reordered_ = false;        // order_ is the agreed order of arrival
   size_t extras_ = 0;

@@ -141,7 +141,8 @@ TEST(GradientBucketsTest, WithoutOverlapNothingGoesOutBeforeFinish) {
     std::vector<double> extras;
     std::vector<Gradient> sums = buckets.finish(extras);
     EXPECT_EQ(collective.calls().size(), 2u * (step + 1));
-    EXPECT_EQ(sums[2].dense().to_vector<float>(), (std::vector<float>{4.0f + 2 * step, 4.0f + 2 * step}));
+    EXPECT_EQ(sums[2].dense().to_vector<float>(),
+              (std::vector<float>{4.0f + 2 * step, 4.0f + 2 * step}));
   }
 }
 

@@ -157,7 +157,7 @@ class GlooCollective : public ProcessCollective {
       auto start = [&](int block) { return begin + length * block / n; };
       auto exchange = [&](int send_block, int receive_block) {
         outbox->send(start(send_block) * sizeof(T),
-                    (start(send_block + 1) - start(send_block)) * sizeof(T));
+                     (start(send_block + 1) - start(send_block)) * sizeof(T));
         inbox.waitRecv();
         outbox->waitSend();
         return std::make_pair(data + start(receive_block),
