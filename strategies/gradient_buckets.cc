@@ -179,7 +179,9 @@ void GradientBuckets::ready(size_t i, const Gradient& gradient) {
 void GradientBuckets::issue_ready_buckets() {
   if (!options_.overlap) return;
   size_t before = issued_;
-  while (issued_ < buckets_.size() && buckets_[issued_].pending == 0) ++issued_;
+  // The last bucket fills with the backward pass's last gradient, when finish() is next:
+  // finish() sums it on its own thread rather than wake the other for it.
+  while (issued_ + 1 < buckets_.size() && buckets_[issued_].pending == 0) ++issued_;
   if (issued_ != before) work_.notify_one();
 }
 
@@ -189,11 +191,18 @@ std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
     // On this thread, in the same order: no hand-over to pay for.
     for (const Bucket& bucket : buckets_) sum(bucket.buffer);
   } else {
+    // The thread's buckets first (the collective takes one caller at a time, in order),
+    // then the rest here.
+    size_t first_here;
+    {
+      MutexLock lock(mutex_);
+      done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return reduced_ == issued_; });
+      if (failure_) std::rethrow_exception(failure_);
+      first_here = issued_;
+    }
+    for (size_t b = first_here; b < buckets_.size(); ++b) sum(buckets_[b].buffer);
     MutexLock lock(mutex_);
-    issued_ = buckets_.size();
-    work_.notify_one();
-    done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return reduced_ == issued_; });
-    if (failure_) std::rethrow_exception(failure_);
+    issued_ = reduced_ = buckets_.size();
   }
   NoGradScope no_grad;
   std::vector<Gradient> sums;
