@@ -11,12 +11,13 @@
 # Needs root (ip netns, tc). This kernel has no netem, so links have a rate but no added
 # delay. Everything it makes is removed on exit.
 #
-#   sudo tools/bench/netns_overlap.sh [BUILD=build] [RATE=10gbit] [BATCH=256] [ROUNDS=3]
+#   sudo tools/bench/netns_overlap.sh [BUILD=build] [RATE=10gbit] [BATCH=256] [ROUNDS=3] [MODEL=mlp]
 set -euo pipefail
 BUILD=${1:-build}
 RATE=${2:-10gbit}
 BATCH=${3:-256}
 ROUNDS=${4:-3}
+MODEL=${5:-mlp}
 BENCH=$(realpath "$BUILD/tools/cadre_bench")
 if [ "$(nproc)" -lt 2 ]; then echo "needs 2 CPUs, one per simulated host" >&2; exit 2; fi
 NS=(cadre_bench_h0 cadre_bench_h1)
@@ -39,7 +40,9 @@ for i in 0 1; do
 done
 
 export CADRE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-COMMON=(estimator --model=mlp --threads=1 --autotune=false --train_steps=1500)
+# Further cadre_bench flags for both workers (e.g. --first_bucket_bytes=N) from EXTRA.
+COMMON=(estimator --model="$MODEL" --threads=1 --autotune=false --train_steps=1500)
+read -r -a EXTRA_FLAGS <<<"${EXTRA:-}"
 
 # One two-host run; prints the chief's examples/sec.
 two_hosts() {
@@ -49,11 +52,11 @@ two_hosts() {
   out=$(mktemp)
   TF_CONFIG="{$cluster, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
     ip netns exec "${NS[1]}" taskset -c 1 "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
-    --strategy=multi_worker_mirrored --overlap="$overlap" >/dev/null 2>&1 &
+    --strategy=multi_worker_mirrored --overlap="$overlap" "${EXTRA_FLAGS[@]}" >/dev/null 2>&1 &
   PIDS+=($!)
   TF_CONFIG="{$cluster, \"task\": {\"type\": \"chief\", \"index\": 0}}" \
     ip netns exec "${NS[0]}" taskset -c 0 "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
-    --strategy=multi_worker_mirrored --overlap="$overlap" >"$out" 2>/dev/null
+    --strategy=multi_worker_mirrored --overlap="$overlap" "${EXTRA_FLAGS[@]}" >"$out" 2>/dev/null
   wait
   grep -o '"examples_per_sec":[0-9.]*' "$out" | cut -d: -f2
   rm -f "$out"

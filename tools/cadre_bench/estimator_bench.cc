@@ -52,6 +52,10 @@ DEFINE_string(api, "estimator",
 DEFINE_bool(overlap, true,
             "estimator --strategy=multi_worker_mirrored: sum gradient buckets while the "
             "backward pass runs (MultiWorkerOptions.overlap_gradients)");
+DEFINE_int64(first_bucket_bytes, 1 << 20,
+             "estimator --strategy=multi_worker_mirrored: MultiWorkerOptions.first_bucket_bytes");
+DEFINE_int64(bucket_bytes, 25 << 20,
+             "estimator --strategy=multi_worker_mirrored: MultiWorkerOptions.bucket_bytes");
 DEFINE_bool(shard_input, false,
             "estimator: the input_fn shards the examples by worker before shuffling");
 DEFINE_int64(prefetch, -1,
@@ -233,6 +237,13 @@ int run_estimator() {
     MultiWorkerOptions options;
     options.shared_memory = FLAGS_transport == "auto";
     options.overlap_gradients = FLAGS_overlap;
+    if (FLAGS_first_bucket_bytes <= 0 || FLAGS_bucket_bytes <= 0) {
+      throw InvalidArgumentError(str_cat("--first_bucket_bytes=", FLAGS_first_bucket_bytes,
+                                         ", --bucket_bytes=", FLAGS_bucket_bytes,
+                                         ": expected positive byte counts"));
+    }
+    options.first_bucket_bytes = static_cast<size_t>(FLAGS_first_bucket_bytes);
+    options.bucket_bytes = static_cast<size_t>(FLAGS_bucket_bytes);
     config.train_distribute = MultiWorkerMirroredStrategy::create(
         *config.cluster, parse_devices(FLAGS_devices), options);
   } else if (FLAGS_strategy != "one_device") {
