@@ -147,6 +147,8 @@ class GlooCollective : public ProcessCollective {
   void ring(T* data, size_t count) {
     const int n = size();
     const int left = (rank() + n - 1) % n, right = (rank() + 1) % n;
+    // Addressed to the right neighbour's inbox slot. (A send buffer's destructor unregisters
+    // its slot on the pair, so it must not carry this rank's own inbox slot.)
     std::unique_ptr<gloo::transport::Buffer> outbox =
         context_->getPair(right)->createSendBuffer(slots_ + right, data, count * sizeof(T));
     gloo::transport::Buffer& inbox = *inboxes_[left];
