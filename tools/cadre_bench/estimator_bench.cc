@@ -224,6 +224,14 @@ int run_estimator() {
                  ("cadre_bench_estimator." + std::to_string(::getpid())))
                     .string();
   }
+  // The temporary model_dir goes with the run however it ends, a peer's failure included.
+  struct RemovedAtExit {
+    std::string path;
+    ~RemovedAtExit() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove_all(path, ignored);
+    }
+  } removed_at_exit{temporary ? model_dir : std::string()};
   RunConfig config;
   if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
     ClusterConfig cluster = parse_tf_config(tf_config);
@@ -338,7 +346,6 @@ int run_estimator() {
       static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
       static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input),
       peak_rss_mb, static_cast<long long>(FLAGS_profile_every_n_steps));
-  if (temporary) std::filesystem::remove_all(model_dir);
   return 0;
 }
 
