@@ -1,14 +1,14 @@
 // Gloo's collectives with every rank a thread of this process, meeting through an
-// in-memory store on 127.0.0.1: sums and broadcasts over ranks x sizes, and a rank whose
-// peers never come.
+// in-memory store on 127.0.0.1: sums and broadcasts over ranks x sizes, the same bits on
+// every rank, a rank whose peers never come and one whose peer leaves.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <cstring>
 #include <future>
