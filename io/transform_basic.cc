@@ -353,7 +353,7 @@ std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& co
     std::optional<Element> next() override {
       // The other workers' elements are skipped, not made (a batch of rows then gathers
       // only this worker's batches).
-      while (position_ % node_.num_shards_ != node_.index_) {
+      while (!ours()) {
         if (!input_->skip()) return std::nullopt;
         ++position_;
       }
@@ -364,7 +364,9 @@ std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& co
     bool yields_rows() const override { return input_->yields_rows(); }
     std::optional<int64_t> next_row() override {
       while (auto row = input_->next_row()) {
-        if (ours()) return row;
+        bool mine = ours();
+        ++position_;
+        if (mine) return row;
       }
       return std::nullopt;
     }
@@ -379,7 +381,7 @@ std::unique_ptr<IteratorNode> ShardNode::make_iterator(const IteratorContext& co
 
    private:
     // position_ counts input elements consumed; ours are those at index mod num_shards.
-    bool ours() { return position_++ % node_.num_shards_ == node_.index_; }
+    bool ours() const { return position_ % node_.num_shards_ == node_.index_; }
 
     const ShardNode& node_;
     int64_t position_ = 0;

@@ -187,20 +187,17 @@ void GradientBuckets::issue_ready_buckets() {
 
 std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
   for (const Bucket& bucket : buckets_) CHECK_EQ(bucket.pending, 0u) << "a gradient never came";
-  if (!options_.overlap) {
-    // On this thread, in the same order: no hand-over to pay for.
-    for (const Bucket& bucket : buckets_) sum(bucket.buffer);
-  } else {
-    // The thread's buckets first (the collective takes one caller at a time, in order),
-    // then the rest here.
-    size_t first_here;
-    {
-      MutexLock lock(mutex_);
-      done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return reduced_ == issued_; });
-      if (failure_) std::rethrow_exception(failure_);
-      first_here = issued_;
-    }
-    for (size_t b = first_here; b < buckets_.size(); ++b) sum(buckets_[b].buffer);
+  // The thread's buckets first (the collective takes one caller at a time, in order), then
+  // the rest on this thread: every bucket without overlap, the last one with it.
+  size_t first_here;
+  {
+    MutexLock lock(mutex_);
+    done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return reduced_ == issued_; });
+    if (failure_) std::rethrow_exception(failure_);
+    first_here = issued_;
+  }
+  for (size_t b = first_here; b < buckets_.size(); ++b) sum(buckets_[b].buffer);
+  {
     MutexLock lock(mutex_);
     issued_ = reduced_ = buckets_.size();
   }

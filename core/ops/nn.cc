@@ -85,9 +85,9 @@ void window_geometry(int64_t in, int64_t window, int64_t stride, int64_t dilatio
   }
 }
 
-// Max pooling's input gradient, built only when an op other than a convolution that reads
-// it as it is (kernels::conv2d_grad_from_max_pool) needs it.
-// A pooling's input gradient, built.
+// A pooling's input gradient, built: at once for average pooling and windows that overlap,
+// and for max pooling's deferred form only when an op other than a convolution that reads
+// the form as it is (kernels::conv2d_grad_from_max_pool) needs it.
 Tensor pool_input_grad(const Tensor& dy, const Tensor& argmax, const kernels::Pool2DParams& params,
                        const Shape& input_shape) {
   Tensor dx = Tensor::empty(input_shape, dy.dtype(), dy.device());

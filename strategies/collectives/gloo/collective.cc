@@ -94,22 +94,20 @@ constexpr size_t kMessageBytes = 128 << 10;
 // its unbound-buffer collectives that cost about 2 ms per MiB between two processes on two
 // cores, against about 0.5 ms here (docs/BENCHMARKS.md). That mode reads a message only
 // when its receiver waits for it, into a buffer registered for its slot; so the ring
-// receives into one inbox registered once per pair, and sends straight from the caller's
-// memory.
+// receives into one inbox, registered once on the pair to its left neighbour, and sends
+// straight from the caller's memory.
 class GlooCollective : public ProcessCollective {
  public:
   explicit GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context)
       : context_(std::move(context)), inbox_(kMessageBytes) {
     if (size() == 1) return;
-    // Slot base + r is what rank r receives the ring's messages in, on every pair.
-    slots_ = context_->nextSlot(size());
-    inboxes_.resize(size());
     for (int peer = 0; peer < size(); ++peer) {
-      if (peer == rank()) continue;
-      auto& pair = context_->getPair(peer);
-      pair->setSync(/*enable=*/true, /*busyPoll=*/false);
-      inboxes_[peer] = pair->createRecvBuffer(slots_ + rank(), inbox_.data(), inbox_.size());
+      if (peer != rank()) context_->getPair(peer)->setSync(/*enable=*/true, /*busyPoll=*/false);
     }
+    // Slot base + r is what rank r receives the ring's messages in, from its left neighbour.
+    slots_ = context_->nextSlot(size());
+    receive_ = context_->getPair(left())->createRecvBuffer(slots_ + rank(), inbox_.data(),
+                                                         inbox_.size());
   }
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -146,12 +144,11 @@ class GlooCollective : public ProcessCollective {
   template <typename T>
   void ring(T* data, size_t count) {
     const int n = size();
-    const int left = (rank() + n - 1) % n, right = (rank() + 1) % n;
+    const int right = (rank() + 1) % n;
     // Addressed to the right neighbour's inbox slot. (A send buffer's destructor unregisters
     // its slot on the pair, so it must not carry this rank's own inbox slot.)
     std::unique_ptr<gloo::transport::Buffer> outbox =
         context_->getPair(right)->createSendBuffer(slots_ + right, data, count * sizeof(T));
-    gloo::transport::Buffer& inbox = *inboxes_[left];
     const T* received = reinterpret_cast<const T*>(inbox_.data());
     const size_t segment = n * (kMessageBytes / sizeof(T));
     for (size_t begin = 0; begin < count; begin += segment) {
@@ -160,7 +157,7 @@ class GlooCollective : public ProcessCollective {
       auto exchange = [&](int send_block, int receive_block) {
         outbox->send(start(send_block) * sizeof(T),
                      (start(send_block + 1) - start(send_block)) * sizeof(T));
-        inbox.waitRecv();
+        receive_->waitRecv();
         outbox->waitSend();
         return std::make_pair(data + start(receive_block),
                               start(receive_block + 1) - start(receive_block));
@@ -176,6 +173,8 @@ class GlooCollective : public ProcessCollective {
       }
     }
   }
+
+  int left() const { return (rank() + size() - 1) % size(); }
 
   template <typename F>
   void guard(const char* what, F&& run) {
@@ -193,7 +192,7 @@ class GlooCollective : public ProcessCollective {
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::vector<char> inbox_;
   int slots_ = 0;
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> inboxes_;  // by peer, on inbox_
+  std::unique_ptr<gloo::transport::Buffer> receive_;  // the left neighbour's, into inbox_
 };
 
 }  // namespace
