@@ -2,18 +2,79 @@
 
 #include <glog/logging.h>
 
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <utility>
+
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/collectives/host_collective.h"
 
 namespace cadre {
+namespace {
+
+// The group's collective, which notes when an operation throws. The processes of a group
+// call every operation together, so after one has failed (a peer is gone, or timed out)
+// they are out of step for good, and a dead peer never reaches the shutdown barrier.
+class FailureNotingCollective final : public ProcessCollective {
+ public:
+  FailureNotingCollective(std::unique_ptr<ProcessCollective> inner, std::atomic<bool>* failed)
+      : inner_(std::move(inner)), failed_(failed) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Device device() const override { return inner_->device(); }
+  const char* transport() const override { return inner_->transport(); }
+  void sum(float* data, size_t count) override {
+    noting([&] { inner_->sum(data, count); });
+  }
+  void sum(double* data, size_t count) override {
+    noting([&] { inner_->sum(data, count); });
+  }
+  void broadcast(void* data, size_t bytes, int root) override {
+    noting([&] { inner_->broadcast(data, bytes, root); });
+  }
+  void leave() override { inner_->leave(); }
+
+ private:
+  template <typename F>
+  void noting(F&& operation) {
+    try {
+      operation();
+    } catch (...) {
+      failed_->store(true, std::memory_order_relaxed);
+      throw;
+    }
+  }
+
+  std::unique_ptr<ProcessCollective> inner_;
+  std::atomic<bool>* failed_;
+};
+
+}  // namespace
 
 WorkerGroup::~WorkerGroup() {
   if (!client) return;
-  try {
-    client->barrier("shutdown", 30);
-  } catch (const std::exception& e) {
-    LOG(WARNING) << "shutdown barrier: " << e.what();
+  // The job is over for every process when a collective failed (a peer may be dead: it
+  // would hold this one at the barrier until the heartbeat timeout) or when this one is
+  // leaving on an exception (the others wait for it in a collective, not at the barrier).
+  // Leaving the collective first ends the others' collectives at once (stopping the service
+  // may wait for their calls to it).
+  const bool failed = collective_failed.load(std::memory_order_relaxed);
+  if (failed || std::uncaught_exceptions() > 0) {
+    LOG(WARNING) << (failed ? "a collective failed" : "an error ends this task")
+                 << ": leaving the worker group without the shutdown barrier";
+    if (collective) {
+      collective->leave();
+      collective.reset();
+    }
+  } else {
+    try {
+      client->barrier("shutdown", 30);
+    } catch (const std::exception& e) {
+      LOG(WARNING) << "shutdown barrier: " << e.what();
+    }
   }
   client->stop_heartbeats();
   if (service) service->stop();
@@ -45,8 +106,9 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
   CoordinationClient* client = group->client.get();
   collective.peer_failure = [client] { return client->failure(); };
   for (const TaskId& task : tasks) collective.rank_names.push_back(task.to_string());
-  group->collective = host_collective(*group->client, rank, static_cast<int>(tasks.size()), host,
-                                      collective);
+  group->collective = std::make_unique<FailureNotingCollective>(
+      host_collective(*group->client, rank, static_cast<int>(tasks.size()), host, collective),
+      &group->collective_failed);
   return group;
 }
 

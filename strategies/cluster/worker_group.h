@@ -5,6 +5,7 @@
 // MultiWorkerMirroredStrategy and `cadre_bench allreduce` stand on it.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "cadre/strategies/cluster_spec.h"
@@ -18,9 +19,11 @@ struct WorkerGroup {
   std::unique_ptr<CoordinationService> service;  // on the chief only
   std::unique_ptr<CoordinationClient> client;
   std::unique_ptr<ProcessCollective> collective;  // host memory; rank = the task's global id
+  std::atomic<bool> collective_failed{false};     // an operation of `collective` threw
 
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
-  // outlives the others' last calls; then stops heartbeats and the service.
+  // outlives the others' last calls, unless a collective failed (the group is broken and a
+  // peer may be dead); then stops heartbeats and the service.
   ~WorkerGroup();
 };
 

@@ -31,6 +31,10 @@ class ProcessCollective {
   virtual void sum(double* data, size_t count) = 0;
   // In place, root's bytes to every process.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // This process leaves the group for good, whatever the others are doing: their current
+  // and later operations fail at once rather than wait for it. Closing a connection does
+  // that for transports that have one; the others override this.
+  virtual void leave() {}
 };
 
 }  // namespace cadre

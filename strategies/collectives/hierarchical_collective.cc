@@ -24,6 +24,10 @@ class HierarchicalCollective : public ProcessCollective {
 
   void sum(float* data, size_t count) override { reduce(data, count); }
   void sum(double* data, size_t count) override { reduce(data, count); }
+  void leave() override {
+    if (local_) local_->leave();
+    if (leaders_) leaders_->leave();
+  }
 
   // From the root to its host's leader (and host), between the leaders, then from each
   // other leader to its host.

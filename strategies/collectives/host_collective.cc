@@ -37,8 +37,12 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
                                                    const std::string& host,
                                                    const HostCollectiveOptions& options) {
   const double timeout = options.timeout_seconds;
+  auto name_of = [&](int r) {
+    return static_cast<size_t>(r) < options.rank_names.size() ? options.rank_names[r]
+                                                              : str_cat("rank ", r);
+  };
   if (options.transport == HostTransport::kGloo || size == 1) {
-    return gloo_collective(store, rank, size, host, timeout);
+    return gloo_collective(store, rank, size, host, timeout, "gloo", options.rank_names);
   }
   const std::string own = options.host_key.empty() ? host_key() : options.host_key;
   store.set(str_cat("collective/host/", rank), own);
@@ -63,7 +67,8 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
   // where a core is spare.
   set_processes_sharing_cores(local_size);
   if (num_hosts == size && options.transport == HostTransport::kAuto) {
-    return gloo_collective(store, rank, size, host, timeout);  // nobody to share memory with
+    // Nobody to share memory with.
+    return gloo_collective(store, rank, size, host, timeout, "gloo", options.rank_names);
   }
 
   std::unique_ptr<ProcessCollective> local;
@@ -71,11 +76,7 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
     SharedMemoryOptions shm;
     shm.timeout_seconds = timeout;
     shm.peer_failure = options.peer_failure;
-    for (int r : mates) {
-      shm.rank_names.push_back(static_cast<size_t>(r) < options.rank_names.size()
-                                   ? options.rank_names[r]
-                                   : str_cat("rank ", r));
-    }
+    for (int r : mates) shm.rank_names.push_back(name_of(r));
     local = shared_memory_collective(store, local_rank, local_size, shm,
                                      str_cat("collective/shm/", my_host));
   }
@@ -94,7 +95,7 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
     }
     LOG(WARNING) << "processes of one host cannot share /dev/shm; every process reduces "
                  << "through Gloo's TCP instead";
-    return gloo_collective(store, rank, size, host, timeout);
+    return gloo_collective(store, rank, size, host, timeout, "gloo", options.rank_names);
   }
   if (num_hosts == 1) return local;
   if (options.transport == HostTransport::kSharedMemory) {
@@ -103,7 +104,12 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
   }
   std::unique_ptr<ProcessCollective> leaders;
   if (local_rank == 0) {
-    leaders = gloo_collective(store, my_host, num_hosts, host, timeout, "collective/leaders");
+    std::vector<std::string> leader_names;  // each host's first rank (hosts are numbered so)
+    for (int r = 0; r < size; ++r) {
+      if (host_of[r] == static_cast<int>(leader_names.size())) leader_names.push_back(name_of(r));
+    }
+    leaders = gloo_collective(store, my_host, num_hosts, host, timeout, "collective/leaders",
+                              std::move(leader_names));
   }
   return hierarchical_collective(rank, size, std::move(local), std::move(leaders),
                                  std::move(host_of));

@@ -9,13 +9,17 @@
 // test that restarts a task knows the job is still training when the task is back.
 // HELPER_TRANSPORT=gloo keeps MultiWorkerMirrored's workers on TCP, HELPER_OVERLAP=0 sums
 // the gradient buckets after the backward pass, HELPER_BUCKET_BYTES sizes the buckets,
-// HELPER_EMBEDDING=1 adds an embedding (a sparse gradient) to the model.
+// HELPER_EMBEDDING=1 adds an embedding (a sparse gradient) to the model, and
+// HELPER_FAIL_AT_STEP=N makes this task's training throw at global step N (a task that
+// fails on its own while the others are well).
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "cadre/estimator/hooks.h"
@@ -46,6 +50,20 @@ class PacingHook : public cadre::Hook {
 
  private:
   int milliseconds_;
+};
+
+class FailingHook : public cadre::Hook {
+ public:
+  explicit FailingHook(int64_t step) : step_(step) {}
+  void before_run(cadre::Run& run, cadre::RunContext&) override {
+    if (run.global_step() >= step_) {
+      throw std::runtime_error("HELPER_FAIL_AT_STEP: failing at step " +
+                               std::to_string(run.global_step()));
+    }
+  }
+
+ private:
+  int64_t step_;
 };
 
 }  // namespace
@@ -100,6 +118,9 @@ int main(int argc, char** argv) {
     cadre::Hooks hooks;
     if (const char* pace = std::getenv("HELPER_STEP_SLEEP_MS"); pace && *pace) {
       hooks.push_back(std::make_shared<PacingHook>(std::atoi(pace)));
+    }
+    if (const char* fail = std::getenv("HELPER_FAIL_AT_STEP"); fail && *fail) {
+      hooks.push_back(std::make_shared<FailingHook>(std::atoll(fail)));
     }
     cadre::TrainAndEvaluateResult result = cadre::train_and_evaluate(
         estimator, cadre::TrainSpec(sharded_batches, std::atoll(argv[2]), hooks), eval_spec);

@@ -85,6 +85,35 @@ class MultiWorkerTest : public cadre::testing::TempDirTest {
     }
   }
 
+  // A chief and a worker train until the worker is SIGKILLed: the chief names it and exits
+  // with status 1 within `seconds`, without waiting for the heartbeat timeout (5 s).
+  void expect_a_worker_that_dies_is_named_and_the_chief_stops(
+      std::vector<std::pair<std::string, std::string>> env, double seconds) {
+    std::string cluster = cluster_json(free_port(), free_port());
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
+                        1000000, path("chief.log"), "", "", "", env);
+    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", path("m"),
+                         1000000, path("worker.log"), "", "", "", env);
+    // Let them form the cluster and train a little, then kill the worker.
+    auto start_time = std::chrono::steady_clock::now();
+    while (!std::filesystem::exists(path("m") + "/model.ckpt-10.h5") &&
+           std::chrono::steady_clock::now() - start_time < std::chrono::seconds(60)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::kill(worker, SIGKILL);
+    wait_for(worker);
+    auto killed = std::chrono::steady_clock::now();
+    EXPECT_EQ(wait_for(chief), 1);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    EXPECT_LT(took, seconds);
+    std::string log = read_log(path("chief.log"));
+    // Named by the collective that lost it: by its pid over shared memory, as the peer
+    // whose connection broke over Gloo.
+    bool named = log.find("worker:0 (rank 1, pid") != std::string::npos ||
+                 log.find("a peer is gone (worker:0)") != std::string::npos;
+    EXPECT_TRUE(named) << testing::tail(log, 2000);
+  }
+
   // The "loss" summaries of model_dir's training event files, by step.
   static std::map<int64_t, float> training_losses(const std::string& model_dir) {
     std::map<int64_t, float> losses;
@@ -276,29 +305,45 @@ TEST_F(MultiWorkerTest, AWorkerThatCannotSeeTheCheckpointsTakesTheChiefsStep) {
 }
 
 TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
-  std::string cluster = cluster_json(free_port(), free_port());
-  pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
-                      1000000, path("chief.log"));
-  pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", path("m"),
-                       1000000, path("worker.log"));
-  // Let them form the cluster and train a little, then kill the worker.
-  auto start_time = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(path("m") + "/model.ckpt-10.h5") &&
-         std::chrono::steady_clock::now() - start_time < std::chrono::seconds(60)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  expect_a_worker_that_dies_is_named_and_the_chief_stops({}, 3.0);
+}
+
+TEST_F(MultiWorkerTest, AWorkerThatDiesOverGlooIsNamedAndTheChiefStops) {
+  expect_a_worker_that_dies_is_named_and_the_chief_stops({{"HELPER_TRANSPORT", "gloo"}}, 3.0);
+}
+
+// The chief fails by itself (its training throws) while the worker waits for it in an
+// all-reduce: the chief leaves without waiting at the shutdown barrier (30 s), and the
+// worker stops right after it, not at the heartbeat timeout (5 s).
+TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
+  for (const char* transport : {"", "gloo"}) {
+    SCOPED_TRACE(*transport ? transport : "shared memory");
+    std::string dir = path(std::string("m") + transport);
+    std::string cluster = cluster_json(free_port(), free_port());
+    using Clock = std::chrono::steady_clock;
+    auto began = Clock::now();
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir,
+                        1000000, path("chief.log"), "", "", "",
+                        {{"HELPER_TRANSPORT", transport}, {"HELPER_FAIL_AT_STEP", "30"}});
+    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir,
+                         1000000, path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
+    EXPECT_EQ(wait_for(chief), 1) << read_log(path("chief.log"));
+    auto chief_ended = Clock::now();
+    EXPECT_EQ(wait_for(worker), 1) << read_log(path("worker.log"));
+    auto worker_ended = Clock::now();
+    std::string chief_log = read_log(path("chief.log")), worker_log = read_log(path("worker.log"));
+    EXPECT_LT(std::chrono::duration<double>(chief_ended - began).count(), 20.0)
+        << testing::tail(chief_log, 2000);
+    EXPECT_LT(std::chrono::duration<double>(worker_ended - chief_ended).count(), 3.0)
+        << testing::tail(worker_log, 2000);
+    EXPECT_NE(chief_log.find("failing at step 30"), std::string::npos)
+        << testing::tail(chief_log, 2000);
+    // The worker names the chief as the peer it lost.
+    bool named = worker_log.find("chief:0 (rank 0) gave up on the collective") != std::string::npos ||
+                 worker_log.find("chief:0 (rank 0, pid") != std::string::npos ||
+                 worker_log.find("a peer is gone (chief:0)") != std::string::npos;
+    EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
   }
-  ::kill(worker, SIGKILL);
-  wait_for(worker);
-  auto killed = std::chrono::steady_clock::now();
-  EXPECT_EQ(wait_for(chief), 1);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  EXPECT_LT(seconds, 15.0);
-  std::string log = read_log(path("chief.log"));
-  // Named by the coordination service's heartbeats, or by the shared-memory collective
-  // when the process is gone.
-  bool named = log.find("task worker:0 has sent no heartbeat") != std::string::npos ||
-               log.find("worker:0 (rank 1, pid") != std::string::npos;
-  EXPECT_TRUE(named) << testing::tail(log, 2000);
 }
 
 }  // namespace

@@ -271,11 +271,13 @@ TEST(GlooErrorsTest, APeerThatLeavesEndsTheOthersAllReduceAtOnce) {
   std::promise<void> left;
   auto start = std::chrono::steady_clock::now();
   auto leaver = std::async(std::launch::async, [&] {
-    auto collective = gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60);
+    auto collective = gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
+                                      {"chief:0", "worker:0"});
     collective.reset();
     left.set_value();
   });
-  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60);
+  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
+                                    {"chief:0", "worker:0"});
   left.get_future().wait();
   leaver.get();
   std::vector<float> x(1 << 20, 1.0f);
@@ -283,7 +285,9 @@ TEST(GlooErrorsTest, APeerThatLeavesEndsTheOthersAllReduceAtOnce) {
     collective->sum(x.data(), x.size());
     ADD_FAILURE() << "the all-reduce returned without its peer";
   } catch (const UnavailableError& e) {
-    EXPECT_NE(std::string(e.what()).find("all-reduce across 2 processes"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("all-reduce across 2 processes (this is chief:0): a peer "
+                                         "is gone (worker:0)"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));

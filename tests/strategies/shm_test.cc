@@ -1,7 +1,7 @@
 // The shared-memory collective: ranks as threads of this process over an in-memory store
 // (sums over ranks x sizes, bit-identical on every rank; broadcasts; a rank that never
-// arrives), and ranks as processes (one killed in the middle of a reduction is named, and no
-// segment is left in /dev/shm).
+// arrives, or leaves), and ranks as processes (one killed in the middle of a reduction is
+// named, and no segment is left in /dev/shm).
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -178,6 +178,38 @@ TEST(SharedMemoryCollectiveTest, APeerFailureEndsTheWaitWithItsName) {
   EXPECT_THROW(collective->sum(&x, 1), AbortedError);
   // The absent rank learns too, through the segment.
   EXPECT_THROW(held->sum(&x, 1), AbortedError);
+}
+
+// A rank that leaves (its training failed) ends the others' wait at once, by name, long
+// before the collective's timeout; its later calls fail too.
+TEST(SharedMemoryCollectiveTest, ARankThatLeavesEndsTheOthersWaitWithItsName) {
+  SharedMemoryOptions options;
+  options.rank_names = {"chief:0", "worker:0"};
+  MemoryStore store;
+  auto leaving = std::async(std::launch::async, [&] {
+    return shared_memory_collective(store, 0, 2, options);
+  });
+  auto collective = shared_memory_collective(store, 1, 2, options);
+  auto leaver = leaving.get();
+  std::thread leave([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    leaver->leave();
+  });
+  auto start = std::chrono::steady_clock::now();
+  std::vector<float> x(1 << 20, 1.0f);  // the chunked path
+  try {
+    collective->sum(x.data(), x.size());
+    ADD_FAILURE() << "the sum returned without its peer";
+  } catch (const AbortedError& e) {
+    EXPECT_NE(std::string(e.what()).find("chief:0 (rank 0) gave up on the collective"),
+              std::string::npos)
+        << e.what();
+  }
+  leave.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  float y = 1;
+  EXPECT_THROW(collective->sum(&y, 1), AbortedError);
+  EXPECT_THROW(leaver->sum(&y, 1), AbortedError);
 }
 
 TEST(SharedMemoryCollectiveTest, ARankThatNeverArrivesEndsAtTheTimeout) {

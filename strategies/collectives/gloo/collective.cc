@@ -98,8 +98,9 @@ constexpr size_t kMessageBytes = 128 << 10;
 // straight from the caller's memory.
 class GlooCollective : public ProcessCollective {
  public:
-  explicit GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context)
-      : context_(std::move(context)), inbox_(kMessageBytes) {
+  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context,
+                 std::vector<std::string> rank_names)
+      : context_(std::move(context)), rank_names_(std::move(rank_names)), inbox_(kMessageBytes) {
     if (size() == 1) return;
     for (int peer = 0; peer < size(); ++peer) {
       if (peer != rank()) context_->getPair(peer)->setSync(/*enable=*/true, /*busyPoll=*/false);
@@ -119,7 +120,9 @@ class GlooCollective : public ProcessCollective {
 
   void broadcast(void* data, size_t bytes, int root) override {
     if (size() == 1 || bytes == 0) return;
-    guard("broadcast", [&] {
+    std::vector<int> peers{root};
+    if (rank() == root) peers = others();
+    guard("broadcast", peers, [&] {
       gloo::BroadcastOneToAll<char>(context_, {static_cast<char*>(data)}, bytes, root).run();
     });
   }
@@ -128,8 +131,11 @@ class GlooCollective : public ProcessCollective {
   template <typename T>
   void reduce(T* data, size_t count) {
     if (count == 0 || size() == 1) return;
-    guard("all-reduce", [&] {
-      if (size() > 2 && count * sizeof(T) <= kSmallBytes) {
+    const bool small = size() > 2 && count * sizeof(T) <= kSmallBytes;
+    std::vector<int> peers{left(), (rank() + 1) % size()};
+    if (small) peers = others();
+    guard("all-reduce", peers, [&] {
+      if (small) {
         gloo::AllreduceHalvingDoubling<T>(context_, {data}, static_cast<int>(count), adder<T>())
             .run();
       } else {
@@ -176,13 +182,31 @@ class GlooCollective : public ProcessCollective {
 
   int left() const { return (rank() + size() - 1) % size(); }
 
+  std::vector<int> others() const {
+    std::vector<int> ranks;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank()) ranks.push_back(r);
+    }
+    return ranks;
+  }
+
+  std::string name_of(int r) const {
+    return static_cast<size_t>(r) < rank_names_.size() ? rank_names_[r] : str_cat("rank ", r);
+  }
+
+  // `peers`: the ranks the operation talks to, one of which failed when a pair does.
   template <typename F>
-  void guard(const char* what, F&& run) {
+  void guard(const char* what, std::vector<int> peers, F&& run) {
     try {
       run();
     } catch (const gloo::IoException& e) {
-      throw UnavailableError(str_cat("gloo ", what, " across ", size(), " processes (this is rank ",
-                                     rank(), "): a peer is gone: ", e.what()));
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      std::string names;
+      for (int peer : peers) names += str_cat(names.empty() ? "" : " or ", name_of(peer));
+      throw UnavailableError(str_cat("gloo ", what, " across ", size(), " processes (this is ",
+                                     name_of(rank()), "): a peer is gone (", names,
+                                     "): ", e.what()));
     } catch (const gloo::Exception& e) {
       throw AbortedError(
           str_cat("gloo ", what, " across ", size(), " processes failed: ", e.what()));
@@ -190,6 +214,7 @@ class GlooCollective : public ProcessCollective {
   }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::vector<std::string> rank_names_;
   std::vector<char> inbox_;
   int slots_ = 0;
   std::unique_ptr<gloo::transport::Buffer> receive_;  // the left neighbour's, into inbox_
@@ -199,7 +224,8 @@ class GlooCollective : public ProcessCollective {
 
 std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int size,
                                                    const std::string& host, double timeout_seconds,
-                                                   const std::string& prefix) {
+                                                   const std::string& prefix,
+                                                   std::vector<std::string> rank_names) {
   gloo::transport::tcp::attr attr;
   attr.hostname = host;
   try {
@@ -208,7 +234,7 @@ std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int s
     context->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
     RendezvousStore rendezvous(store, prefix, timeout_seconds);
     context->connectFullMesh(rendezvous, device);
-    return std::make_unique<GlooCollective>(std::move(context));
+    return std::make_unique<GlooCollective>(std::move(context), std::move(rank_names));
   } catch (const gloo::Exception& e) {
     throw UnavailableError(
         str_cat("gloo: rank ", rank, " of ", size, " could not connect on ", host, ": ", e.what()));

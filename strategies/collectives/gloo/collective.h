@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "strategies/cluster/store.h"
 #include "strategies/collectives/collective.h"
@@ -14,8 +15,11 @@ namespace cadre {
 // (the address peers reach this process at), exchanging addresses through `store` under
 // `prefix`. Blocks until every process has connected or timeout_seconds pass, which then
 // bound every collective. Throws UnavailableError naming the host when it cannot connect.
+// A collective that loses a peer throws UnavailableError naming the peers it was talking to
+// by `rank_names` (the job's task names; "rank r" where there are none).
 std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int size,
                                                    const std::string& host, double timeout_seconds,
-                                                   const std::string& prefix = "gloo");
+                                                   const std::string& prefix = "gloo",
+                                                   std::vector<std::string> rank_names = {});
 
 }  // namespace cadre

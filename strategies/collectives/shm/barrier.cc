@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "cadre/base/errors.h"
+#include "core/base/strings.h"
 
 namespace cadre {
 
@@ -38,8 +39,8 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
 }
 
 void throw_if_broken(const SharedBarrierState& state) {
-  if (state.broken.load(std::memory_order_acquire) != 0) {
-    throw AbortedError("another process gave up on the shared-memory collective");
+  if (uint32_t broken = state.broken.load(std::memory_order_acquire); broken != 0) {
+    throw AbortedError(str_cat("rank ", broken - 1, " gave up on the collective"));
   }
 }
 
@@ -77,11 +78,14 @@ void arrive_and_wait(SharedBarrierState& state, uint32_t parties,
   }
 }
 
-void break_barrier(SharedBarrierState& state) {
+void break_barrier(SharedBarrierState& state, int rank) {
   // The generation stays: it moves only when every party has arrived, so that a waiter
   // that sees it move knows it passed, however the collective ended after. Sleepers wake
   // now and see `broken` (or within kCheckEveryNanos, if the wake-up came before they slept).
-  state.broken.store(1, std::memory_order_seq_cst);
+  // The first to give up is the one named.
+  uint32_t none = 0;
+  state.broken.compare_exchange_strong(none, static_cast<uint32_t>(rank) + 1,
+                                       std::memory_order_seq_cst);
   futex_wake_all(state.generation);
 }
 

@@ -14,19 +14,20 @@ struct alignas(64) SharedBarrierState {
   std::atomic<uint32_t> arrived;
   alignas(64) std::atomic<uint32_t> generation;
   alignas(64) std::atomic<uint32_t> sleepers;
-  // Set by a process that gives up on a collective, so that the others stop waiting too.
+  // 1 + the rank of a process that gave up on the collective, so that the others stop
+  // waiting too; 0 while none has.
   alignas(64) std::atomic<uint32_t> broken;
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain words");
 
 // Blocks until `parties` processes have called it on the same state (a generation), or
 // throws what `check` throws: check() runs every few milliseconds while this process
-// sleeps, to see the deadline and dead peers. Throws AbortedError once any party has
-// called break_barrier().
+// sleeps, to see the deadline and dead peers. Throws AbortedError naming the rank once any
+// party has called break_barrier().
 void arrive_and_wait(SharedBarrierState& state, uint32_t parties,
                      const std::function<void()>& check);
 
-// Wakes and fails every waiter, now and later.
-void break_barrier(SharedBarrierState& state);
+// Wakes and fails every waiter, now and later: `rank` gave up.
+void break_barrier(SharedBarrierState& state, int rank);
 
 }  // namespace cadre

@@ -85,6 +85,8 @@ class SharedMemoryCollective : public ProcessCollective {
     guard("all-reduce", [&] { reduce(data, count); });
   }
 
+  void leave() override { break_barrier(header_->barrier, rank_); }
+
   void broadcast(void* data, size_t bytes, int root) override {
     if (root < 0 || root >= size_) {
       throw InvalidArgumentError(str_cat("broadcast root ", root, " is not a rank of ", size_));
@@ -193,6 +195,12 @@ class SharedMemoryCollective : public ProcessCollective {
     }
   }
 
+  std::string name_of(int r) const {
+    return static_cast<size_t>(r) < options_.rank_names.size()
+               ? str_cat(options_.rank_names[r], " (rank ", r, ")")
+               : str_cat("rank ", r);
+  }
+
   template <typename F>
   void guard(const char* what, F&& run) {
     if (!broken_.empty()) {
@@ -206,9 +214,14 @@ class SharedMemoryCollective : public ProcessCollective {
       run();
     } catch (const Error& e) {
       broken_ = e.what();
-      break_barrier(header_->barrier);
+      // A peer that gave up (it failed, or left) named itself in the barrier.
+      uint32_t left = header_->barrier.broken.load(std::memory_order_acquire);
+      if (left != 0 && static_cast<int>(left) - 1 != rank_) {
+        broken_ = str_cat(name_of(static_cast<int>(left) - 1), " gave up on the collective");
+      }
+      break_barrier(header_->barrier, rank_);
       std::string message = str_cat("shared-memory ", what, " across ", size_,
-                                    " processes (this is rank ", rank_, "): ", e.what());
+                                    " processes (this is rank ", rank_, "): ", broken_);
       if (dynamic_cast<const DeadlineExceededError*>(&e)) throw DeadlineExceededError(message);
       if (dynamic_cast<const UnavailableError*>(&e)) throw UnavailableError(message);
       throw AbortedError(message);
