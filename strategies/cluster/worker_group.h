@@ -22,8 +22,9 @@ struct WorkerGroup {
   std::atomic<bool> collective_failed{false};     // an operation of `collective` threw
 
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
-  // outlives the others' last calls, unless a collective failed (the group is broken and a
-  // peer may be dead); then stops heartbeats and the service.
+  // outlives the others' last calls, unless a collective failed (a peer may be dead) or an
+  // exception is ending this task: then it leaves the collective at once, so that the others'
+  // collectives fail now. Then stops heartbeats and the service.
   ~WorkerGroup();
 };
 

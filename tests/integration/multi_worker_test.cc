@@ -88,7 +88,8 @@ class MultiWorkerTest : public cadre::testing::TempDirTest {
   // A chief and a worker train until the worker is SIGKILLed: the chief names it and exits
   // with status 1 within `seconds`, without waiting for the heartbeat timeout (5 s).
   void expect_a_worker_that_dies_is_named_and_the_chief_stops(
-      std::vector<std::pair<std::string, std::string>> env, double seconds) {
+      const std::vector<std::pair<std::string, std::string>>& env, double seconds) {
+    std::filesystem::remove_all(path("m"));
     std::string cluster = cluster_json(free_port(), free_port());
     pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
                         1000000, path("chief.log"), "", "", "", env);
@@ -308,8 +309,14 @@ TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
   expect_a_worker_that_dies_is_named_and_the_chief_stops({}, 3.0);
 }
 
+// Three times: a worker killed right after sending a message leaves the chief's next write
+// to raise SIGPIPE (about one kill in three did, killing the chief with status 141, before
+// the collective blocked it).
 TEST_F(MultiWorkerTest, AWorkerThatDiesOverGlooIsNamedAndTheChiefStops) {
-  expect_a_worker_that_dies_is_named_and_the_chief_stops({{"HELPER_TRANSPORT", "gloo"}}, 3.0);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    expect_a_worker_that_dies_is_named_and_the_chief_stops({{"HELPER_TRANSPORT", "gloo"}}, 3.0);
+  }
 }
 
 // The chief fails by itself (its training throws) while the worker waits for it in an

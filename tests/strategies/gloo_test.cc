@@ -3,6 +3,8 @@
 // every rank, a rank whose peers never come and one whose peer leaves.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -291,6 +293,44 @@ TEST(GlooErrorsTest, APeerThatLeavesEndsTheOthersAllReduceAtOnce) {
         << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// A root that broadcasts to a peer that left gets an error naming the peer, and its thread's
+// signal mask is as it was: SIGPIPE, which the collective blocks while it writes, neither
+// left blocked nor pending. (Whether a write raises SIGPIPE depends on how the peer's
+// connection ended: MultiWorkerTest's SIGKILLed worker shows it.)
+TEST(GlooErrorsTest, ABroadcastToAPeerThatLeftNamesItAndLeavesTheSignalMaskAsItWas) {
+  MemoryStore store;
+  std::promise<void> left;
+  auto leaver = std::async(std::launch::async, [&] {
+    auto collective = gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
+                                      {"chief:0", "worker:0"});
+    collective.reset();
+    left.set_value();
+  });
+  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
+                                    {"chief:0", "worker:0"});
+  left.get_future().wait();
+  leaver.get();
+  std::vector<char> bytes(8 << 20, 'x');
+  std::string error;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    try {
+      collective->broadcast(bytes.data(), bytes.size(), /*root=*/0);
+    } catch (const UnavailableError& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find("broadcast across 2 processes (this is chief:0): a peer is gone "
+                       "(worker:0)"),
+            std::string::npos)
+      << error;
+  sigset_t mask;
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, nullptr, &mask), 0);
+  EXPECT_EQ(sigismember(&mask, SIGPIPE), 0) << "SIGPIPE left blocked";
+  sigset_t pending;
+  ASSERT_EQ(sigpending(&pending), 0);
+  EXPECT_EQ(sigismember(&pending, SIGPIPE), 0) << "a SIGPIPE left pending";
 }
 
 }  // namespace

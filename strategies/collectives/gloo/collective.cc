@@ -1,6 +1,8 @@
 #include "strategies/collectives/gloo/collective.h"
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <gloo/allreduce_halving_doubling.h>
@@ -80,6 +82,38 @@ const gloo::ReductionFunction<T>* adder() {
   return &add;
 }
 
+// Gloo writes to its sockets with writev(), and a write to a peer that has died raises
+// SIGPIPE, whose default action ends the process before it can name the peer. A process's
+// signal dispositions are its owner's, so instead SIGPIPE is blocked on the threads that
+// write: the caller's for the length of an operation (the pairs are synchronous), and Gloo's
+// event-loop thread for good (it inherits the mask of the thread that creates the device).
+// A write that failed raised the thread's SIGPIPE: take() consumes it before the mask is
+// restored (a write that succeeded raised none).
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+  void take() {
+    if (sigismember(&old_, SIGPIPE) == 1) return;  // the caller blocks it: its own business
+    sigset_t pending;
+    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+  }
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+};
+
 // Up to this size, an all-reduce of more than 2 processes goes by halving and doubling
 // (about log2(n) exchanges) rather than the ring's 2(n-1).
 constexpr size_t kSmallBytes = 256 << 10;
@@ -120,9 +154,7 @@ class GlooCollective : public ProcessCollective {
 
   void broadcast(void* data, size_t bytes, int root) override {
     if (size() == 1 || bytes == 0) return;
-    std::vector<int> peers{root};
-    if (rank() == root) peers = others();
-    guard("broadcast", peers, [&] {
+    guard("broadcast", rank() == root ? kEveryOther : root, root, [&] {
       gloo::BroadcastOneToAll<char>(context_, {static_cast<char*>(data)}, bytes, root).run();
     });
   }
@@ -132,9 +164,7 @@ class GlooCollective : public ProcessCollective {
   void reduce(T* data, size_t count) {
     if (count == 0 || size() == 1) return;
     const bool small = size() > 2 && count * sizeof(T) <= kSmallBytes;
-    std::vector<int> peers{left(), (rank() + 1) % size()};
-    if (small) peers = others();
-    guard("all-reduce", peers, [&] {
+    guard("all-reduce", small ? kEveryOther : left(), (rank() + 1) % size(), [&] {
       if (small) {
         gloo::AllreduceHalvingDoubling<T>(context_, {data}, static_cast<int>(count), adder<T>())
             .run();
@@ -182,32 +212,35 @@ class GlooCollective : public ProcessCollective {
 
   int left() const { return (rank() + size() - 1) % size(); }
 
-  std::vector<int> others() const {
-    std::vector<int> ranks;
-    for (int r = 0; r < size(); ++r) {
-      if (r != rank()) ranks.push_back(r);
-    }
-    return ranks;
-  }
-
   std::string name_of(int r) const {
     return static_cast<size_t>(r) < rank_names_.size() ? rank_names_[r] : str_cat("rank ", r);
   }
 
-  // `peers`: the ranks the operation talks to, one of which failed when a pair does.
+  // "worker:0 or worker:2": the peers an operation talks to (`first` and `second`, or every
+  // other rank when `first` is kEveryOther), one of which is gone when a pair fails.
+  std::string peers_named(int first, int second) const {
+    std::string names;
+    for (int r = 0; r < size(); ++r) {
+      bool talks = first == kEveryOther ? r != rank() : r == first || r == second;
+      if (talks) names += str_cat(names.empty() ? "" : " or ", name_of(r));
+    }
+    return names;
+  }
+
+  static constexpr int kEveryOther = -1;
+
   template <typename F>
-  void guard(const char* what, std::vector<int> peers, F&& run) {
+  void guard(const char* what, int first, int second, F&& run) {
+    SigpipeBlocked writes;
     try {
       run();
     } catch (const gloo::IoException& e) {
-      std::sort(peers.begin(), peers.end());
-      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
-      std::string names;
-      for (int peer : peers) names += str_cat(names.empty() ? "" : " or ", name_of(peer));
+      writes.take();
       throw UnavailableError(str_cat("gloo ", what, " across ", size(), " processes (this is ",
-                                     name_of(rank()), "): a peer is gone (", names,
-                                     "): ", e.what()));
+                                     name_of(rank()), "): a peer is gone (",
+                                     peers_named(first, second), "): ", e.what()));
     } catch (const gloo::Exception& e) {
+      writes.take();
       throw AbortedError(
           str_cat("gloo ", what, " across ", size(), " processes failed: ", e.what()));
     }
@@ -228,6 +261,7 @@ std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int s
                                                    std::vector<std::string> rank_names) {
   gloo::transport::tcp::attr attr;
   attr.hostname = host;
+  SigpipeBlocked writes;  // here and in the device's event-loop thread, created below
   try {
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -236,6 +270,7 @@ std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int s
     context->connectFullMesh(rendezvous, device);
     return std::make_unique<GlooCollective>(std::move(context), std::move(rank_names));
   } catch (const gloo::Exception& e) {
+    writes.take();
     throw UnavailableError(
         str_cat("gloo: rank ", rank, " of ", size, " could not connect on ", host, ": ", e.what()));
   }
