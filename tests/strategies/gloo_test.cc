@@ -266,22 +266,24 @@ TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
+// Rank 0 ("chief:0") of two, once rank 1 ("worker:0") has connected and closed its end.
+std::unique_ptr<ProcessCollective> chief_whose_worker_left(MemoryStore& store) {
+  const std::vector<std::string> names{"chief:0", "worker:0"};
+  auto leaver = std::async(std::launch::async, [&] {
+    gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo", names).reset();
+  });
+  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
+                                    names);
+  leaver.get();
+  return collective;
+}
+
 // A peer that leaves while the others wait in an all-reduce ends their wait at once with
 // UnavailableError naming the collective, not at the timeout, and the process lives on.
 TEST(GlooErrorsTest, APeerThatLeavesEndsTheOthersAllReduceAtOnce) {
   MemoryStore store;
-  std::promise<void> left;
   auto start = std::chrono::steady_clock::now();
-  auto leaver = std::async(std::launch::async, [&] {
-    auto collective = gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
-                                      {"chief:0", "worker:0"});
-    collective.reset();
-    left.set_value();
-  });
-  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
-                                    {"chief:0", "worker:0"});
-  left.get_future().wait();
-  leaver.get();
+  auto collective = chief_whose_worker_left(store);
   std::vector<float> x(1 << 20, 1.0f);
   try {
     collective->sum(x.data(), x.size());
@@ -301,17 +303,7 @@ TEST(GlooErrorsTest, APeerThatLeavesEndsTheOthersAllReduceAtOnce) {
 // connection ended: MultiWorkerTest's SIGKILLed worker shows it.)
 TEST(GlooErrorsTest, ABroadcastToAPeerThatLeftNamesItAndLeavesTheSignalMaskAsItWas) {
   MemoryStore store;
-  std::promise<void> left;
-  auto leaver = std::async(std::launch::async, [&] {
-    auto collective = gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
-                                      {"chief:0", "worker:0"});
-    collective.reset();
-    left.set_value();
-  });
-  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
-                                    {"chief:0", "worker:0"});
-  left.get_future().wait();
-  leaver.get();
+  auto collective = chief_whose_worker_left(store);
   std::vector<char> bytes(8 << 20, 'x');
   std::string error;
   for (int attempt = 0; attempt < 3; ++attempt) {
