@@ -37,12 +37,16 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
                                                    const std::string& host,
                                                    const HostCollectiveOptions& options) {
   const double timeout = options.timeout_seconds;
+  GlooOptions gloo;
+  gloo.timeout_seconds = timeout;
+  gloo.peer_failure = options.peer_failure;
+  gloo.rank_names = options.rank_names;
   auto name_of = [&](int r) {
     return static_cast<size_t>(r) < options.rank_names.size() ? options.rank_names[r]
                                                               : str_cat("rank ", r);
   };
   if (options.transport == HostTransport::kGloo || size == 1) {
-    return gloo_collective(store, rank, size, host, timeout, "gloo", options.rank_names);
+    return gloo_collective(store, rank, size, host, gloo);
   }
   const std::string own = options.host_key.empty() ? host_key() : options.host_key;
   store.set(str_cat("collective/host/", rank), own);
@@ -68,7 +72,7 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
   set_processes_sharing_cores(local_size);
   if (num_hosts == size && options.transport == HostTransport::kAuto) {
     // Nobody to share memory with.
-    return gloo_collective(store, rank, size, host, timeout, "gloo", options.rank_names);
+    return gloo_collective(store, rank, size, host, gloo);
   }
 
   std::unique_ptr<ProcessCollective> local;
@@ -95,7 +99,7 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
     }
     LOG(WARNING) << "processes of one host cannot share /dev/shm; every process reduces "
                  << "through Gloo's TCP instead";
-    return gloo_collective(store, rank, size, host, timeout, "gloo", options.rank_names);
+    return gloo_collective(store, rank, size, host, gloo);
   }
   if (num_hosts == 1) return local;
   if (options.transport == HostTransport::kSharedMemory) {
@@ -108,8 +112,9 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
     for (int r = 0; r < size; ++r) {
       if (host_of[r] == static_cast<int>(leader_names.size())) leader_names.push_back(name_of(r));
     }
-    leaders = gloo_collective(store, my_host, num_hosts, host, timeout, "collective/leaders",
-                              std::move(leader_names));
+    GlooOptions across = gloo;
+    across.rank_names = std::move(leader_names);
+    leaders = gloo_collective(store, my_host, num_hosts, host, across, "collective/leaders");
   }
   return hierarchical_collective(rank, size, std::move(local), std::move(leaders),
                                  std::move(host_of));

@@ -23,7 +23,7 @@ enum class HostTransport {
 struct HostCollectiveOptions {
   HostTransport transport = HostTransport::kAuto;
   double timeout_seconds = 300;
-  std::function<std::string()> peer_failure;  // see SharedMemoryOptions
+  std::function<std::string()> peer_failure;  // see SharedMemoryOptions and GlooOptions
   std::vector<std::string> rank_names;        // see SharedMemoryOptions
   // Which host this process is on (processes that share memory have the same); empty: its
   // kernel's boot id and its network namespace.

@@ -319,6 +319,34 @@ TEST_F(MultiWorkerTest, AWorkerThatDiesOverGlooIsNamedAndTheChiefStops) {
   }
 }
 
+// A worker that hangs (SIGSTOP: its connections stay open, as with a host that lost power
+// or its network) over Gloo: the chief's read would wait for the collective's timeout (60 s
+// here); the coordination service declares the worker dead at the heartbeat timeout (5 s)
+// and the chief's all-reduce ends then, naming it.
+TEST_F(MultiWorkerTest, AWorkerThatHangsOverGlooIsNamedAtTheHeartbeatTimeout) {
+  std::string cluster = cluster_json(free_port(), free_port());
+  std::vector<std::pair<std::string, std::string>> env{{"HELPER_TRANSPORT", "gloo"}};
+  pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
+                      1000000, path("chief.log"), "", "", "", env);
+  pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", path("m"),
+                       1000000, path("worker.log"), "", "", "", env);
+  auto start_time = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(path("m") + "/model.ckpt-10.h5") &&
+         std::chrono::steady_clock::now() - start_time < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(worker, SIGSTOP);
+  auto stopped = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_for(chief), 1);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  ::kill(worker, SIGKILL);
+  wait_for(worker);
+  std::string log = read_log(path("chief.log"));
+  EXPECT_LT(seconds, 20.0) << testing::tail(log, 2000);
+  EXPECT_NE(log.find("the cluster failed: task worker:0 has sent no heartbeat"), std::string::npos)
+      << testing::tail(log, 2000);
+}
+
 // The chief fails by itself (its training throws) while the worker waits for it in an
 // all-reduce: the chief leaves without waiting at the shutdown barrier (30 s), and the
 // worker stops right after it, not at the heartbeat timeout (5 s).

@@ -16,6 +16,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -26,6 +27,12 @@
 namespace cadre {
 namespace {
 
+GlooOptions within(double seconds) {
+  GlooOptions options;
+  options.timeout_seconds = seconds;
+  return options;
+}
+
 // Runs fn on `ranks` threads, each with its rank's end of one Gloo context.
 void on_ranks(int ranks, const std::function<void(ProcessCollective&)>& fn) {
   MemoryStore store;
@@ -33,7 +40,7 @@ void on_ranks(int ranks, const std::function<void(ProcessCollective&)>& fn) {
   for (int r = 0; r < ranks; ++r) {
     done.push_back(std::async(std::launch::async, [&, r] {
       std::unique_ptr<ProcessCollective> collective =
-          gloo_collective(store, r, ranks, "127.0.0.1", /*timeout_seconds=*/30);
+          gloo_collective(store, r, ranks, "127.0.0.1", within(30));
       EXPECT_EQ(collective->rank(), r);
       EXPECT_EQ(collective->size(), ranks);
       EXPECT_EQ(collective->device(), Device::cpu(0));
@@ -171,7 +178,7 @@ TEST(GlooRendezvousTest, PublishedAddressesHoldNoUninitialisedBytes) {
   std::vector<std::future<void>> done;
   for (int r = 0; r < 3; ++r) {
     done.push_back(std::async(std::launch::async, [&, r] {
-      auto collective = gloo_collective(store, r, 3, "127.0.0.1", /*timeout_seconds=*/30);
+      auto collective = gloo_collective(store, r, 3, "127.0.0.1", within(30));
       float x = 1;
       collective->sum(&x, 1);
       EXPECT_EQ(x, 3);
@@ -234,7 +241,7 @@ TEST(GlooRendezvousTest, AStrangersConnectionsBreakTheRendezvousCleanly) {
   for (int r = 0; r < 2; ++r) {
     done.push_back(std::async(std::launch::async, [&, r]() -> std::string {
       try {
-        auto collective = gloo_collective(scanned, r, 2, "127.0.0.1", /*timeout_seconds=*/5);
+        auto collective = gloo_collective(scanned, r, 2, "127.0.0.1", within(5));
         float x = 1;
         collective->sum(&x, 1);
         return x == 2 ? "connected" : "wrong sum";
@@ -261,19 +268,19 @@ TEST(GlooRendezvousTest, AStrangersConnectionsBreakTheRendezvousCleanly) {
 TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
   MemoryStore store;
   auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/1),
+  EXPECT_THROW(gloo_collective(store, 0, 2, "127.0.0.1", within(1)),
                DeadlineExceededError);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 // Rank 0 ("chief:0") of two, once rank 1 ("worker:0") has connected and closed its end.
 std::unique_ptr<ProcessCollective> chief_whose_worker_left(MemoryStore& store) {
-  const std::vector<std::string> names{"chief:0", "worker:0"};
+  GlooOptions named = within(60);
+  named.rank_names = {"chief:0", "worker:0"};
   auto leaver = std::async(std::launch::async, [&] {
-    gloo_collective(store, 1, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo", names).reset();
+    gloo_collective(store, 1, 2, "127.0.0.1", named).reset();
   });
-  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", /*timeout_seconds=*/60, "gloo",
-                                    names);
+  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", named);
   leaver.get();
   return collective;
 }
@@ -323,6 +330,41 @@ TEST(GlooErrorsTest, ABroadcastToAPeerThatLeftNamesItAndLeavesTheSignalMaskAsItW
   sigset_t pending;
   ASSERT_EQ(sigpending(&pending), 0);
   EXPECT_EQ(sigismember(&pending, SIGPIPE), 0) << "a SIGPIPE left pending";
+}
+
+// A peer that hangs (stopped, or its host unreachable) closes no connection: the others'
+// reads would wait for the timeout. Once the coordination service declares it dead, the
+// waiting operation ends at once with the service's words.
+TEST(GlooErrorsTest, AHungPeerEndsTheWaitWhenTheServiceDeclaresItDead) {
+  std::atomic<bool> declared{false};
+  GlooOptions options = within(60);
+  options.peer_failure = [&] {
+    return declared ? std::string("task worker:0 has sent no heartbeat for 10 s") : "";
+  };
+  options.rank_names = {"chief:0", "worker:0"};
+  MemoryStore store;
+  auto hung = std::async(std::launch::async,
+                         [&] { return gloo_collective(store, 1, 2, "127.0.0.1", options); });
+  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", options);
+  auto held = hung.get();  // connected, and never calls sum
+  std::thread declare([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    declared = true;
+  });
+  auto start = std::chrono::steady_clock::now();
+  std::vector<float> x(1 << 20, 1.0f);
+  try {
+    collective->sum(x.data(), x.size());
+    ADD_FAILURE() << "the all-reduce returned without its peer";
+  } catch (const std::exception& e) {
+    EXPECT_NE(dynamic_cast<const AbortedError*>(&e), nullptr) << e.what();
+    EXPECT_NE(std::string(e.what()).find("all-reduce across 2 processes (this is chief:0): the "
+                                         "cluster failed: task worker:0 has sent no heartbeat"),
+              std::string::npos)
+        << e.what();
+  }
+  declare.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 }  // namespace

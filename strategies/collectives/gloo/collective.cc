@@ -20,6 +20,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/collectives/gloo/socket_watchdog.h"
 
 namespace cadre {
 
@@ -44,18 +45,23 @@ std::string without_stale_bytes(const std::vector<char>& data) {
   return bytes;
 }
 
-// Gloo's rendezvous store on ours, its keys under a prefix.
+// Gloo's rendezvous store on ours, its keys under a prefix. It notes the listening
+// endpoints that pass through it, this process's and its peers', for the SocketWatchdog.
 class RendezvousStore : public gloo::rendezvous::Store {
  public:
   RendezvousStore(cadre::Store& store, std::string prefix, double timeout_seconds)
       : store_(store), prefix_(std::move(prefix)), timeout_(timeout_seconds) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(prefix_ + "/" + key, without_stale_bytes(data));
+    std::string bytes = without_stale_bytes(data);
+    note_listeners(bytes);
+    store_.set(prefix_ + "/" + key, bytes);
   }
   std::vector<char> get(const std::string& key) override {
     std::string value = store_.get(prefix_ + "/" + key, timeout_);
+    note_listeners(value);
     return {value.begin(), value.end()};
   }
+  const std::vector<std::string>& listeners() const { return listeners_; }
   void wait(const std::vector<std::string>& keys) override { wait(keys, {}); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
     std::vector<std::string> prefixed;
@@ -64,9 +70,18 @@ class RendezvousStore : public gloo::rendezvous::Store {
   }
 
  private:
+  void note_listeners(const std::string& bytes) {
+    for (std::string& endpoint : listener_endpoints(bytes)) {
+      if (std::find(listeners_.begin(), listeners_.end(), endpoint) == listeners_.end()) {
+        listeners_.push_back(std::move(endpoint));
+      }
+    }
+  }
+
   cadre::Store& store_;
   std::string prefix_;
   double timeout_;
+  std::vector<std::string> listeners_;
 };
 
 // x += y, vectorised by the compiler (Gloo's own sum goes through pointers that may alias).
@@ -132,13 +147,16 @@ constexpr size_t kMessageBytes = 128 << 10;
 // straight from the caller's memory.
 class GlooCollective : public ProcessCollective {
  public:
-  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context,
-                 std::vector<std::string> rank_names)
-      : context_(std::move(context)), rank_names_(std::move(rank_names)), inbox_(kMessageBytes) {
+  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context, GlooOptions options,
+                 const std::vector<std::string>& listeners)
+      : context_(std::move(context)),
+        rank_names_(std::move(options.rank_names)),
+        inbox_(kMessageBytes) {
     if (size() == 1) return;
     for (int peer = 0; peer < size(); ++peer) {
       if (peer != rank()) context_->getPair(peer)->setSync(/*enable=*/true, /*busyPoll=*/false);
     }
+    watchdog_ = std::make_unique<SocketWatchdog>(listeners, std::move(options.peer_failure));
     // Slot base + r is what rank r receives the ring's messages in, from its left neighbour.
     slots_ = context_->nextSlot(size());
     receive_ = context_->getPair(left())->createRecvBuffer(slots_ + rank(), inbox_.data(),
@@ -236,6 +254,12 @@ class GlooCollective : public ProcessCollective {
       run();
     } catch (const gloo::IoException& e) {
       writes.take();
+      // Once the service has declared a task dead, that is what ended the operation (the
+      // watchdog, or a peer's, shut the sockets down).
+      if (std::string verdict = watchdog_ ? watchdog_->verdict() : ""; !verdict.empty()) {
+        throw AbortedError(str_cat("gloo ", what, " across ", size(), " processes (this is ",
+                                   name_of(rank()), "): the cluster failed: ", verdict));
+      }
       throw UnavailableError(str_cat("gloo ", what, " across ", size(), " processes (this is ",
                                      name_of(rank()), "): a peer is gone (",
                                      peers_named(first, second), "): ", e.what()));
@@ -251,14 +275,15 @@ class GlooCollective : public ProcessCollective {
   std::vector<char> inbox_;
   int slots_ = 0;
   std::unique_ptr<gloo::transport::Buffer> receive_;  // the left neighbour's, into inbox_
+  std::unique_ptr<SocketWatchdog> watchdog_;  // stops before the context closes its sockets
 };
 
 }  // namespace
 
 std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int size,
-                                                   const std::string& host, double timeout_seconds,
-                                                   const std::string& prefix,
-                                                   std::vector<std::string> rank_names) {
+                                                   const std::string& host, GlooOptions options,
+                                                   const std::string& prefix) {
+  const double timeout_seconds = options.timeout_seconds;
   gloo::transport::tcp::attr attr;
   attr.hostname = host;
   SigpipeBlocked writes;  // here and in the device's event-loop thread, created below
@@ -268,7 +293,8 @@ std::unique_ptr<ProcessCollective> gloo_collective(Store& store, int rank, int s
     context->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
     RendezvousStore rendezvous(store, prefix, timeout_seconds);
     context->connectFullMesh(rendezvous, device);
-    return std::make_unique<GlooCollective>(std::move(context), std::move(rank_names));
+    return std::make_unique<GlooCollective>(std::move(context), std::move(options),
+                                            rendezvous.listeners());
   } catch (const gloo::Exception& e) {
     writes.take();
     throw UnavailableError(
