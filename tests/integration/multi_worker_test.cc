@@ -85,22 +85,29 @@ class MultiWorkerTest : public cadre::testing::TempDirTest {
     }
   }
 
-  // A chief and a worker train until the worker is SIGKILLed: the chief names it and exits
-  // with status 1 within `seconds`, without waiting for the heartbeat timeout (5 s).
-  void expect_a_worker_that_dies_is_named_and_the_chief_stops(
-      const std::vector<std::pair<std::string, std::string>>& env, double seconds) {
+  // Starts a chief and a worker training in model_dir "m" (emptied first) and returns
+  // their pids once the chief has saved step 10.
+  std::pair<pid_t, pid_t> start_training(
+      const std::vector<std::pair<std::string, std::string>>& env) {
     std::filesystem::remove_all(path("m"));
     std::string cluster = cluster_json(free_port(), free_port());
     pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
                         1000000, path("chief.log"), "", "", "", env);
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", path("m"),
                          1000000, path("worker.log"), "", "", "", env);
-    // Let them form the cluster and train a little, then kill the worker.
     auto start_time = std::chrono::steady_clock::now();
     while (!std::filesystem::exists(path("m") + "/model.ckpt-10.h5") &&
            std::chrono::steady_clock::now() - start_time < std::chrono::seconds(60)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    return {chief, worker};
+  }
+
+  // A chief and a worker train until the worker is SIGKILLed: the chief names it and exits
+  // with status 1 within `seconds`, without waiting for the heartbeat timeout (5 s).
+  void expect_a_worker_that_dies_is_named_and_the_chief_stops(
+      const std::vector<std::pair<std::string, std::string>>& env, double seconds) {
+    auto [chief, worker] = start_training(env);
     ::kill(worker, SIGKILL);
     wait_for(worker);
     auto killed = std::chrono::steady_clock::now();
@@ -324,17 +331,7 @@ TEST_F(MultiWorkerTest, AWorkerThatDiesOverGlooIsNamedAndTheChiefStops) {
 // here); the coordination service declares the worker dead at the heartbeat timeout (5 s)
 // and the chief's all-reduce ends then, naming it.
 TEST_F(MultiWorkerTest, AWorkerThatHangsOverGlooIsNamedAtTheHeartbeatTimeout) {
-  std::string cluster = cluster_json(free_port(), free_port());
-  std::vector<std::pair<std::string, std::string>> env{{"HELPER_TRANSPORT", "gloo"}};
-  pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
-                      1000000, path("chief.log"), "", "", "", env);
-  pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", path("m"),
-                       1000000, path("worker.log"), "", "", "", env);
-  auto start_time = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(path("m") + "/model.ckpt-10.h5") &&
-         std::chrono::steady_clock::now() - start_time < std::chrono::seconds(60)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  auto [chief, worker] = start_training({{"HELPER_TRANSPORT", "gloo"}});
   ::kill(worker, SIGSTOP);
   auto stopped = std::chrono::steady_clock::now();
   EXPECT_EQ(wait_for(chief), 1);
