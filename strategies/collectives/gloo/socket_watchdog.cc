@@ -114,7 +114,7 @@ SocketWatchdog::SocketWatchdog(const std::vector<std::string>& listeners,
     const auto& [local, remote] = it->second;
     // A pair's socket was accepted by this process's listener, or connected to a peer's;
     // a listening socket has no remote end.
-    if (remote.size() > 2 && remote.find_first_not_of('\0') != std::string::npos &&
+    if (remote.find_first_not_of('\0') != std::string::npos &&
         (listening.count(local) || listening.count(remote))) {
       sockets_.push_back({static_cast<int>(fd), it->first});
     }

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <functional>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,8 +34,6 @@ class SocketWatchdog {
   // learnt it first may have closed its end before this watchdog's next look); empty while
   // every task is alive.
   std::string verdict() const;
-  // How many sockets it watches.
-  size_t sockets() const { return sockets_.size(); }
 
  private:
   struct Socket {
