@@ -3,7 +3,8 @@
 // copied into its bucket, and a full bucket goes to a communication thread that all-reduces
 // it while the training thread computes the next gradients. The optimizer waits only at
 // finish(), which sums the last bucket itself (it fills with the pass's last gradient, so
-// there is nothing left to overlap it with, and waking the thread for it costs a hand-off). Internal to the strategies module (MultiWorkerMirrored).
+// there is nothing left to overlap it with, and waking the thread for it costs a hand-off).
+// Internal to the strategies module (MultiWorkerMirrored).
 //
 // Buckets hold the gradients in the order the backward pass finishes them, up to
 // first_bucket_bytes for the first (so that communication starts early) and bucket_bytes

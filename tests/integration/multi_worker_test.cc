@@ -335,7 +335,7 @@ TEST_F(MultiWorkerTest, AWorkerThatHangsOverGlooIsNamedAtTheHeartbeatTimeout) {
   ::kill(worker, SIGSTOP);
   auto stopped = std::chrono::steady_clock::now();
   EXPECT_EQ(wait_for(chief), 1);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
   ::kill(worker, SIGKILL);
   wait_for(worker);
   std::string log = read_log(path("chief.log"));
@@ -358,7 +358,8 @@ TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
                         1000000, path("chief.log"), "", "", "",
                         {{"HELPER_TRANSPORT", transport}, {"HELPER_FAIL_AT_STEP", "30"}});
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir,
-                         1000000, path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
+                         1000000, path("worker.log"), "", "", "",
+                         {{"HELPER_TRANSPORT", transport}});
     EXPECT_EQ(wait_for(chief), 1) << read_log(path("chief.log"));
     auto chief_ended = Clock::now();
     EXPECT_EQ(wait_for(worker), 1) << read_log(path("worker.log"));
@@ -371,9 +372,9 @@ TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
     EXPECT_NE(chief_log.find("failing at step 30"), std::string::npos)
         << testing::tail(chief_log, 2000);
     // The worker names the chief as the peer it lost.
-    bool named = worker_log.find("chief:0 (rank 0) gave up on the collective") != std::string::npos ||
-                 worker_log.find("chief:0 (rank 0, pid") != std::string::npos ||
-                 worker_log.find("a peer is gone (chief:0)") != std::string::npos;
+    auto has = [&](const char* text) { return worker_log.find(text) != std::string::npos; };
+    bool named = has("chief:0 (rank 0) gave up on the collective") ||
+                 has("chief:0 (rank 0, pid") || has("a peer is gone (chief:0)");
     EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
   }
 }

@@ -181,7 +181,9 @@ Key key_of(const Geometry& g, const Conv2DParams& p, bool bias) {
 void conv2d_f32(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                 const Conv2DParams& p) {
   const Geometry g = geometry(x, w, y.shape(), p);
-  if (conv_one_channel::in_registers_suits(g)) return conv_one_channel::forward(x, w, bias, p.activation, y, g);
+  if (conv_one_channel::in_registers_suits(g)) {
+    return conv_one_channel::forward(x, w, bias, p.activation, y, g);
+  }
   Key key = key_of(g, p, bias.defined());
   Conv& conv = conv_for(key);
   auto wmd = conv.fwd_pd.weights_desc();

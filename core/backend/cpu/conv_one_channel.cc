@@ -402,8 +402,8 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& bias, kernels::Acti
 bool forward_max_pool_suits(const ConvGeometry& g, const kernels::Pool2DParams& pool) {
   const bool no_padding = pool.pad_begin == std::array<int64_t, 2>{0, 0} &&
                           pool.pad_end == std::array<int64_t, 2>{0, 0};
-  return in_registers_suits(g) && pool.kind == kernels::PoolKind::kMax && pool.strides == pool.window &&
-         no_padding && pool.window[0] <= g.oh && pool.window[1] <= g.ow &&
+  return in_registers_suits(g) && pool.kind == kernels::PoolKind::kMax &&
+         pool.strides == pool.window && no_padding && pool.window[0] <= g.oh && pool.window[1] <= g.ow &&
          pool.window[0] * pool.window[1] <= kMaxWindowTaps;
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ class RendezvousStore : public gloo::rendezvous::Store {
     note_listeners(value);
     return {value.begin(), value.end()};
   }
-  const std::vector<std::string>& listeners() const { return listeners_; }
+  const std::set<std::string>& listeners() const { return listeners_; }
   void wait(const std::vector<std::string>& keys) override { wait(keys, {}); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override {
     std::vector<std::string> prefixed;
@@ -71,17 +72,13 @@ class RendezvousStore : public gloo::rendezvous::Store {
 
  private:
   void note_listeners(const std::string& bytes) {
-    for (std::string& endpoint : listener_endpoints(bytes)) {
-      if (std::find(listeners_.begin(), listeners_.end(), endpoint) == listeners_.end()) {
-        listeners_.push_back(std::move(endpoint));
-      }
-    }
+    for (std::string& endpoint : listener_endpoints(bytes)) listeners_.insert(std::move(endpoint));
   }
 
   cadre::Store& store_;
   std::string prefix_;
   double timeout_;
-  std::vector<std::string> listeners_;
+  std::set<std::string> listeners_;
 };
 
 // x += y, vectorised by the compiler (Gloo's own sum goes through pointers that may alias).
@@ -148,7 +145,7 @@ constexpr size_t kMessageBytes = 128 << 10;
 class GlooCollective : public ProcessCollective {
  public:
   GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context, GlooOptions options,
-                 const std::vector<std::string>& listeners)
+                 const std::set<std::string>& listeners)
       : context_(std::move(context)),
         rank_names_(std::move(options.rank_names)),
         inbox_(kMessageBytes) {

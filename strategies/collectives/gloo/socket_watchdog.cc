@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 namespace cadre {
@@ -94,11 +93,10 @@ std::vector<std::string> listener_endpoints(const std::string& rendezvous_bytes)
   return endpoints;
 }
 
-SocketWatchdog::SocketWatchdog(const std::vector<std::string>& listeners,
+SocketWatchdog::SocketWatchdog(const std::set<std::string>& listeners,
                                std::function<std::string()> failure)
     : failure_(std::move(failure)) {
   if (!failure_ || listeners.empty()) return;
-  const std::set<std::string> listening(listeners.begin(), listeners.end());
   DIR* fds = ::opendir("/proc/self/fd");
   if (fds == nullptr) {
     LOG(WARNING) << "gloo: /proc/self/fd unreadable; a hung peer is seen only at the timeout";
@@ -115,7 +113,7 @@ SocketWatchdog::SocketWatchdog(const std::vector<std::string>& listeners,
     // A pair's socket was accepted by this process's listener, or connected to a peer's;
     // a listening socket has no remote end.
     if (remote.find_first_not_of('\0') != std::string::npos &&
-        (listening.count(local) || listening.count(remote))) {
+        (listeners.count(local) || listeners.count(remote))) {
       sockets_.push_back({static_cast<int>(fd), it->first});
     }
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,7 +26,7 @@ class SocketWatchdog {
   // the context's processes accepted their pairs' connections (listener_endpoints()). Then
   // polls `failure` (the service's verdict, empty while every task is alive) every 100 ms
   // on a thread of its own. Without sockets to watch, it starts no thread.
-  SocketWatchdog(const std::vector<std::string>& listeners, std::function<std::string()> failure);
+  SocketWatchdog(const std::set<std::string>& listeners, std::function<std::string()> failure);
   ~SocketWatchdog();
   SocketWatchdog(const SocketWatchdog&) = delete;
   SocketWatchdog& operator=(const SocketWatchdog&) = delete;
