@@ -230,13 +230,15 @@ AttributeWriter::AttributeWriter() {
   scalar_ = scalar_space();
 }
 
-void AttributeWriter::write(hid_t object, const std::string& name, hid_t type, const void* value) {
+Handle AttributeWriter::create(hid_t object, const std::string& name, hid_t type,
+                               const void* value) {
   Handle attribute =
       checked(H5Acreate2(object, name.c_str(), type, scalar_.get(), H5P_DEFAULT, H5P_DEFAULT),
               ErrorCode::kUnavailable, str_cat("cannot create attribute ", name));
   if (H5Awrite(attribute.get(), type, value) < 0) {
     throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot write attribute ", name));
   }
+  return attribute;
 }
 
 hid_t AttributeWriter::string_type(size_t size) {
@@ -257,19 +259,19 @@ void AttributeWriter::write_string(hid_t object, const std::string& name,
                                    const std::string& value) {
   std::string padded = value;
   padded.resize(std::max<size_t>(value.size(), 1), '\0');
-  write(object, name, string_type(padded.size()), padded.data());
+  create(object, name, string_type(padded.size()), padded.data());
 }
 
 void AttributeWriter::write_int64(hid_t object, const std::string& name, int64_t value) {
-  write(object, name, H5T_STD_I64LE, &value);
+  create(object, name, H5T_STD_I64LE, &value);
 }
 
 void AttributeWriter::write_uint32(hid_t object, const std::string& name, uint32_t value) {
-  write(object, name, H5T_STD_U32LE, &value);
+  create(object, name, H5T_STD_U32LE, &value);
 }
 
 void AttributeWriter::write_double(hid_t object, const std::string& name, double value) {
-  write(object, name, H5T_IEEE_F64LE, &value);
+  create(object, name, H5T_IEEE_F64LE, &value);
 }
 
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name,

@@ -80,11 +80,13 @@ class AttributeWriter {
   void write_int64(hid_t object, const std::string& name, int64_t value);
   void write_uint32(hid_t object, const std::string& name, uint32_t value);
   void write_double(hid_t object, const std::string& name, double value);
-
- private:
-  void write(hid_t object, const std::string& name, hid_t type, const void* value);
+  // Creates scalar attribute `name` of HDF5 type `type` holding `value`, and returns it
+  // open (to be overwritten later with H5Awrite).
+  Handle create(hid_t object, const std::string& name, hid_t type, const void* value);
+  // The fixed-length UTF-8 string type of `size` bytes that write_string uses.
   hid_t string_type(size_t size);
 
+ private:
   Handle scalar_;
   std::map<size_t, Handle> string_types_;
 };

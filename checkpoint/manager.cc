@@ -406,7 +406,7 @@ void CheckpointManager::save_now(const CheckpointData& data) {
                             now - durable_timestamp_ >= options_.durable_every_secs;
   }
   try {
-    write_checkpoint_file(temporary, data, write_options);
+    file_writer_.write(temporary, data, write_options);
     if (write_options.durable) env_->sync_file(temporary);
     env_->rename_file(temporary, path);
   } catch (...) {

@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "cadre/base/errors.h"
-#include "core/base/crc32c.h"
-#include "core/runtime/in_parallel.h"
 #include "checkpoint/hdf5_util.h"
+#include "core/base/crc32c.h"
 #include "core/base/strings.h"
+#include "core/runtime/in_parallel.h"
 
 namespace cadre::checkpoint::internal {
 
@@ -43,25 +43,29 @@ RowWriter::RowWriter(hid_t dataset, hid_t memory_type, const Shape& shape, std::
   H5Eclear2(H5E_DEFAULT);
 }
 
+void write_fully(int descriptor, const void* data, size_t size, int64_t offset,
+                 const std::string& context) {
+  const auto* in = static_cast<const char*>(data);
+  auto at = static_cast<off_t>(offset);
+  while (size > 0) {
+    ssize_t wrote = ::pwrite(descriptor, in, size, at);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote < 0) {
+      std::string message = str_cat(context, ": cannot write: ", std::strerror(errno));
+      if (errno == ENOSPC || errno == EDQUOT) throw ResourceExhaustedError(message);
+      throw UnavailableError(message);
+    }
+    in += wrote;
+    at += wrote;
+    size -= static_cast<size_t>(wrote);
+  }
+}
+
 void RowWriter::write_one(const Block& block) const {
   if (fd_ >= 0) {
-    const auto* in = static_cast<const char*>(block.source);
-    size_t size = static_cast<size_t>(block.end - block.begin) * row_bytes_;
-    off_t at = static_cast<off_t>(offset_ + block.begin * static_cast<int64_t>(row_bytes_));
-    const off_t block_start = at;
-    const size_t block_size = size;
-    while (size > 0) {
-      ssize_t wrote = ::pwrite(fd_, in, size, at);
-      if (wrote < 0 && errno == EINTR) continue;
-      if (wrote < 0) {
-        std::string message = str_cat(context_, ": cannot write: ", std::strerror(errno));
-        if (errno == ENOSPC || errno == EDQUOT) throw ResourceExhaustedError(message);
-        throw UnavailableError(message);
-      }
-      in += wrote;
-      at += wrote;
-      size -= static_cast<size_t>(wrote);
-    }
+    const size_t block_size = static_cast<size_t>(block.end - block.begin) * row_bytes_;
+    const int64_t block_start = offset_ + block.begin * static_cast<int64_t>(row_bytes_);
+    write_fully(fd_, block.source, block_size, block_start, context_);
 #ifdef __linux__
     // Start writing the block to the device now, without waiting: the disk works while the
     // next blocks are copied, and the fsync that publishing needs has less left to do.
@@ -98,7 +102,7 @@ std::vector<uint32_t> RowWriter::write(const std::vector<Block>& blocks) const {
     for (size_t i = static_cast<size_t>(first); i < blocks.size(); i += 2) {
       write_one(blocks[i]);
       crcs[i] = crc32c::value(blocks[i].source,
-                       static_cast<size_t>(blocks[i].end - blocks[i].begin) * row_bytes_);
+                              static_cast<size_t>(blocks[i].end - blocks[i].begin) * row_bytes_);
     }
   };
   in_parallel(blocks.size() > 1 ? 2 : 1, work);

@@ -29,6 +29,9 @@ class RowWriter {
             bool start_writeback, int descriptor);
 
   size_t row_bytes() const { return row_bytes_; }
+  // Whether blocks go to the descriptor with pwrite, and then the dataset's first byte.
+  bool direct() const { return fd_ >= 0; }
+  int64_t offset() const { return offset_; }
 
   // Rows [begin, end) of the dataset, taken from `source`.
   struct Block {
@@ -51,6 +54,11 @@ class RowWriter {
   int64_t offset_ = 0;  // the dataset's first byte in the file
   bool start_writeback_;
 };
+
+// pwrite(2) of all `size` bytes at `offset`, retried on short writes and EINTR. Throws
+// ResourceExhaustedError (no space, quota) or UnavailableError: "<context>: cannot write: ...".
+void write_fully(int descriptor, const void* data, size_t size, int64_t offset,
+                 const std::string& context);
 
 // The POSIX descriptor of an HDF5 file opened with the sec2 driver, else -1.
 int posix_descriptor(hid_t file);

@@ -95,7 +95,84 @@ class Superblock {
   uint64_t file_size_;
 };
 
+// Bob Jenkins' lookup3 hash ("hashlittle"), which HDF5 uses for its metadata checksums.
+uint32_t rotate(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
+
+uint32_t little_word(const unsigned char* bytes) {
+  return uint32_t{bytes[0]} | uint32_t{bytes[1]} << 8 | uint32_t{bytes[2]} << 16 |
+         uint32_t{bytes[3]} << 24;
+}
+
+uint32_t lookup3(const unsigned char* bytes, size_t size) {
+  uint32_t a, b, c;
+  a = b = c = 0xdeadbeefu + static_cast<uint32_t>(size);
+  while (size > 12) {
+    a += little_word(bytes);
+    b += little_word(bytes + 4);
+    c += little_word(bytes + 8);
+    a -= c;
+    a ^= rotate(c, 4);
+    c += b;
+    b -= a;
+    b ^= rotate(a, 6);
+    a += c;
+    c -= b;
+    c ^= rotate(b, 8);
+    b += a;
+    a -= c;
+    a ^= rotate(c, 16);
+    c += b;
+    b -= a;
+    b ^= rotate(a, 19);
+    a += c;
+    c -= b;
+    c ^= rotate(b, 4);
+    b += a;
+    bytes += 12;
+    size -= 12;
+  }
+  if (size == 0) return c;
+  unsigned char tail[12] = {};
+  std::memcpy(tail, bytes, size);
+  a += little_word(tail);
+  b += little_word(tail + 4);
+  c += little_word(tail + 8);
+  c ^= b;
+  c -= rotate(b, 14);
+  a ^= c;
+  a -= rotate(c, 11);
+  b ^= a;
+  b -= rotate(a, 25);
+  c ^= b;
+  c -= rotate(b, 16);
+  a ^= c;
+  a -= rotate(c, 4);
+  b ^= a;
+  b -= rotate(a, 14);
+  c ^= b;
+  c -= rotate(b, 24);
+  return c;
+}
+
 }  // namespace
+
+uint64_t seal_superblock(char* image, size_t size) {
+  // Versions 2 and 3 with 8-byte addresses: signature (8), version, address and length
+  // sizes, flags, four addresses (base, extension, end of file, root group), checksum.
+  constexpr size_t kFlags = 11, kEnd = 28, kChecksum = 44, kSize = 48;
+  auto* bytes = reinterpret_cast<unsigned char*>(image);
+  if (size < kSize || std::string_view(image, 8) != kSignature || bytes[8] < 2 || bytes[8] > 3 ||
+      bytes[9] != 8 || bytes[10] != 8) {
+    throw InternalError("an in-memory checkpoint has an unexpected HDF5 superblock");
+  }
+  bytes[kFlags] &= static_cast<unsigned char>(~1u);  // "open for writing"
+  uint32_t checksum = lookup3(bytes, kChecksum);
+  for (int i = 0; i < 4; ++i)
+    bytes[kChecksum + i] = static_cast<unsigned char>(checksum >> (8 * i));
+  uint64_t end = 0;
+  for (int i = 7; i >= 0; --i) end = end << 8 | bytes[kEnd + i];
+  return end;
+}
 
 void check_superblock(const std::string& path, const std::string& head, uint64_t file_size) {
   Superblock(path, head, file_size).check();

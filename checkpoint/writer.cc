@@ -1,12 +1,19 @@
 #include "cadre/checkpoint/writer.h"
 
-#include <chrono>
-#include <ctime>
+#include <fcntl.h>
+#include <unistd.h>
 
-#include "core/base/crc32c.h"
-#include "checkpoint/format.h"
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "checkpoint/file_builder.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_writer.h"
+#include "checkpoint/superblock.h"
 #include "core/base/strings.h"
 
 #ifndef CADRE_CHECKPOINT_LIBRARY_VERSION
@@ -17,160 +24,60 @@ namespace cadre::checkpoint {
 namespace {
 
 using internal::checked;
+using internal::FileBuilder;
 using internal::Handle;
 
-std::string iso8601_utc(double unix_seconds) {
-  std::time_t seconds = static_cast<std::time_t>(unix_seconds);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
+double creation_time(const WriteOptions& options) {
+  if (options.created_unix_seconds != 0) return options.created_unix_seconds;
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-class FileWriter {
+// On disk (the sec2 driver) or in memory (the core driver, never written out by HDF5).
+Handle file_access(bool in_memory) {
+  Handle access = checked(H5Pcreate(H5P_FILE_ACCESS), ErrorCode::kInternal, "H5Pcreate");
+  if (in_memory) H5Pset_fapl_core(access.get(), size_t{1} << 20, /*backing_store=*/0);
+  // Large datasets start on page boundaries, so that reading them is a plain aligned copy.
+  H5Pset_alignment(access.get(), hsize_t{1} << 20, 4096);
+  // The HDF5 1.8 file format: its superblock and object headers carry checksums (so damaged
+  // metadata fails to open instead of misreading), and every HDF5 from 1.8 on reads it.
+  H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
+  return access;
+}
+
+size_t tensor_bytes(const CheckpointData& data) {
+  size_t bytes = 0;
+  for (const auto& [name, value] : data.variables) bytes += value.nbytes();
+  for (const auto& [name, parts] : data.partitioned_variables) {
+    for (const Tensor& part : parts) bytes += part.nbytes();
+  }
+  for (const auto& [name, value] : data.iterator_state) bytes += value.nbytes();
+  return bytes;
+}
+
+[[noreturn]] void throw_errno(const std::string& context) {
+  std::string message = str_cat(context, ": ", std::strerror(errno));
+  if (errno == ENOSPC || errno == EDQUOT) throw ResourceExhaustedError(message);
+  throw UnavailableError(message);
+}
+
+// Closes a POSIX descriptor on every path; close() reports the error of a normal one.
+class Descriptor {
  public:
-  FileWriter(const std::string& path, const WriteOptions& options)
-      : path_(path), options_(options) {
-    internal::quiet_hdf5();
-    Handle access = checked(H5Pcreate(H5P_FILE_ACCESS), ErrorCode::kInternal, "H5Pcreate");
-    // Large datasets start on page boundaries, so that reading them is a plain aligned copy.
-    H5Pset_alignment(access.get(), hsize_t{1} << 20, 4096);
-    // The HDF5 1.8 file format: its superblock and object headers carry checksums (so damaged
-    // metadata fails to open instead of misreading), and every HDF5 from 1.8 on reads it.
-    H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
-    file_ = checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()),
-                    ErrorCode::kUnavailable, str_cat("cannot create checkpoint ", path));
-    link_ = checked(H5Pcreate(H5P_LINK_CREATE), ErrorCode::kInternal, "H5Pcreate");
-    H5Pset_create_intermediate_group(link_.get(), 1);
-    // Space allocated at creation and never filled: the data has its place in the file
-    // before it is written (RowWriter writes it there), and nothing is written twice. One
-    // list for every dataset: property lists are costly to make and to close.
-    dataset_create_ = checked(H5Pcreate(H5P_DATASET_CREATE), ErrorCode::kInternal, "H5Pcreate");
-    H5Pset_layout(dataset_create_.get(), H5D_CONTIGUOUS);
-    H5Pset_alloc_time(dataset_create_.get(), H5D_ALLOC_TIME_EARLY);
-    H5Pset_fill_time(dataset_create_.get(), H5D_FILL_TIME_NEVER);
-    descriptor_ = internal::posix_descriptor(file_.get());
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
   }
-
-  hid_t file() const { return file_.get(); }
-  internal::AttributeWriter& attributes() { return attributes_; }
-
-  Handle group(const char* name) {
-    return internal::create_groups(file_.get(), name, context(name));
-  }
-
-  // Writes the concatenation along axis 0 of `parts` (one part: a whole tensor) as dataset
-  // `name` under `parent`, with its checksum and dtype attributes.
-  Handle write_tensor(hid_t parent, const std::string& name, const std::string& full_name,
-                      const std::vector<Tensor>& parts, const Shape& shape) {
-    DType dtype = parts[0].dtype();
-    Handle type = internal::hdf5_type_for(dtype);
-    Handle dataset = create_dataset(parent, name, full_name, type.get(), shape);
-    uint32_t crc = 0;
-    if (shape.num_elements() > 0) {
-      if (shape.rank() == 0) {
-        Tensor host = host_contiguous(parts[0]);
-        crc = crc32c::value(host.raw_data(), host.nbytes());
-        write(dataset.get(), type.get(), H5S_ALL, H5S_ALL, host.raw_data(), full_name);
-      } else {
-        crc = write_rows(dataset.get(), type.get(), parts, shape, full_name);
-      }
-    }
-    attributes_.write_uint32(dataset.get(), format::kChecksumAttribute, crc);
-    attributes_.write_string(dataset.get(), format::kDtypeAttribute,
-                             std::string(dtype_name(dtype)));
-    return dataset;
-  }
-
-  // Writes raw little-endian bytes of HDF5 type `type` (a small dataset: RNG state, step).
-  Handle write_small(hid_t parent, const std::string& name, const std::string& full_name,
-                     hid_t type, const Shape& shape, const void* bytes, size_t size) {
-    Handle dataset = create_dataset(parent, name, full_name, type, shape);
-    write(dataset.get(), type, H5S_ALL, H5S_ALL, bytes, full_name);
-    attributes_.write_uint32(dataset.get(), format::kChecksumAttribute, crc32c::value(bytes, size));
-    return dataset;
-  }
-
-  void close() {
-    if (!file_.close()) {
-      internal::throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot finish checkpoint ", path_));
-    }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+  bool close() {
+    int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0;
   }
 
  private:
-  std::string context(const std::string& object) const {
-    return str_cat("checkpoint ", path_, ", ", object);
-  }
-
-  static Tensor host_contiguous(const Tensor& tensor) {
-    Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
-    return host.contiguous();
-  }
-
-  Handle create_dataset(hid_t parent, const std::string& name, const std::string& full_name,
-                        hid_t type, const Shape& shape) {
-    Handle space = internal::make_dataspace(shape);
-    return checked(H5Dcreate2(parent, name.c_str(), type, space.get(), link_.get(),
-                              dataset_create_.get(), H5P_DEFAULT),
-                   ErrorCode::kUnavailable, context(str_cat("cannot create dataset ", full_name)));
-  }
-
-  void write(hid_t dataset, hid_t type, hid_t memory_space, hid_t file_space, const void* data,
-             const std::string& full_name) {
-    if (H5Dwrite(dataset, type, memory_space, file_space, H5P_DEFAULT, data) < 0) {
-      internal::throw_hdf5(ErrorCode::kUnavailable,
-                           context(str_cat("cannot write dataset ", full_name)));
-    }
-  }
-
-  // Rows in blocks: those of contiguous host parts straight from their memory, two threads
-  // at a time; the others copied to the host one block at a time.
-  uint32_t write_rows(hid_t dataset, hid_t type, const std::vector<Tensor>& parts,
-                      const Shape& shape, const std::string& full_name) {
-    internal::RowWriter writer(dataset, type, shape, context(full_name), options_.durable,
-                               descriptor_);
-    const size_t row_bytes = writer.row_bytes();
-    const int64_t rows_per_block =
-        std::max<int64_t>(1, static_cast<int64_t>(options_.block_bytes / row_bytes));
-    uint32_t crc = 0;
-    std::vector<internal::RowWriter::Block> run;
-    auto flush = [&] {
-      std::vector<uint32_t> crcs = writer.write(run);
-      for (size_t i = 0; i < crcs.size(); ++i) {
-        crc = crc32c::combine(crc, crcs[i],
-                             static_cast<uint64_t>(run[i].end - run[i].begin) * row_bytes);
-      }
-      run.clear();
-    };
-    int64_t row = 0;
-    for (const Tensor& part : parts) {
-      const bool direct = part.device().is_cpu() && part.is_contiguous();
-      for (int64_t begin = 0; begin < part.dim(0); begin += rows_per_block) {
-        int64_t end = std::min(part.dim(0), begin + rows_per_block);
-        if (direct) {
-          run.push_back({row + begin, row + end,
-                         static_cast<const char*>(part.raw_data()) + begin * row_bytes});
-          continue;
-        }
-        flush();
-        Tensor staged = host_contiguous(part.slice(0, begin, end));
-        run.push_back({row + begin, row + end, staged.raw_data()});
-        flush();
-      }
-      row += part.dim(0);
-    }
-    flush();
-    return crc;
-  }
-
-  std::string path_;
-  WriteOptions options_;
-  Handle file_;
-  Handle link_;
-  Handle dataset_create_;
-  int descriptor_ = -1;  // the file's, for RowWriter
-  internal::AttributeWriter attributes_;
+  int fd_;
 };
 
 }  // namespace
@@ -180,72 +87,175 @@ const char* library_version() { return CADRE_CHECKPOINT_LIBRARY_VERSION; }
 void write_checkpoint_file(const std::string& path, const CheckpointData& data,
                            const WriteOptions& options) {
   check_data(data);
-  double created = options.created_unix_seconds;
-  if (created == 0) {
-    created =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double created = creation_time(options);
+  internal::quiet_hdf5();
+  Handle access = file_access(/*in_memory=*/false);
+  Handle file = checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()),
+                        ErrorCode::kUnavailable, str_cat("cannot create checkpoint ", path));
+  {
+    FileBuilder builder(file.get());
+    builder.write(data, created, {path, options, internal::posix_descriptor(file.get())});
   }
-  FileWriter writer(path, options);
-  hid_t root = writer.file();
-  writer.attributes().write_string(root, format::kFormatAttribute, format::kFormatName);
-  writer.attributes().write_int64(root, format::kFormatVersionAttribute, format::kFormatVersion);
-  writer.attributes().write_string(root, format::kLibraryVersionAttribute, library_version());
-  writer.attributes().write_double(root, format::kCreatedUnixAttribute, created);
-  writer.attributes().write_string(root, format::kCreatedAttribute, iso8601_utc(created));
-  writer.attributes().write_int64(root, format::kGlobalStepAttribute, data.global_step);
+  if (!file.close()) {
+    internal::throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot finish checkpoint ", path));
+  }
+}
 
-  Handle step_type = checked(H5Tcopy(H5T_STD_I64LE), ErrorCode::kInternal, "H5Tcopy");
-  Handle step = writer.write_small(root, format::kGlobalStep, format::kGlobalStep, step_type.get(),
-                                   Shape{}, &data.global_step, sizeof(data.global_step));
-  writer.attributes().write_string(step.get(), format::kDtypeAttribute, "int64");
+// The core driver's buffer, allocated through file image callbacks so that the file's
+// bytes can be written out from where they are (H5Fget_file_image would copy them all,
+// the datasets' unused space included).
+struct CoreBuffer {
+  char* data = nullptr;
+  size_t size = 0;
 
-  Handle variables = writer.group(format::kVariables);
-  Handle slots = writer.group(format::kSlots);
-  auto write_variable = [&](const std::string& name, const std::vector<Tensor>& parts,
-                            const Shape& shape) {
-    auto slot = data.slot_of.find(name);
-    bool is_slot = slot != data.slot_of.end();
-    std::string full_name = str_cat(is_slot ? format::kSlots : format::kVariables, "/", name);
-    Handle dataset =
-        writer.write_tensor(is_slot ? slots.get() : variables.get(), name, full_name, parts, shape);
-    if (is_slot) {
-      writer.attributes().write_string(dataset.get(), format::kSlotOfAttribute, slot->second);
+  void* allocate(void* old, size_t bytes) {
+    void* memory = std::realloc(old, bytes);
+    if (memory != nullptr || bytes == 0) {
+      data = static_cast<char*>(memory);
+      size = bytes;
     }
-  };
-  for (const auto& [name, value] : data.variables) {
-    write_variable(name, {value}, value.shape());
-  }
-  for (const auto& [name, parts] : data.partitioned_variables) {
-    write_variable(name, parts, partitioned_shape(parts));
+    return memory;
   }
 
-  Handle rng = writer.group(format::kRng);
-  Handle rng_type = checked(H5Tcopy(H5T_STD_U64LE), ErrorCode::kInternal, "H5Tcopy");
-  for (const auto& [name, state] : data.rng_states) {
-    uint64_t fields[3] = {state.seed, state.stream, state.offset};
-    Handle dataset = writer.write_small(rng.get(), name, str_cat(format::kRng, "/", name),
-                                        rng_type.get(), Shape{3}, fields, sizeof(fields));
-    writer.attributes().write_string(dataset.get(), format::kRngFieldsAttribute,
-                                     format::kRngFields);
+  static H5FD_file_image_callbacks_t callbacks(CoreBuffer* buffer) {
+    H5FD_file_image_callbacks_t callbacks{};
+    callbacks.image_malloc = [](size_t bytes, H5FD_file_image_op_t, void* self) {
+      return static_cast<CoreBuffer*>(self)->allocate(nullptr, bytes);
+    };
+    callbacks.image_memcpy = [](void* to, const void* from, size_t bytes, H5FD_file_image_op_t,
+                                void*) { return std::memcpy(to, from, bytes); };
+    callbacks.image_realloc = [](void* old, size_t bytes, H5FD_file_image_op_t, void* self) {
+      return static_cast<CoreBuffer*>(self)->allocate(old, bytes);
+    };
+    callbacks.image_free = [](void* memory, H5FD_file_image_op_t, void* self) -> herr_t {
+      auto* buffer = static_cast<CoreBuffer*>(self);
+      if (memory == buffer->data) *buffer = CoreBuffer{};
+      std::free(memory);
+      return 0;
+    };
+    // Property lists copied from the one that names the buffer share it.
+    callbacks.udata_copy = [](void* self) { return self; };
+    callbacks.udata_free = [](void*) -> herr_t { return 0; };
+    callbacks.udata = buffer;
+    return callbacks;
+  }
+};
+
+// The HDF5 file in memory and its objects, kept from one write to the next. Members are
+// destroyed in reverse: the builder's objects close before the file, the file before the
+// buffer it lives in.
+struct CheckpointFileWriter::InMemoryFile {
+  CoreBuffer buffer;
+  Handle file;
+  std::unique_ptr<FileBuilder> builder;
+  // The bytes of the first file that were not datasets' data: its objects and padding.
+  uint64_t overhead = 0;
+  char superblock[48];  // sealed for the file on disk
+
+  explicit InMemoryFile(const std::string& path) {
+    static std::atomic<uint64_t> files{0};
+    Handle access = file_access(/*in_memory=*/true);
+    H5FD_file_image_callbacks_t callbacks = CoreBuffer::callbacks(&buffer);
+    if (H5Pset_file_image_callbacks(access.get(), &callbacks) < 0) {
+      internal::throw_hdf5(ErrorCode::kInternal, "H5Pset_file_image_callbacks");
+    }
+    // The core driver names open files, and two of the same name would clash.
+    std::string name = str_cat("cadre-checkpoint-in-memory-", files.fetch_add(1));
+    file = checked(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()),
+                   ErrorCode::kUnavailable, str_cat("cannot create checkpoint ", path));
+    builder = std::make_unique<FileBuilder>(file.get());
   }
 
-  Handle iterator = writer.group(format::kIterator);
-  for (const auto& [name, value] : data.iterator_state) {
-    writer.write_tensor(iterator.get(), name, str_cat(format::kIterator, "/", name), {value},
-                        value.shape());
+  // Flushes the objects into the buffer and returns the file's size.
+  uint64_t flush(const std::string& path) {
+    if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0) {
+      internal::throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot finish checkpoint ", path));
+    }
+    if (buffer.size < sizeof(superblock)) {
+      throw InternalError(
+          str_cat("checkpoint ", path, ": HDF5 left ", buffer.size, " bytes in memory"));
+    }
+    std::memcpy(superblock, buffer.data, sizeof(superblock));
+    return internal::seal_superblock(superblock, sizeof(superblock));
   }
 
-  Handle metadata = writer.group(format::kMetadata);
-  for (const auto& [key, value] : data.attributes) {
-    writer.attributes().write_string(metadata.get(), key, value);
+  // A dataset replaced for a new shape leaves free space that HDF5 reuses only in part:
+  // past a little of it, a new file is built instead (one full build's cost).
+  bool wasteful(uint64_t size, uint64_t data_bytes) const {
+    uint64_t waste = size - std::min(size, overhead + data_bytes);
+    return waste > std::max<uint64_t>(64 << 10, size / 32);
   }
-  variables.reset();
-  slots.reset();
-  rng.reset();
-  iterator.reset();
-  metadata.reset();
-  step.reset();
-  writer.close();
+
+  // Writes the file's bytes but the datasets' data (`data_ranges`, sorted) to `out`,
+  // which then ends at `end`. Bytes past the buffer are space HDF5 allocated and never
+  // wrote: zeros, as on disk.
+  void write_objects(int out, uint64_t end,
+                     const std::vector<std::pair<uint64_t, uint64_t>>& data_ranges,
+                     const std::string& path) const {
+    std::string context = str_cat("checkpoint ", path);
+    uint64_t at = 0;
+    auto write_until = [&](uint64_t until) {
+      until = std::min<uint64_t>(until, buffer.size);
+      if (at < sizeof(superblock) && until > at) {
+        uint64_t stop = std::min<uint64_t>(until, sizeof(superblock));
+        internal::write_fully(out, superblock + at, stop - at, static_cast<int64_t>(at), context);
+        at = stop;
+      }
+      if (until > at) {
+        internal::write_fully(out, buffer.data + at, until - at, static_cast<int64_t>(at), context);
+      }
+    };
+    for (const auto& [begin, finish] : data_ranges) {
+      write_until(std::min(begin, end));
+      at = std::max(at, finish);
+    }
+    write_until(end);
+    if (::ftruncate(out, static_cast<off_t>(end)) != 0) throw_errno(context);
+  }
+};
+
+CheckpointFileWriter::CheckpointFileWriter() = default;
+CheckpointFileWriter::~CheckpointFileWriter() = default;
+
+void CheckpointFileWriter::write(const std::string& path, const CheckpointData& data,
+                                 const WriteOptions& options) {
+  check_data(data);
+  if (tensor_bytes(data) > kInMemoryBytes) {
+    file_.reset();
+    write_checkpoint_file(path, data, options);
+    return;
+  }
+  double created = creation_time(options);
+  Descriptor out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  if (out.get() < 0) throw_errno(str_cat("cannot create checkpoint ", path));
+  internal::quiet_hdf5();
+  try {
+    // At most twice: a reused file that turns out wasteful is replaced by a new one, and
+    // the data written again where that one puts it.
+    for (bool reused = true;;) {
+      if (file_ == nullptr || !file_->builder->same_layout(data, created)) {
+        file_ = std::make_unique<InMemoryFile>(path);
+        reused = false;
+      }
+      file_->builder->write(data, created, {path, options, out.get()});
+      std::vector<std::pair<uint64_t, uint64_t>> data_ranges = file_->builder->direct_ranges();
+      std::sort(data_ranges.begin(), data_ranges.end());
+      uint64_t data_bytes = 0;
+      for (const auto& [begin, finish] : data_ranges) data_bytes += finish - begin;
+      uint64_t end = file_->flush(path);
+      if (!reused) file_->overhead = end - std::min(end, data_bytes);
+      if (reused && file_->wasteful(end, data_bytes)) {
+        file_.reset();
+        continue;
+      }
+      file_->write_objects(out.get(), end, data_ranges, path);
+      break;
+    }
+  } catch (...) {
+    file_.reset();
+    throw;
+  }
+  if (!out.close()) throw_errno(str_cat("cannot finish checkpoint ", path));
 }
 
 }  // namespace cadre::checkpoint

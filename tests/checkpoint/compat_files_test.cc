@@ -54,7 +54,9 @@ CheckpointData compat_model(int64_t s, std::map<std::string, Tensor>* whole) {
   data.rng_states["global"] = {42, 7, static_cast<uint64_t>(s) * 10};
   data.rng_states["replica_0"] = {42, 8, static_cast<uint64_t>(s)};
   data.iterator_state["shard_0/position"] = Tensor::scalar<int64_t>(s * 32);
-  data.iterator_state["shard_0/cursor"] = bytes_to_tensor("epoch=1;file=train-00001");
+  // Of another length at each step: the manager's in-memory file replaces the dataset.
+  data.iterator_state["shard_0/cursor"] =
+      bytes_to_tensor("epoch=1;file=train-00001" + std::string(s / 100, '+'));
   data.attributes["strategy"] = "ParameterServerStrategy";
   data.attributes["topology"] = "1 worker x 2 cpu, 2 ps";
   if (whole != nullptr) {
@@ -102,7 +104,7 @@ TEST(CompatFilesTest, WritesAModelDirForH5py) {
   EXPECT_EQ(rng.at("global").offset, 2000u);
   EXPECT_EQ(rng.at("replica_0").stream, 8u);
   std::map<std::string, Tensor> iterator = reader->iterator_state();
-  EXPECT_EQ(tensor_to_bytes(iterator.at("shard_0/cursor")), "epoch=1;file=train-00001");
+  EXPECT_EQ(tensor_to_bytes(iterator.at("shard_0/cursor")), "epoch=1;file=train-00001++");
   EXPECT_EQ(iterator.at("shard_0/position").item<int64_t>(), 6400);
   EXPECT_EQ(reader->attributes().at("strategy"), "ParameterServerStrategy");
 }

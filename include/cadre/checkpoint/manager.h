@@ -164,6 +164,8 @@ class CheckpointManager {
   bool stopping_ CADRE_GUARDED_BY(writer_mutex_) = false;
   std::thread writer_;
   std::thread copier_;
+  // Used by one save at a time (save() waits for the writer thread before saving itself).
+  CheckpointFileWriter file_writer_;
   // The names of the last data check_data passed (see names_fingerprint).
   uint32_t checked_fingerprint_ = 0;
   // The last asynchronous save's copy of the data; the next one copies into its tensors.
