@@ -52,7 +52,8 @@ class CheckpointFileWriter {
   void write(const std::string& path, const CheckpointData& data, const WriteOptions& options = {});
 
   // Tensors of more bytes than this are written as write_checkpoint_file does: building
-  // the file costs little beside their bytes, and memory would hold the whole file.
+  // the file costs little beside their bytes. Below it, the writer holds the file in
+  // memory between writes: the objects and, as zeros, the space of the tensors' bytes.
   static constexpr size_t kInMemoryBytes = size_t{64} << 20;
 
  private:
