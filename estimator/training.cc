@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -118,7 +119,8 @@ class TrainRun : public Run {
     estimator_internal::WorkerState state;
     if (iterator_) state.input = iterator_->save();
     for (size_t r = 0; r < generators_.size(); ++r) {
-      int global = strategy_->worker_index() * strategy_->num_local_replicas() + static_cast<int>(r);
+      int global =
+          strategy_->worker_index() * strategy_->num_local_replicas() + static_cast<int>(r);
       state.generators[generator_name(global)] = generators_[r].state();
     }
     return state;
@@ -174,8 +176,8 @@ class TrainRun : public Run {
     if (strategy_->num_workers_in_sync() <= 1 || !strategy_->extended().take_step_signal()) {
       return;
     }
-    std::vector<std::string> all =
-        strategy_->extended().all_gather_bytes(estimator_internal::encode_worker_state(own_state()));
+    std::vector<std::string> all = strategy_->extended().all_gather_bytes(
+        estimator_internal::encode_worker_state(own_state()));
     if (!manager_) return;
     gathered_.clear();
     for (size_t w = 1; w < all.size(); ++w) {
@@ -231,8 +233,7 @@ class TrainRun : public Run {
           // The gradients reach the other workers while the backward pass runs, where the
           // strategy can; minimize's own phases are the update and the all-reduce.
           ctx.minimize(tape, out.spec.loss, *out.spec.train_op.optimizer,
-                       static_cast<double>(out.batch_size), variables,
-                       job_wide ? &means : nullptr);
+                       static_cast<double>(out.batch_size), variables, job_wide ? &means : nullptr);
           out.loss = job_wide ? means[0] : out.spec.loss.item<double>();
           if (job_wide) {
             size_t i = 1;
@@ -349,8 +350,8 @@ std::string plan_line(const Strategy& strategy, const PerReplica<io::Element>& b
     largest = std::max(largest, rows);
     local += rows;
   }
-  std::string per_replica = smallest == largest ? std::to_string(smallest)
-                                                : str_cat(smallest, "-", largest);
+  std::string per_replica =
+      smallest == largest ? std::to_string(smallest) : str_cat(smallest, "-", largest);
   std::string workers =
       strategy.num_workers() > 1 ? str_cat(" on each of ", strategy.num_workers(), " workers") : "";
   return str_cat("strategy ", strategy.name(), ": ", strategy.topology(), workers, "; batch ",
@@ -386,6 +387,15 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
       checkpoint::open_latest_intact(config_.model_dir);
   std::shared_ptr<const Strategy> strategy = config_.train_distribute;
   if (!strategy) strategy = OneDeviceStrategy::create();
+  // An error leaving train() leaves the workers this one steps with, so that they fail now
+  // instead of waiting for it, even if the caller catches it and keeps the strategy.
+  struct LeaveOnError {
+    const Strategy& strategy;
+    int exceptions = std::uncaught_exceptions();
+    ~LeaveOnError() {
+      if (std::uncaught_exceptions() > exceptions) strategy.extended().leave_after_error();
+    }
+  } leave_on_error{*strategy};
   // Every training task starts at the chief's step (with the chief's variables, through
   // create_variables), also one that cannot see the chief's checkpoints; and all decide from
   // that step whether anything is left to train, so that none waits for a chief that is done.

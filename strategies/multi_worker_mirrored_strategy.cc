@@ -95,14 +95,18 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   }
   std::vector<Gradient> finish_gradients(double& weight,
                                          std::vector<double>& scalars) const override;
+  void leave_after_error() const override {
+    LOG(WARNING) << "training failed: leaving the worker group";
+    if (gpus_) gpus_->abort("this worker left after an error");
+    group_->collective->leave();
+  }
   int64_t broadcast_from_chief(int64_t value) const override {
     group_->collective->broadcast(&value, sizeof value, /*root=*/0);
     return value;
   }
   std::string reduction() const override {
     std::string across = str_cat(gpus_ ? "NCCL" : group_->collective->transport(),
-                                 " all-reduce across ", num_workers(),
-                                 " workers");
+                                 " all-reduce across ", num_workers(), " workers");
     if (num_local_replicas() == 1) return across;
     return str_cat(StrategyExtended::reduction(), " within the worker, then ", across);
   }
@@ -209,8 +213,7 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
   ++reductions_;
 }
 
-void MultiWorkerMirroredExtended::begin_gradients(const std::vector<Tensor>& sources,
-                                                  double weight,
+void MultiWorkerMirroredExtended::begin_gradients(const std::vector<Tensor>& sources, double weight,
                                                   const std::vector<double>& scalars) const {
   if (std::string failure = group_->client->failure(); !failure.empty()) {
     throw AbortedError(str_cat("the cluster failed: ", failure));
@@ -240,7 +243,7 @@ std::vector<Gradient> MultiWorkerMirroredExtended::finish_gradients(
 }
 
 IndexedSlices MultiWorkerMirroredExtended::rows_across_workers(const Gradient& mine,
-                                                              size_t source) const {
+                                                               size_t source) const {
   if (mine.defined()) return all_gather_rows(*this, mine.sparse());
   // No rows here this step; the others may have some.
   const Shape& shape = sparse_shapes_.at(source);

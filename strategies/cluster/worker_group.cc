@@ -35,11 +35,20 @@ class FailureNotingCollective final : public ProcessCollective {
   void broadcast(void* data, size_t bytes, int root) override {
     noting([&] { inner_->broadcast(data, bytes, root); });
   }
-  void leave() override { inner_->leave(); }
+  // After this, the group's operations throw here instead of reaching the transport.
+  void leave() override {
+    left_.store(true, std::memory_order_relaxed);
+    failed_->store(true, std::memory_order_relaxed);
+    inner_->leave();
+  }
 
  private:
   template <typename F>
   void noting(F&& operation) {
+    if (left_.load(std::memory_order_relaxed)) {
+      throw AbortedError(
+          "this task left its worker group after an error; restart the task to train again");
+    }
     try {
       operation();
     } catch (...) {
@@ -50,6 +59,7 @@ class FailureNotingCollective final : public ProcessCollective {
 
   std::unique_ptr<ProcessCollective> inner_;
   std::atomic<bool>* failed_;
+  std::atomic<bool> left_{false};
 };
 
 }  // namespace
@@ -95,7 +105,7 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
         CoordinationService::start(chief_address, tasks, options.coordination, cluster.security);
   }
   group->client = CoordinationClient::connect(chief_address, cluster.task, options.coordination,
-                                             cluster.security);
+                                              cluster.security);
   group->client->register_task(options.registration_timeout_seconds);
   std::string own = cluster.address(cluster.task);
   std::string host = own.substr(0, own.rfind(':'));

@@ -32,8 +32,8 @@ class ProcessCollective {
   // In place, root's bytes to every process.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // This process leaves the group for good, whatever the others are doing: their current
-  // and later operations fail at once rather than wait for it. Closing a connection does
-  // that for transports that have one; the others override this.
+  // and later operations fail at once rather than wait for it. May be called from another
+  // thread than the one in an operation, and more than once.
   virtual void leave() {}
 };
 

@@ -11,7 +11,8 @@
 // the gradient buckets after the backward pass, HELPER_BUCKET_BYTES sizes the buckets,
 // HELPER_EMBEDDING=1 adds an embedding (a sparse gradient) to the model, and
 // HELPER_FAIL_AT_STEP=N makes this task's training throw at global step N (a task that
-// fails on its own while the others are well).
+// fails on its own while the others are well), and HELPER_KEEP_AFTER_FAILURE=S makes it
+// catch that error and live on for S seconds, its strategy alive, before it exits.
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
 #include <chrono>
@@ -122,8 +123,18 @@ int main(int argc, char** argv) {
     if (const char* fail = std::getenv("HELPER_FAIL_AT_STEP"); fail && *fail) {
       hooks.push_back(std::make_shared<FailingHook>(std::atoll(fail)));
     }
-    cadre::TrainAndEvaluateResult result = cadre::train_and_evaluate(
-        estimator, cadre::TrainSpec(sharded_batches, std::atoll(argv[2]), hooks), eval_spec);
+    cadre::TrainSpec train_spec(sharded_batches, std::atoll(argv[2]), hooks);
+    if (const char* keep = std::getenv("HELPER_KEEP_AFTER_FAILURE"); keep && *keep) {
+      try {
+        cadre::train_and_evaluate(estimator, train_spec, eval_spec);
+      } catch (const std::exception& e) {
+        std::cerr << "multi_worker_helper: caught " << e.what() << "; living on" << std::endl;
+        std::this_thread::sleep_for(std::chrono::seconds(std::atoi(keep)));
+        throw;
+      }
+    }
+    cadre::TrainAndEvaluateResult result =
+        cadre::train_and_evaluate(estimator, train_spec, eval_spec);
     std::printf("{\"task\":\"%s\",\"global_step\":%lld}\n", config.task_type.c_str(),
                 static_cast<long long>(result.final_eval.at("global_step")));
     return 0;

@@ -12,12 +12,12 @@
 #include <map>
 #include <thread>
 
-#include "cadre/io/event_file.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/processes.h"
+#include "cadre/io/event_file.h"
 #include "tests/support/job_secret.h"
+#include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -27,11 +27,11 @@ using testing::read_log;
 
 pid_t start(const std::string& tf_config, const std::string& model_dir, int steps,
             const std::string& log, const char* strategy = "", const char* input = "",
-            const char* seed = "",
-            std::vector<std::pair<std::string, std::string>> more_env = {}) {
-  std::vector<std::pair<std::string, std::string>> env{
-      {"HELPER_STRATEGY", strategy}, {"HELPER_INPUT", input}, {"HELPER_SEED", seed},
-      testing::job_secret_env()};
+            const char* seed = "", std::vector<std::pair<std::string, std::string>> more_env = {}) {
+  std::vector<std::pair<std::string, std::string>> env{{"HELPER_STRATEGY", strategy},
+                                                       {"HELPER_INPUT", input},
+                                                       {"HELPER_SEED", seed},
+                                                       testing::job_secret_env()};
   env.insert(env.end(), more_env.begin(), more_env.end());
   if (!tf_config.empty()) env.emplace_back("TF_CONFIG", tf_config);
   return testing::spawn({CADRE_MULTI_WORKER_HELPER, model_dir, std::to_string(steps)}, env, log);
@@ -146,10 +146,9 @@ TEST_F(MultiWorkerTest, OverlappedBucketsGiveTheSameBitsAsBucketsAfterTheBackwar
   for (int overlap = 0; overlap < 2; ++overlap) {
     std::string dir = path(overlap ? "overlap" : "after");
     std::string cluster = cluster_json(free_port(), free_port());
-    std::vector<std::pair<std::string, std::string>> env{
-        {"HELPER_TRANSPORT", "gloo"},
-        {"HELPER_OVERLAP", overlap ? "1" : "0"},
-        {"HELPER_BUCKET_BYTES", "256"}};
+    std::vector<std::pair<std::string, std::string>> env{{"HELPER_TRANSPORT", "gloo"},
+                                                         {"HELPER_OVERLAP", overlap ? "1" : "0"},
+                                                         {"HELPER_BUCKET_BYTES", "256"}};
     pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 20,
                         path("chief.log"), "", "", "", env);
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 20,
@@ -354,12 +353,12 @@ TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
     std::string cluster = cluster_json(free_port(), free_port());
     using Clock = std::chrono::steady_clock;
     auto began = Clock::now();
-    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir,
-                        1000000, path("chief.log"), "", "", "",
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 1000000,
+                        path("chief.log"), "", "", "",
                         {{"HELPER_TRANSPORT", transport}, {"HELPER_FAIL_AT_STEP", "30"}});
-    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir,
-                         1000000, path("worker.log"), "", "", "",
-                         {{"HELPER_TRANSPORT", transport}});
+    pid_t worker =
+        start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 1000000,
+              path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
     EXPECT_EQ(wait_for(chief), 1) << read_log(path("chief.log"));
     auto chief_ended = Clock::now();
     EXPECT_EQ(wait_for(worker), 1) << read_log(path("worker.log"));
@@ -373,8 +372,48 @@ TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
         << testing::tail(chief_log, 2000);
     // The worker names the chief as the peer it lost.
     auto has = [&](const char* text) { return worker_log.find(text) != std::string::npos; };
+    bool named = has("chief:0 (rank 0) gave up on the collective") || has("chief:0 (rank 0, pid") ||
+                 has("a peer is gone (chief:0)");
+    EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
+  }
+}
+
+// The same chief, in a program that catches the error and lives on with its strategy:
+// train() leaves the worker group as the error leaves it, so the worker does not wait for
+// the chief's process to end.
+TEST_F(MultiWorkerTest, AChiefThatCatchesItsTrainingErrorStillLetsTheWorkerGo) {
+  for (const char* transport : {"", "gloo"}) {
+    SCOPED_TRACE(*transport ? transport : "shared memory");
+    std::string dir = path(std::string("m") + transport);
+    std::string cluster = cluster_json(free_port(), free_port());
+    using Clock = std::chrono::steady_clock;
+    auto began = Clock::now();
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 1000000,
+                        path("chief.log"), "", "", "",
+                        {{"HELPER_TRANSPORT", transport},
+                         {"HELPER_FAIL_AT_STEP", "30"},
+                         {"HELPER_KEEP_AFTER_FAILURE", "30"}});
+    pid_t worker =
+        start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 1000000,
+              path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
+    EXPECT_EQ(wait_for(worker, 25), 1) << read_log(path("worker.log"));
+    double worker_seconds = std::chrono::duration<double>(Clock::now() - began).count();
+    // The chief says it caught the error after train() has left the group.
+    std::string chief_log;
+    for (int i = 0; i < 500; ++i) {
+      chief_log = read_log(path("chief.log"));
+      if (chief_log.find("living on") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::string worker_log = read_log(path("worker.log"));
+    EXPECT_NE(chief_log.find("living on"), std::string::npos) << testing::tail(chief_log, 2000);
+    EXPECT_EQ(::kill(chief, 0), 0) << "the chief should still be living on";
+    ::kill(chief, SIGKILL);
+    wait_for(chief);
+    EXPECT_LT(worker_seconds, 15.0) << testing::tail(worker_log, 2000);
+    auto has = [&](const char* text) { return worker_log.find(text) != std::string::npos; };
     bool named = has("chief:0 (rank 0) gave up on the collective") ||
-                 has("chief:0 (rank 0, pid") || has("a peer is gone (chief:0)");
+                 has("a peer is gone (chief:0)") || has("chief:0 (rank 0, pid");
     EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
   }
 }

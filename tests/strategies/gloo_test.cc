@@ -11,8 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -122,8 +122,7 @@ TEST(GlooSumTest, EveryRankEndsWithTheSameBitsNearTheExactSum) {
               << ranks << " ranks, " << count << " doubles, [" << i << "] on rank " << r;
         }
         // Values reach 1000 * 2^20; a few roundings of that size at most.
-        ASSERT_NEAR(floats[0][i], exact, 1e-6 * 1000 * 1048576)
-            << ranks << " ranks, [" << i << "]";
+        ASSERT_NEAR(floats[0][i], exact, 1e-6 * 1000 * 1048576) << ranks << " ranks, [" << i << "]";
         ASSERT_NEAR(doubles[0][i], exact, 1e-15 * 1000 * 1048576)
             << ranks << " ranks, [" << i << "]";
       }
@@ -268,8 +267,7 @@ TEST(GlooRendezvousTest, AStrangersConnectionsBreakTheRendezvousCleanly) {
 TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
   MemoryStore store;
   auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(gloo_collective(store, 0, 2, "127.0.0.1", within(1)),
-               DeadlineExceededError);
+  EXPECT_THROW(gloo_collective(store, 0, 2, "127.0.0.1", within(1)), DeadlineExceededError);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
@@ -277,9 +275,8 @@ TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
 std::unique_ptr<ProcessCollective> chief_whose_worker_left(MemoryStore& store) {
   GlooOptions named = within(60);
   named.rank_names = {"chief:0", "worker:0"};
-  auto leaver = std::async(std::launch::async, [&] {
-    gloo_collective(store, 1, 2, "127.0.0.1", named).reset();
-  });
+  auto leaver = std::async(std::launch::async,
+                           [&] { gloo_collective(store, 1, 2, "127.0.0.1", named).reset(); });
   auto collective = gloo_collective(store, 0, 2, "127.0.0.1", named);
   leaver.get();
   return collective;
@@ -365,6 +362,34 @@ TEST(GlooErrorsTest, AHungPeerEndsTheWaitWhenTheServiceDeclaresItDead) {
   }
   declare.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// A process that leaves (its training failed, and it lives on) ends its peers' wait at once
+// although its connections stay open.
+TEST(GlooErrorsTest, ARankThatLeavesButLivesOnEndsTheOthersWaitAtOnce) {
+  GlooOptions options = within(60);
+  options.rank_names = {"chief:0", "worker:0"};
+  MemoryStore store;
+  auto leaving = std::async(std::launch::async,
+                            [&] { return gloo_collective(store, 1, 2, "127.0.0.1", options); });
+  auto collective = gloo_collective(store, 0, 2, "127.0.0.1", options);
+  auto left = leaving.get();
+  std::thread leave([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    left->leave();
+  });
+  auto start = std::chrono::steady_clock::now();
+  std::vector<float> x(1 << 20, 1.0f);
+  try {
+    collective->sum(x.data(), x.size());
+    ADD_FAILURE() << "the all-reduce returned without its peer";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("a peer is gone (worker:0)"), std::string::npos)
+        << e.what();
+  }
+  leave.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_THROW(left->sum(x.data(), x.size()), Error);  // and cannot take part again
 }
 
 }  // namespace

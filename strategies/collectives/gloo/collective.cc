@@ -1,16 +1,15 @@
 #include "strategies/collectives/gloo/collective.h"
 
-#include <netinet/in.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/socket.h>
-
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,7 +37,7 @@ std::string without_stale_bytes(const std::vector<char>& data) {
   for (size_t at = 0; at < bytes.size(); at += kRecord) {
     sa_family_t family;
     std::memcpy(&family, bytes.data() + at, sizeof family);
-    size_t used = family == AF_INET ? sizeof(sockaddr_in)
+    size_t used = family == AF_INET    ? sizeof(sockaddr_in)
                   : family == AF_INET6 ? sizeof(sockaddr_in6)
                                        : sizeof(sockaddr_storage);
     std::memset(bytes.data() + at + used, 0, sizeof(sockaddr_storage) - used);
@@ -156,8 +155,8 @@ class GlooCollective : public ProcessCollective {
     watchdog_ = std::make_unique<SocketWatchdog>(listeners, std::move(options.peer_failure));
     // Slot base + r is what rank r receives the ring's messages in, from its left neighbour.
     slots_ = context_->nextSlot(size());
-    receive_ = context_->getPair(left())->createRecvBuffer(slots_ + rank(), inbox_.data(),
-                                                         inbox_.size());
+    receive_ =
+        context_->getPair(left())->createRecvBuffer(slots_ + rank(), inbox_.data(), inbox_.size());
   }
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -166,6 +165,11 @@ class GlooCollective : public ProcessCollective {
 
   void sum(float* data, size_t count) override { reduce(data, count); }
   void sum(double* data, size_t count) override { reduce(data, count); }
+  // Gloo's pairs close their sockets only as the context goes, which may be in use: the
+  // watchdog shuts them down instead.
+  void leave() override {
+    if (watchdog_) watchdog_->shut_down("this process left the collective");
+  }
 
   void broadcast(void* data, size_t bytes, int root) override {
     if (size() == 1 || bytes == 0) return;
@@ -272,7 +276,7 @@ class GlooCollective : public ProcessCollective {
   std::vector<char> inbox_;
   int slots_ = 0;
   std::unique_ptr<gloo::transport::Buffer> receive_;  // the left neighbour's, into inbox_
-  std::unique_ptr<SocketWatchdog> watchdog_;  // stops before the context closes its sockets
+  std::unique_ptr<SocketWatchdog> watchdog_;          // stops before the context closes its sockets
 };
 
 }  // namespace

@@ -96,7 +96,7 @@ std::vector<std::string> listener_endpoints(const std::string& rendezvous_bytes)
 SocketWatchdog::SocketWatchdog(const std::set<std::string>& listeners,
                                std::function<std::string()> failure)
     : failure_(std::move(failure)) {
-  if (!failure_ || listeners.empty()) return;
+  if (listeners.empty()) return;
   DIR* fds = ::opendir("/proc/self/fd");
   if (fds == nullptr) {
     LOG(WARNING) << "gloo: /proc/self/fd unreadable; a hung peer is seen only at the timeout";
@@ -118,7 +118,7 @@ SocketWatchdog::SocketWatchdog(const std::set<std::string>& listeners,
     }
   }
   ::closedir(fds);
-  if (sockets_.empty()) return;
+  if (sockets_.empty() || !failure_) return;
   thread_ = std::thread([this] { watch(); });
 }
 
@@ -141,18 +141,26 @@ std::string SocketWatchdog::verdict() const {
 
 void SocketWatchdog::watch() {
   MutexLock lock(mutex_);
-  while (!stopping_) {
+  while (!stopping_ && verdict_.empty()) {
     stop_requested_.wait_for(mutex_, std::chrono::milliseconds(100));
-    if (stopping_) return;
+    if (stopping_ || !verdict_.empty()) return;
     std::string verdict = failure_();
-    if (verdict.empty()) continue;
-    verdict_ = verdict;
-    // Only descriptors that are still the same sockets: Gloo closes a pair's socket when
-    // the pair fails, and the number may since name something else.
-    for (const Socket& socket : sockets_) {
-      if (socket_inode(socket.fd) == socket.inode) ::shutdown(socket.fd, SHUT_RDWR);
-    }
-    return;
+    if (!verdict.empty()) shut_down_locked(verdict);
+  }
+}
+
+void SocketWatchdog::shut_down(const std::string& why) {
+  MutexLock lock(mutex_);
+  shut_down_locked(why);
+}
+
+void SocketWatchdog::shut_down_locked(const std::string& why) {
+  if (!verdict_.empty()) return;
+  verdict_ = why;
+  // Only descriptors that are still the same sockets: Gloo closes a pair's socket when the
+  // pair fails, and the number may since name something else.
+  for (const Socket& socket : sockets_) {
+    if (socket_inode(socket.fd) == socket.inode) ::shutdown(socket.fd, SHUT_RDWR);
   }
 }
 

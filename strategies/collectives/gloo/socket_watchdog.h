@@ -25,7 +25,7 @@ class SocketWatchdog {
   // connected TCP sockets one of whose ends is one of `listeners`, the endpoints at which
   // the context's processes accepted their pairs' connections (listener_endpoints()). Then
   // polls `failure` (the service's verdict, empty while every task is alive) every 100 ms
-  // on a thread of its own. Without sockets to watch, it starts no thread.
+  // on a thread of its own. Without sockets to watch or `failure`, it starts no thread.
   SocketWatchdog(const std::set<std::string>& listeners, std::function<std::string()> failure);
   ~SocketWatchdog();
   SocketWatchdog(const SocketWatchdog&) = delete;
@@ -36,12 +36,17 @@ class SocketWatchdog {
   // every task is alive.
   std::string verdict() const;
 
+  // Shuts the sockets down now, with `why` as the verdict (this process leaves its group:
+  // the peers' operations fail at once). Does nothing once there is a verdict.
+  void shut_down(const std::string& why);
+
  private:
   struct Socket {
     int fd;
     std::string inode;  // to tell a descriptor reused for something else
   };
   void watch();
+  void shut_down_locked(const std::string& why) CADRE_REQUIRES(mutex_);
 
   std::function<std::string()> failure_;
   std::vector<Socket> sockets_;
