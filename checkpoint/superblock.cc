@@ -103,6 +103,18 @@ uint32_t little_word(const unsigned char* bytes) {
          uint32_t{bytes[3]} << 24;
 }
 
+// lookup3's rounds: x -= z; x ^= z <<< k; z += y (mixing), x ^= y; x -= y <<< k (final).
+void mix_round(uint32_t& x, uint32_t& y, uint32_t& z, int k) {
+  x -= z;
+  x ^= rotate(z, k);
+  z += y;
+}
+
+void final_round(uint32_t& x, uint32_t y, int k) {
+  x ^= y;
+  x -= rotate(y, k);
+}
+
 uint32_t lookup3(const unsigned char* bytes, size_t size) {
   uint32_t a, b, c;
   a = b = c = 0xdeadbeefu + static_cast<uint32_t>(size);
@@ -110,24 +122,12 @@ uint32_t lookup3(const unsigned char* bytes, size_t size) {
     a += little_word(bytes);
     b += little_word(bytes + 4);
     c += little_word(bytes + 8);
-    a -= c;
-    a ^= rotate(c, 4);
-    c += b;
-    b -= a;
-    b ^= rotate(a, 6);
-    a += c;
-    c -= b;
-    c ^= rotate(b, 8);
-    b += a;
-    a -= c;
-    a ^= rotate(c, 16);
-    c += b;
-    b -= a;
-    b ^= rotate(a, 19);
-    a += c;
-    c -= b;
-    c ^= rotate(b, 4);
-    b += a;
+    mix_round(a, b, c, 4);
+    mix_round(b, c, a, 6);
+    mix_round(c, a, b, 8);
+    mix_round(a, b, c, 16);
+    mix_round(b, c, a, 19);
+    mix_round(c, a, b, 4);
     bytes += 12;
     size -= 12;
   }
@@ -137,20 +137,13 @@ uint32_t lookup3(const unsigned char* bytes, size_t size) {
   a += little_word(tail);
   b += little_word(tail + 4);
   c += little_word(tail + 8);
-  c ^= b;
-  c -= rotate(b, 14);
-  a ^= c;
-  a -= rotate(c, 11);
-  b ^= a;
-  b -= rotate(a, 25);
-  c ^= b;
-  c -= rotate(b, 16);
-  a ^= c;
-  a -= rotate(c, 4);
-  b ^= a;
-  b -= rotate(a, 14);
-  c ^= b;
-  c -= rotate(b, 24);
+  final_round(c, b, 14);
+  final_round(a, c, 11);
+  final_round(b, a, 25);
+  final_round(c, b, 16);
+  final_round(a, c, 4);
+  final_round(b, a, 14);
+  final_round(c, b, 24);
   return c;
 }
 

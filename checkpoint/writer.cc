@@ -14,6 +14,7 @@
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_writer.h"
 #include "checkpoint/superblock.h"
+#include "core/base/file_descriptor.h"
 #include "core/base/strings.h"
 
 #ifndef CADRE_CHECKPOINT_LIBRARY_VERSION
@@ -59,26 +60,6 @@ size_t tensor_bytes(const CheckpointData& data) {
   if (errno == ENOSPC || errno == EDQUOT) throw ResourceExhaustedError(message);
   throw UnavailableError(message);
 }
-
-// Closes a POSIX descriptor on every path; close() reports the error of a normal one.
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-  bool close() {
-    int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -226,7 +207,7 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
     return;
   }
   double created = creation_time(options);
-  Descriptor out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  FileDescriptor out(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
   if (out.get() < 0) throw_errno(str_cat("cannot create checkpoint ", path));
   internal::quiet_hdf5();
   try {
@@ -255,7 +236,7 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
     file_.reset();
     throw;
   }
-  if (!out.close()) throw_errno(str_cat("cannot finish checkpoint ", path));
+  if (out.close() != 0) throw_errno(str_cat("cannot finish checkpoint ", path));
 }
 
 }  // namespace cadre::checkpoint

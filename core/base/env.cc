@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "cadre/base/errors.h"
+#include "core/base/file_descriptor.h"
 #include "core/base/file_errors.h"
 #include "core/base/process_id.h"
 #include "core/base/strings.h"
@@ -20,28 +21,6 @@ namespace cadre {
 namespace {
 
 constexpr char kTemporaryMark[] = ".tmp-";
-
-// Closes a file descriptor on every path out of a scope.
-class FileDescriptor {
- public:
-  FileDescriptor(const std::string& path, int flags, mode_t mode = 0644)
-      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  // Closes now so that a failing close (delayed write errors) is reported.
-  int close() {
-    int result = ::close(fd_);
-    fd_ = -1;
-    return result;
-  }
-
- private:
-  int fd_;
-};
 
 void sync_path(const std::string& path, int flags, std::string_view what) {
   FileDescriptor fd(path, flags);
@@ -65,8 +44,8 @@ void write_all(int fd, const char* data, size_t size, const std::string& path) {
 class PosixWritableFile : public WritableFile {
  public:
   PosixWritableFile(std::string path, bool append) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC),
-                 0644);
+    fd_ =
+        ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
     if (fd_ < 0) throw_file_error("cannot open for writing", path_, errno);
     if (append) {
       struct stat info;

@@ -46,6 +46,22 @@ std::string cluster_json(int chief_port, int worker_port) {
 
 class MultiWorkerTest : public cadre::testing::TempDirTest {
  protected:
+  // A chief whose training throws at step 30 (with `chief_env` besides) and a worker, in
+  // model_dir "m<transport>", over `transport` ("" for shared memory, or "gloo").
+  std::pair<pid_t, pid_t> start_failing_chief(
+      const std::string& transport, std::vector<std::pair<std::string, std::string>> chief_env) {
+    std::string dir = path("m" + transport);
+    std::string cluster = cluster_json(free_port(), free_port());
+    chief_env.emplace_back("HELPER_TRANSPORT", transport);
+    chief_env.emplace_back("HELPER_FAIL_AT_STEP", "30");
+    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 1000000,
+                        path("chief.log"), "", "", "", chief_env);
+    pid_t worker =
+        start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 1000000,
+              path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
+    return {chief, worker};
+  }
+
   // A chief and a worker train to step 20 in `dir`; every variable then equals a single
   // process's after 20 steps of the same global batches.
   void expect_two_workers_match_one_process(
@@ -349,16 +365,9 @@ TEST_F(MultiWorkerTest, AWorkerThatHangsOverGlooIsNamedAtTheHeartbeatTimeout) {
 TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
   for (const char* transport : {"", "gloo"}) {
     SCOPED_TRACE(*transport ? transport : "shared memory");
-    std::string dir = path(std::string("m") + transport);
-    std::string cluster = cluster_json(free_port(), free_port());
     using Clock = std::chrono::steady_clock;
     auto began = Clock::now();
-    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 1000000,
-                        path("chief.log"), "", "", "",
-                        {{"HELPER_TRANSPORT", transport}, {"HELPER_FAIL_AT_STEP", "30"}});
-    pid_t worker =
-        start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 1000000,
-              path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
+    auto [chief, worker] = start_failing_chief(transport, {});
     EXPECT_EQ(wait_for(chief), 1) << read_log(path("chief.log"));
     auto chief_ended = Clock::now();
     EXPECT_EQ(wait_for(worker), 1) << read_log(path("worker.log"));
@@ -384,18 +393,9 @@ TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
 TEST_F(MultiWorkerTest, AChiefThatCatchesItsTrainingErrorStillLetsTheWorkerGo) {
   for (const char* transport : {"", "gloo"}) {
     SCOPED_TRACE(*transport ? transport : "shared memory");
-    std::string dir = path(std::string("m") + transport);
-    std::string cluster = cluster_json(free_port(), free_port());
     using Clock = std::chrono::steady_clock;
     auto began = Clock::now();
-    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 1000000,
-                        path("chief.log"), "", "", "",
-                        {{"HELPER_TRANSPORT", transport},
-                         {"HELPER_FAIL_AT_STEP", "30"},
-                         {"HELPER_KEEP_AFTER_FAILURE", "30"}});
-    pid_t worker =
-        start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 1000000,
-              path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
+    auto [chief, worker] = start_failing_chief(transport, {{"HELPER_KEEP_AFTER_FAILURE", "30"}});
     EXPECT_EQ(wait_for(worker, 25), 1) << read_log(path("worker.log"));
     double worker_seconds = std::chrono::duration<double>(Clock::now() - began).count();
     // The chief says it caught the error after train() has left the group.
