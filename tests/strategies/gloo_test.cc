@@ -275,9 +275,13 @@ TEST(GlooErrorsTest, PeersThatNeverComeEndTheRendezvousAtTheTimeout) {
 std::unique_ptr<ProcessCollective> chief_whose_worker_left(MemoryStore& store) {
   GlooOptions named = within(60);
   named.rank_names = {"chief:0", "worker:0"};
-  auto leaver = std::async(std::launch::async,
-                           [&] { gloo_collective(store, 1, 2, "127.0.0.1", named).reset(); });
+  // The worker leaves once the chief has connected (leaving sooner fails the chief's connect).
+  auto leaver = std::async(std::launch::async, [&] {
+    auto worker = gloo_collective(store, 1, 2, "127.0.0.1", named);
+    store.wait({"test/chief connected"}, 60);
+  });
   auto collective = gloo_collective(store, 0, 2, "127.0.0.1", named);
+  store.set("test/chief connected", "");
   leaver.get();
   return collective;
 }
