@@ -212,7 +212,7 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
   internal::quiet_hdf5();
   try {
     // At most twice: a reused file that turns out wasteful is replaced by a new one, and
-    // the data written again where that one puts it.
+    // the file on disk written again from empty.
     for (bool reused = true;;) {
       if (file_ == nullptr || !file_->builder->same_layout(data, created)) {
         file_ = std::make_unique<InMemoryFile>(path);
@@ -227,6 +227,7 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
       if (!reused) file_->overhead = end - std::min(end, data_bytes);
       if (reused && file_->wasteful(end, data_bytes)) {
         file_.reset();
+        if (::ftruncate(out.get(), 0) != 0) throw_errno(str_cat("checkpoint ", path));
         continue;
       }
       file_->write_objects(out.get(), end, data_ranges, path);
