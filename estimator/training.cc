@@ -361,7 +361,10 @@ std::string plan_line(const Strategy& strategy, const PerReplica<io::Element>& b
 
 }  // namespace
 
-int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
+// A function-try-block: an error leaving train() leaves the workers this one steps with, so
+// that they fail now instead of waiting for it, even if the caller catches it and keeps the
+// strategy.
+int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   if (config_.model_dir.empty()) throw InvalidArgumentError("train: RunConfig.model_dir is empty");
   if (args.steps && args.max_steps) {
     throw InvalidArgumentError(str_cat("train: steps (", *args.steps, ") and max_steps (",
@@ -387,15 +390,6 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
       checkpoint::open_latest_intact(config_.model_dir);
   std::shared_ptr<const Strategy> strategy = config_.train_distribute;
   if (!strategy) strategy = OneDeviceStrategy::create();
-  // An error leaving train() leaves the workers this one steps with, so that they fail now
-  // instead of waiting for it, even if the caller catches it and keeps the strategy.
-  struct LeaveOnError {
-    const Strategy& strategy;
-    int exceptions = std::uncaught_exceptions();
-    ~LeaveOnError() {
-      if (std::uncaught_exceptions() > exceptions) strategy.extended().leave_after_error();
-    }
-  } leave_on_error{*strategy};
   // Every training task starts at the chief's step (with the chief's variables, through
   // create_variables), also one that cannot see the chief's checkpoints; and all decide from
   // that step whether anything is left to train, so that none waits for a chief that is done.
@@ -506,6 +500,16 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) {
   if (manager) manager->close();
   if (io::SummaryWriter* writer = run.summary_writer()) writer->close();
   return run.global_step();
+} catch (...) {
+  std::string what = "an exception that is not a std::exception";
+  try {
+    throw;
+  } catch (const std::exception& error) {
+    what = error.what();
+  } catch (...) {
+  }
+  if (config_.train_distribute) config_.train_distribute->extended().leave_after_error(what);
+  throw;
 }
 
 }  // namespace cadre

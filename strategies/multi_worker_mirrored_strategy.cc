@@ -95,8 +95,13 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   }
   std::vector<Gradient> finish_gradients(double& weight,
                                          std::vector<double>& scalars) const override;
-  void leave_after_error() const override {
+  void leave_after_error(const std::string& error) const override {
     LOG(WARNING) << "training failed: leaving the worker group";
+    // Reported first, so that the others learn what it was as their collectives break; not
+    // when a collective failed, whose error is a peer's failure, not this worker's.
+    if (!group_->collective_failed.load(std::memory_order_relaxed)) {
+      group_->client->report_error(error, /*timeout_seconds=*/2);
+    }
     if (gpus_) gpus_->abort("this worker left after an error");
     group_->collective->leave();
   }

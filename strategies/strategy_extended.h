@@ -56,11 +56,12 @@ class StrategyExtended {
   virtual int num_workers() const { return 1; }
   virtual int worker_index() const { return 0; }
   virtual int num_workers_in_sync() const { return num_workers(); }
-  // Training on this worker failed (the framework calls this as the error leaves train()):
-  // the workers stepping with it must not wait for it in their next collective. Under
-  // MultiWorkerMirrored this worker leaves the group at once, whoever later handles the
-  // error, and the strategy cannot train again in this process.
-  virtual void leave_after_error() const {}
+  // Training on this worker failed with `error` (the framework calls this as the error
+  // leaves train()): the workers stepping with it must not wait for it in their next
+  // collective. Under MultiWorkerMirrored this worker reports the error to the coordination
+  // service and leaves the group at once, whoever later handles the error, and the strategy
+  // cannot train again in this process.
+  virtual void leave_after_error(const std::string& error) const {}
   int num_replicas_in_sync() const { return num_local_replicas() * num_workers_in_sync(); }
   // Across workers, in place: sums each value over the workers, and `weight` too (every
   // worker calls it with the same values in the same order; collective). Nothing to do for

@@ -109,6 +109,28 @@ class Client final : public CoordinationClient {
     return failure_;
   }
 
+  std::string failure_now(double timeout_seconds) override {
+    grpc::Status status = heartbeat(timeout_seconds);
+    MutexLock lock(mutex_);
+    if (status.error_code() == grpc::StatusCode::ABORTED && failure_.empty()) {
+      failure_ = status.error_message();
+    }
+    return failure_;
+  }
+
+  void report_error(const std::string& message, double timeout_seconds) override {
+    pb::ReportErrorRequest request;
+    fill(request.mutable_task());
+    request.set_incarnation(incarnation_);
+    request.set_message(message);
+    try {
+      call<pb::ReportErrorResponse>(&pb::Coordination::Stub::ReportError, request,
+                                    "reporting this task's error", timeout_seconds);
+    } catch (const std::exception& e) {
+      LOG(WARNING) << task_.to_string() << ": " << e.what();
+    }
+  }
+
  private:
   static std::chrono::system_clock::time_point deadline(double s) {
     return std::chrono::system_clock::now() +
@@ -134,20 +156,24 @@ class Client final : public CoordinationClient {
     task->set_index(task_.index);
   }
 
+  grpc::Status heartbeat(double seconds) {
+    pb::HeartbeatRequest request;
+    fill(request.mutable_task());
+    request.set_incarnation(incarnation_);
+    pb::HeartbeatResponse response;
+    grpc::ClientContext context;
+    token_.add_to(context);
+    context.set_deadline(deadline(seconds));
+    return stub_->Heartbeat(&context, request, &response);
+  }
+
   void beat() {
     auto unreachable_since = Clock::now();
     bool reachable = true;
     MutexLock lock(mutex_);
     while (!stopping_) {
       lock.unlock();
-      pb::HeartbeatRequest request;
-      fill(request.mutable_task());
-      request.set_incarnation(incarnation_);
-      pb::HeartbeatResponse response;
-      grpc::ClientContext context;
-      token_.add_to(context);
-      context.set_deadline(deadline(options_.heartbeat_interval_seconds * 3));
-      grpc::Status status = stub_->Heartbeat(&context, request, &response);
+      grpc::Status status = heartbeat(options_.heartbeat_interval_seconds * 3);
       lock.lock();
       if (status.ok()) {
         reachable = true;

@@ -169,6 +169,25 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     return status_locked();
   }
 
+  grpc::Status ReportError(grpc::ServerContext* context, const pb::ReportErrorRequest* request,
+                           pb::ReportErrorResponse*) override {
+    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
+    MutexLock lock(mutex_);
+    std::string task = name_of(request->task());
+    auto known = incarnation_.find(task);
+    if (known == incarnation_.end() || known->second != request->incarnation()) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              str_cat("task ", task, " is not registered in this round of the coordination "
+                                     "service")};
+    }
+    // Bounded: it goes into every task's log and error.
+    constexpr size_t kMaxMessage = 2000;
+    std::string message = request->message().substr(0, kMaxMessage);
+    if (request->message().size() > kMaxMessage) message += "...";
+    fail(str_cat("task ", task, " failed: ", message));
+    return grpc::Status::OK;
+  }
+
   grpc::Status Barrier(grpc::ServerContext* context, const pb::BarrierRequest* request,
                        pb::BarrierResponse*) override {
     if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;

@@ -67,8 +67,15 @@ class CoordinationClient : public Store {
   virtual void barrier(const std::string& name, double timeout_seconds) = 0;
   // Stops the heartbeats (as a process that dies would).
   virtual void stop_heartbeats() = 0;
-  // The failure the service reported for the cluster (a dead task), empty while healthy.
+  // The failure the service reported for the cluster (a dead task, or a task's own error),
+  // empty while healthy.
   virtual std::string failure() const = 0;
+  // Asks the service now (one heartbeat within `timeout_seconds`) and returns failure():
+  // what a task whose collective just broke learns of why, when a peer reported its error.
+  virtual std::string failure_now(double timeout_seconds) = 0;
+  // Tells the service that this task failed with `message`, so that the cluster fails with
+  // it. Best effort, within `timeout_seconds`: a failure to report is logged, not thrown.
+  virtual void report_error(const std::string& message, double timeout_seconds) = 0;
 };
 
 }  // namespace cadre

@@ -19,8 +19,9 @@ namespace {
 // they are out of step for good, and a dead peer never reaches the shutdown barrier.
 class FailureNotingCollective final : public ProcessCollective {
  public:
-  FailureNotingCollective(std::unique_ptr<ProcessCollective> inner, std::atomic<bool>* failed)
-      : inner_(std::move(inner)), failed_(failed) {}
+  FailureNotingCollective(std::unique_ptr<ProcessCollective> inner, std::atomic<bool>* failed,
+                          CoordinationClient* client)
+      : inner_(std::move(inner)), failed_(failed), client_(client) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -51,6 +52,12 @@ class FailureNotingCollective final : public ProcessCollective {
     }
     try {
       operation();
+    } catch (const std::exception& error) {
+      failed_->store(true, std::memory_order_relaxed);
+      // A peer that failed by itself reported its error before it left: say what it was.
+      std::string why = client_->failure_now(/*timeout_seconds=*/1);
+      if (why.empty()) throw;
+      throw AbortedError(str_cat(error.what(), "; the coordination service: ", why));
     } catch (...) {
       failed_->store(true, std::memory_order_relaxed);
       throw;
@@ -59,6 +66,7 @@ class FailureNotingCollective final : public ProcessCollective {
 
   std::unique_ptr<ProcessCollective> inner_;
   std::atomic<bool>* failed_;
+  CoordinationClient* client_;
   std::atomic<bool> left_{false};
 };
 
@@ -118,7 +126,7 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
   for (const TaskId& task : tasks) collective.rank_names.push_back(task.to_string());
   group->collective = std::make_unique<FailureNotingCollective>(
       host_collective(*group->client, rank, static_cast<int>(tasks.size()), host, collective),
-      &group->collective_failed);
+      &group->collective_failed, group->client.get());
   return group;
 }
 

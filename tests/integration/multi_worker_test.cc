@@ -384,6 +384,9 @@ TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
     bool named = has("chief:0 (rank 0) gave up on the collective") || has("chief:0 (rank 0, pid") ||
                  has("a peer is gone (chief:0)");
     EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
+    // And the error the chief reported to the coordination service.
+    EXPECT_TRUE(has("task chief:0 failed: HELPER_FAIL_AT_STEP: failing at step 30"))
+        << testing::tail(worker_log, 2000);
   }
 }
 
@@ -415,6 +418,9 @@ TEST_F(MultiWorkerTest, AChiefThatCatchesItsTrainingErrorStillLetsTheWorkerGo) {
     bool named = has("chief:0 (rank 0) gave up on the collective") ||
                  has("a peer is gone (chief:0)") || has("chief:0 (rank 0, pid");
     EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
+    // And the error the chief reported to the coordination service.
+    EXPECT_TRUE(has("task chief:0 failed: HELPER_FAIL_AT_STEP: failing at step 30"))
+        << testing::tail(worker_log, 2000);
   }
 }
 

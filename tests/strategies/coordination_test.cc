@@ -95,6 +95,23 @@ TEST(CoordinationTest, ADeadTaskIsNamedToTheSurvivorsWithinTheHeartbeatTimeout) 
   }
 }
 
+// A task that fails by itself reports its error: the cluster fails with it, and another
+// task asking the service now learns it without waiting for a heartbeat. A report from a
+// task that is not registered changes nothing.
+TEST(CoordinationTest, AReportedErrorFailsTheClusterWithItsText) {
+  auto service = serve("127.0.0.1:0", {{"chief", 0}, {"worker", 0}});
+  auto chief = join(service->address(), {"chief", 0});
+  auto worker = join(service->address(), {"worker", 0});
+  auto registering = std::async(std::launch::async, [&] { worker->register_task(10); });
+  chief->register_task(10);
+  registering.get();
+  join(service->address(), {"worker", 0})->report_error("an impostor's words", 2);
+  EXPECT_EQ(worker->failure_now(2), "");
+  chief->report_error("DataLossError: train-00003 is damaged", 2);
+  EXPECT_EQ(worker->failure_now(2), "task chief:0 failed: DataLossError: train-00003 is damaged");
+  EXPECT_THROW(worker->barrier("shutdown", 10), AbortedError);
+}
+
 // A client of coordinator mode hosting the service: it reads the failure, begins a new round
 // in which the tasks register again, and the tasks of the failed round are told to stop by
 // their next heartbeat; the shutdown barrier says when every task has passed it.

@@ -73,6 +73,10 @@ CallByName coordination_calls(pb::Coordination::Stub& stub) {
       pb::BarrierResponse response;
       return stub.Barrier(&context, pb::BarrierRequest(), &response);
     }
+    if (method == "ReportError") {
+      pb::ReportErrorResponse response;
+      return stub.ReportError(&context, pb::ReportErrorRequest(), &response);
+    }
     return {grpc::StatusCode::INTERNAL, "the test does not know method " + method};
   };
 }
