@@ -75,6 +75,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     MutexLock lock(mutex_);
     incarnation_.clear();
     heartbeat_.clear();
+    told_.clear();
     store_.clear();
     barriers_.clear();
     failure_.clear();
@@ -82,6 +83,21 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     LOG(INFO) << "coordination service: round " << round_ << "; waiting for " << names(expected_)
               << " to register again";
     changed_.notify_all();
+  }
+
+  void linger_after_failure(const std::string& host, double seconds) override {
+    MutexLock lock(mutex_);
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(seconds));
+    auto everyone_told = [&]() CADRE_REQUIRES(mutex_) {
+      for (const std::string& task : expected_) {
+        if (task != host && !told_.count(task)) return false;
+      }
+      return true;
+    };
+    while (!failure_.empty() && !stopping_ && !everyone_told()) {
+      if (!changed_.wait_until(mutex_, deadline)) return;
+    }
   }
 
   void stop() override {
@@ -137,6 +153,10 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                                      "service (the collective was restarted)")};
     }
     heartbeat_[task] = Clock::now();
+    if (!failure_.empty()) {
+      told_.insert(task);
+      changed_.notify_all();
+    }
     return status_locked();
   }
 
@@ -280,6 +300,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   CondVar changed_;
   std::map<std::string, uint64_t> incarnation_ CADRE_GUARDED_BY(mutex_);
   std::map<std::string, Clock::time_point> heartbeat_ CADRE_GUARDED_BY(mutex_);
+  std::set<std::string> told_ CADRE_GUARDED_BY(mutex_);  // heartbeats answered with the failure
   std::map<std::string, std::string> store_ CADRE_GUARDED_BY(mutex_);
   std::map<std::string, std::set<std::string>> barriers_ CADRE_GUARDED_BY(mutex_);
   std::string failure_ CADRE_GUARDED_BY(mutex_);

@@ -51,6 +51,10 @@ class CoordinationService {
   // failure are forgotten, every task registers again, and the heartbeats of tasks of the
   // previous round fail with ABORTED, so that they stop.
   virtual void begin_round() = 0;
+  // After a failure, waits up to `seconds` until every task but `host` (the one serving) has
+  // been told of it, so that a task asking why its collective broke hears the answer before
+  // the service goes. Returns at once without a failure.
+  virtual void linger_after_failure(const std::string& host, double seconds) = 0;
   // Stops serving; waiting calls fail with UnavailableError.
   virtual void stop() = 0;
 };

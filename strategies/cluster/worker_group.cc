@@ -95,6 +95,10 @@ WorkerGroup::~WorkerGroup() {
     }
   }
   client->stop_heartbeats();
+  if (service && (failed || std::uncaught_exceptions() > 0)) {
+    // The others ask the service why their collective broke: it answers before it goes.
+    service->linger_after_failure(task, /*seconds=*/2);
+  }
   if (service) service->stop();
 }
 
@@ -108,6 +112,7 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
   std::vector<TaskId> tasks = cluster.training_tasks();
   std::string chief_address = cluster.address(cluster.chief());
   auto group = std::make_unique<WorkerGroup>();
+  group->task = cluster.task.to_string();
   if (cluster.is_chief()) {
     group->service =
         CoordinationService::start(chief_address, tasks, options.coordination, cluster.security);

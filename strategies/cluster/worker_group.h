@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "cadre/strategies/cluster_spec.h"
 #include "cadre/strategies/multi_worker_options.h"
@@ -20,6 +21,7 @@ struct WorkerGroup {
   std::unique_ptr<CoordinationClient> client;
   std::unique_ptr<ProcessCollective> collective;  // host memory; rank = the task's global id
   std::atomic<bool> collective_failed{false};     // an operation of `collective` threw
+  std::string task;                               // this task's name ("chief:0")
 
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
   // outlives the others' last calls, unless a collective failed (a peer may be dead) or an

@@ -386,7 +386,8 @@ TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
     EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
     // And the error the chief reported to the coordination service.
     EXPECT_TRUE(has("task chief:0 failed: HELPER_FAIL_AT_STEP: failing at step 30"))
-        << testing::tail(worker_log, 2000);
+        << testing::tail(worker_log, 2000) << "\nthe chief's log:\n"
+        << testing::tail(chief_log, 2000);
   }
 }
 
@@ -420,7 +421,8 @@ TEST_F(MultiWorkerTest, AChiefThatCatchesItsTrainingErrorStillLetsTheWorkerGo) {
     EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
     // And the error the chief reported to the coordination service.
     EXPECT_TRUE(has("task chief:0 failed: HELPER_FAIL_AT_STEP: failing at step 30"))
-        << testing::tail(worker_log, 2000);
+        << testing::tail(worker_log, 2000) << "\nthe chief's log:\n"
+        << testing::tail(chief_log, 2000);
   }
 }
 
