@@ -26,7 +26,8 @@ struct WorkerGroup {
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
   // outlives the others' last calls, unless a collective failed (a peer may be dead) or an
   // exception is ending this task: then it leaves the collective at once, so that the others'
-  // collectives fail now. Then stops heartbeats and the service.
+  // collectives fail now. Then stops heartbeats and the service, which after a failure
+  // first waits (up to 2 s) until the other tasks have heard it.
   ~WorkerGroup();
 };
 
