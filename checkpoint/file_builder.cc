@@ -24,8 +24,8 @@ Tensor host_contiguous(const Tensor& tensor) {
   return host.contiguous();
 }
 
-// What same_layout compares: every name with its dtype and role, the attributes, and the
-// length of the creation time's text (its attribute's type).
+}  // namespace
+
 std::string layout_key(const CheckpointData& data, double created) {
   std::string key = str_cat(iso8601_utc(created).size(), "|");
   auto add = [&](char kind, const std::string& name, std::string_view detail) {
@@ -46,8 +46,6 @@ std::string layout_key(const CheckpointData& data, double created) {
   return key;
 }
 
-}  // namespace
-
 FileBuilder::FileBuilder(hid_t file) : file_(file) {
   quiet_hdf5();
   link_ = checked(H5Pcreate(H5P_LINK_CREATE), ErrorCode::kInternal, "H5Pcreate");
@@ -63,15 +61,11 @@ FileBuilder::FileBuilder(hid_t file) : file_(file) {
   rng_type_ = checked(H5Tcopy(H5T_STD_U64LE), ErrorCode::kInternal, "H5Tcopy");
 }
 
-bool FileBuilder::same_layout(const CheckpointData& data, double created) const {
-  return !layout_.empty() && layout_ == layout_key(data, created);
-}
-
 void FileBuilder::write(const CheckpointData& data, double created,
                         const Destination& destination) {
   quiet_hdf5();
-  const bool first = layout_.empty();
-  layout_.clear();  // until this write succeeds, the objects are not known to match
+  const bool first = !built_;
+  built_ = true;
   destination_ = destination;
   direct_.clear();
   if (first) {
@@ -130,7 +124,6 @@ void FileBuilder::write(const CheckpointData& data, double created,
       attributes_.write_string(metadata, key, value);
     }
   }
-  layout_ = layout_key(data, created);
 }
 
 Handle& FileBuilder::group(Handle& slot, const char* name) {
@@ -167,7 +160,9 @@ void FileBuilder::write_tensor(hid_t parent, const std::string& name, const std:
                                const std::vector<Tensor>& parts, const Shape& shape,
                                const char* slot_of) {
   DType dtype = parts[0].dtype();
-  Handle type = hdf5_type_for(dtype);
+  // The dtype is part of the layout: the type made for the first write serves every later one.
+  Handle& type = datasets_[full_name].type;
+  if (!type.valid()) type = hdf5_type_for(dtype);
   bool created = false;
   Dataset& entry = dataset(parent, name, full_name, type.get(), shape, &created);
   if (created) {

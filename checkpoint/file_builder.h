@@ -20,6 +20,11 @@
 
 namespace cadre::checkpoint::internal {
 
+// What must not change for a FileBuilder to write a checkpoint over the last one: every
+// name with its dtype and role, the attributes, and the length of the creation time's text
+// (its attribute's type). Shapes may change.
+std::string layout_key(const CheckpointData& data, double created);
+
 class FileBuilder {
  public:
   // `file` stays owned by the caller, who destroys the builder before closing it (open
@@ -36,15 +41,10 @@ class FileBuilder {
   };
 
   // Writes `data` (checked by check_data) with `created` as its time. The first call
-  // creates every object; later calls require same_layout(data, created) and overwrite
+  // creates every object; later calls require data of the same layout_key and overwrite
   // values, replacing only datasets whose shape changed. After a write that threw, the
   // builder and its file are of no further use.
   void write(const CheckpointData& data, double created, const Destination& destination);
-
-  // Whether `data` has the names, dtypes, slots and attributes of the data last written (and
-  // `created` a time of the same length as text), so that write() can reuse the objects;
-  // shapes may differ.
-  bool same_layout(const CheckpointData& data, double created) const;
 
   // The byte ranges [begin, end) of the file that the last write() sent to the descriptor.
   const std::vector<std::pair<uint64_t, uint64_t>>& direct_ranges() const { return direct_; }
@@ -54,6 +54,7 @@ class FileBuilder {
     hid_t parent = H5I_INVALID_HID;
     Handle dataset;
     Handle checksum;  // the "checksum" attribute
+    Handle type;      // the HDF5 type of the elements
     Shape shape;
   };
 
@@ -80,7 +81,7 @@ class FileBuilder {
   Handle variables_, slots_, rng_, iterator_, metadata_;
   std::map<std::string, Dataset> datasets_;  // by full name ("variables/hidden1/kernel")
   std::map<std::string, Handle> root_attributes_;
-  std::string layout_;  // same_layout's key of the data last written
+  bool built_ = false;  // the objects every checkpoint has exist
   std::vector<std::pair<uint64_t, uint64_t>> direct_;
 };
 

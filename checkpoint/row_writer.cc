@@ -43,6 +43,12 @@ RowWriter::RowWriter(hid_t dataset, hid_t memory_type, const Shape& shape, std::
   H5Eclear2(H5E_DEFAULT);
 }
 
+void throw_write_error(const std::string& context, int err) {
+  std::string message = str_cat(context, ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) throw ResourceExhaustedError(message);
+  throw UnavailableError(message);
+}
+
 void write_fully(int descriptor, const void* data, size_t size, int64_t offset,
                  const std::string& context) {
   const auto* in = static_cast<const char*>(data);
@@ -50,11 +56,7 @@ void write_fully(int descriptor, const void* data, size_t size, int64_t offset,
   while (size > 0) {
     ssize_t wrote = ::pwrite(descriptor, in, size, at);
     if (wrote < 0 && errno == EINTR) continue;
-    if (wrote < 0) {
-      std::string message = str_cat(context, ": cannot write: ", std::strerror(errno));
-      if (errno == ENOSPC || errno == EDQUOT) throw ResourceExhaustedError(message);
-      throw UnavailableError(message);
-    }
+    if (wrote < 0) throw_write_error(str_cat(context, ": cannot write"), errno);
     in += wrote;
     at += wrote;
     size -= static_cast<size_t>(wrote);

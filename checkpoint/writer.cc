@@ -55,12 +55,6 @@ size_t tensor_bytes(const CheckpointData& data) {
   return bytes;
 }
 
-[[noreturn]] void throw_errno(const std::string& context) {
-  std::string message = str_cat(context, ": ", std::strerror(errno));
-  if (errno == ENOSPC || errno == EDQUOT) throw ResourceExhaustedError(message);
-  throw UnavailableError(message);
-}
-
 }  // namespace
 
 const char* library_version() { return CADRE_CHECKPOINT_LIBRARY_VERSION; }
@@ -129,6 +123,7 @@ struct CheckpointFileWriter::InMemoryFile {
   CoreBuffer buffer;
   Handle file;
   std::unique_ptr<FileBuilder> builder;
+  std::string layout;  // internal::layout_key of the data the objects hold
   // The bytes of the first file that were not datasets' data: its objects and padding.
   uint64_t overhead = 0;
   char superblock[48];  // sealed for the file on disk
@@ -191,7 +186,7 @@ struct CheckpointFileWriter::InMemoryFile {
       at = std::max(at, finish);
     }
     write_until(end);
-    if (::ftruncate(out, static_cast<off_t>(end)) != 0) throw_errno(context);
+    if (::ftruncate(out, static_cast<off_t>(end)) != 0) internal::throw_write_error(context, errno);
   }
 };
 
@@ -208,17 +203,19 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
   }
   double created = creation_time(options);
   FileDescriptor out(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (out.get() < 0) throw_errno(str_cat("cannot create checkpoint ", path));
+  if (out.get() < 0) internal::throw_write_error(str_cat("cannot create checkpoint ", path), errno);
   internal::quiet_hdf5();
   try {
     // At most twice: a reused file that turns out wasteful is replaced by a new one, and
     // the file on disk written again from empty.
+    std::string layout = internal::layout_key(data, created);
     for (bool reused = true;;) {
-      if (file_ == nullptr || !file_->builder->same_layout(data, created)) {
+      if (file_ == nullptr || file_->layout != layout) {
         file_ = std::make_unique<InMemoryFile>(path);
         reused = false;
       }
       file_->builder->write(data, created, {path, options, out.get()});
+      file_->layout = layout;
       std::vector<std::pair<uint64_t, uint64_t>> data_ranges = file_->builder->direct_ranges();
       std::sort(data_ranges.begin(), data_ranges.end());
       uint64_t data_bytes = 0;
@@ -227,7 +224,8 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
       if (!reused) file_->overhead = end - std::min(end, data_bytes);
       if (reused && file_->wasteful(end, data_bytes)) {
         file_.reset();
-        if (::ftruncate(out.get(), 0) != 0) throw_errno(str_cat("checkpoint ", path));
+        if (::ftruncate(out.get(), 0) != 0)
+          internal::throw_write_error(str_cat("checkpoint ", path), errno);
         continue;
       }
       file_->write_objects(out.get(), end, data_ranges, path);
@@ -237,7 +235,8 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
     file_.reset();
     throw;
   }
-  if (out.close() != 0) throw_errno(str_cat("cannot finish checkpoint ", path));
+  if (out.close() != 0)
+    internal::throw_write_error(str_cat("cannot finish checkpoint ", path), errno);
 }
 
 }  // namespace cadre::checkpoint

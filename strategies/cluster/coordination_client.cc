@@ -112,9 +112,7 @@ class Client final : public CoordinationClient {
   std::string failure_now(double timeout_seconds) override {
     grpc::Status status = heartbeat(timeout_seconds);
     MutexLock lock(mutex_);
-    if (status.error_code() == grpc::StatusCode::ABORTED && failure_.empty()) {
-      failure_ = status.error_message();
-    }
+    take_verdict(status);
     return failure_;
   }
 
@@ -137,17 +135,22 @@ class Client final : public CoordinationClient {
            std::chrono::duration_cast<std::chrono::system_clock::duration>(
                std::chrono::duration<double>(s));
   }
-  // One call with the job's token and a deadline `seconds` away; a failure is Cadre's typed
-  // error naming `what` and the service.
+  // One call with the job's token and a deadline `seconds` away.
   template <typename Response, typename Request, typename Method>
-  Response call(Method method, const Request& request, const std::string& what, double seconds,
-                bool wait_for_ready = false) {
+  grpc::Status invoke(Method method, const Request& request, Response* response, double seconds,
+                      bool wait_for_ready = false) {
     grpc::ClientContext context;
     token_.add_to(context);
     context.set_deadline(deadline(seconds));
     context.set_wait_for_ready(wait_for_ready);
+    return (stub_.get()->*method)(&context, request, response);
+  }
+  // invoke(), a failure being Cadre's typed error naming `what` and the service.
+  template <typename Response, typename Request, typename Method>
+  Response call(Method method, const Request& request, const std::string& what, double seconds,
+                bool wait_for_ready = false) {
     Response response;
-    check((stub_.get()->*method)(&context, request, &response), what, address_, security_);
+    check(invoke(method, request, &response, seconds, wait_for_ready), what, address_, security_);
     return response;
   }
 
@@ -161,10 +164,14 @@ class Client final : public CoordinationClient {
     fill(request.mutable_task());
     request.set_incarnation(incarnation_);
     pb::HeartbeatResponse response;
-    grpc::ClientContext context;
-    token_.add_to(context);
-    context.set_deadline(deadline(seconds));
-    return stub_->Heartbeat(&context, request, &response);
+    return invoke(&pb::Coordination::Stub::Heartbeat, request, &response, seconds);
+  }
+
+  // The service answers ABORTED, naming the failure, once the cluster has failed.
+  void take_verdict(const grpc::Status& status) CADRE_REQUIRES(mutex_) {
+    if (status.error_code() != grpc::StatusCode::ABORTED) return;
+    if (failure_.empty()) LOG(ERROR) << task_.to_string() << ": " << status.error_message();
+    failure_ = status.error_message();
   }
 
   void beat() {
@@ -178,8 +185,7 @@ class Client final : public CoordinationClient {
       if (status.ok()) {
         reachable = true;
       } else if (status.error_code() == grpc::StatusCode::ABORTED) {
-        if (failure_.empty()) LOG(ERROR) << task_.to_string() << ": " << status.error_message();
-        failure_ = status.error_message();
+        take_verdict(status);
       } else {
         if (reachable) unreachable_since = Clock::now();
         reachable = false;

@@ -144,9 +144,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     std::string task = name_of(request->task());
-    auto known = incarnation_.find(task);
-    if (failure_.empty() &&
-        (known == incarnation_.end() || known->second != request->incarnation())) {
+    if (failure_.empty() && !is_current(task, request->incarnation())) {
       // A task of an earlier round (begin_round), or replaced by a restarted one: it stops.
       return {grpc::StatusCode::ABORTED,
               str_cat("task ", task, " is not registered in this round of the coordination "
@@ -194,8 +192,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     std::string task = name_of(request->task());
-    auto known = incarnation_.find(task);
-    if (known == incarnation_.end() || known->second != request->incarnation()) {
+    if (!is_current(task, request->incarnation())) {
       return {grpc::StatusCode::FAILED_PRECONDITION,
               str_cat("task ", task, " is not registered in this round of the coordination "
                                      "service")};
@@ -244,6 +241,11 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     std::set<std::string> out;
     for (const auto& [task, incarnation] : incarnation_) out.insert(task);
     return out;
+  }
+  // Whether `task` registered in this round as this incarnation of its process.
+  bool is_current(const std::string& task, uint64_t incarnation) const CADRE_REQUIRES(mutex_) {
+    auto known = incarnation_.find(task);
+    return known != incarnation_.end() && known->second == incarnation;
   }
   std::set<std::string> missing() const CADRE_REQUIRES(mutex_) {
     std::set<std::string> out;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <string_view>
 #include <utility>
 
 #include "cadre/base/errors.h"
@@ -56,7 +57,9 @@ class FailureNotingCollective final : public ProcessCollective {
       failed_->store(true, std::memory_order_relaxed);
       // A peer that failed by itself reported its error before it left: say what it was.
       std::string why = client_->failure_now(/*timeout_seconds=*/1);
-      if (why.empty()) throw;
+      if (why.empty() || std::string_view(error.what()).find(why) != std::string_view::npos) {
+        throw;  // nothing to add (a transport that polls the service may have said it)
+      }
       throw AbortedError(str_cat(error.what(), "; the coordination service: ", why));
     } catch (...) {
       failed_->store(true, std::memory_order_relaxed);
@@ -80,7 +83,8 @@ WorkerGroup::~WorkerGroup() {
   // Leaving the collective first ends the others' collectives at once (stopping the service
   // may wait for their calls to it).
   const bool failed = collective_failed.load(std::memory_order_relaxed);
-  if (failed || std::uncaught_exceptions() > 0) {
+  const bool leaving = failed || std::uncaught_exceptions() > 0;
+  if (leaving) {
     LOG(WARNING) << (failed ? "a collective failed" : "an error ends this task")
                  << ": leaving the worker group without the shutdown barrier";
     if (collective) {
@@ -95,7 +99,7 @@ WorkerGroup::~WorkerGroup() {
     }
   }
   client->stop_heartbeats();
-  if (service && (failed || std::uncaught_exceptions() > 0)) {
+  if (service && leaving) {
     // The others ask the service why their collective broke: it answers before it goes.
     service->linger_after_failure(task, /*seconds=*/2);
   }

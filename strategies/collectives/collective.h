@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "cadre/tensor/device.h"
 
@@ -36,5 +38,10 @@ class ProcessCollective {
   // thread than the one in an operation, and more than once.
   virtual void leave() {}
 };
+
+// What errors call rank `r`: its name in `names` ("worker:0"), else "rank r".
+inline std::string rank_name(const std::vector<std::string>& names, int r) {
+  return static_cast<size_t>(r) < names.size() ? names[r] : "rank " + std::to_string(r);
+}
 
 }  // namespace cadre

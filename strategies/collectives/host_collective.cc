@@ -41,10 +41,7 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
   gloo.timeout_seconds = timeout;
   gloo.peer_failure = options.peer_failure;
   gloo.rank_names = options.rank_names;
-  auto name_of = [&](int r) {
-    return static_cast<size_t>(r) < options.rank_names.size() ? options.rank_names[r]
-                                                              : str_cat("rank ", r);
-  };
+  auto name_of = [&](int r) { return rank_name(options.rank_names, r); };
   if (options.transport == HostTransport::kGloo || size == 1) {
     return gloo_collective(store, rank, size, host, gloo);
   }
@@ -64,7 +61,8 @@ std::unique_ptr<ProcessCollective> host_collective(Store& store, int rank, int s
   for (int r = 0; r < size; ++r) {
     if (host_of[r] == my_host) mates.push_back(r);
   }
-  const int local_rank = static_cast<int>(std::find(mates.begin(), mates.end(), rank) - mates.begin());
+  const int local_rank =
+      static_cast<int>(std::find(mates.begin(), mates.end(), rank) - mates.begin());
   const int local_size = static_cast<int>(mates.size());
   const int num_hosts = static_cast<int>(hosts.size());
   // This host's workers share its cores: helper threads (an autotuned prefetch) run only

@@ -231,9 +231,7 @@ class GlooCollective : public ProcessCollective {
 
   int left() const { return (rank() + size() - 1) % size(); }
 
-  std::string name_of(int r) const {
-    return static_cast<size_t>(r) < rank_names_.size() ? rank_names_[r] : str_cat("rank ", r);
-  }
+  std::string name_of(int r) const { return rank_name(rank_names_, r); }
 
   // "worker:0 or worker:2": the peers an operation talks to (`first` and `second`, or every
   // other rank when `first` is kEveryOther), one of which is gone when a pair fails.
