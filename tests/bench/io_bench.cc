@@ -57,5 +57,38 @@ void BM_ShuffleBatchScale(benchmark::State& state) {
 }
 BENCHMARK(BM_ShuffleBatchScale)->Arg(128)->Arg(256);
 
+// What a checkpoint of that pipeline's position costs the training thread: the state of a
+// full 10,000-row shuffle buffer (its rows and generator) behind an autotuned prefetch
+// (which reads on the consumer's thread when the intra-op budget takes every core). The
+// argument: MiB written between two saves to push the pipeline out of the caches, as the
+// steps between two saves do (0: saves back to back).
+void BM_SaveShuffledPosition(benchmark::State& state) {
+  const int64_t n = 60'000;
+  Tensor images = Tensor::full(Shape{n, 784}, 7, DType::kUInt8, Device::cpu(0));
+  Tensor labels = Tensor::full(Shape{n}, 3, DType::kUInt8, Device::cpu(0));
+  io::Features features;
+  features.set("image", images);
+  io::Iterator it = io::Dataset::from_tensor_slices(features, labels)
+                        .shuffle(10'000, 42)
+                        .repeat()
+                        .batch(256, /*drop_remainder=*/true)
+                        .map(io::scale_pixels_fn())
+                        .prefetch(io::kAutotune)
+                        .make_iterator();
+  for (int i = 0; i < 100; ++i) it.next();
+  std::vector<char> evict(state.range(0) << 20);
+  for (auto _ : state) {
+    if (!evict.empty()) {
+      state.PauseTiming();
+      for (size_t i = 0; i < evict.size(); i += 64) evict[i] = static_cast<char>(i);
+      benchmark::ClobberMemory();
+      state.ResumeTiming();
+    }
+    it.prepare_save();
+    benchmark::DoNotOptimize(it.save());
+  }
+}
+BENCHMARK(BM_SaveShuffledPosition)->Arg(0)->Arg(64)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace cadre
