@@ -4,11 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <thread>
@@ -308,6 +313,37 @@ TEST(ManagerTest, CopyInBackgroundSavesTheValuesOfTheCallWhileTrainingWritesOn) 
   clash.variables["hidden1"] = Tensor::scalar(1.0f);  // a dataset where a group must be
   EXPECT_THROW(manager.save(std::move(clash)), InvalidArgumentError);
   EXPECT_EQ(latest_checkpoint(dir.path()), dir.file("model.ckpt-4.h5"));
+}
+
+// The copier and the writer are background threads: SCHED_BATCH, so that waking them never
+// preempts training on a busy core, and the writer at nice +10 besides (see manager.cc).
+// Each is found by its name among this process's threads.
+TEST(ManagerTest, TheCopierAndTheWriterNeverPreemptTrainingWhenTheyWake) {
+  TempDir dir;
+  CheckpointManagerOptions options;
+  options.async_save = true;
+  options.copy_in_background = true;
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(1));
+  manager.wait();
+  errno = 0;
+  int own_nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+  ASSERT_EQ(errno, 0);
+  std::map<std::string, pid_t> threads;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    threads[name] = static_cast<pid_t>(std::stol(task.path().filename().string()));
+  }
+  ASSERT_TRUE(threads.count("cadre-ckpt-wr")) << "no writer thread";
+  ASSERT_TRUE(threads.count("cadre-ckpt-cp")) << "no copier thread";
+  EXPECT_EQ(::sched_getscheduler(threads["cadre-ckpt-wr"]), SCHED_BATCH);
+  EXPECT_EQ(::sched_getscheduler(threads["cadre-ckpt-cp"]), SCHED_BATCH);
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(threads["cadre-ckpt-wr"])),
+            std::min(19, own_nice + 10));
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(threads["cadre-ckpt-cp"])), own_nice);
+  EXPECT_EQ(::sched_getscheduler(0), SCHED_OTHER) << "the caller's policy changed";
 }
 
 // durable_every_secs: only a save that long after the last durable one is fsynced;

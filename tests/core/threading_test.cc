@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <thread>
 
 #include "cadre/ops/linalg.h"
@@ -8,9 +14,30 @@
 #include "cadre/ops/reduce.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
+#include "core/runtime/background_thread.h"
 
 namespace cadre {
 namespace {
+
+// SCHED_BATCH and the niceness asked for, for the calling thread only; the name shows.
+TEST(ThreadingTest, ABackgroundThreadIsBatchScheduledNicerAndNamed) {
+  errno = 0;
+  int own_nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+  ASSERT_EQ(errno, 0);
+  int policy = -1, nice = -100;
+  char name[16] = {};
+  std::thread([&] {
+    make_background_thread("cadre-test-bg", 3);
+    policy = ::sched_getscheduler(0);
+    nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+    ::pthread_getname_np(::pthread_self(), name, sizeof name);
+  }).join();
+  EXPECT_EQ(policy, SCHED_BATCH);
+  EXPECT_EQ(nice, std::min(19, own_nice + 3));
+  EXPECT_STREQ(name, "cadre-test-bg");
+  EXPECT_EQ(::sched_getscheduler(0), SCHED_OTHER);
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid())), own_nice);
+}
 
 TEST(ThreadingTest, ParallelForCoversTheRangeOnce) {
   std::vector<std::atomic<int>> hits(100003);
