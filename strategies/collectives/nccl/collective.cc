@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "cadre/base/errors.h"
@@ -46,6 +47,12 @@ class NcclCollective : public GpuCollective {
   ~NcclCollective() override {
     if (comm_ == nullptr) return;  // aborted
     CurrentDevice current(device_.index);
+    // An error ends this task (outside Estimator::train, which aborts on its own): peers may
+    // wait in a collective this rank will never join, and finalizing would wait with them.
+    if (std::uncaught_exceptions() > 0) {
+      abort("an error ends this task");
+      return;
+    }
     {
       // Finalize flushes outstanding work; bounded like any wait, then destroyed.
       try {
