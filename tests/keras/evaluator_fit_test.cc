@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "cadre/cadre.h"
+#include "tests/keras/fresh_dir.h"
 #include "tests/keras/keras_test_data.h"
 #include "tests/support/eval_events.h"
 #include "tests/support/processes.h"

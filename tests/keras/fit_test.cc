@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cadre/cadre.h"
+#include "tests/keras/fresh_dir.h"
 #include "tests/keras/keras_test_data.h"
 
 namespace cadre::keras {

@@ -20,10 +20,4 @@ inline io::Dataset blobs(int64_t batch = 32, uint64_t seed = 3) {
   return io::Dataset::from_tensor_slices(io::Features{{"x", x}}, y).batch(batch);
 }
 
-inline std::string fresh_dir(const std::string& name) {
-  std::string dir = (std::filesystem::temp_directory_path() / ("keras_test_" + name)).string();
-  std::filesystem::remove_all(dir);
-  return dir;
-}
-
 }  // namespace cadre::keras::testing

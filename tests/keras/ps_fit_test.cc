@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cadre/cadre.h"
+#include "tests/keras/fresh_dir.h"
 #include "tests/keras/keras_test_data.h"
 #include "tests/support/job_secret.h"
 #include "tests/support/processes.h"
