@@ -37,20 +37,24 @@ void BM_StackShuffledRows(benchmark::State& state) {
 }
 BENCHMARK(BM_StackShuffledRows)->Arg(128)->Arg(256);
 
-// The Fashion-MNIST input_fn's pipeline on the consumer's thread, without prefetch: 60,000
-// in-memory 784-byte images, shuffle(10,000), repeat, batch, scale to float.
-void BM_ShuffleBatchScale(benchmark::State& state) {
+// The Fashion-MNIST input_fn's pipeline without prefetch: 60,000 in-memory 784-byte images,
+// shuffle(10,000), repeat, batch, scale to float.
+io::Dataset shuffled_batches(int64_t batch) {
   const int64_t n = 60'000;
   Tensor images = Tensor::full(Shape{n, 784}, 7, DType::kUInt8, Device::cpu(0));
   Tensor labels = Tensor::full(Shape{n}, 3, DType::kUInt8, Device::cpu(0));
   io::Features features;
   features.set("image", images);
-  io::Iterator it = io::Dataset::from_tensor_slices(features, labels)
-                        .shuffle(10'000, 42)
-                        .repeat()
-                        .batch(state.range(0), /*drop_remainder=*/true)
-                        .map(io::scale_pixels_fn())
-                        .make_iterator();
+  return io::Dataset::from_tensor_slices(features, labels)
+      .shuffle(10'000, 42)
+      .repeat()
+      .batch(batch, /*drop_remainder=*/true)
+      .map(io::scale_pixels_fn());
+}
+
+// That pipeline on the consumer's thread.
+void BM_ShuffleBatchScale(benchmark::State& state) {
+  io::Iterator it = shuffled_batches(state.range(0)).make_iterator();
   for (int i = 0; i < 100; ++i) it.next();  // fills the shuffle buffer
   for (auto _ : state) benchmark::DoNotOptimize(it.next());
   state.SetItemsProcessed(state.iterations() * state.range(0));
@@ -63,18 +67,7 @@ BENCHMARK(BM_ShuffleBatchScale)->Arg(128)->Arg(256);
 // argument: MiB written between two saves to push the pipeline out of the caches, as the
 // steps between two saves do (0: saves back to back).
 void BM_SaveShuffledPosition(benchmark::State& state) {
-  const int64_t n = 60'000;
-  Tensor images = Tensor::full(Shape{n, 784}, 7, DType::kUInt8, Device::cpu(0));
-  Tensor labels = Tensor::full(Shape{n}, 3, DType::kUInt8, Device::cpu(0));
-  io::Features features;
-  features.set("image", images);
-  io::Iterator it = io::Dataset::from_tensor_slices(features, labels)
-                        .shuffle(10'000, 42)
-                        .repeat()
-                        .batch(256, /*drop_remainder=*/true)
-                        .map(io::scale_pixels_fn())
-                        .prefetch(io::kAutotune)
-                        .make_iterator();
+  io::Iterator it = shuffled_batches(256).prefetch(io::kAutotune).make_iterator();
   for (int i = 0; i < 100; ++i) it.next();
   std::vector<char> evict(state.range(0) << 20);
   for (auto _ : state) {
