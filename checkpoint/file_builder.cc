@@ -151,7 +151,6 @@ FileBuilder::Dataset& FileBuilder::dataset(hid_t parent, const std::string& name
       checked(H5Dcreate2(parent, name.c_str(), type, space.get(), link_.get(),
                          dataset_create_.get(), H5P_DEFAULT),
               ErrorCode::kUnavailable, context(str_cat("cannot create dataset ", full_name)));
-  entry.parent = parent;
   entry.shape = shape;
   return entry;
 }

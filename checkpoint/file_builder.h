@@ -51,7 +51,6 @@ class FileBuilder {
 
  private:
   struct Dataset {
-    hid_t parent = H5I_INVALID_HID;
     Handle dataset;
     Handle checksum;  // the "checksum" attribute
     Handle type;      // the HDF5 type of the elements
