@@ -3,10 +3,15 @@
 // poisoned outputs. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "cadre/runtime/gpu_convolution.h"
 #include "cadre/runtime/precision.h"
+#include "core/base/strings.h"
 #include "core/kernels/linalg.h"
 #include "core/kernels/nn.h"
 #include "core/kernels/optimizer.h"
+#include "core/tensor/device_backend.h"
 #include "tests/core/cuda_test_util.h"
 
 namespace cadre {
@@ -19,6 +24,7 @@ using testing::kGpu;
 using testing::kHost;
 using testing::matches;
 using testing::matches_scaled;
+using testing::poisoned;
 using testing::poisoned_both;
 using testing::random_both;
 using testing::ulps;
@@ -131,54 +137,140 @@ struct ConvCase {
   bool bias;
 };
 
+kernels::Conv2DParams conv_params(const ConvCase& c) {
+  kernels::Conv2DParams params;
+  params.strides = c.strides;
+  params.dilations = c.dilations;
+  params.pad_begin = c.pad_begin;
+  params.pad_end = c.pad_end;
+  params.activation = c.act;
+  return params;
+}
+
+Shape conv_output(const ConvCase& c) {
+  int64_t oh = (c.x[1] + c.pad_begin[0] + c.pad_end[0] - ((c.w[0] - 1) * c.dilations[0] + 1)) /
+                   c.strides[0] +
+               1;
+  int64_t ow = (c.x[2] + c.pad_begin[1] + c.pad_end[1] - ((c.w[1] - 1) * c.dilations[1] + 1)) /
+                   c.strides[1] +
+               1;
+  return Shape{c.x[0], oh, ow, c.w[3]};
+}
+
+// Sets how GPU convolutions run until the scope ends (then the default, autotuning).
+struct GpuConvolutionScope {
+  explicit GpuConvolutionScope(GpuConvolution c) { set_gpu_convolution(c); }
+  ~GpuConvolutionScope() { set_gpu_convolution(GpuConvolution::kAutotune); }
+};
+
+// Float32 convolutions through cuDNN where it takes them (symmetric padding, or padding that
+// gives the same windows), through im2col, and as autotuning picks, each against the CPU in
+// float32 and in TF32; float64 through im2col.
 TEST_F(CudaTest, ConvolutionForwardAndBackward) {
   const ConvCase cases[] = {
       {{4, 28, 28, 1}, {3, 3, 1, 32}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, Activation::kRelu, true},
       {{3, 9, 11, 5}, {5, 3, 5, 7}, {2, 1}, {1, 2}, {2, 2}, {2, 2}, Activation::kNone, true},
       {{2, 8, 8, 16}, {1, 1, 16, 8}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, Activation::kNone, false},
+      // The CNN example's second convolution (SAME padding, symmetric).
+      {{16, 14, 14, 32}, {3, 3, 32, 64}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, Activation::kRelu, true},
+      // SAME with stride 2 pads one more row and column at the end: not cuDNN's padding.
+      {{3, 8, 8, 3}, {3, 3, 3, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, Activation::kRelu, true},
       // Large enough that the im2col matrix is built in several chunks of images.
       {{64, 64, 64, 64}, {3, 3, 64, 16}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, Activation::kRelu, true},
+      {{64, 64, 64, 64}, {3, 3, 64, 16}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, Activation::kNone, true},
   };
-  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+  struct Mode {
+    DType dtype;
+    Float32Precision precision;
+    double tolerance;
+  };
+  const Mode modes[] = {{DType::kFloat32, Float32Precision::kFloat32, 2e-6},
+                        {DType::kFloat32, Float32Precision::kTF32, 4e-3},
+                        {DType::kFloat64, Float32Precision::kFloat32, 1e-13}};
+  for (const Mode& mode : modes) {
+    PrecisionScope precision(mode.precision);
+    DType dtype = mode.dtype;
+    double tolerance = mode.tolerance;
     for (const ConvCase& c : cases) {
       if (dtype == DType::kFloat64 && c.x[0] == 64) continue;  // the CPU's float64 loops are slow
-      kernels::Conv2DParams params;
-      params.strides = c.strides;
-      params.dilations = c.dilations;
-      params.pad_begin = c.pad_begin;
-      params.pad_end = c.pad_end;
-      params.activation = c.act;
-      int64_t oh = (c.x[1] + c.pad_begin[0] + c.pad_end[0] - ((c.w[0] - 1) * c.dilations[0] + 1)) /
-                       c.strides[0] +
-                   1;
-      int64_t ow = (c.x[2] + c.pad_begin[1] + c.pad_end[1] - ((c.w[1] - 1) * c.dilations[1] + 1)) /
-                       c.strides[1] +
-                   1;
-      Shape ys{c.x[0], oh, ow, c.w[3]};
+      kernels::Conv2DParams params = conv_params(c);
+      Shape ys = conv_output(c);
       Both x = random_both(c.x, dtype, 8), w = random_both(c.w, dtype, 9);
       Both bias = random_both({c.w[3]}, dtype, 10), dy = random_both(ys, dtype, 11);
-      double tolerance = dtype == DType::kFloat32 ? 2e-6 : 1e-13;
-      Both y = poisoned_both(ys, dtype);
-      kernels::conv2d.get(kGpu)(x.gpu, w.gpu, c.bias ? bias.gpu : Tensor(), y.gpu, params);
-      kernels::conv2d.get(kHost)(x.cpu, w.cpu, c.bias ? bias.cpu : Tensor(), y.cpu, params);
-      EXPECT_TRUE(matches_scaled(y, tolerance)) << c.x << " " << c.w << " " << dtype;
-      Both dx = poisoned_both(c.x, dtype), dw = poisoned_both(c.w, dtype);
-      Both db = poisoned_both({c.w[3]}, dtype);
-      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, y.gpu, dx.gpu, dw.gpu, db.gpu, params);
-      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, y.cpu, dx.cpu, dw.cpu, db.cpu, params);
-      EXPECT_TRUE(matches_scaled(dx, tolerance)) << "dx " << c.x << " " << c.w;
-      EXPECT_TRUE(matches_scaled(dw, tolerance)) << "dw " << c.x << " " << c.w;
-      EXPECT_TRUE(matches_scaled(db, tolerance)) << "db " << c.x << " " << c.w;
-      // Only some gradients asked for.
-      Both dx_only = poisoned_both(c.x, dtype);
-      Both none_w, none_b;
-      kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, y.gpu, dx_only.gpu, none_w.gpu, none_b.gpu,
-                                     params);
-      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, y.cpu, dx_only.cpu, none_w.cpu, none_b.cpu,
-                                      params);
-      EXPECT_TRUE(matches_scaled(dx_only, tolerance)) << "dx alone";
+      Tensor no_bias;
+      const Tensor& bias_cpu = c.bias ? bias.cpu : no_bias;
+      const Tensor& bias_gpu = c.bias ? bias.gpu : no_bias;
+      // The CPU's results, once.
+      Tensor y = poisoned(ys, dtype), dx = poisoned(c.x, dtype), dw = poisoned(c.w, dtype);
+      Tensor db = poisoned(Shape{c.w[3]}, dtype);
+      kernels::conv2d.get(kHost)(x.cpu, w.cpu, bias_cpu, y, params);
+      kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy.cpu, y, dx, dw, db, params);
+      // The gradients read the CPU's output on both devices: a rounding difference at an
+      // output near zero would flip the ReLU's mask there, and the gradients with it.
+      Tensor y_for_grad = y.to(kGpu);
+      for (GpuConvolution way :
+           {GpuConvolution::kCudnn, GpuConvolution::kIm2col, GpuConvolution::kAutotune}) {
+        GpuConvolutionScope scope(way);
+        std::string what = str_cat(gpu_convolution_name(way), " ", c.x, " ", c.w, " ", dtype, " ",
+                                   float32_precision_name(mode.precision));
+        Both out{y, poisoned(ys, dtype).to(kGpu)};
+        kernels::conv2d.get(kGpu)(x.gpu, w.gpu, bias_gpu, out.gpu, params);
+        EXPECT_TRUE(matches_scaled(out, tolerance)) << "y " << what;
+        Both gx{dx, poisoned(c.x, dtype).to(kGpu)}, gw{dw, poisoned(c.w, dtype).to(kGpu)};
+        Both gb{db, poisoned(Shape{c.w[3]}, dtype).to(kGpu)};
+        kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, y_for_grad, gx.gpu, gw.gpu, gb.gpu,
+                                       params);
+        EXPECT_TRUE(matches_scaled(gx, tolerance)) << "dx " << what;
+        EXPECT_TRUE(matches_scaled(gw, tolerance)) << "dw " << what;
+        EXPECT_TRUE(matches_scaled(gb, tolerance)) << "db " << what;
+        // Only some gradients asked for.
+        Both dx_only{dx, poisoned(c.x, dtype).to(kGpu)}, dw_only{dw, poisoned(c.w, dtype).to(kGpu)};
+        Tensor none_x, none_w, none_b;
+        kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, y_for_grad, dx_only.gpu, none_w,
+                                       none_b, params);
+        EXPECT_TRUE(matches_scaled(dx_only, tolerance)) << "dx alone " << what;
+        kernels::conv2d_grad.get(kGpu)(x.gpu, w.gpu, dy.gpu, y_for_grad, none_x, dw_only.gpu,
+                                       none_b, params);
+        EXPECT_TRUE(matches_scaled(dw_only, tolerance)) << "dw alone " << what;
+      }
     }
   }
+}
+
+// Through cuDNN no im2col matrix is built: a batch of 64 images of 64x64x64 through a 3x3
+// filter would need a 604 MB one, which im2col builds in 128 MiB chunks.
+TEST_F(CudaTest, ConvolutionsThroughCudnnBuildNoColumnMatrix) {
+  const ConvCase c{{64, 64, 64, 64}, {3, 3, 64, 16},    {1, 1}, {1, 1}, {1, 1},
+                   {1, 1},           Activation::kRelu, true};
+  // Allocations are counted when they are made, on the host: no wait for the device.
+  auto peak_beyond_operands = [&c](GpuConvolution way) {
+    GpuConvolutionScope scope(way);
+    Tensor x = Tensor::zeros(c.x, DType::kFloat32, kGpu),
+           w = Tensor::zeros(c.w, DType::kFloat32, kGpu);
+    Tensor bias = Tensor::zeros(Shape{c.w[3]}, DType::kFloat32, kGpu);
+    Shape ys = conv_output(c);
+    Tensor y = Tensor::empty(ys, DType::kFloat32, kGpu),
+           dy = Tensor::zeros(ys, DType::kFloat32, kGpu);
+    Tensor dx = Tensor::empty(c.x, DType::kFloat32, kGpu),
+           dw = Tensor::empty(c.w, DType::kFloat32, kGpu);
+    Tensor db = Tensor::empty(Shape{c.w[3]}, DType::kFloat32, kGpu);
+    kernels::Conv2DParams params = conv_params(c);
+    kernels::conv2d.get(kGpu)(x, w, bias, y, params);  // plans and workspaces made once
+    kernels::conv2d_grad.get(kGpu)(x, w, dy, y, dx, dw, db, params);
+    reset_peak_memory(kGpu);
+    int64_t before = memory_stats(kGpu).bytes_in_use;
+    kernels::conv2d.get(kGpu)(x, w, bias, y, params);
+    kernels::conv2d_grad.get(kGpu)(x, w, dy, y, dx, dw, db, params);
+    return memory_stats(kGpu).peak_bytes_in_use - before;
+  };
+  int64_t cudnn = peak_beyond_operands(GpuConvolution::kCudnn);
+  int64_t im2col = peak_beyond_operands(GpuConvolution::kIm2col);
+  std::printf("peak beyond the operands: %lld bytes through cuDNN, %lld through im2col\n",
+              static_cast<long long>(cudnn), static_cast<long long>(im2col));
+  // An H100 gave 117 MB (cuDNN's workspaces and the ReLU's gradient) against 278 MB (two
+  // column matrices of 132 MB each, and the ReLU's gradient).
+  EXPECT_LT(cudnn, im2col / 2);
+  EXPECT_GT(im2col, int64_t{200} << 20);
 }
 
 TEST_F(CudaTest, PoolingForwardAndBackward) {

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "cadre/base/errors.h"
+#include "cadre/runtime/gpu_convolution.h"
 #include "cadre/runtime/precision.h"
 #include "core/backend/portable/conv_ops.h"
 #include "core/backend/portable/optimizer_ops.h"
@@ -355,6 +356,21 @@ TEST(GpuRuntimeTest, Float32PrecisionSetting) {
   EXPECT_EQ(parse_float32_precision("bf16"), Float32Precision::kBFloat16);
   EXPECT_EQ(float32_precision_name(Float32Precision::kTF32), "tf32");
   EXPECT_THROW(parse_float32_precision("fp8"), InvalidArgumentError);
+}
+
+TEST(GpuRuntimeTest, GpuConvolutionSetting) {
+  EXPECT_EQ(gpu_convolution(), GpuConvolution::kAutotune);
+  for (GpuConvolution c :
+       {GpuConvolution::kAutotune, GpuConvolution::kCudnn, GpuConvolution::kIm2col}) {
+    EXPECT_EQ(parse_gpu_convolution(gpu_convolution_name(c)), c);
+  }
+  try {
+    parse_gpu_convolution("winograd");
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("autotune, cudnn or im2col"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

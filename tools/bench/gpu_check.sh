@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, on a machine with an NVIDIA GPU: the GPU tests (every kernel against the
 # CPU's, training against the CPU's losses, NCCL), then rounds of `cadre_bench train` on
-# gpu:0 (float32 and TF32) alternating with PyTorch (tools/bench/torch_gpu_peer.py).
+# gpu:0 (float32 and TF32; the CNN with convolutions autotuned, through cuDNN and through
+# im2col) alternating with PyTorch (tools/bench/torch_gpu_peer.py).
 #
 #   tools/bench/gpu_check.sh OUT_DIR [DATA_DIR] [ROUNDS]
 #
@@ -42,10 +43,15 @@ grep -E '^\[  (PASSED|FAILED)' "$out/tests.log" >>"$summary"
 for round in $(seq "$rounds"); do
   for model in mlp cnn; do
     for batch in 256 4096; do
+      # The CNN under each way of running convolutions (docs/GPU.md), the MLP has none.
+      convolutions=autotune
+      [ $model = cnn ] && convolutions="autotune cudnn im2col"
       for precision in float32 tf32; do
-        step "r$round cadre $model $batch $precision" 60 bench.log $(program cadre_bench) train \
-          --model=$model --batch_size=$batch --devices=gpu:0 --data_dir="$data" \
-          --float32_precision=$precision
+        for convolution in $convolutions; do
+          step "r$round cadre $model $batch $precision $convolution" 60 bench.log \
+            $(program cadre_bench) train --model=$model --batch_size=$batch --devices=gpu:0 \
+            --data_dir="$data" --float32_precision=$precision --gpu_convolution=$convolution
+        done
       done
       step "r$round torch $model $batch" 60 bench.log \
         python3 tools/bench/torch_gpu_peer.py --model $model --batch_size $batch --data_dir "$data"

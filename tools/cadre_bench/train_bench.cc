@@ -19,6 +19,7 @@
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/math.h"
 #include "cadre/ops/random.h"
+#include "cadre/runtime/gpu_convolution.h"
 #include "cadre/runtime/precision.h"
 #include "cadre/runtime/threading.h"
 #include "cadre/strategies/strategy_from_flags.h"
@@ -40,6 +41,7 @@ DEFINE_string(strategy, "one_device",
               "(the last two under TF_CONFIG)");
 DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1 or gpu:0");
 DEFINE_string(float32_precision, "float32", "GPU products: float32, tf32 or bf16");
+DEFINE_string(gpu_convolution, "autotune", "GPU convolutions: autotune, cudnn or im2col");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
 
 namespace cadre::bench {
@@ -152,6 +154,7 @@ int run_train() {
   Device device = strategy ? strategy->devices()[0] : parse_devices(FLAGS_devices).front();
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
   set_float32_precision(parse_float32_precision(FLAGS_float32_precision));
+  set_gpu_convolution(parse_gpu_convolution(FLAGS_gpu_convolution));
   DeviceScope on_device(device);
 
   io::ImagesAndLabels data = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);

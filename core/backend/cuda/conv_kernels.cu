@@ -1,10 +1,12 @@
-// CUDA 2-D convolution (NHWC input, [KH, KW, in, out] filters) as matrix products over an
-// im2col matrix (core/backend/portable/conv_ops.h): the product runs on cuBLASLt or
-// cuBLAS tensor cores with the bias and ReLU fused, and the filter needs no reorder. The
-// batch is processed in chunks of images so that the im2col workspace stays bounded. A 1x1
-// convolution with unit stride and no padding is a plain product over the pixels.
+// CUDA 2-D convolution (NHWC input, [KH, KW, in, out] filters). A 1x1 convolution with unit
+// stride and no padding is a plain product over the pixels. Float32 goes through cuDNN
+// (cudnn_conv.h) where it takes the problem. The rest is matrix products over an im2col
+// matrix (core/backend/portable/conv_ops.h): the product runs on cuBLASLt or cuBLAS tensor
+// cores with the bias and ReLU fused, and the filter needs no reorder. The batch is
+// processed in chunks of images so that the im2col workspace stays bounded.
 #include <algorithm>
 
+#include "core/backend/cuda/cudnn_conv.h"
 #include "core/backend/cuda/for_each.h"
 #include "core/backend/cuda/kernels.h"
 #include "core/backend/portable/conv_ops.h"
@@ -39,21 +41,9 @@ void im2col(const Tensor& x, const ConvGeometry& g, int64_t n0, int64_t images, 
            portable::Im2ColElement<T>{ptr<T>(x), mut<T>(cols), g, n0}, "conv2d (im2col)");
 }
 
-void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-            const Conv2DParams& p) {
-  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64) {
-    throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
-  }
-  DeviceGuard guard(y.device());
-  ConvGeometry g = portable::conv_geometry(x.shape(), w.shape(), y.shape(), p);
-  MatmulParams mp;
-  mp.activation = p.activation;
+void im2col_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                   const ConvGeometry& g, const MatmulParams& mp) {
   Tensor filters = matrix_view(w, 0, g.taps(), g.o);
-  if (portable::conv_is_pointwise(g)) {
-    Tensor out = matrix_view(y, 0, g.n * g.oh * g.ow, g.o);
-    gemm(matrix_view(x, 0, g.n * g.h * g.w, g.c), filters, bias, out, mp);
-    return;
-  }
   int64_t chunk = images_per_chunk(g, dtype_size(x.dtype()));
   int64_t pixels = g.oh * g.ow;
   Tensor cols = Tensor::empty(Shape{chunk * pixels, g.taps()}, x.dtype(), x.device());
@@ -66,42 +56,34 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
   }
 }
 
-void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy_out, const Tensor& y,
-                 Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& p) {
+void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+            const Conv2DParams& p) {
   if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64) {
     throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
   }
-  DeviceGuard guard(dy_out.device());
-  // The fused activation's gradient first.
-  Tensor dy = dy_out;
-  if (p.activation != kernels::Activation::kNone) {
-    dy = Tensor::empty(dy_out.shape(), dy_out.dtype(), dy_out.device());
-    kernels::activation_grad.get(dy.device())(p.activation, 0, y, dy_out, dy);
+  DeviceGuard guard(y.device());
+  ConvGeometry g = portable::conv_geometry(x.shape(), w.shape(), y.shape(), p);
+  MatmulParams mp;
+  mp.activation = p.activation;
+  if (portable::conv_is_pointwise(g)) {
+    Tensor out = matrix_view(y, 0, g.n * g.oh * g.ow, g.o);
+    gemm(matrix_view(x, 0, g.n * g.h * g.w, g.c), matrix_view(w, 0, g.taps(), g.o), bias, out,
+         mp);
+    return;
   }
-  ConvGeometry g = portable::conv_geometry(x.shape(), w.shape(), dy.shape(), p);
+  auto own = [&] { im2col_conv2d(x, w, bias, y, g, mp); };
+  if (!cudnn_conv2d(x, w, bias, y, p, own)) own();
+}
+
+// dx and dw (each when defined) through im2col and col2im.
+void im2col_conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                        Tensor& dw, const ConvGeometry& g) {
   int64_t pixels = g.oh * g.ow;
-  if (db.defined()) {
-    reduce_3d(kernels::ReduceOp::kSum, dy.device(), dy.dtype(), dy.raw_data(), 1, g.n * pixels, g.o,
-              db.raw_data());
-  }
-  if (!dx.defined() && !dw.defined()) return;
   Tensor filters = matrix_view(w, 0, g.taps(), g.o);
   MatmulParams transpose_b;  // dcols = dy · w^T
   transpose_b.transpose_b = true;
   MatmulParams transpose_a;  // dw = cols^T · dy
   transpose_a.transpose_a = true;
-  if (portable::conv_is_pointwise(g)) {
-    Tensor dy2 = matrix_view(dy, 0, g.n * pixels, g.o);
-    if (dx.defined()) {
-      Tensor dx2 = matrix_view(dx, 0, g.n * pixels, g.c);
-      gemm(dy2, filters, Tensor(), dx2, transpose_b);
-    }
-    if (dw.defined()) {
-      Tensor dw2 = matrix_view(dw, 0, g.taps(), g.o);
-      gemm(matrix_view(x, 0, g.n * pixels, g.c), dy2, Tensor(), dw2, transpose_a);
-    }
-    return;
-  }
   int64_t chunk = images_per_chunk(g, dtype_size(x.dtype()));
   Tensor cols = dw.defined() ? Tensor::empty(Shape{chunk * pixels, g.taps()}, x.dtype(), x.device())
                              : Tensor();
@@ -128,6 +110,46 @@ void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy_out, const T
       }
     });
   }
+}
+
+void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy_out, const Tensor& y,
+                 Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& p) {
+  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64) {
+    throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
+  }
+  DeviceGuard guard(dy_out.device());
+  // The fused activation's gradient first.
+  Tensor dy = dy_out;
+  if (p.activation != kernels::Activation::kNone) {
+    dy = Tensor::empty(dy_out.shape(), dy_out.dtype(), dy_out.device());
+    kernels::activation_grad.get(dy.device())(p.activation, 0, y, dy_out, dy);
+  }
+  ConvGeometry g = portable::conv_geometry(x.shape(), w.shape(), dy.shape(), p);
+  int64_t pixels = g.oh * g.ow;
+  if (db.defined()) {
+    reduce_3d(kernels::ReduceOp::kSum, dy.device(), dy.dtype(), dy.raw_data(), 1, g.n * pixels, g.o,
+              db.raw_data());
+  }
+  if (!dx.defined() && !dw.defined()) return;
+  if (portable::conv_is_pointwise(g)) {
+    Tensor filters = matrix_view(w, 0, g.taps(), g.o);
+    Tensor dy2 = matrix_view(dy, 0, g.n * pixels, g.o);
+    if (dx.defined()) {
+      MatmulParams transpose_b;  // dx = dy · w^T
+      transpose_b.transpose_b = true;
+      Tensor dx2 = matrix_view(dx, 0, g.n * pixels, g.c);
+      gemm(dy2, filters, Tensor(), dx2, transpose_b);
+    }
+    if (dw.defined()) {
+      MatmulParams transpose_a;  // dw = x^T · dy
+      transpose_a.transpose_a = true;
+      Tensor dw2 = matrix_view(dw, 0, g.taps(), g.o);
+      gemm(matrix_view(x, 0, g.n * pixels, g.c), dy2, Tensor(), dw2, transpose_a);
+    }
+    return;
+  }
+  auto own = [&] { im2col_conv2d_grad(x, w, dy, dx, dw, g); };
+  if (!cudnn_conv2d_grad(x, w, dy, dx, dw, p, own)) own();
 }
 
 }  // namespace

@@ -22,4 +22,11 @@ void check(cublasStatus_t status, std::string_view call) {
   throw InternalError(message);
 }
 
+void check(cudnnStatus_t status, std::string_view call) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  std::string message = str_cat(call, " failed: ", cudnnGetErrorString(status));
+  if (status == CUDNN_STATUS_ALLOC_FAILED) throw ResourceExhaustedError(message);
+  throw InternalError(message);
+}
+
 }  // namespace cadre::backend::cuda

@@ -1,0 +1,425 @@
+// Float32 convolutions through cuDNN's convolution API over NHWC tensors.
+//
+// Under GpuConvolution::kAutotune each problem's first call on a device runs cuDNN and the
+// caller's own path, each once to warm up (plans, kernel loading) and then three times
+// between events on the compute stream, and keeps the faster by its quickest run. The
+// timed runs write the outputs; the kept path then writes them once more, so that a call's
+// results are always the kept path's.
+//
+// Our filters are HWIO, [KH, KW, C, O]; cuDNN's NHWC filter layout is [O, KH, KW, C], which
+// is the transpose of the filter seen as a [KH*KW*C, O] matrix. So the filter, and its
+// gradient on the way back, goes through one transposing copy (a few KB to a few MB, against
+// activations of hundreds of MB at the batches where cuDNN matters).
+//
+// cuDNN's algorithm comes from its heuristics, not from timing runs (the timing above only
+// chooses between cuDNN and im2col): under kCudnn the algorithms, and so the results, are
+// the same on every run with one GPU model and cuDNN version. Only
+// deterministic algorithms of the GEMM kind are taken: FFT and Winograd transforms round
+// differently from a product, and the atomics of the non-deterministic ones make results
+// differ run to run. The math type follows float32_precision(): FMA only for float32,
+// TF32 tensor cores otherwise (cuDNN has no bfloat16 compute for float32 tensors).
+//
+// cuDNN's padding is symmetric. TensorFlow's SAME padding puts the odd row or column at the
+// end; the convolution is the same with the begin padding on both sides whenever that gives
+// the same output size (every window then starts at the same place and reads only zeros
+// past the input), which cuDNN is asked to confirm. Other problems, float64, and tensors
+// past the 32-bit sizes of cuDNN's descriptors return false and go to im2col.
+#include "core/backend/cuda/cudnn_conv.h"
+
+#include <cudnn.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "cadre/base/mutex.h"
+#include "cadre/runtime/gpu_convolution.h"
+#include "cadre/runtime/precision.h"
+#include "core/backend/cuda/cuda_error.h"
+#include "core/backend/cuda/launch.h"
+
+namespace cadre::backend::cuda {
+namespace {
+
+using kernels::Conv2DParams;
+
+// The largest workspace an algorithm may ask for; cheaper-in-memory ones come next in
+// cuDNN's ranking.
+constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
+
+struct Key {
+  std::array<int, 4> x;  // n, h, w, c
+  std::array<int, 3> w;  // kh, kw, o
+  std::array<int, 2> y;  // oh, ow
+  std::array<int, 2> pad, stride, dilation;
+  cudnnMathType_t math;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 0;
+    auto mix = [&h](int v) {
+      h ^= std::hash<int>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    };
+    for (int v : k.x) mix(v);
+    for (int v : k.w) mix(v);
+    for (int v : k.y) mix(v);
+    for (int i = 0; i < 2; ++i) {
+      mix(k.pad[i]);
+      mix(k.stride[i]);
+      mix(k.dilation[i]);
+    }
+    mix(k.math);
+    return h;
+  }
+};
+
+// One direction's choice: the algorithm, its workspace and the convolution descriptor set
+// to its math type.
+struct Choice {
+  int algo = -1;  // -1: no algorithm suits, use im2col
+  size_t workspace = 0;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+};
+
+// Which way a direction of a problem runs under kAutotune.
+enum class Way { kUntimed, kCudnn, kOwn };
+
+// Descriptors and algorithms for one problem, made once and kept for the process.
+struct Plan {
+  bool usable = false;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  Choice forward, data, filter;
+  Way forward_way = Way::kUntimed, backward_way = Way::kUntimed;
+};
+
+bool allowed_forward(int algo) {
+  return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+         algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+         algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || algo == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+}
+bool allowed_data(int algo) {
+  return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+}
+bool allowed_filter(int algo) {
+  return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
+         algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 || algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
+// The first of cuDNN's ranked candidates that is allowed, deterministic, within the
+// workspace bound and, for strict float32, free of tensor-core math.
+template <typename Perf>
+Choice choose(const std::vector<Perf>& ranked, int count, bool (*allowed)(int),
+              cudnnMathType_t math, cudnnConvolutionDescriptor_t conv) {
+  Choice choice;
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = ranked[i];
+    if (p.status != CUDNN_STATUS_SUCCESS || !allowed(static_cast<int>(p.algo)) ||
+        p.determinism != CUDNN_DETERMINISTIC || p.memory > kMaxWorkspaceBytes) {
+      continue;
+    }
+    bool tensor_ops =
+        p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (math == CUDNN_FMA_MATH && tensor_ops) continue;
+    choice.algo = static_cast<int>(p.algo);
+    choice.workspace = p.memory;
+    choice.conv = conv;
+    check(cudnnSetConvolutionMathType(conv, math == CUDNN_FMA_MATH ? math : p.mathType),
+          "cudnnSetConvolutionMathType");
+    return choice;
+  }
+  return choice;
+}
+
+cudnnConvolutionDescriptor_t make_conv(const Key& k) {
+  cudnnConvolutionDescriptor_t conv;
+  check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+  check(cudnnSetConvolution2dDescriptor(conv, k.pad[0], k.pad[1], k.stride[0], k.stride[1],
+                                        k.dilation[0], k.dilation[1], CUDNN_CROSS_CORRELATION,
+                                        CUDNN_DATA_FLOAT),
+        "cudnnSetConvolution2dDescriptor");
+  check(cudnnSetConvolutionMathType(conv, k.math), "cudnnSetConvolutionMathType");
+  return conv;
+}
+
+Plan make_plan(cudnnHandle_t handle, const Key& k) {
+  Plan plan;
+  check(cudnnCreateTensorDescriptor(&plan.x), "cudnnCreateTensorDescriptor");
+  check(cudnnCreateTensorDescriptor(&plan.y), "cudnnCreateTensorDescriptor");
+  check(cudnnCreateFilterDescriptor(&plan.w), "cudnnCreateFilterDescriptor");
+  check(cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, k.x[0], k.x[3],
+                                   k.x[1], k.x[2]),
+        "cudnnSetTensor4dDescriptor");
+  check(cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, k.x[0], k.w[2],
+                                   k.y[0], k.y[1]),
+        "cudnnSetTensor4dDescriptor");
+  check(cudnnSetFilter4dDescriptor(plan.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, k.w[2], k.x[3],
+                                   k.w[0], k.w[1]),
+        "cudnnSetFilter4dDescriptor");
+  cudnnConvolutionDescriptor_t probe = make_conv(k);
+  std::array<int, 4> out{};
+  check(cudnnGetConvolution2dForwardOutputDim(probe, plan.x, plan.w, &out[0], &out[1], &out[2],
+                                              &out[3]),
+        "cudnnGetConvolution2dForwardOutputDim");
+  if (out != std::array<int, 4>{k.x[0], k.w[2], k.y[0], k.y[1]}) return plan;  // padding differs
+
+  int count = 0;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> forward(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+  check(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x, plan.w, probe, plan.y,
+                                               static_cast<int>(forward.size()), &count,
+                                               forward.data()),
+        "cudnnGetConvolutionForwardAlgorithm_v7");
+  plan.forward = choose(forward, count, &allowed_forward, k.math, probe);
+
+  cudnnConvolutionDescriptor_t data_conv = make_conv(k);
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+  check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan.w, plan.y, data_conv, plan.x,
+                                                    static_cast<int>(data.size()), &count,
+                                                    data.data()),
+        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  plan.data = choose(data, count, &allowed_data, k.math, data_conv);
+
+  cudnnConvolutionDescriptor_t filter_conv = make_conv(k);
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan.x, plan.y, filter_conv, plan.w,
+                                                      static_cast<int>(filter.size()), &count,
+                                                      filter.data()),
+        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  plan.filter = choose(filter, count, &allowed_filter, k.math, filter_conv);
+
+  // The heuristics' memory figures are estimates; the workspace is what cuDNN says the
+  // chosen algorithm needs.
+  size_t bytes = 0;
+  if (plan.forward.algo >= 0) {
+    check(cudnnGetConvolutionForwardWorkspaceSize(
+              handle, plan.x, plan.w, plan.forward.conv, plan.y,
+              static_cast<cudnnConvolutionFwdAlgo_t>(plan.forward.algo), &bytes),
+          "cudnnGetConvolutionForwardWorkspaceSize");
+    plan.forward.workspace = std::max(plan.forward.workspace, bytes);
+  }
+  if (plan.data.algo >= 0) {
+    check(cudnnGetConvolutionBackwardDataWorkspaceSize(
+              handle, plan.w, plan.y, plan.data.conv, plan.x,
+              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.data.algo), &bytes),
+          "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    plan.data.workspace = std::max(plan.data.workspace, bytes);
+  }
+  if (plan.filter.algo >= 0) {
+    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              handle, plan.x, plan.y, plan.filter.conv, plan.w,
+              static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.filter.algo), &bytes),
+          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    plan.filter.workspace = std::max(plan.filter.workspace, bytes);
+  }
+  plan.usable = true;
+  return plan;
+}
+
+// A device's cuDNN handle, bound to its compute stream, and the plans made on it. Calls on
+// one device queue on one stream, so they take turns under the mutex at no cost.
+struct DeviceState {
+  Mutex mutex;
+  cudnnHandle_t handle CADRE_GUARDED_BY(mutex) = nullptr;
+  std::unordered_map<Key, Plan, KeyHash> plans CADRE_GUARDED_BY(mutex);
+};
+
+DeviceState& state(int device) {
+  // Never destroyed: cuDNN's handles must not be torn down after the CUDA runtime is.
+  static auto* states = new DeviceState[static_cast<size_t>(visible_device_count())];
+  return states[device];
+}
+
+bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+// The problem's key, or false where cuDNN is not used for it.
+bool key_of(const Tensor& x, const Tensor& w, const Shape& y, const Conv2DParams& p, Key& key) {
+  if (x.dtype() != DType::kFloat32 || !x.is_contiguous() || !w.is_contiguous()) return false;
+  if (!fits_int(x.numel()) || !fits_int(y.num_elements())) return false;
+  for (int i = 0; i < 2; ++i) {
+    if (!fits_int(p.pad_begin[i]) || !fits_int(p.strides[i]) || !fits_int(p.dilations[i])) {
+      return false;
+    }
+  }
+  auto i32 = [](int64_t v) { return static_cast<int>(v); };
+  key.x = {i32(x.dim(0)), i32(x.dim(1)), i32(x.dim(2)), i32(x.dim(3))};
+  key.w = {i32(w.dim(0)), i32(w.dim(1)), i32(w.dim(3))};
+  key.y = {i32(y[1]), i32(y[2])};
+  key.pad = {i32(p.pad_begin[0]), i32(p.pad_begin[1])};
+  key.stride = {i32(p.strides[0]), i32(p.strides[1])};
+  key.dilation = {i32(p.dilations[0]), i32(p.dilations[1])};
+  key.math =
+      float32_precision() == Float32Precision::kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  return true;
+}
+
+// The plan for `key` on `device`, made on first use. Returns nullptr where cuDNN takes no
+// part of it. Called with the device's mutex held.
+Plan* plan_for(DeviceState& s, int device, const Key& key) CADRE_REQUIRES(s.mutex) {
+  if (s.handle == nullptr) {
+    check(cudnnCreate(&s.handle), "cudnnCreate");
+    check(cudnnSetStream(s.handle, runtime(device).compute()), "cudnnSetStream");
+  }
+  auto it = s.plans.find(key);
+  if (it == s.plans.end()) it = s.plans.emplace(key, make_plan(s.handle, key)).first;
+  return it->second.usable ? &it->second : nullptr;
+}
+
+// w [KH, KW, C, O] as the contiguous [O, KH, KW, C] that cuDNN reads.
+Tensor to_cudnn_filter(const Tensor& w) {
+  int64_t taps = w.dim(0) * w.dim(1) * w.dim(2), o = w.dim(3);
+  Strides strides{};
+  strides[0] = 1;
+  strides[1] = o;
+  Tensor transposed = Tensor::view_of(w.buffer(), Shape{o, taps}, strides, w.offset(), w.dtype());
+  Tensor out = Tensor::empty(Shape{o, taps}, w.dtype(), w.device());
+  kernels::copy.get(w.device())(transposed, out);
+  return out;
+}
+
+// The [O, KH, KW, C] gradient `from` written into dw [KH, KW, C, O].
+void from_cudnn_filter(const Tensor& from, Tensor& dw) {
+  int64_t taps = dw.dim(0) * dw.dim(1) * dw.dim(2), o = dw.dim(3);
+  Strides strides{};
+  strides[0] = 1;
+  strides[1] = o;
+  Tensor target = Tensor::view_of(dw.buffer(), Shape{o, taps}, strides, dw.offset(), dw.dtype());
+  kernels::copy.get(dw.device())(from, target);
+}
+
+Tensor workspace(size_t bytes, Device device) {
+  if (bytes == 0) return Tensor();
+  return Tensor::empty(Shape{static_cast<int64_t>(bytes)}, DType::kUInt8, device);
+}
+
+void* data_of(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+// Milliseconds that `run` takes on `stream`: the quickest of three runs after a first.
+float time_of(cudaStream_t stream, const std::function<void()>& run) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  float best = 0;
+  try {
+    run();
+    for (int i = 0; i < 3; ++i) {
+      check(cudaEventRecord(start, stream), "cudaEventRecord");
+      run();
+      check(cudaEventRecord(stop, stream), "cudaEventRecord");
+      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+      best = i == 0 ? ms : std::min(best, ms);
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+// Whether this call runs through cuDNN: always under kCudnn; under kAutotune, as the first
+// call of the problem's direction timed it.
+bool cudnn_runs(Way& way, const Key& key, const char* direction, cudaStream_t stream,
+                const std::function<void()>& cudnn, const std::function<void()>& own) {
+  if (gpu_convolution() == GpuConvolution::kCudnn) return true;
+  if (way == Way::kUntimed) {
+    float cudnn_ms = time_of(stream, cudnn), own_ms = time_of(stream, own);
+    way = cudnn_ms <= own_ms ? Way::kCudnn : Way::kOwn;
+    VLOG(1) << "conv2d " << direction << " x [" << key.x[0] << ", " << key.x[1] << ", " << key.x[2]
+            << ", " << key.x[3] << "] w [" << key.w[0] << ", " << key.w[1] << ", " << key.x[3]
+            << ", " << key.w[2] << "]: cuDNN " << cudnn_ms << " ms, im2col " << own_ms << " ms";
+  }
+  return way == Way::kCudnn;
+}
+
+}  // namespace
+
+bool cudnn_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                  const Conv2DParams& p, const std::function<void()>& own) {
+  Key key;
+  if (gpu_convolution() == GpuConvolution::kIm2col || !y.is_contiguous() ||
+      !key_of(x, w, y.shape(), p, key)) {
+    return false;
+  }
+  DeviceGuard guard(y.device());
+  DeviceState& s = state(y.device().index);
+  MutexLock lock(s.mutex);
+  Plan* plan = plan_for(s, y.device().index, key);
+  if (plan == nullptr || plan->forward.algo < 0) return false;
+  cudnnHandle_t handle = s.handle;  // read under the lock, which the lambda runs under too
+  auto cudnn = [&] {
+    Tensor filter = to_cudnn_filter(w);
+    Tensor scratch = workspace(plan->forward.workspace, y.device());
+    const float one = 1.0f, zero = 0.0f;
+    check(cudnnConvolutionForward(
+              handle, &one, plan->x, x.raw_data(), plan->w, filter.raw_data(), plan->forward.conv,
+              static_cast<cudnnConvolutionFwdAlgo_t>(plan->forward.algo), data_of(scratch),
+              plan->forward.workspace, &zero, plan->y, y.raw_data()),
+          "cudnnConvolutionForward");
+    if (bias.defined() || p.activation != kernels::Activation::kNone) {
+      bias_activation_epilogue(y, bias, p.activation, 0.0);
+    }
+  };
+  if (!cudnn_runs(plan->forward_way, key, "forward", stream_of(y.device()), cudnn, own)) {
+    return false;
+  }
+  cudnn();
+  return true;
+}
+
+bool cudnn_conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       const Conv2DParams& p, const std::function<void()>& own) {
+  Key key;
+  if (gpu_convolution() == GpuConvolution::kIm2col || !dy.is_contiguous() ||
+      (dx.defined() && !dx.is_contiguous()) || (dw.defined() && !dw.is_contiguous()) ||
+      !key_of(x, w, dy.shape(), p, key)) {
+    return false;
+  }
+  DeviceGuard guard(dy.device());
+  DeviceState& s = state(dy.device().index);
+  MutexLock lock(s.mutex);
+  Plan* plan = plan_for(s, dy.device().index, key);
+  if (plan == nullptr || (dx.defined() && plan->data.algo < 0) ||
+      (dw.defined() && plan->filter.algo < 0)) {
+    return false;
+  }
+  cudnnHandle_t handle = s.handle;  // read under the lock, which the lambda runs under too
+  auto cudnn = [&] {
+    const float one = 1.0f, zero = 0.0f;
+    if (dx.defined()) {
+      Tensor filter = to_cudnn_filter(w);
+      Tensor scratch = workspace(plan->data.workspace, dy.device());
+      check(cudnnConvolutionBackwardData(
+                handle, &one, plan->w, filter.raw_data(), plan->y, dy.raw_data(), plan->data.conv,
+                static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->data.algo), data_of(scratch),
+                plan->data.workspace, &zero, plan->x, dx.raw_data()),
+            "cudnnConvolutionBackwardData");
+    }
+    if (dw.defined()) {
+      Tensor grad =
+          Tensor::empty(Shape{w.dim(3), w.dim(0) * w.dim(1) * w.dim(2)}, w.dtype(), w.device());
+      Tensor scratch = workspace(plan->filter.workspace, dy.device());
+      check(cudnnConvolutionBackwardFilter(
+                handle, &one, plan->x, x.raw_data(), plan->y, dy.raw_data(), plan->filter.conv,
+                static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->filter.algo), data_of(scratch),
+                plan->filter.workspace, &zero, plan->w, grad.raw_data()),
+            "cudnnConvolutionBackwardFilter");
+      from_cudnn_filter(grad, dw);
+    }
+  };
+  if (!cudnn_runs(plan->backward_way, key, "backward", stream_of(dy.device()), cudnn, own)) {
+    return false;
+  }
+  cudnn();
+  return true;
+}
+
+}  // namespace cadre::backend::cuda
