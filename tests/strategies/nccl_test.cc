@@ -1,6 +1,7 @@
 // NCCL collectives: their errors on any machine; a single-rank communicator (joined
 // directly and through the coordination service), an abandoned join that times out and
-// aborts, and NcclAllReduce over the local GPUs, where a GPU is present.
+// aborts, a communicator left behind by an error, and NcclAllReduce over the local GPUs,
+// where a GPU is present.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -105,6 +106,23 @@ TEST_F(NcclGpuTest, AJoinThatNobodyCompletesTimesOutAndAborts) {
   } catch (const AbortedError& e) {
     EXPECT_NE(std::string(e.what()).find("worker:1"), std::string::npos) << e.what();
   }
+}
+
+// A communicator that goes out of scope while an error unwinds is aborted, not finalized
+// (a peer may wait in a collective this rank never joins): the process goes on, and the
+// next communicator on the GPU works.
+TEST_F(NcclGpuTest, ACommunicatorLeftBehindByAnErrorIsAbortedAndTheNextOneWorks) {
+  try {
+    auto collective = nccl_collective(nccl_unique_id(), 0, 1, Device::gpu(0));
+    Tensor x = Tensor::ones({64}, DType::kFloat32, Device::gpu(0));
+    collective->sum(x);
+    throw InternalError("the step failed");
+  } catch (const InternalError&) {
+  }
+  auto collective = nccl_collective(nccl_unique_id(), 0, 1, Device::gpu(0));
+  Tensor x = Tensor::ones({64}, DType::kFloat32, Device::gpu(0));
+  collective->sum(x);
+  EXPECT_EQ(sum(x).item<float>(), 64.f);
 }
 
 TEST_F(NcclGpuTest, NcclAllReduceOverTheLocalGpus) {
