@@ -1,5 +1,12 @@
 // shuffle: uniform sampling from a buffer refilled from the input, driven by a Philox
 // generator so that the order is reproducible from the seed and checkpointable.
+//
+// A buffer of rows (an in-memory source upstream) is a function of the generator's first
+// state, the input's first position and the number of rows drawn since: its state is those
+// few numbers, and a restore draws that many rows again (tens of nanoseconds each), rather
+// than a save writing every row the buffer holds on the training thread. Past kReplayRows
+// draws (a shuffle over a repeated input never starts over) the buffer is written as
+// before, so that a restore never replays more than that.
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
 #include "cadre/random/generator.h"
@@ -10,6 +17,10 @@
 
 namespace cadre::io {
 namespace {
+
+// The most rows a restore draws again: about 0.1 s (docs/BENCHMARKS.md,
+// BM_RestoreShuffledPosition).
+constexpr int64_t kReplayRows = int64_t{1} << 21;
 
 class ShuffleNode : public PassingNode<ShuffleNode> {
  public:
@@ -33,9 +44,11 @@ class ShuffleIterator : public IteratorNode {
   ShuffleIterator(const ShuffleNode& node, const IteratorContext& context)
       : IteratorNode("shuffle"),
         node_(node),
+        context_(context),
         input_(node.input()->make_iterator(context)),
         // Each pass of an enclosing repeat draws from its own stream of the seed.
         generator_(node.seed_, node.reshuffle_ ? context.epoch_key : 0),
+        first_(generator_.state()),
         by_row_(input_->yields_rows()) {}
 
   std::optional<Element> next() override {
@@ -56,6 +69,13 @@ class ShuffleIterator : public IteratorNode {
   }
 
   void save_state(StateWriter& w) override {
+    if (by_row_ && drawn_ >= 0 && drawn_ <= kReplayRows) {
+      w.write_int("seed", static_cast<int64_t>(first_.seed));
+      w.write_int("stream", static_cast<int64_t>(first_.stream));
+      w.write_int("offset", static_cast<int64_t>(first_.offset));
+      w.write_int("replay", drawn_);
+      return;
+    }
     Generator::State g = generator_.state();
     w.write_int("seed", static_cast<int64_t>(g.seed));
     w.write_int("stream", static_cast<int64_t>(g.stream));
@@ -70,9 +90,15 @@ class ShuffleIterator : public IteratorNode {
   }
 
   void restore_state(const StateReader& r) override {
-    generator_.set_state({static_cast<uint64_t>(r.read_int("seed")),
-                          static_cast<uint64_t>(r.read_int("stream")),
-                          static_cast<uint64_t>(r.read_int("offset"))});
+    Generator::State g{static_cast<uint64_t>(r.read_int("seed")),
+                       static_cast<uint64_t>(r.read_int("stream")),
+                       static_cast<uint64_t>(r.read_int("offset"))};
+    if (r.contains("replay")) {
+      replay(g, r.read_int("replay"));
+      return;
+    }
+    generator_.set_state(g);
+    drawn_ = -1;  // the first state is not in this one: saves write the buffer from here on
     input_done_ = r.read_int("input_done") != 0;
     input_->restore(r.child("input"));
     buffer_ = restore_elements(r, "buffer", *node_.input());
@@ -106,10 +132,38 @@ class ShuffleIterator : public IteratorNode {
     int64_t row = rows_[pick];
     rows_[pick] = rows_.back();
     rows_.pop_back();
+    if (drawn_ >= 0) ++drawn_;
     return row;
   }
 
  private:
+  // From the first state `first` and a fresh input, draws `count` rows again.
+  void replay(const Generator::State& first, int64_t count) {
+    input_ = node_.input()->make_iterator(context_);
+    if (!input_->yields_rows()) {
+      throw InvalidArgumentError(
+          "shuffle: the iterator state replays rows, but this pipeline's shuffle input does not "
+          "yield rows of an in-memory source: restore the state into the pipeline that saved it");
+    }
+    if (count < 0 || count > kReplayRows) {
+      throw DataLossError(str_cat("shuffle: the iterator state replays ", count,
+                                  " rows; saves replay 0 to ", kReplayRows));
+    }
+    by_row_ = true;
+    generator_.set_state(first);
+    first_ = first;
+    input_done_ = false;
+    rows_.clear();
+    buffer_.clear();
+    drawn_ = 0;
+    while (drawn_ < count) {
+      if (!next_row()) {
+        throw DataLossError(str_cat("shuffle: the iterator state replays ", count,
+                                    " rows, but the input ends after ", drawn_));
+      }
+    }
+  }
+
   bool pull() {
     auto e = input_->next();
     if (!e) {
@@ -130,8 +184,11 @@ class ShuffleIterator : public IteratorNode {
   }
 
   const ShuffleNode& node_;
+  IteratorContext context_;
   std::unique_ptr<IteratorNode> input_;
   Generator generator_;
+  Generator::State first_;  // the generator's state when the input was fresh
+  int64_t drawn_ = 0;       // rows drawn since; -1 when that is unknown (restored from a buffer)
   bool by_row_;
   std::vector<Element> buffer_;  // when !by_row_
   std::vector<int64_t> rows_;    // when by_row_

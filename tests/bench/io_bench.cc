@@ -62,10 +62,10 @@ void BM_ShuffleBatchScale(benchmark::State& state) {
 BENCHMARK(BM_ShuffleBatchScale)->Arg(128)->Arg(256);
 
 // What a checkpoint of that pipeline's position costs the training thread: the state of a
-// full 10,000-row shuffle buffer (its rows and generator) behind an autotuned prefetch
-// (which reads on the consumer's thread when the intra-op budget takes every core). The
-// argument: MiB written between two saves to push the pipeline out of the caches, as the
-// steps between two saves do (0: saves back to back).
+// full 10,000-row shuffle buffer (the generator's first state and the rows drawn since)
+// behind an autotuned prefetch (which reads on the consumer's thread when the intra-op
+// budget takes every core). The argument: MiB written between two saves to push the
+// pipeline out of the caches, as the steps between two saves do (0: saves back to back).
 void BM_SaveShuffledPosition(benchmark::State& state) {
   io::Iterator it = shuffled_batches(256).prefetch(io::kAutotune).make_iterator();
   for (int i = 0; i < 100; ++i) it.next();
@@ -82,6 +82,23 @@ void BM_SaveShuffledPosition(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_SaveShuffledPosition)->Arg(0)->Arg(64)->Unit(benchmark::kMicrosecond);
+
+// What resuming from that position costs: a fresh iterator restored from it, whose shuffle
+// draws again the rows drawn since its pass began. The argument: batches of 256 taken
+// before the save (234 make a pass of 60,000 rows).
+void BM_RestoreShuffledPosition(benchmark::State& state) {
+  io::Dataset batches = shuffled_batches(256);
+  io::Iterator it = batches.make_iterator();
+  for (int64_t i = 0; i < state.range(0); ++i) it.next();
+  io::IteratorState saved = it.save();
+  for (auto _ : state) {
+    io::Iterator resumed = batches.make_iterator();
+    resumed.restore(saved);
+    benchmark::DoNotOptimize(resumed);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0) * 256);
+}
+BENCHMARK(BM_RestoreShuffledPosition)->Arg(1)->Arg(230)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace cadre

@@ -129,8 +129,9 @@ TEST(CompactStateTest, FashionMnistSavesOriginsAndResumesExactly) {
   }
   Dataset source = fashion_mnist(kFashionMnistDirectory, Split::kTest);
   auto make = [&] { return source.shuffle(10000, 42).repeat().batch(256).prefetch(2); };
-  // The 10,000-image buffer and two batches as origins: ~30 KB where the images take 31 MB.
-  for (size_t consumed : {1, 39, 45}) expect_compact_exact_resume(make, consumed, 40000, 8);
+  // The shuffle as the rows it drew and two batches as origins: ~2 KB where the images take
+  // 31 MB (the buffer's 10,000 rows as origins took 30 KB).
+  for (size_t consumed : {1, 39, 45}) expect_compact_exact_resume(make, consumed, 2500, 8);
 }
 
 class CompactFileStateTest : public cadre::testing::TempDirTest {
@@ -288,8 +289,9 @@ std::vector<std::string> drain_with_origins(Iterator& it, size_t limit) {
 TEST(CompactStateTest, AShuffleOfRowsYieldsAndSavesWhatAShuffleOfElementsDoes) {
   // Straight on an in-memory source (through shard) the shuffle holds rows and batch
   // gathers them from the source; behind a map both hold elements. Both ways must yield
-  // the same batches (a short last one included) with the same origins, and save the same
-  // buffer.
+  // the same batches (a short last one included) with the same origins. The buffer of
+  // elements is saved as their origins; the buffer of rows as the rows drawn so far, which
+  // a restore draws again.
   std::vector<float> pixels(300 * 4);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) / 7;
   // "t" is a transposed view, whose rows are not contiguous.
@@ -305,15 +307,72 @@ TEST(CompactStateTest, AShuffleOfRowsYieldsAndSavesWhatAShuffleOfElementsDoes) {
     std::vector<std::string> a = drain_with_origins(by_row, consumed);
     std::vector<std::string> b = drain_with_origins(by_element, consumed);
     EXPECT_EQ(a, b) << "after " << consumed;
-    std::string row_buffer = entry_ending(by_row.save(), "buffer_origins");
-    EXPECT_FALSE(row_buffer.empty());
-    EXPECT_EQ(row_buffer, entry_ending(by_element.save(), "buffer_origins"))
-        << "after " << consumed;
+    IteratorState row_state = by_row.save();
+    EXPECT_EQ(entry_ending(row_state, "buffer_origins"), "") << "after " << consumed;
+    EXPECT_TRUE(std::any_of(row_state.begin(), row_state.end(), [](const auto& entry) {
+      return entry.first.ends_with("replay");
+    })) << "after " << consumed;
+    EXPECT_NE(entry_ending(by_element.save(), "buffer_origins"), "") << "after " << consumed;
   }
   std::vector<std::string> rest = drain_with_origins(by_row, 1000);
   EXPECT_EQ(rest, drain_with_origins(by_element, 1000));
   EXPECT_EQ(rest.size(), 14u) << "200 rows make 29 batches of 7 (the last of 4), 15 taken";
   for (size_t consumed : {0, 3, 20, 28}) expect_compact_exact_resume(rows, consumed, 600, 60);
+}
+
+TEST(CompactStateTest, AShuffleOfRowsPastTheReplayBoundSavesItsBufferAndResumesExactly) {
+  // A shuffle over a repeated input never starts over: past 2^21 rows drawn, a restore would
+  // replay too many, and the buffer is saved as rows instead.
+  Dataset source = Dataset::from_tensor_slices(range(0, 1000, 1, DType::kInt64));
+  auto make = [&] { return source.repeat().shuffle(100, 3).batch(4096); };
+  size_t past_bound = (size_t{1} << 21) / 4096 + 1;
+  Iterator it = make().make_iterator();
+  ASSERT_EQ(drain(it, past_bound).size(), past_bound);
+  IteratorState state = it.save();
+  EXPECT_NE(entry_ending(state, "buffer_origins"), "");
+  expect_compact_exact_resume(make, past_bound, 2000, 4);
+  // Below the bound: the rows drawn, no buffer.
+  expect_compact_exact_resume(make, 3, 400, 4);
+}
+
+TEST(CompactStateTest, ARowReplayThatTheRestoringPipelineCannotMakeIsAnErrorNamingWhy) {
+  auto rows = [](int64_t n) {
+    return Dataset::from_tensor_slices(range(0, n, 1, DType::kInt64)).shuffle(40, 9);
+  };
+  Iterator it = rows(300).make_iterator();
+  drain(it, 150);
+  IteratorState state = deep_copy(it.save());
+  // Fewer rows than were drawn: the state belongs to other data.
+  Iterator shorter = rows(100).make_iterator();
+  try {
+    shorter.restore(state);
+    FAIL() << "restored 150 drawn rows from 100";
+  } catch (const DataLossError& e) {
+    EXPECT_NE(std::string(e.what()).find("replays 150 rows, but the input ends after 100"),
+              std::string::npos)
+        << e.what();
+  }
+  // A count that no save writes (a damaged file): refused before drawing.
+  IteratorState damaged = state;
+  for (auto& [key, value] : damaged) {
+    if (key.ends_with("replay")) value = Tensor::scalar<int64_t>(int64_t{1} << 40);
+  }
+  Iterator repeated = Dataset::from_tensor_slices(range(0, 300, 1, DType::kInt64))
+                          .repeat()
+                          .shuffle(40, 9)
+                          .make_iterator();
+  EXPECT_THROW(repeated.restore(damaged), DataLossError);
+  // A shuffle of elements (behind a map) cannot draw rows again.
+  Iterator mapped = Dataset::from_tensor_slices(range(0, 300, 1, DType::kInt64))
+                        .map([](Element e) { return e; })
+                        .shuffle(40, 9)
+                        .make_iterator();
+  try {
+    mapped.restore(state);
+    FAIL() << "restored rows into a shuffle of elements";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not yield rows"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CompactStateTest, AShardOfBatchesOfRowsSkipsTheOtherWorkersBatchesAsIfItMadeThem) {
