@@ -1,7 +1,5 @@
 // CoordinationClient: a training task's side of the coordination service (registration,
 // heartbeats, the key-value store, barriers), over gRPC.
-#include "strategies/cluster/coordination_service.h"
-
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
@@ -14,6 +12,8 @@
 #include "cadre/base/mutex.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
+#include "strategies/cluster/coordination_service.h"
+#include "strategies/cluster/deadline.h"
 #include "strategies/cluster/grpc_security.h"
 
 namespace cadre {
@@ -130,18 +130,13 @@ class Client final : public CoordinationClient {
   }
 
  private:
-  static std::chrono::system_clock::time_point deadline(double s) {
-    return std::chrono::system_clock::now() +
-           std::chrono::duration_cast<std::chrono::system_clock::duration>(
-               std::chrono::duration<double>(s));
-  }
   // One call with the job's token and a deadline `seconds` away.
   template <typename Response, typename Request, typename Method>
   grpc::Status invoke(Method method, const Request& request, Response* response, double seconds,
                       bool wait_for_ready = false) {
     grpc::ClientContext context;
     token_.add_to(context);
-    context.set_deadline(deadline(seconds));
+    context.set_deadline(deadline_after(seconds));
     context.set_wait_for_ready(wait_for_ready);
     return (stub_.get()->*method)(&context, request, response);
   }

@@ -1,21 +1,11 @@
 #include "strategies/cluster/step_client.h"
 
-#include <chrono>
-
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/deadline.h"
 #include "strategies/cluster/step_server.h"
 
 namespace cadre {
-namespace {
-
-std::chrono::system_clock::time_point after(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-             std::chrono::duration<double>(seconds));
-}
-
-}  // namespace
 
 StepClient::StepClient(TaskId task, std::string address, const ClusterSecurity& security)
     : name_(str_cat(task.to_string(), " (", address, ")")),
@@ -37,7 +27,7 @@ steps::RunUnitResponse StepClient::run_unit(const ps::WorkUnit& unit, double tim
   request.set_unit(unit.id);
   request.set_steps(unit.steps);
   grpc::ClientContext context;
-  context.set_deadline(after(timeout_seconds));
+  context.set_deadline(deadline_after(timeout_seconds));
   token_.add_to(context);
   steps::RunUnitResponse response;
   grpc::Status status = stub_->RunUnit(&context, request, &response);
@@ -57,7 +47,7 @@ steps::RunUnitResponse StepClient::run_unit(const ps::WorkUnit& unit, double tim
 
 void StepClient::finish(double timeout_seconds) {
   grpc::ClientContext context;
-  context.set_deadline(after(timeout_seconds));
+  context.set_deadline(deadline_after(timeout_seconds));
   token_.add_to(context);
   steps::FinishResponse response;
   grpc::Status status = stub_->Finish(&context, steps::FinishRequest(), &response);

@@ -7,16 +7,11 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/deadline.h"
 #include "strategies/cluster/grpc_security.h"
 
 namespace cadre::ps {
 namespace {
-
-std::chrono::system_clock::time_point after(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-             std::chrono::duration<double>(seconds));
-}
 
 // Slack for calls that wait on the server for their own timeout.
 constexpr double kMargin = 10;
@@ -44,7 +39,8 @@ void PsClient::wait_until_ready(double timeout_seconds) {
       throw DeadlineExceededError(str_cat("parameter server ", name_, " did not answer within ",
                                           timeout_seconds, " s (is it running at that address?)"));
     }
-    if (channel_->WaitForConnected(after(std::min(10.0, timeout_seconds - waited)))) return;
+    if (channel_->WaitForConnected(deadline_after(std::min(10.0, timeout_seconds - waited))))
+      return;
     LOG(INFO) << "waiting for parameter server " << name_ << " ("
               << static_cast<int>(waited + std::min(10.0, timeout_seconds - waited)) << " s)";
   }
@@ -62,7 +58,7 @@ Response PsClient::call(const char* what, const Request& request, Method method,
                 "smaller PlacementOptions.min_slice_bytes)"));
   }
   grpc::ClientContext context;
-  context.set_deadline(after(timeout_seconds));
+  context.set_deadline(deadline_after(timeout_seconds));
   token_.add_to(context);
   Response response;
   grpc::Status status = (stub_.get()->*method)(&context, request, &response);
