@@ -1,9 +1,10 @@
 // CUDA 2-D convolution (NHWC input, [KH, KW, in, out] filters). A 1x1 convolution with unit
 // stride and no padding is a plain product over the pixels. Float32 goes through cuDNN
-// (cudnn_conv.h) where it takes the problem. The rest is matrix products over an im2col
-// matrix (core/backend/portable/conv_ops.h): the product runs on cuBLASLt or cuBLAS tensor
-// cores with the bias and ReLU fused, and the filter needs no reorder. The batch is
-// processed in chunks of images so that the im2col workspace stays bounded.
+// (cudnn_conv.h) where it takes the problem and gpu_convolution() picks it. The rest is
+// matrix products over an im2col matrix (core/backend/portable/conv_ops.h): the product
+// runs on cuBLASLt or cuBLAS tensor cores with the bias and ReLU fused, and the filter needs
+// no reorder. The batch is processed in chunks of images so that the im2col workspace stays
+// bounded.
 #include <algorithm>
 
 #include "core/backend/cuda/cudnn_conv.h"
