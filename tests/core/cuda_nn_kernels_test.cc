@@ -273,6 +273,45 @@ TEST_F(CudaTest, ConvolutionsThroughCudnnBuildNoColumnMatrix) {
   EXPECT_GT(im2col, int64_t{200} << 20);
 }
 
+// A convolution with a ReLU whose output went only into a 2x2 max pooling, as in the CNN:
+// its gradients from the pooling's form (the pooling's and the ReLU's gradients built in one
+// pass on the GPU) against the CPU's pooling gradient followed by its convolution gradient.
+// The second case's pooling leaves the last row and column out.
+TEST_F(CudaTest, ConvolutionGradientFromAMaxPoolingOverItsRelu) {
+  struct Case {
+    Shape x, w;
+  };
+  for (const Case& c :
+       {Case{{8, 28, 28, 1}, {3, 3, 1, 32}}, Case{{4, 13, 13, 32}, {3, 3, 32, 64}}}) {
+    kernels::Conv2DParams params;
+    params.activation = Activation::kRelu;
+    Shape ys{c.x[0], c.x[1] - 2, c.x[2] - 2, c.w[3]};
+    kernels::Pool2DParams pool;  // 2x2, stride 2, max
+    Shape ps{ys[0], ys[1] / 2, ys[2] / 2, ys[3]};
+    Both x = random_both(c.x, DType::kFloat32, 20), w = random_both(c.w, DType::kFloat32, 21);
+    Both bias = random_both({c.w[3]}, DType::kFloat32, 22);
+    Tensor y = poisoned(ys, DType::kFloat32), pooled = poisoned(ps, DType::kFloat32);
+    Tensor argmax = poisoned(ps, DType::kInt32);
+    kernels::conv2d.get(kHost)(x.cpu, w.cpu, bias.cpu, y, params);
+    kernels::pool2d.get(kHost)(y, pooled, argmax, pool);
+    Tensor dpooled = testing::random_values(ps, DType::kFloat32, 23, /*specials=*/false);
+    Tensor dy = poisoned(ys, DType::kFloat32);
+    kernels::pool2d_grad.get(kHost)(dpooled, argmax, dy, pool);
+    Tensor dx = poisoned(c.x, DType::kFloat32), dw = poisoned(c.w, DType::kFloat32);
+    Tensor db = poisoned(Shape{c.w[3]}, DType::kFloat32);
+    kernels::conv2d_grad.get(kHost)(x.cpu, w.cpu, dy, y, dx, dw, db, params);
+    kernels::MaxPoolInputGrad form{dpooled.to(kGpu), argmax.to(kGpu), pooled.to(kGpu), pool, ys};
+    Both gx{dx, poisoned(c.x, DType::kFloat32).to(kGpu)};
+    Both gw{dw, poisoned(c.w, DType::kFloat32).to(kGpu)};
+    Both gb{db, poisoned(Shape{c.w[3]}, DType::kFloat32).to(kGpu)};
+    ASSERT_TRUE(kernels::conv2d_grad_from_max_pool.get(kGpu)(x.gpu, w.gpu, form, gx.gpu, gw.gpu,
+                                                             gb.gpu, params));
+    EXPECT_TRUE(matches_scaled(gx, 2e-6)) << "dx " << c.x;
+    EXPECT_TRUE(matches_scaled(gw, 2e-6)) << "dw " << c.x;
+    EXPECT_TRUE(matches_scaled(gb, 2e-6)) << "db " << c.x;
+  }
+}
+
 TEST_F(CudaTest, PoolingForwardAndBackward) {
   Shape xs{4, 13, 14, 6};
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {

@@ -3,7 +3,9 @@
 // errors, transfers, precision) on a machine without a GPU.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <span>
+#include <vector>
 
 #include "cadre/base/errors.h"
 #include "cadre/runtime/gpu_convolution.h"
@@ -302,6 +304,44 @@ TEST(CudaPortableTest, PoolingMatchesTheCpuBitForBit) {
         p::PoolGradElement<float>{host_ptr<float>(dy), max ? host_ptr<int32_t>(arg_cpu) : nullptr,
                                   host_ptr<float>(dx_host), g});
     EXPECT_TRUE(same_bytes(dx_host, dx_cpu)) << "max " << max;
+  }
+}
+
+// The GPU's convolution gradient from a max pooling over its ReLU (conv2d_grad_from_max_pool)
+// builds the pooling's and the ReLU's gradients in one pass: the same bytes as the CPU's
+// pooling gradient followed by its ReLU gradient, for windows that overlap (an element the
+// maximum of two windows) and for windows that tile.
+TEST(CudaPortableTest, MaxPoolingGradientThroughAReluMatchesTheCpuBitForBit) {
+  Shape xs{2, 7, 8, 3};
+  Tensor pre = random_values(xs, DType::kFloat32, 92);
+  std::vector<float> values = pre.to_vector<float>();
+  for (float& v : values) v = v > 0 ? v : 0.0f;  // a ReLU's output: many zeros, ties among them
+  Tensor x = Tensor::from_vector(values, xs);
+  struct Case {
+    std::array<int64_t, 2> window, strides, pad_begin, pad_end;
+  };
+  for (const Case& c :
+       {Case{{3, 2}, {2, 2}, {1, 0}, {1, 1}}, Case{{2, 2}, {2, 2}, {0, 0}, {0, 0}}}) {
+    kernels::Pool2DParams params;
+    params.window = c.window;
+    params.strides = c.strides;
+    params.pad_begin = c.pad_begin;
+    params.pad_end = c.pad_end;
+    int64_t oh = (7 + c.pad_begin[0] + c.pad_end[0] - c.window[0]) / c.strides[0] + 1;
+    int64_t ow = (8 + c.pad_begin[1] + c.pad_end[1] - c.window[1]) / c.strides[1] + 1;
+    Shape ys{2, oh, ow, 3};
+    Tensor y = poisoned(ys, DType::kFloat32), arg = poisoned(ys, DType::kInt32);
+    kernels::pool2d.get(kCpu)(x, y, arg, params);
+    Tensor dy = random_values(ys, DType::kFloat32, 93, false);
+    Tensor through_pool = poisoned(xs, DType::kFloat32), expected = poisoned(xs, DType::kFloat32);
+    kernels::pool2d_grad.get(kCpu)(dy, arg, through_pool, params);
+    kernels::activation_grad.get(kCpu)(kernels::Activation::kRelu, 0, x, through_pool, expected);
+    Tensor dx = poisoned(xs, DType::kFloat32);
+    p::PoolGradElement<float> element{host_ptr<float>(dy), host_ptr<int32_t>(arg),
+                                      host_ptr<float>(dx), p::pool_geometry(xs, ys, params)};
+    element.relu_pooled = host_ptr<float>(y);
+    run_on_host(dx.numel(), element);
+    EXPECT_TRUE(same_bytes(dx, expected)) << "window " << c.window[0] << "x" << c.window[1];
   }
 }
 

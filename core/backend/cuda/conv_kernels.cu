@@ -153,11 +153,38 @@ void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy_out, const T
   if (!cudnn_conv2d_grad(x, w, dy, dx, dw, p, own)) own();
 }
 
+// The gradients of a convolution whose output (after a fused ReLU or none) went only into a
+// max pooling: the pooling's gradient and the ReLU's are built in one pass, into one
+// buffer the size of the convolution's output, where building them apart took two.
+bool conv2d_grad_from_max_pool(const Tensor& x, const Tensor& w,
+                               const kernels::MaxPoolInputGrad& grad, Tensor& dx, Tensor& dw,
+                               Tensor& db, const Conv2DParams& p) {
+  bool relu = p.activation == kernels::Activation::kRelu;
+  if (grad.params.kind != kernels::PoolKind::kMax ||
+      (!relu && p.activation != kernels::Activation::kNone)) {
+    return false;
+  }
+  DeviceGuard guard(grad.dy.device());
+  Tensor dz = Tensor::empty(grad.input_shape, grad.dy.dtype(), grad.dy.device());
+  portable::PoolGeometry g = portable::pool_geometry(dz.shape(), grad.dy.shape(), grad.params);
+  visit_float_dtype(dz.dtype(), "conv2d_grad", [&]<typename T>() {
+    portable::PoolGradElement<T> element{ptr<T>(grad.dy), ptr<int32_t>(grad.argmax), mut<T>(dz),
+                                         g};
+    if (relu) element.relu_pooled = ptr<T>(grad.pooled);
+    for_each(dz.device(), dz.numel(), element, "conv2d_grad (from max pooling)");
+  });
+  Conv2DParams linear = p;
+  linear.activation = kernels::Activation::kNone;
+  conv2d_grad(x, w, dz, Tensor(), dx, dw, db, linear);
+  return true;
+}
+
 }  // namespace
 
 void register_conv_kernels() {
   kernels::conv2d.set(DeviceType::kGPU, &conv2d);
   kernels::conv2d_grad.set(DeviceType::kGPU, &conv2d_grad);
+  kernels::conv2d_grad_from_max_pool.set(DeviceType::kGPU, &conv2d_grad_from_max_pool);
 }
 
 }  // namespace cadre::backend::cuda

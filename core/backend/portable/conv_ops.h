@@ -182,6 +182,11 @@ struct PoolGradElement {
   const int32_t* argmax;
   T* dx;
   PoolGeometry g;
+  // Max pooling over a ReLU's output, when set: the pooled values. A window passes its
+  // gradient to its maximum only where that value is positive, which is the ReLU's
+  // gradient at that element (the element holds the pooled value), so that dx is the
+  // gradient before the ReLU: (pooling's gradient) * (y > 0), bit for bit.
+  const T* relu_pooled = nullptr;
   CADRE_HOST_DEVICE void operator()(int64_t i) const {
     int64_t k = i % g.c, rest = i / g.c;
     int64_t ix = rest % g.w;
@@ -204,7 +209,9 @@ struct PoolGradElement {
         PoolWindow win = pool_window(g, oy, ox);
         if (g.max) {
           int32_t tap = static_cast<int32_t>((iy - win.top) * g.kw + (ix - win.left));
-          if (argmax[out] == tap) sum += dy[out];
+          if (argmax[out] == tap && (relu_pooled == nullptr || relu_pooled[out] > T(0))) {
+            sum += dy[out];
+          }
         } else {
           sum += dy[out] / static_cast<T>((win.y1 - win.y0) * (win.x1 - win.x0));
         }
