@@ -166,7 +166,10 @@ Plan make_plan(cudnnHandle_t handle, const Key& k) {
   check(cudnnGetConvolution2dForwardOutputDim(probe, plan.x, plan.w, &out[0], &out[1], &out[2],
                                               &out[3]),
         "cudnnGetConvolution2dForwardOutputDim");
-  if (out != std::array<int, 4>{k.x[0], k.w[2], k.y[0], k.y[1]}) return plan;  // padding differs
+  if (out != std::array<int, 4>{k.x[0], k.w[2], k.y[0], k.y[1]}) {  // the padding differs
+    cudnnDestroyConvolutionDescriptor(probe);
+    return plan;
+  }
 
   int count = 0;
   std::vector<cudnnConvolutionFwdAlgoPerf_t> forward(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
