@@ -1,12 +1,15 @@
 // Origins in iterator state (saved_elements.cc): a checkpoint's bytes decide which
 // elements a restored pipeline fetches again, through every stage that fetches (batch,
-// map, interleave, sources). The first byte picks the entry replaced by the rest.
+// map, interleave, sources). The first byte picks the entry replaced by the rest. With its
+// high bit set, the rest (up to 8 bytes, little-endian) is instead the number of rows a
+// shuffle of rows draws again on restore (shuffle.cc).
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
+#include "cadre/ops/array.h"
 
 namespace {
 
@@ -24,10 +27,45 @@ Dataset pipeline() {
       .prefetch(2);
 }
 
+Dataset rows() {
+  return Dataset::from_tensor_slices(cadre::range(0, 60, 1, cadre::DType::kInt64))
+      .shuffle(8, 1)
+      .repeat(2)
+      .batch(3);
+}
+
+void restore_and_draw(Dataset (*make)(), const cadre::io::IteratorState& state) {
+  try {
+    cadre::io::Iterator restored = make().make_iterator();
+    restored.restore(state);
+    for (int i = 0; i < 8 && restored.next(); ++i) {
+    }
+  } catch (const cadre::Error&) {
+  }
+}
+
+void replay_count(const uint8_t* data, size_t size) {
+  cadre::io::Iterator original = rows().make_iterator();
+  for (int i = 0; i < 4; ++i) original.next();
+  cadre::io::IteratorState state = original.save();
+  uint64_t count = 0;
+  for (size_t i = 0; i < size && i < 8; ++i) count |= uint64_t{data[i]} << (8 * i);
+  for (auto& [name, tensor] : state) {
+    if (name.ends_with("replay")) {
+      tensor = cadre::Tensor::scalar<int64_t>(static_cast<int64_t>(count));
+    }
+  }
+  restore_and_draw(&rows, state);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  if (data[0] & 0x80) {
+    replay_count(data + 1, size - 1);
+    return 0;
+  }
   cadre::io::Iterator original = pipeline().make_iterator();
   for (int i = 0; i < 4; ++i) original.next();
   cadre::io::IteratorState state = original.save();
@@ -41,12 +79,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (key.empty()) return 0;
   state[key] = cadre::io::bytes_tensor(
       std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
-  try {
-    cadre::io::Iterator restored = pipeline().make_iterator();
-    restored.restore(state);
-    for (int i = 0; i < 8 && restored.next(); ++i) {
-    }
-  } catch (const cadre::Error&) {
-  }
+  restore_and_draw(&pipeline, state);
   return 0;
 }
