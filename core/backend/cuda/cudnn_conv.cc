@@ -4,7 +4,7 @@
 // caller's own path, each once to warm up (plans, kernel loading) and then three times
 // between events on the compute stream, and keeps the faster by its quickest run. The
 // timed runs write the outputs; the kept path then writes them once more, so that a call's
-// results are always the kept path's.
+// results are always the kept path's. A path that runs out of memory while timed loses.
 //
 // Our filters are HWIO, [KH, KW, C, O]; cuDNN's NHWC filter layout is [O, KH, KW, C], which
 // is the transpose of the filter seen as a [KH*KW*C, O] matrix. So the filter, and its
@@ -33,6 +33,8 @@
 #include <array>
 #include <climits>
 #include <functional>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +43,7 @@
 #include "cadre/runtime/precision.h"
 #include "core/backend/cuda/cuda_error.h"
 #include "core/backend/cuda/launch.h"
+#include "core/base/strings.h"
 
 namespace cadre::backend::cuda {
 namespace {
@@ -328,17 +331,35 @@ float time_of(cudaStream_t stream, const std::function<void()>& run) {
   return best;
 }
 
+// The milliseconds of time_of, or none where `run` ran out of GPU memory (im2col's column
+// matrix, a cuDNN workspace).
+std::optional<float> time_if_it_fits(cudaStream_t stream, const std::function<void()>& run) {
+  try {
+    return time_of(stream, run);
+  } catch (const ResourceExhaustedError&) {
+    return std::nullopt;
+  }
+}
+
+std::string milliseconds(const std::optional<float>& ms) {
+  return ms ? str_cat(*ms, " ms") : std::string("out of memory");
+}
+
 // Whether this call runs through cuDNN: always under kCudnn; under kAutotune, as the first
-// call of the problem's direction timed it.
+// call of the problem's direction timed it. A path that runs out of memory loses, so that
+// autotuning fails no convolution that one of the paths can run; where both do, the
+// caller's own path runs and reports it.
 bool cudnn_runs(Way& way, const Key& key, const char* direction, cudaStream_t stream,
                 const std::function<void()>& cudnn, const std::function<void()>& own) {
   if (gpu_convolution() == GpuConvolution::kCudnn) return true;
   if (way == Way::kUntimed) {
-    float cudnn_ms = time_of(stream, cudnn), own_ms = time_of(stream, own);
-    way = cudnn_ms <= own_ms ? Way::kCudnn : Way::kOwn;
+    std::optional<float> cudnn_ms = time_if_it_fits(stream, cudnn);
+    std::optional<float> own_ms = time_if_it_fits(stream, own);
+    way = cudnn_ms && (!own_ms || *cudnn_ms <= *own_ms) ? Way::kCudnn : Way::kOwn;
     VLOG(1) << "conv2d " << direction << " x [" << key.x[0] << ", " << key.x[1] << ", " << key.x[2]
             << ", " << key.x[3] << "] w [" << key.w[0] << ", " << key.w[1] << ", " << key.x[3]
-            << ", " << key.w[2] << "]: cuDNN " << cudnn_ms << " ms, im2col " << own_ms << " ms";
+            << ", " << key.w[2] << "]: cuDNN " << milliseconds(cudnn_ms) << ", im2col "
+            << milliseconds(own_ms);
   }
   return way == Way::kCudnn;
 }

@@ -10,7 +10,8 @@
 namespace cadre {
 
 enum class GpuConvolution {
-  kAutotune,  // both timed on a problem's first call on a device; the faster kept (default)
+  kAutotune,  // both timed on a problem's first call on a device; the faster kept (default);
+              // one that runs out of GPU memory there loses
   kCudnn,     // cuDNN wherever it takes the problem: the same path on every run
   kIm2col,    // im2col always
 };
