@@ -69,17 +69,15 @@ class ShuffleIterator : public IteratorNode {
   }
 
   void save_state(StateWriter& w) override {
-    if (by_row_ && drawn_ >= 0 && drawn_ <= kReplayRows) {
-      w.write_int("seed", static_cast<int64_t>(first_.seed));
-      w.write_int("stream", static_cast<int64_t>(first_.stream));
-      w.write_int("offset", static_cast<int64_t>(first_.offset));
-      w.write_int("replay", drawn_);
-      return;
-    }
-    Generator::State g = generator_.state();
+    bool replayable = by_row_ && drawn_ >= 0 && drawn_ <= kReplayRows;
+    Generator::State g = replayable ? first_ : generator_.state();
     w.write_int("seed", static_cast<int64_t>(g.seed));
     w.write_int("stream", static_cast<int64_t>(g.stream));
     w.write_int("offset", static_cast<int64_t>(g.offset));
+    if (replayable) {
+      w.write_int("replay", drawn_);
+      return;
+    }
     w.write_int("input_done", input_done_);
     if (by_row_) {
       save_rows(w, "buffer", rows_);

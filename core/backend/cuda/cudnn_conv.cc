@@ -114,31 +114,6 @@ bool allowed_filter(int algo) {
          algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 || algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
 }
 
-// The first of cuDNN's ranked candidates that is allowed, deterministic, within the
-// workspace bound and, for strict float32, free of tensor-core math.
-template <typename Perf>
-Choice choose(const std::vector<Perf>& ranked, int count, bool (*allowed)(int),
-              cudnnMathType_t math, cudnnConvolutionDescriptor_t conv) {
-  Choice choice;
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = ranked[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || !allowed(static_cast<int>(p.algo)) ||
-        p.determinism != CUDNN_DETERMINISTIC || p.memory > kMaxWorkspaceBytes) {
-      continue;
-    }
-    bool tensor_ops =
-        p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (math == CUDNN_FMA_MATH && tensor_ops) continue;
-    choice.algo = static_cast<int>(p.algo);
-    choice.workspace = p.memory;
-    choice.conv = conv;
-    check(cudnnSetConvolutionMathType(conv, math == CUDNN_FMA_MATH ? math : p.mathType),
-          "cudnnSetConvolutionMathType");
-    return choice;
-  }
-  return choice;
-}
-
 cudnnConvolutionDescriptor_t make_conv(const Key& k) {
   cudnnConvolutionDescriptor_t conv;
   check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
@@ -148,6 +123,40 @@ cudnnConvolutionDescriptor_t make_conv(const Key& k) {
         "cudnnSetConvolution2dDescriptor");
   check(cudnnSetConvolutionMathType(conv, k.math), "cudnnSetConvolutionMathType");
   return conv;
+}
+
+// One direction's choice, on a convolution descriptor of its own: of cuDNN's ranked
+// candidates (`rank(conv, slots, &count, results)`), the first that is allowed,
+// deterministic, within the workspace bound and, for strict float32, free of tensor-core
+// math; its workspace is what cuDNN says it needs (`workspace(conv, algo, &bytes)`), since
+// the ranking's memory figures are estimates.
+template <typename Perf, typename Rank, typename Workspace>
+Choice choose(const Key& k, int slots, bool (*allowed)(int), Rank rank, Workspace workspace) {
+  Choice choice;
+  cudnnConvolutionDescriptor_t conv = make_conv(k);
+  std::vector<Perf> ranked(static_cast<size_t>(slots));
+  int count = 0;
+  rank(conv, slots, &count, ranked.data());
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = ranked[i];
+    if (p.status != CUDNN_STATUS_SUCCESS || !allowed(static_cast<int>(p.algo)) ||
+        p.determinism != CUDNN_DETERMINISTIC || p.memory > kMaxWorkspaceBytes) {
+      continue;
+    }
+    bool tensor_ops =
+        p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (k.math == CUDNN_FMA_MATH && tensor_ops) continue;
+    check(cudnnSetConvolutionMathType(conv, k.math == CUDNN_FMA_MATH ? k.math : p.mathType),
+          "cudnnSetConvolutionMathType");
+    size_t bytes = 0;
+    workspace(conv, p.algo, &bytes);
+    choice.algo = static_cast<int>(p.algo);
+    choice.workspace = std::max(p.memory, bytes);
+    choice.conv = conv;
+    return choice;
+  }
+  cudnnDestroyConvolutionDescriptor(conv);
+  return choice;
 }
 
 Plan make_plan(cudnnHandle_t handle, const Key& k) {
@@ -169,59 +178,45 @@ Plan make_plan(cudnnHandle_t handle, const Key& k) {
   check(cudnnGetConvolution2dForwardOutputDim(probe, plan.x, plan.w, &out[0], &out[1], &out[2],
                                               &out[3]),
         "cudnnGetConvolution2dForwardOutputDim");
-  if (out != std::array<int, 4>{k.x[0], k.w[2], k.y[0], k.y[1]}) {  // the padding differs
-    cudnnDestroyConvolutionDescriptor(probe);
-    return plan;
-  }
+  cudnnDestroyConvolutionDescriptor(probe);
+  if (out != std::array<int, 4>{k.x[0], k.w[2], k.y[0], k.y[1]}) return plan;  // padding differs
 
-  int count = 0;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> forward(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-  check(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x, plan.w, probe, plan.y,
-                                               static_cast<int>(forward.size()), &count,
-                                               forward.data()),
-        "cudnnGetConvolutionForwardAlgorithm_v7");
-  plan.forward = choose(forward, count, &allowed_forward, k.math, probe);
-
-  cudnnConvolutionDescriptor_t data_conv = make_conv(k);
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-  check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan.w, plan.y, data_conv, plan.x,
-                                                    static_cast<int>(data.size()), &count,
-                                                    data.data()),
-        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  plan.data = choose(data, count, &allowed_data, k.math, data_conv);
-
-  cudnnConvolutionDescriptor_t filter_conv = make_conv(k);
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-  check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan.x, plan.y, filter_conv, plan.w,
-                                                      static_cast<int>(filter.size()), &count,
-                                                      filter.data()),
-        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  plan.filter = choose(filter, count, &allowed_filter, k.math, filter_conv);
-
-  // The heuristics' memory figures are estimates; the workspace is what cuDNN says the
-  // chosen algorithm needs.
-  size_t bytes = 0;
-  if (plan.forward.algo >= 0) {
-    check(cudnnGetConvolutionForwardWorkspaceSize(
-              handle, plan.x, plan.w, plan.forward.conv, plan.y,
-              static_cast<cudnnConvolutionFwdAlgo_t>(plan.forward.algo), &bytes),
-          "cudnnGetConvolutionForwardWorkspaceSize");
-    plan.forward.workspace = std::max(plan.forward.workspace, bytes);
-  }
-  if (plan.data.algo >= 0) {
-    check(cudnnGetConvolutionBackwardDataWorkspaceSize(
-              handle, plan.w, plan.y, plan.data.conv, plan.x,
-              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.data.algo), &bytes),
-          "cudnnGetConvolutionBackwardDataWorkspaceSize");
-    plan.data.workspace = std::max(plan.data.workspace, bytes);
-  }
-  if (plan.filter.algo >= 0) {
-    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              handle, plan.x, plan.y, plan.filter.conv, plan.w,
-              static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.filter.algo), &bytes),
-          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-    plan.filter.workspace = std::max(plan.filter.workspace, bytes);
-  }
+  plan.forward = choose<cudnnConvolutionFwdAlgoPerf_t>(
+      k, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &allowed_forward,
+      [&](auto conv, int slots, int* count, auto* results) {
+        check(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x, plan.w, conv, plan.y, slots,
+                                                     count, results),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+      },
+      [&](auto conv, auto algo, size_t* bytes) {
+        check(cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, conv, plan.y, algo,
+                                                      bytes),
+              "cudnnGetConvolutionForwardWorkspaceSize");
+      });
+  plan.data = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+      k, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &allowed_data,
+      [&](auto conv, int slots, int* count, auto* results) {
+        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan.w, plan.y, conv, plan.x,
+                                                          slots, count, results),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      },
+      [&](auto conv, auto algo, size_t* bytes) {
+        check(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan.w, plan.y, conv, plan.x,
+                                                           algo, bytes),
+              "cudnnGetConvolutionBackwardDataWorkspaceSize");
+      });
+  plan.filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      k, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &allowed_filter,
+      [&](auto conv, int slots, int* count, auto* results) {
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan.x, plan.y, conv, plan.w,
+                                                            slots, count, results),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      },
+      [&](auto conv, auto algo, size_t* bytes) {
+        check(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan.x, plan.y, conv, plan.w,
+                                                             algo, bytes),
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+      });
   plan.usable = true;
   return plan;
 }
