@@ -27,12 +27,14 @@ GradientBuckets::~GradientBuckets() {
   thread_.join();
 }
 
-void GradientBuckets::sum(const Tensor& buffer) {
-  if (buffer.numel() == 0) return;
-  if (buffer.dtype() == DType::kFloat32) {
-    collective_.sum(buffer.data<float>(), static_cast<size_t>(buffer.numel()));
+void GradientBuckets::sum(size_t bucket) {
+  const Bucket& b = buckets_[bucket];
+  if (b.end == b.begin) return;
+  const size_t count = static_cast<size_t>(b.end - b.begin);
+  if (dtype_ == DType::kFloat32) {
+    collective_.sum(flat_.data<float>() + b.begin, count);
   } else {
-    collective_.sum(buffer.data<double>(), static_cast<size_t>(buffer.numel()));
+    collective_.sum(flat_.data<double>() + b.begin, count);
   }
 }
 
@@ -42,32 +44,68 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources,
   bool all_float = true;
   for (const Tensor& s : sources) all_float &= s.dtype() == DType::kFloat32;
   dtype_ = all_float ? DType::kFloat32 : DType::kFloat64;
-  const size_t element = dtype_size(dtype_);
+  const int64_t element = static_cast<int64_t>(dtype_size(dtype_));
   slots_.assign(n, Slot{});
-  std::vector<int64_t> sizes;  // elements per bucket
-  size_t capacity = options_.first_bucket_bytes;
+  buckets_.clear();
+  int64_t end = 0;      // elements laid out
+  bool sealed = false;  // the last bucket is a piece's: it takes nothing more
+  auto open_bucket = [&] {
+    buckets_.push_back(Bucket{end, end});
+    sealed = false;
+  };
   for (size_t k : order_) {
-    slots_[k].sparse = k < sparse.size() && sparse[k];
-    const int64_t count = slots_[k].sparse ? 0 : sources[k].numel();
-    const size_t bytes = static_cast<size_t>(count) * element;
-    if (sizes.empty() ||
-        (sizes.back() > 0 && static_cast<size_t>(sizes.back()) * element + bytes > capacity)) {
-      if (!sizes.empty()) capacity = options_.bucket_bytes;
-      sizes.push_back(0);
+    Slot& slot = slots_[k];
+    slot.sparse = k < sparse.size() && sparse[k];
+    slot.shape = sources[k].shape();
+    slot.dtype = sources[k].dtype();
+    slot.offset = end;
+    const int64_t count = slot.sparse ? 0 : sources[k].numel();
+    const int64_t rows = slot.shape.rank() >= 2 ? slot.shape[0] : 1;
+    const int64_t row = rows > 0 ? count / rows : 0;
+    // As many pieces as piece_bytes asks for, of rows shared out evenly.
+    int64_t piece_rows = rows;
+    if (options_.piece_bytes > 0 && row > 0) {
+      const int64_t bytes = count * element, limit = static_cast<int64_t>(options_.piece_bytes);
+      const int64_t pieces = std::min(rows, (bytes + limit - 1) / limit);
+      piece_rows = (rows + pieces - 1) / pieces;
     }
-    slots_[k].bucket = sizes.size() - 1;
-    slots_[k].offset = sizes.back();
-    slots_[k].shape = sources[k].shape();
-    slots_[k].dtype = sources[k].dtype();
-    sizes.back() += count;
+    if (piece_rows < rows) {
+      for (int64_t r = 0; r < rows; r += piece_rows) {
+        if (buckets_.empty() || buckets_.back().end > buckets_.back().begin) open_bucket();
+        const int64_t row_end = std::min(rows, r + piece_rows);
+        std::vector<int64_t> dims = slot.shape.to_vector();
+        dims[0] = row_end - r;
+        slot.pieces.push_back(
+            Piece{buckets_.size() - 1, r, row_end, end, end + dims[0] * row, Shape(dims)});
+        end = buckets_.back().end = slot.pieces.back().end;
+      }
+      sealed = true;
+      if (!told_pieces_) {
+        LOG(INFO) << "the gradient of source " << k << " (" << slot.shape << ") is summed in "
+                  << slot.pieces.size() << " pieces of up to " << piece_rows << " rows";
+      }
+      continue;
+    }
+    // The first bucket holds up to first_bucket_bytes, the others bucket_bytes; an empty
+    // one takes any gradient.
+    if (buckets_.empty() || sealed ||
+        (buckets_.back().end > buckets_.back().begin &&
+         (buckets_.back().end - buckets_.back().begin + count) * element >
+             static_cast<int64_t>(buckets_.size() == 1 ? options_.first_bucket_bytes
+                                                       : options_.bucket_bytes))) {
+      open_bucket();
+    }
+    end = buckets_.back().end = end + count;
+    slot.pieces.push_back(Piece{buckets_.size() - 1, 0, rows, slot.offset, end, slot.shape});
   }
-  if (sizes.empty()) sizes.push_back(0);
-  sizes.back() += static_cast<int64_t>(extras_);
-  buckets_.assign(sizes.size(), Bucket{});
-  for (size_t b = 0; b < sizes.size(); ++b) {
-    buckets_[b].buffer = Tensor::zeros(Shape{sizes[b]}, dtype_, collective_.device());
+  told_pieces_ |= std::any_of(slots_.begin(), slots_.end(),
+                              [](const Slot& slot) { return slot.pieces.size() > 1; });
+  if (buckets_.empty()) open_bucket();
+  end = buckets_.back().end = end + static_cast<int64_t>(extras_);
+  flat_ = Tensor::zeros(Shape{end}, dtype_, collective_.device());
+  for (const Slot& slot : slots_) {
+    for (const Piece& piece : slot.pieces) ++buckets_[piece.bucket].members;
   }
-  for (const Slot& slot : slots_) ++buckets_[slot.bucket].members;
 }
 
 void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<double> extras,
@@ -108,11 +146,10 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
   }
   for (Bucket& bucket : buckets_) bucket.pending = bucket.members;
   NoGradScope no_grad;
-  Tensor& last = buckets_.back().buffer;
-  const int64_t end = last.numel();
+  const int64_t end = flat_.numel();
   if (!extras.empty()) {
-    last.slice(0, end - static_cast<int64_t>(extras.size()), end)
-        .assign(to_device(Tensor::from_vector<double>(extras).cast(dtype_), last.device()));
+    flat_.slice(0, end - static_cast<int64_t>(extras.size()), end)
+        .assign(to_device(Tensor::from_vector<double>(extras).cast(dtype_), flat_.device()));
   }
   MutexLock lock(mutex_);
   issue_ready_buckets();  // buckets without gradients (only the extras)
@@ -138,13 +175,12 @@ void GradientBuckets::ready(size_t i, const Gradient& gradient) {
   slot.filled = true;
   arrivals_.push_back(i);
   slot.defined = gradient.defined();
-  Bucket& bucket = buckets_[slot.bucket];
+  NoGradScope no_grad;
   if (slot.sparse) {
     // Kept as rows; a dense gradient for it (it was sparse when the layout was made) goes
     // as every row.
-    NoGradScope no_grad;
     if (gradient.defined() && !gradient.is_sparse()) {
-      Tensor dense = gradient.dense();
+      Tensor dense = gradient.to_dense();
       slot.rows = IndexedSlices{range(0, static_cast<double>(dense.shape()[0])),
                                 scale_ == 1 ? dense : dense * scale_, dense.shape()};
     } else if (gradient.defined()) {
@@ -152,25 +188,42 @@ void GradientBuckets::ready(size_t i, const Gradient& gradient) {
       slot.rows = IndexedSlices{rows.indices, scale_ == 1 ? rows.values : rows.values * scale_,
                                 rows.dense_shape};
     }
-  } else {
-    NoGradScope no_grad;
-    Tensor place = bucket.buffer.slice(0, slot.offset, slot.offset + slot.shape.num_elements());
-    if (gradient.defined()) {
-      Tensor dense = to_device(gradient.to_dense(), place.device());
-      Tensor target = place.reshape(slot.shape.to_vector());
-      if (scale_ != 1 && dense.dtype() == target.dtype()) {
-        // Scaled straight into the bucket: one pass over the gradient, no temporary.
-        kernels::binary.call(target.device(), kernels::BinaryOp::kMul, dense,
-                             views::broadcast(scalar_like(dense, scale_), target.shape(), "mul"),
-                             target);
-      } else {
-        target.assign(scale_ == 1 ? dense : dense * scale_);
-      }
-    } else {
-      place.assign(Tensor::zeros(place.shape(), dtype_, place.device()));
-    }
+    piece_done(slot.pieces[0].bucket);
+    return;
   }
-  if (--bucket.pending == 0) {
+  const autodiff::DeferredGradient* unbuilt = gradient.deferred();
+  Tensor whole;  // built once, unless built by pieces
+  for (const Piece& piece : slot.pieces) {
+    Tensor place = flat_.slice(0, piece.begin, piece.end).reshape(piece.shape.to_vector());
+    if (!gradient.defined()) {
+      place.assign(Tensor::zeros(place.shape(), dtype_, place.device()));
+    } else {
+      Tensor part;
+      if (unbuilt != nullptr && slot.pieces.size() > 1) {
+        part = unbuilt->rows(piece.row_begin, piece.row_end);
+      }
+      if (!part.defined()) {
+        if (!whole.defined()) whole = gradient.to_dense();
+        part = slot.pieces.size() > 1 ? whole.slice(0, piece.row_begin, piece.row_end) : whole;
+      }
+      put(to_device(part, place.device()), place);
+    }
+    piece_done(piece.bucket);
+  }
+}
+
+void GradientBuckets::put(const Tensor& part, Tensor place) const {
+  if (scale_ != 1 && part.dtype() == place.dtype()) {
+    // Scaled straight into the bucket: one pass over the gradient, no temporary.
+    kernels::binary.call(place.device(), kernels::BinaryOp::kMul, part,
+                         views::broadcast(scalar_like(part, scale_), place.shape(), "mul"), place);
+  } else {
+    place.assign(scale_ == 1 ? part : part * scale_);
+  }
+}
+
+void GradientBuckets::piece_done(size_t bucket) {
+  if (--buckets_[bucket].pending == 0) {
     MutexLock lock(mutex_);
     issue_ready_buckets();
   }
@@ -196,7 +249,7 @@ std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
     if (failure_) std::rethrow_exception(failure_);
     first_here = issued_;
   }
-  for (size_t b = first_here; b < buckets_.size(); ++b) sum(buckets_[b].buffer);
+  for (size_t b = first_here; b < buckets_.size(); ++b) sum(b);
   {
     MutexLock lock(mutex_);
     issued_ = reduced_ = buckets_.size();
@@ -213,14 +266,12 @@ std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
       sums.emplace_back();
       continue;
     }
-    Tensor sum = buckets_[slot.bucket]
-                     .buffer.slice(0, slot.offset, slot.offset + slot.shape.num_elements())
+    Tensor sum = flat_.slice(0, slot.offset, slot.offset + slot.shape.num_elements())
                      .reshape(slot.shape.to_vector());
     sums.emplace_back(sum.dtype() == slot.dtype ? sum : sum.cast(slot.dtype));
   }
-  const Tensor& last = buckets_.back().buffer;
-  const int64_t end = last.numel();
-  Tensor tail = to_device(last.slice(0, end - static_cast<int64_t>(extras_), end), Device::cpu(0))
+  const int64_t end = flat_.numel();
+  Tensor tail = to_device(flat_.slice(0, end - static_cast<int64_t>(extras_), end), Device::cpu(0))
                     .cast(DType::kFloat64);
   extras = tail.to_vector<double>();
   return sums;
@@ -231,11 +282,11 @@ void GradientBuckets::loop() {
   while (true) {
     work_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return stopping_ || reduced_ < issued_; });
     if (reduced_ == issued_) return;  // stopping, nothing left
-    Tensor buffer = buckets_[reduced_].buffer;
+    const size_t bucket = reduced_;
     lock.unlock();
     std::exception_ptr failure;
     try {
-      sum(buffer);
+      sum(bucket);
     } catch (...) {
       failure = std::current_exception();
     }

@@ -14,6 +14,12 @@
 // variables at once (a fused dense layer's kernel and bias) and a bucket waits for its
 // last member. The sums are those of the same buckets reduced after the backward pass
 // (overlap off): the same bits.
+//
+// A gradient larger than piece_bytes goes in pieces of whole rows, a bucket each. The
+// pass's last gradient is often its largest (the first dense layer's kernel, made last);
+// when it comes unbuilt (GradientTape::announce), ready() builds it piece by piece, and
+// each piece is summed while the next is built. The buckets are consecutive ranges of one
+// buffer, so that a gradient in pieces is one tensor again at finish().
 #pragma once
 
 #include <cstddef>
@@ -31,6 +37,8 @@ namespace cadre {
 struct BucketOptions {
   size_t bucket_bytes = size_t{25} << 20;       // DDP's default
   size_t first_bucket_bytes = size_t{1} << 20;  // DDP's first bucket
+  // Gradients of rank >= 2 above this size go in pieces of about this size; 0: whole.
+  size_t piece_bytes = 0;
   // false: every bucket is reduced at finish(), in the same order, on the caller's thread
   // (no communication thread).
   bool overlap = true;
@@ -52,7 +60,8 @@ class GradientBuckets {
   void begin(const std::vector<Tensor>& sources, std::vector<double> extras,
              const std::vector<bool>& sparse, double scale = 1);
   // Source i's gradient, times begin's `scale` (this worker's weight in a weighted mean);
-  // undefined: it adds zeros and stays undefined.
+  // undefined: it adds zeros and stays undefined. An unbuilt one is built here (by rows
+  // when it goes in pieces).
   void ready(size_t i, const Gradient& gradient);
   // Waits for every bucket; returns the sums over the workers, as views of the buckets
   // (valid until the next begin()), and the summed extras; a sparse source's entry is this
@@ -60,26 +69,35 @@ class GradientBuckets {
   std::vector<Gradient> finish(std::vector<double>& extras);
 
  private:
-  struct Slot {
+  struct Piece {
     size_t bucket = 0;
-    int64_t offset = 0;  // in elements, within the bucket
+    int64_t row_begin = 0, row_end = 0;  // of the source's first dimension
+    int64_t begin = 0, end = 0;          // elements of flat_
+    Shape shape;
+  };
+  struct Slot {
+    int64_t offset = 0;  // elements of flat_
     Shape shape;
     DType dtype = DType::kFloat32;
     bool defined = false;
     bool filled = false;
-    bool sparse = false;  // no room in its bucket; `rows` holds it
+    bool sparse = false;        // no room in its bucket; `rows` holds it
+    std::vector<Piece> pieces;  // one for a whole gradient (and a sparse one)
     Gradient rows;
   };
   struct Bucket {
-    Tensor buffer;
-    size_t members = 0;
+    int64_t begin = 0, end = 0;  // elements of flat_
+    size_t members = 0;          // pieces
     size_t pending = 0;
   };
   void lay_out(const std::vector<Tensor>& sources, const std::vector<bool>& sparse);
   // Worker 0's order of arrival in the last step, the same on every worker (collective).
   std::vector<size_t> agreed_arrival_order();
   void issue_ready_buckets() CADRE_REQUIRES(mutex_);
-  void sum(const Tensor& buffer);
+  void sum(size_t bucket);
+  // `part` times scale_ into `place`.
+  void put(const Tensor& part, Tensor place) const;
+  void piece_done(size_t bucket);
   void loop();
 
   ProcessCollective& collective_;
@@ -87,10 +105,12 @@ class GradientBuckets {
   DType dtype_ = DType::kFloat32;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
+  Tensor flat_;                   // every bucket, then the extras
   std::vector<int64_t> layout_;   // the sources' sizes the buckets were laid out for
   std::vector<size_t> order_;     // the sources, first to last in the buckets
   std::vector<size_t> arrivals_;  // the sources in the order ready() got them this step
   bool reordered_ = false;        // order_ is the agreed order of arrival
+  bool told_pieces_ = false;      // the log has the gradients that go in pieces
   size_t extras_ = 0;
   double scale_ = 1;
 

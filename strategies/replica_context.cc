@@ -114,7 +114,7 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
     for (double m : *means) scalars.push_back(m * weight);
   }
   extended_.begin_gradients(sources, weight, scalars);
-  tape.gradient(loss, sources, UnconnectedGradients::kNone, Tensor(),
+  tape.announce(loss, sources,
                 [this](size_t i, const Gradient& g) { extended_.gradient_ready(i, g); });
   profiler::Scope update("update", profiler::kPhase);
   double total = weight;

@@ -50,6 +50,19 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
                                              UnconnectedGradients unconnected,
                                              const Tensor& output_gradient,
                                              const GradientReady& ready) {
+  std::vector<Gradient> results;
+  run(target, sources, unconnected, output_gradient, ready, &results);
+  return results;
+}
+
+void GradientTape::announce(const Tensor& target, const std::vector<Tensor>& sources,
+                            const GradientReady& ready) {
+  run(target, sources, UnconnectedGradients::kNone, Tensor(), ready, nullptr);
+}
+
+void GradientTape::run(const Tensor& target, const std::vector<Tensor>& sources,
+                       UnconnectedGradients unconnected, const Tensor& output_gradient,
+                       const GradientReady& ready, std::vector<Gradient>* results) {
   if (used_ && !persistent_) {
     throw FailedPreconditionError(
         "gradient: a non-persistent GradientTape computes gradients once; create the tape "
@@ -103,7 +116,10 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
   auto result_for = [&](size_t i) {
     auto it = grads.find(sources[i].id());
     if (it != grads.end()) {
-      if (it->second.deferred() != nullptr) it->second = it->second.to_dense();
+      // Built, unless announce()'s receiver builds it.
+      if (results != nullptr && it->second.deferred() != nullptr) {
+        it->second = it->second.to_dense();
+      }
       return it->second;
     }
     if (unconnected == UnconnectedGradients::kZero) return Gradient(zeros_like(sources[i]));
@@ -118,9 +134,17 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
     }
   };
 
+  // announce(): the inputs of each record that are sources it finishes.
+  std::unordered_map<size_t, std::vector<uint64_t>> unbuilt_ids;
+  if (results == nullptr) {
+    for (const auto& [r, finished] : final_after) {
+      for (size_t i : finished) unbuilt_ids[r].push_back(sources[i].id());
+    }
+  }
+
   std::vector<Tensor> out_grads;
   std::vector<Gradient> deferred;
-  std::vector<char> needs;
+  std::vector<char> needs, unbuilt;
   for (size_t r = records_.size(); r-- > 0;) {
     if (!active[r]) continue;
     auto& rec = records_[r];
@@ -149,7 +173,16 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
     }
     needs.assign(rec.input_ids.size(), 0);
     for (size_t i = 0; i < rec.input_ids.size(); ++i) needs[i] = reach.count(rec.input_ids[i]) != 0;
-    autodiff::BackwardContext ctx{out_grads, needs, deferred};
+    unbuilt.clear();
+    if (auto it = unbuilt_ids.find(r); it != unbuilt_ids.end()) {
+      // Not where the op takes a source twice: its two parts are added, which builds them.
+      unbuilt.assign(rec.input_ids.size(), 0);
+      for (size_t i = 0; i < rec.input_ids.size(); ++i) {
+        unbuilt[i] = std::count(it->second.begin(), it->second.end(), rec.input_ids[i]) == 1 &&
+                     std::count(rec.input_ids.begin(), rec.input_ids.end(), rec.input_ids[i]) == 1;
+      }
+    }
+    autodiff::BackwardContext ctx{out_grads, needs, deferred, unbuilt};
     std::vector<Gradient> in_grads;
     {
       profiler::Scope scope(profiler::enabled() ? grad_event_name(rec.op) : "gradient",
@@ -165,17 +198,16 @@ std::vector<Gradient> GradientTape::gradient(const Tensor& target,
     announce(r);
   }
 
-  std::vector<Gradient> result;
-  result.reserve(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) {
-    result.push_back(result_for(i));
-    if (ready && !announced[i]) ready(i, result.back());
+    if (results == nullptr && announced[i]) continue;
+    Gradient gradient = result_for(i);
+    if (ready && !announced[i]) ready(i, gradient);
+    if (results != nullptr) results->push_back(std::move(gradient));
   }
   if (!persistent_) {
     records_.clear();
     tracked_.clear();
   }
-  return result;
 }
 
 NoGradScope::NoGradScope() { ++pause_depth; }

@@ -18,7 +18,8 @@ struct MatmulParams {
 
 // a: contiguous [M, K] or [B, M, K] (as transposed per params); b: [K, N] or [B, K, N] or
 // [K, N] shared by every batch; bias: undefined or [N]; out: contiguous [M, N] or [B, M, N].
-// out = act(a·b + bias). float32 and float64.
+// out = act(a·b + bias). float32 and float64. The CPU kernels also take a 2-D a or b whose
+// rows lie further apart than their length (views::is_row_strided_matrix).
 using MatmulFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
                       const MatmulParams& params);
 // The backward of y = act(z + bias) over rows: dz = dy * act'(y); db (if defined) = sum of

@@ -19,9 +19,12 @@ using kernels::MatmulParams;
 namespace {
 
 // A contiguous operand and whether the kernel should read it transposed: a transposed
-// view of a contiguous matrix is passed as that matrix with the flag flipped.
+// view of a contiguous matrix is passed as that matrix with the flag flipped. The CPU
+// kernels also read a matrix whose rows are further apart than their length (a slice of
+// columns, as a kernel gradient's rows read), without a copy.
 std::pair<Tensor, bool> operand(const Tensor& x, bool transposed) {
   if (x.is_contiguous()) return {x, transposed};
+  if (x.device().is_cpu() && views::is_row_strided_matrix(x)) return {x, transposed};
   if (views::is_transposed_matrix(x)) return {views::transpose(x, {1, 0}, "matmul"), !transposed};
   NoGradScope no_grad;
   return {contiguous(x), transposed};
@@ -47,6 +50,24 @@ Tensor product(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb,
   kernels::matmul.call(a.device(), a, b, bias, out, params);
   return out;
 }
+
+// A dense layer's kernel gradient x^T·dz, left for its receiver to build whole or by rows
+// (the kernel's input features: x's columns).
+class KernelGradient final : public autodiff::DeferredGradient {
+ public:
+  KernelGradient(Tensor x, Tensor dz) : x_(std::move(x)), dz_(std::move(dz)) {}
+  Tensor materialize() const override { return product(x_, dz_, true, false); }
+  Tensor rows(int64_t begin, int64_t end) const override {
+    NoGradScope no_grad;
+    return product(x_.slice(1, begin, end), dz_, true, false);
+  }
+  Shape shape() const override { return Shape{x_.shape()[1], dz_.shape()[1]}; }
+  DType dtype() const override { return x_.dtype(); }
+  Device device() const override { return x_.device(); }
+
+ private:
+  Tensor x_, dz_;
+};
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   checks::defined(op, a, "first operand");
@@ -173,7 +194,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation a
       }
       Gradient dx, dw;
       if (c.needs_grad(0)) dx = reshape(product(dz, w, false, true), in_shape.to_vector());
-      if (c.needs_grad(1)) dw = product(x2, dz, true, false);
+      if (c.needs_grad(1)) {
+        dw = c.may_leave_unbuilt(1) ? Gradient(std::make_shared<KernelGradient>(x2, dz))
+                                    : Gradient(product(x2, dz, true, false));
+      }
       return std::vector<Gradient>{dx, dw, db.defined() ? Gradient(db) : Gradient()};
     });
   }

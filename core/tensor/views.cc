@@ -107,6 +107,10 @@ Tensor broadcast(const Tensor& x, const Shape& shape, const char* op) {
   return Tensor::view_of(x.buffer(), shape, strides, x.offset(), x.dtype());
 }
 
+bool is_row_strided_matrix(const Tensor& x) {
+  return x.rank() == 2 && x.strides()[1] == 1 && x.strides()[0] >= x.shape()[1];
+}
+
 bool is_transposed_matrix(const Tensor& x) {
   return x.rank() == 2 && x.strides()[0] == 1 && x.strides()[1] == x.shape()[0] &&
          x.shape()[0] > 1 && x.shape()[1] > 1;

@@ -20,5 +20,8 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step
 Tensor broadcast(const Tensor& x, const Shape& shape, const char* op);
 // A 2-D tensor stored as the transpose of a contiguous matrix (strides {1, rows}).
 bool is_transposed_matrix(const Tensor& x);
+// A 2-D tensor whose rows are contiguous, stride(0) >= cols elements apart (strides
+// {ld, 1}: a contiguous matrix, or a slice of its columns).
+bool is_row_strided_matrix(const Tensor& x);
 
 }  // namespace cadre::views

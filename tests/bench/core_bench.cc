@@ -27,6 +27,34 @@ void BM_LinearRelu(benchmark::State& state) {
 }
 BENCHMARK(BM_LinearRelu)->Args({64, 1})->Args({256, 1})->Args({256, 2});
 
+// The MLP's first kernel gradient, x^T·dz ([784, batch] x [batch, 256], one thread), built
+// whole (pieces = 1) or by rows in `pieces` pieces, as gradients summed across hosts
+// build it (GradientBuckets with piece_bytes).
+void BM_KernelGradientPieces(benchmark::State& state) {
+  set_intra_op_threads(1);
+  const int64_t batch = state.range(0), pieces = state.range(1);
+  Tensor x = random_normal({batch, 784}), w = random_normal({784, 256}), b = random_normal({256});
+  Gradient unbuilt;
+  GradientTape tape;
+  tape.watch(w);
+  tape.announce(sum(linear(x, w, b, Activation::kRelu)), {w},
+                [&](size_t, const Gradient& g) { unbuilt = g; });
+  const autodiff::DeferredGradient* kernel = unbuilt.deferred();
+  for (auto _ : state) {
+    if (pieces == 1) {
+      benchmark::DoNotOptimize(kernel->materialize());
+    } else {
+      for (int64_t p = 0; p < pieces; ++p) {
+        benchmark::DoNotOptimize(kernel->rows(784 * p / pieces, 784 * (p + 1) / pieces));
+      }
+    }
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * batch * 784 * 256, benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_KernelGradientPieces)->ArgsProduct({{256, 1024}, {1, 4}});
+
 void BM_AddBroadcast(benchmark::State& state) {
   Tensor a = random_normal({state.range(0), 256}), b = random_normal({256});
   for (auto _ : state) benchmark::DoNotOptimize(add(a, b));

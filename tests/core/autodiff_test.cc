@@ -106,6 +106,56 @@ TEST(AutodiffTest, ReadyHookGivesEachFinalGradientAsSoonAsItIsDone) {
   EXPECT_FALSE(grads[2].defined());
 }
 
+// announce() hands a dense layer's kernel gradient over unbuilt when its op finishes it: the
+// receiver builds it whole (the same bits as gradient()) or by rows, the kernel's input
+// features (the same values); the bias, and a kernel used again after the layer, come built.
+TEST(AutodiffTest, AnnounceLeavesADenseLayersKernelForItsReceiverToBuildByRows) {
+  Tensor x = Tensor::from_vector<double>({1, -2, 3, 0.5, 2, -1, 0.25, 4}, Shape{2, 4});
+  Tensor w1 = Tensor::from_vector<double>(
+      {0.1, 0.2, -0.3, 0.4, 0.5, -0.6, 0.7, 0.8, -0.9, 1.0, -1.1, 1.2}, Shape{4, 3});
+  Tensor b1 = Tensor::from_vector<double>({0.1, -0.2, 0.3});
+  Tensor w2 = Tensor::from_vector<double>({0.7, -0.8, 0.9}, Shape{3, 1});
+  auto forward = [&](bool w2_again) {
+    Tensor h = linear(x, w1, b1, Activation::kRelu);
+    Tensor y = sum(linear(h, w2, Tensor()));
+    return w2_again ? y + sum(w2 * w2) : y;
+  };
+  for (bool w2_again : {false, true}) {
+    std::vector<Gradient> expected;
+    {
+      GradientTape tape;
+      for (const Tensor& t : {w1, b1, w2}) tape.watch(t);
+      expected = tape.gradient(forward(w2_again), {w1, b1, w2});
+    }
+    GradientTape tape;
+    for (const Tensor& t : {w1, b1, w2}) tape.watch(t);
+    std::vector<Gradient> announced(3);
+    std::vector<size_t> order;
+    tape.announce(forward(w2_again), {w1, b1, w2}, [&](size_t i, const Gradient& g) {
+      order.push_back(i);
+      announced[i] = g;
+    });
+    EXPECT_EQ(order, (std::vector<size_t>{2, 0, 1})) << w2_again;
+    EXPECT_EQ(announced[2].deferred() != nullptr, !w2_again);
+    EXPECT_EQ(announced[1].deferred(), nullptr);
+    const autodiff::DeferredGradient* kernel = announced[0].deferred();
+    ASSERT_NE(kernel, nullptr);
+    EXPECT_EQ(kernel->shape(), (Shape{4, 3}));
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(announced[i].to_dense().to_vector<double>(),
+                expected[i].dense().to_vector<double>())
+          << i;
+    }
+    std::vector<double> whole = expected[0].dense().to_vector<double>();
+    for (auto [begin, end] : {std::pair{0, 1}, std::pair{1, 3}, std::pair{3, 4}}) {
+      Tensor rows = kernel->rows(begin, end);
+      ASSERT_EQ(rows.shape(), (Shape{end - begin, 3}));
+      std::vector<double> got = rows.to_vector<double>();
+      for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], whole[begin * 3 + k], 1e-12);
+    }
+  }
+}
+
 TEST(AutodiffTest, NoGradScopeStopsRecording) {
   Tensor x = Tensor::from_vector<double>({2});
   GradientTape tape;

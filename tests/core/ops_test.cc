@@ -114,6 +114,25 @@ TEST(OpsTest, MatmulValues) {
   expect_close(matmul(x, y), matmul(x.cast(DType::kFloat64), y.cast(DType::kFloat64)).cast(DType::kFloat32), 1e-4);
 }
 
+// A slice of a matrix's columns (rows further apart than their length) is read in place
+// by the CPU kernels: the same bits as its contiguous copy, either operand, read
+// transposed or not, float32 and float64.
+TEST(OpsTest, MatmulReadsASliceOfColumnsAsItsCopy) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    Tensor x = random_normal({19, 40}).cast(dtype), y = random_normal({40, 23}).cast(dtype);
+    Tensor xs = x.slice(1, 5, 30);  // [19, 25], rows 40 apart
+    Tensor ys = y.slice(1, 2, 21);  // [40, 19]
+    ASSERT_FALSE(xs.is_contiguous());
+    auto same = [](const Tensor& got, const Tensor& want) {
+      EXPECT_EQ(got.cast(DType::kFloat64).to_vector<double>(),
+                want.cast(DType::kFloat64).to_vector<double>());
+    };
+    same(matmul(xs, ys.slice(0, 0, 25)), matmul(contiguous(xs), contiguous(ys.slice(0, 0, 25))));
+    same(matmul(xs, xs, true, false), matmul(contiguous(xs), contiguous(xs), true, false));
+    same(matmul(ys, ys, false, true), matmul(contiguous(ys), contiguous(ys), false, true));
+  }
+}
+
 TEST(OpsTest, LinearFusesBiasAndActivation) {
   Tensor x = random_normal({8, 5}), w = random_normal({5, 3}), b = random_normal({3});
   for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kSigmoid,

@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
       if (const char* b = std::getenv("HELPER_BUCKET_BYTES"); b && *b) {
         options.bucket_bytes = options.first_bucket_bytes = std::strtoull(b, nullptr, 10);
       }
+      if (const char* p = std::getenv("HELPER_PIECE_BYTES"); p && *p) {
+        options.piece_bytes = std::strtoull(p, nullptr, 10);
+      }
       config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
           *config.cluster, {cadre::Device::cpu(0)}, options);
     } else if (const char* s = std::getenv("HELPER_STRATEGY"); s && std::string(s) == "mirrored2") {

@@ -156,7 +156,8 @@ class MultiWorkerTest : public cadre::testing::TempDirTest {
 // Gradient buckets summed while the backward pass runs give the same bits as the same
 // buckets summed after it, over Gloo's ring (whose sums depend on where an element sits in
 // its buffer, so that only the same buckets can agree) with buckets small enough that
-// every variable has its own.
+// every variable has its own, and kernels in pieces of 64 bytes (built by rows while the
+// pieces before are summed).
 TEST_F(MultiWorkerTest, OverlappedBucketsGiveTheSameBitsAsBucketsAfterTheBackwardPass) {
   std::map<std::string, std::vector<double>> variables[2];
   for (int overlap = 0; overlap < 2; ++overlap) {
@@ -164,7 +165,8 @@ TEST_F(MultiWorkerTest, OverlappedBucketsGiveTheSameBitsAsBucketsAfterTheBackwar
     std::string cluster = cluster_json(free_port(), free_port());
     std::vector<std::pair<std::string, std::string>> env{{"HELPER_TRANSPORT", "gloo"},
                                                          {"HELPER_OVERLAP", overlap ? "1" : "0"},
-                                                         {"HELPER_BUCKET_BYTES", "256"}};
+                                                         {"HELPER_BUCKET_BYTES", "256"},
+                                                         {"HELPER_PIECE_BYTES", "64"}};
     pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 20,
                         path("chief.log"), "", "", "", env);
     pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 20,
@@ -172,6 +174,9 @@ TEST_F(MultiWorkerTest, OverlappedBucketsGiveTheSameBitsAsBucketsAfterTheBackwar
     ASSERT_EQ(wait_for(worker), 0) << read_log(path("worker.log"));
     ASSERT_EQ(wait_for(chief), 0) << read_log(path("chief.log"));
     EXPECT_NE(read_log(path("chief.log")).find("Gloo all-reduce across 2 workers"),
+              std::string::npos)
+        << read_log(path("chief.log"));
+    EXPECT_NE(read_log(path("chief.log")).find("([8, 16]) is summed in 8 pieces of up to 1 rows"),
               std::string::npos)
         << read_log(path("chief.log"));
     auto reader = checkpoint::CheckpointReader::open(dir + "/model.ckpt-20.h5");

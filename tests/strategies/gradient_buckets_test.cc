@@ -2,6 +2,8 @@
 // reverse order of the variables, then in the order the gradients came in, each once all
 // its gradients are in, while later gradients are still to come (overlap), and the sums
 // come back in place.
+#include "strategies/gradient_buckets.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "cadre/base/errors.h"
-#include "strategies/gradient_buckets.h"
+#include "cadre/ops/array.h"
 
 namespace cadre {
 namespace {
@@ -143,6 +145,84 @@ TEST(GradientBucketsTest, WithoutOverlapNothingGoesOutBeforeFinish) {
     EXPECT_EQ(collective.calls().size(), 2u * (step + 1));
     EXPECT_EQ(sums[2].dense().to_vector<float>(),
               (std::vector<float>{4.0f + 2 * step, 4.0f + 2 * step}));
+  }
+}
+
+// A gradient left unbuilt by its op (GradientTape::announce), built by rows on request;
+// with `overlap`, the k-th request first waits until the collective has summed k buffers.
+class RowsOnRequest final : public autodiff::DeferredGradient {
+ public:
+  RowsOnRequest(Tensor value, RecordingCollective& collective, bool overlap)
+      : value_(std::move(value)), collective_(collective), overlap_(overlap) {}
+  Tensor materialize() const override {
+    ++wholes;
+    return value_;
+  }
+  Tensor rows(int64_t begin, int64_t end) const override {
+    requests.emplace_back(begin, end);
+    // The small gradient's bucket and the earlier pieces are summed while this one is built.
+    if (overlap_) {
+      EXPECT_TRUE(collective_.wait_for_calls(requests.size())) << begin;
+    }
+    return contiguous(value_.slice(0, begin, end));
+  }
+  Shape shape() const override { return value_.shape(); }
+  DType dtype() const override { return value_.dtype(); }
+  Device device() const override { return value_.device(); }
+
+  mutable std::vector<std::pair<int64_t, int64_t>> requests;
+  mutable int wholes = 0;
+
+ private:
+  Tensor value_;
+  RecordingCollective& collective_;
+  bool overlap_;
+};
+
+// A [7, 2] gradient (56 bytes) above piece_bytes = 20 goes in 3 pieces of 3, 3 and 1 rows,
+// a bucket each after the small gradient's; an unbuilt one is built by those rows, each
+// summed while the next is built; a built one is cut into the same pieces; the sums and the
+// calls are the same with overlap off.
+TEST(GradientBucketsTest, ALargeGradientGoesInPiecesEachSummedWhileTheNextIsBuilt) {
+  std::vector<float> values;
+  for (int k = 0; k < 14; ++k) values.push_back(static_cast<float>(k));
+  Tensor large = Tensor::from_vector<float>(values, Shape{7, 2});
+  std::vector<std::vector<float>> first_calls;
+  for (int form = 0; form < 3; ++form) {  // unbuilt, built, unbuilt without overlap
+    RecordingCollective collective;
+    GradientBuckets buckets(
+        collective,
+        {.bucket_bytes = 64, .first_bucket_bytes = 64, .piece_bytes = 20, .overlap = form != 2});
+    std::vector<Tensor> sources{Tensor::zeros(Shape{7, 2}), filled(2, 0)};
+    buckets.begin(sources, {7.0}, {});
+    buckets.ready(1, filled(2, 5));
+    auto unbuilt = std::make_shared<RowsOnRequest>(large, collective, form != 2);
+    if (form == 1) {
+      buckets.ready(0, large);
+    } else {
+      buckets.ready(0, Gradient(std::shared_ptr<const autodiff::DeferredGradient>(unbuilt)));
+      EXPECT_EQ(unbuilt->requests,
+                (std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 7}}));
+      EXPECT_EQ(unbuilt->wholes, 0);
+    }
+    std::vector<double> extras;
+    std::vector<Gradient> sums = buckets.finish(extras);
+    std::vector<std::vector<float>> calls = collective.calls();
+    ASSERT_EQ(calls.size(), 4u) << form;
+    EXPECT_EQ(calls[0], (std::vector<float>{5, 5}));
+    EXPECT_EQ(calls[1], (std::vector<float>{0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(calls[3], (std::vector<float>{12, 13, 7}));  // the last piece, then the extras
+    std::vector<float> doubled;
+    for (float v : values) doubled.push_back(2 * v);
+    EXPECT_EQ(sums[0].dense().shape(), (Shape{7, 2}));
+    EXPECT_EQ(sums[0].dense().to_vector<float>(), doubled) << form;
+    EXPECT_EQ(sums[1].dense().to_vector<float>(), (std::vector<float>{10, 10}));
+    EXPECT_EQ(extras, (std::vector<double>{14.0}));
+    if (form == 0) {
+      first_calls = calls;
+    } else {
+      EXPECT_EQ(calls, first_calls) << form;
+    }
   }
 }
 

@@ -56,6 +56,9 @@ DEFINE_int64(first_bucket_bytes, 1 << 20,
              "estimator --strategy=multi_worker_mirrored: MultiWorkerOptions.first_bucket_bytes");
 DEFINE_int64(bucket_bytes, 25 << 20,
              "estimator --strategy=multi_worker_mirrored: MultiWorkerOptions.bucket_bytes");
+DEFINE_int64(piece_bytes, 0,
+             "estimator --strategy=multi_worker_mirrored: MultiWorkerOptions.piece_bytes (0: "
+             "gradients whole)");
 DEFINE_bool(shard_input, false,
             "estimator: the input_fn shards the examples by worker before shuffling");
 DEFINE_int64(prefetch, -1,
@@ -245,13 +248,16 @@ int run_estimator() {
     MultiWorkerOptions options;
     options.shared_memory = FLAGS_transport == "auto";
     options.overlap_gradients = FLAGS_overlap;
-    if (FLAGS_first_bucket_bytes <= 0 || FLAGS_bucket_bytes <= 0) {
+    if (FLAGS_first_bucket_bytes <= 0 || FLAGS_bucket_bytes <= 0 || FLAGS_piece_bytes < 0) {
       throw InvalidArgumentError(str_cat("--first_bucket_bytes=", FLAGS_first_bucket_bytes,
                                          ", --bucket_bytes=", FLAGS_bucket_bytes,
-                                         ": expected positive byte counts"));
+                                         ", --piece_bytes=", FLAGS_piece_bytes,
+                                         ": expected positive byte counts (0 also for "
+                                         "--piece_bytes)"));
     }
     options.first_bucket_bytes = static_cast<size_t>(FLAGS_first_bucket_bytes);
     options.bucket_bytes = static_cast<size_t>(FLAGS_bucket_bytes);
+    options.piece_bytes = static_cast<size_t>(FLAGS_piece_bytes);
     config.train_distribute = MultiWorkerMirroredStrategy::create(
         *config.cluster, parse_devices(FLAGS_devices), options);
   } else if (FLAGS_strategy != "one_device") {

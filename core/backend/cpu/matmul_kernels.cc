@@ -21,6 +21,7 @@ using kernels::MatmulParams;
 
 struct Key {
   int64_t batch, m, k, n;
+  int64_t lda, ldb;  // the stored rows' stride of a 2-D a and b (views::is_row_strided_matrix)
   bool ta, tb, shared_b, bias, accumulate;
   Activation act;
   float alpha;
@@ -35,6 +36,8 @@ struct KeyHash {
     mix(std::hash<int64_t>()(k.m));
     mix(std::hash<int64_t>()(k.k));
     mix(std::hash<int64_t>()(k.n));
+    mix(std::hash<int64_t>()(k.lda));
+    mix(std::hash<int64_t>()(k.ldb));
     mix((k.ta << 0) | (k.tb << 1) | (k.shared_b << 2) | (k.bias << 3) | (k.accumulate << 4));
     mix(static_cast<size_t>(k.act));
     mix(std::hash<float>()(k.alpha));
@@ -49,13 +52,14 @@ struct Prepared {
 };
 
 dnnl::memory::desc matrix_desc(int64_t batch, int64_t rows, int64_t cols, bool transposed,
-                               bool batched) {
-  // Logical [rows, cols]; stored [cols, rows] when transposed.
+                               bool batched, int64_t ld = 0) {
+  // Logical [rows, cols]; stored [cols, rows] when transposed, its stored rows `ld` apart
+  // (0: packed).
   using dims = dnnl::memory::dims;
   auto f32 = dnnl::memory::data_type::f32;
   if (!batched) {
-    return dnnl::memory::desc(dims{rows, cols}, f32,
-                              transposed ? dims{1, rows} : dims{cols, 1});
+    if (ld == 0) ld = transposed ? rows : cols;
+    return dnnl::memory::desc(dims{rows, cols}, f32, transposed ? dims{1, ld} : dims{ld, 1});
   }
   return dnnl::memory::desc(dims{batch, rows, cols}, f32,
                             transposed ? dims{rows * cols, 1, rows} : dims{rows * cols, cols, 1});
@@ -67,8 +71,8 @@ const Prepared& prepare(const Key& key) {
   if (it != cache.end()) return it->second;
   bool batched = key.batch > 1;  // a batch of one is laid out as a plain matrix
   Prepared p;
-  p.a = matrix_desc(key.batch, key.m, key.k, key.ta, batched);
-  p.b = matrix_desc(key.shared_b ? 1 : key.batch, key.k, key.n, key.tb, batched);
+  p.a = matrix_desc(key.batch, key.m, key.k, key.ta, batched, key.lda);
+  p.b = matrix_desc(key.shared_b ? 1 : key.batch, key.k, key.n, key.tb, batched, key.ldb);
   p.c = matrix_desc(key.batch, key.m, key.n, false, batched);
   using dims = dnnl::memory::dims;
   if (key.bias) {
@@ -103,8 +107,19 @@ void matmul_f32(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
   int64_t m = params.transpose_a ? a.shape()[ra - 1] : a.shape()[ra - 2];
   int64_t k = params.transpose_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
   int64_t n = params.transpose_b ? b.shape()[rb - 2] : b.shape()[rb - 1];
-  Key key{batch, m, k, n, params.transpose_a, params.transpose_b, rb == 2, bias.defined(),
-          params.accumulate, params.activation, static_cast<float>(params.alpha),
+  Key key{batch,
+          m,
+          k,
+          n,
+          ra == 2 ? a.strides()[0] : 0,
+          rb == 2 ? b.strides()[0] : 0,
+          params.transpose_a,
+          params.transpose_b,
+          rb == 2,
+          bias.defined(),
+          params.accumulate,
+          params.activation,
+          static_cast<float>(params.alpha),
           current_thread_budget()};
   const Prepared& p = prepare(key);
   std::unordered_map<int, dnnl::memory> args{
@@ -139,13 +154,14 @@ void matmul_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
   const double* pb = typed<double>(b);
   double* pc = typed_mut<double>(out);
   bool shared_b = rb == 2;
+  // A 2-D operand's stored rows may lie further apart than their length.
+  const int64_t lda = ra == 2 ? a.strides()[0] : (params.transpose_a ? m : k);
+  const int64_t ldb = rb == 2 ? b.strides()[0] : (params.transpose_b ? k : n);
   for (int64_t i = 0; i < batch; ++i) {
     cblas_dgemm(CblasRowMajor, params.transpose_a ? CblasTrans : CblasNoTrans,
                 params.transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
                 static_cast<int>(n), static_cast<int>(k), 1.0, pa + i * m * k,
-                params.transpose_a ? static_cast<int>(m) : static_cast<int>(k),
-                pb + (shared_b ? 0 : i * k * n),
-                params.transpose_b ? static_cast<int>(k) : static_cast<int>(n),
+                static_cast<int>(lda), pb + (shared_b ? 0 : i * k * n), static_cast<int>(ldb),
                 params.accumulate ? 1.0 : 0.0, pc + i * m * n, static_cast<int>(n));
   }
   if (bias.defined() || params.activation != Activation::kNone) {

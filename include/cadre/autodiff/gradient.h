@@ -25,12 +25,16 @@ namespace autodiff {
 // read that form instead of the whole tensor: max pooling's gradient is its output's
 // gradient and the positions of the maxima, which the convolution before the pooling uses
 // without the input-sized tensor of zeros and scattered values between them. The tape
-// passes it only to an op that recorded that it takes one (autodiff::record), and builds
-// the dense tensor for every other use.
+// passes it only to an op that recorded that it takes one (autodiff::record), and to a
+// receiver of final gradients that builds them in pieces (GradientTape::announce), and
+// builds the dense tensor for every other use.
 class DeferredGradient {
  public:
   virtual ~DeferredGradient() = default;
   virtual Tensor materialize() const = 0;
+  // Rows [begin, end) of the first dimension alone, contiguous; undefined for a form that
+  // cannot build part of itself (materialize() then).
+  virtual Tensor rows(int64_t /*begin*/, int64_t /*end*/) const { return Tensor(); }
   virtual Shape shape() const = 0;
   virtual DType dtype() const = 0;
   virtual Device device() const = 0;

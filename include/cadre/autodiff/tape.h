@@ -31,16 +31,21 @@ namespace autodiff {
 // What a backward function receives: the gradients of its op's outputs (dense, zeros for
 // an output that got none) and which inputs need a gradient. For an op recorded as taking
 // deferred gradients, an output whose gradient is deferred has it in `deferred` instead
-// (and an undefined tensor in output_grads).
+// (and an undefined tensor in output_grads). An input marked in `unbuilt` is a source
+// whose final gradient this op makes, for a receiver that builds gradients in pieces
+// (GradientTape::announce): the op may return it as a DeferredGradient that can build its
+// rows alone.
 struct BackwardContext {
   std::span<const Tensor> output_grads;
   std::span<const char> needs;
   std::span<const Gradient> deferred = {};
+  std::span<const char> unbuilt = {};
   const Tensor& grad(int output = 0) const { return output_grads[output]; }
   const DeferredGradient* deferred_grad(int output = 0) const {
     return deferred.empty() ? nullptr : deferred[output].deferred();
   }
   bool needs_grad(int input) const { return needs[input] != 0; }
+  bool may_leave_unbuilt(int input) const { return !unbuilt.empty() && unbuilt[input] != 0; }
 };
 
 // Returns one gradient per input (undefined where not needed or not differentiable).
@@ -92,12 +97,24 @@ class GradientTape {
                                  const GradientReady& ready = {});
   Gradient gradient(const Tensor& target, const Tensor& source,
                     UnconnectedGradients unconnected = UnconnectedGradients::kNone);
+  // gradient() for a caller that takes every source's gradient from `ready` alone (a
+  // reduction across workers): nothing is returned, and a final gradient that its op can
+  // build by rows (a dense layer's kernel) comes unbuilt (Gradient::deferred(), with
+  // DeferredGradient::rows), so that the caller can build and send its first rows while it
+  // builds the next. A source the target does not depend on comes undefined.
+  void announce(const Tensor& target, const std::vector<Tensor>& sources,
+                const GradientReady& ready);
 
   // For op implementations (see autodiff::record).
   void add_record(autodiff::Record record);
   size_t num_records() const { return records_.size(); }
 
  private:
+  // gradient() and announce(); with `results`, each source's gradient built.
+  void run(const Tensor& target, const std::vector<Tensor>& sources,
+           UnconnectedGradients unconnected, const Tensor& output_gradient,
+           const GradientReady& ready, std::vector<Gradient>* results);
+
   bool persistent_;
   bool used_ = false;
   std::unordered_set<uint64_t> tracked_;

@@ -31,6 +31,13 @@ struct MultiWorkerOptions {
   bool overlap_gradients = true;
   size_t bucket_bytes = size_t{25} << 20;
   size_t first_bucket_bytes = size_t{1} << 20;
+  // Between hosts, a gradient of rank >= 2 larger than this is summed in pieces of whole
+  // rows, about this size each, a bucket each; a dense layer's kernel is then built piece
+  // by piece, each piece sent while the next is built (the first dense layer's kernel is
+  // the pass's last gradient, and often its largest). 0 (the default): whole. Building by
+  // pieces costs compute (6% more for the MLP's first kernel at batch 1024), so it pays
+  // only where the network, not the cores, carries the bytes (docs/BENCHMARKS.md).
+  size_t piece_bytes = 0;
   CoordinationOptions coordination;
 };
 
