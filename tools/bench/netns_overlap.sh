@@ -11,6 +11,13 @@
 # Needs root (ip netns, tc). This kernel has no netem, so links have a rate but no added
 # delay. Everything it makes is removed on exit.
 #
+# EXTRA: further cadre_bench flags for both workers (e.g. "--piece_bytes=262144").
+# BURST: the token bucket's burst (1mb; a step's gradients of 1 MB then cross at the
+# veth's own speed, so a smaller burst makes the link's rate the limit).
+# PROFILE=N: the chief profiles every N steps, and the script also prints the medians of
+# its backward pass and of its wait for the all-reduce at the step's end (ms per step,
+# over each run's windows but the first).
+#
 #   sudo tools/bench/netns_overlap.sh [BUILD=build] [RATE=10gbit] [BATCH=256] [ROUNDS=3] [MODEL=mlp]
 set -euo pipefail
 BUILD=${1:-build}
@@ -36,30 +43,37 @@ for i in 0 1; do
   ip -n "${NS[$i]}" addr add "${ADDR[$i]}/24" dev "cadre_bv$i"
   ip -n "${NS[$i]}" link set "cadre_bv$i" up
   # A token bucket at RATE; a burst of 1 MB and 5 ms of queue keep TCP at the rate.
-  ip netns exec "${NS[$i]}" tc qdisc add dev "cadre_bv$i" root tbf rate "$RATE" burst 1mb latency 5ms
+  ip netns exec "${NS[$i]}" tc qdisc add dev "cadre_bv$i" root tbf rate "$RATE" \
+    burst "${BURST:-1mb}" latency 5ms
 done
 
 export CADRE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-# Further cadre_bench flags for both workers (e.g. --first_bucket_bytes=N) from EXTRA.
 COMMON=(estimator --model="$MODEL" --threads=1 --autotune=false --train_steps=1500)
 read -r -a EXTRA_FLAGS <<<"${EXTRA:-}"
+if [ -n "${PROFILE:-}" ]; then EXTRA_FLAGS+=(--profile_every_n_steps="$PROFILE"); fi
+PHASES=$(mktemp -d)
+trap 'cleanup; rm -rf "$PHASES"' EXIT INT TERM
 
-# One two-host run; prints the chief's examples/sec.
+# One two-host run; prints the chief's examples/sec. With PROFILE, appends its windows'
+# backward and all_reduce phases (but the first window's) to $PHASES/<overlap>.
 two_hosts() {
   local overlap=$1 port=$((20000 + RANDOM % 20000))
   local cluster="\"cluster\": {\"chief\": [\"${ADDR[0]}:$port\"], \"worker\": [\"${ADDR[1]}:$((port + 1))\"]}"
-  local out
+  local out log
   out=$(mktemp)
+  log=$(mktemp)
   TF_CONFIG="{$cluster, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
     ip netns exec "${NS[1]}" taskset -c 1 "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
     --strategy=multi_worker_mirrored --overlap="$overlap" "${EXTRA_FLAGS[@]}" >/dev/null 2>&1 &
   PIDS+=($!)
   TF_CONFIG="{$cluster, \"task\": {\"type\": \"chief\", \"index\": 0}}" \
     ip netns exec "${NS[0]}" taskset -c 0 "$BENCH" "${COMMON[@]}" --batch_size="$BATCH" \
-    --strategy=multi_worker_mirrored --overlap="$overlap" "${EXTRA_FLAGS[@]}" >"$out" 2>/dev/null
+    --strategy=multi_worker_mirrored --overlap="$overlap" "${EXTRA_FLAGS[@]}" >"$out" 2>"$log"
   wait
   grep -o '"examples_per_sec":[0-9.]*' "$out" | cut -d: -f2
-  rm -f "$out"
+  awk '/profile of/ {w++} w > 1 && ($1 == "backward" || $1 == "all_reduce") {print $1, $2}' \
+    "$log" >>"$PHASES/$overlap"
+  rm -f "$out" "$log"
 }
 
 one_process() {
@@ -88,3 +102,11 @@ awk -v on="$ON" -v off="$OFF" -v alone="$ALONE" -v b="$BATCH" -v rate="$RATE" 'B
   hidden = (t_off > t_c) ? (t_off - t_on) / (t_off - t_c) : 0;
   printf "| %s | %d | %.3f ms (%.0f ex/s) | %.3f ms (%.0f ex/s) | %.3f ms | %.0f%% |\n", rate, b, t_on, on, t_off, off, t_c, 100 * hidden;
 }'
+if [ -n "${PROFILE:-}" ]; then
+  for overlap in true false; do
+    for phase in backward all_reduce; do
+      printf '%s, overlap %s: median %s ms per step\n' "$phase" "$overlap" \
+        "$(awk -v p="$phase" '$1 == p {print $2}' "$PHASES/$overlap" | median)"
+    done
+  done
+fi
