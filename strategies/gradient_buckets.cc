@@ -58,7 +58,6 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources,
     slot.sparse = k < sparse.size() && sparse[k];
     slot.shape = sources[k].shape();
     slot.dtype = sources[k].dtype();
-    slot.offset = end;
     const int64_t count = slot.sparse ? 0 : sources[k].numel();
     const int64_t rows = slot.shape.rank() >= 2 ? slot.shape[0] : 1;
     const int64_t row = rows > 0 ? count / rows : 0;
@@ -80,7 +79,7 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources,
         end = buckets_.back().end = slot.pieces.back().end;
       }
       sealed = true;
-      if (!told_pieces_) {
+      if (layout_.empty()) {  // the first layout
         LOG(INFO) << "the gradient of source " << k << " (" << slot.shape << ") is summed in "
                   << slot.pieces.size() << " pieces of up to " << piece_rows << " rows";
       }
@@ -95,11 +94,9 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources,
                                                        : options_.bucket_bytes))) {
       open_bucket();
     }
+    slot.pieces.push_back(Piece{buckets_.size() - 1, 0, rows, end, end + count, slot.shape});
     end = buckets_.back().end = end + count;
-    slot.pieces.push_back(Piece{buckets_.size() - 1, 0, rows, slot.offset, end, slot.shape});
   }
-  told_pieces_ |= std::any_of(slots_.begin(), slots_.end(),
-                              [](const Slot& slot) { return slot.pieces.size() > 1; });
   if (buckets_.empty()) open_bucket();
   end = buckets_.back().end = end + static_cast<int64_t>(extras_);
   flat_ = Tensor::zeros(Shape{end}, dtype_, collective_.device());
@@ -266,8 +263,9 @@ std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
       sums.emplace_back();
       continue;
     }
-    Tensor sum = flat_.slice(0, slot.offset, slot.offset + slot.shape.num_elements())
-                     .reshape(slot.shape.to_vector());
+    const int64_t offset = slot.pieces.front().begin;
+    Tensor sum =
+        flat_.slice(0, offset, offset + slot.shape.num_elements()).reshape(slot.shape.to_vector());
     sums.emplace_back(sum.dtype() == slot.dtype ? sum : sum.cast(slot.dtype));
   }
   const int64_t end = flat_.numel();

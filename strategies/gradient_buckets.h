@@ -76,13 +76,12 @@ class GradientBuckets {
     Shape shape;
   };
   struct Slot {
-    int64_t offset = 0;  // elements of flat_
     Shape shape;
     DType dtype = DType::kFloat32;
     bool defined = false;
     bool filled = false;
     bool sparse = false;        // no room in its bucket; `rows` holds it
-    std::vector<Piece> pieces;  // one for a whole gradient (and a sparse one)
+    std::vector<Piece> pieces;  // one for a whole gradient (and a sparse one), in order
     Gradient rows;
   };
   struct Bucket {
@@ -110,7 +109,6 @@ class GradientBuckets {
   std::vector<size_t> order_;     // the sources, first to last in the buckets
   std::vector<size_t> arrivals_;  // the sources in the order ready() got them this step
   bool reordered_ = false;        // order_ is the agreed order of arrival
-  bool told_pieces_ = false;      // the log has the gradients that go in pieces
   size_t extras_ = 0;
   double scale_ = 1;
 

@@ -134,14 +134,6 @@ void GradientTape::run(const Tensor& target, const std::vector<Tensor>& sources,
     }
   };
 
-  // announce(): the inputs of each record that are sources it finishes.
-  std::unordered_map<size_t, std::vector<uint64_t>> unbuilt_ids;
-  if (results == nullptr) {
-    for (const auto& [r, finished] : final_after) {
-      for (size_t i : finished) unbuilt_ids[r].push_back(sources[i].id());
-    }
-  }
-
   std::vector<Tensor> out_grads;
   std::vector<Gradient> deferred;
   std::vector<char> needs, unbuilt;
@@ -173,13 +165,16 @@ void GradientTape::run(const Tensor& target, const std::vector<Tensor>& sources,
     }
     needs.assign(rec.input_ids.size(), 0);
     for (size_t i = 0; i < rec.input_ids.size(); ++i) needs[i] = reach.count(rec.input_ids[i]) != 0;
+    // announce(): the inputs that are sources this record finishes may stay unbuilt; not
+    // where the op takes a source twice (its two parts are added, which builds them).
     unbuilt.clear();
-    if (auto it = unbuilt_ids.find(r); it != unbuilt_ids.end()) {
-      // Not where the op takes a source twice: its two parts are added, which builds them.
+    if (auto it = final_after.find(r); results == nullptr && it != final_after.end()) {
       unbuilt.assign(rec.input_ids.size(), 0);
       for (size_t i = 0; i < rec.input_ids.size(); ++i) {
-        unbuilt[i] = std::count(it->second.begin(), it->second.end(), rec.input_ids[i]) == 1 &&
-                     std::count(rec.input_ids.begin(), rec.input_ids.end(), rec.input_ids[i]) == 1;
+        const uint64_t id = rec.input_ids[i];
+        unbuilt[i] = std::count_if(it->second.begin(), it->second.end(),
+                                   [&](size_t s) { return sources[s].id() == id; }) == 1 &&
+                     std::count(rec.input_ids.begin(), rec.input_ids.end(), id) == 1;
       }
     }
     autodiff::BackwardContext ctx{out_grads, needs, deferred, unbuilt};

@@ -31,9 +31,12 @@ NS=(cadre_bench_h0 cadre_bench_h1)
 ADDR=(10.77.0.1 10.77.0.2)
 PIDS=()
 
+PHASES=$(mktemp -d)  # with PROFILE, the chief's phases per run
+
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   for ns in "${NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$PHASES"
 }
 trap cleanup EXIT INT TERM
 
@@ -51,8 +54,6 @@ export CADRE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 COMMON=(estimator --model="$MODEL" --threads=1 --autotune=false --train_steps=1500)
 read -r -a EXTRA_FLAGS <<<"${EXTRA:-}"
 if [ -n "${PROFILE:-}" ]; then EXTRA_FLAGS+=(--profile_every_n_steps="$PROFILE"); fi
-PHASES=$(mktemp -d)
-trap 'cleanup; rm -rf "$PHASES"' EXIT INT TERM
 
 # One two-host run; prints the chief's examples/sec. With PROFILE, appends its windows'
 # backward and all_reduce phases (but the first window's) to $PHASES/<overlap>.
