@@ -131,25 +131,45 @@ void Optimizer::apply_gradients(std::vector<Gradient> gradients,
 void Optimizer::apply_updates(const std::vector<Gradient>& gradients,
                               const std::vector<Variable*>& variables, int64_t step) {
   NoGradScope no_grad;
-  finish_deferred_copies();  // the variables, slots and counter are written in place below
   double lr = learning_rate_.at(step - 1);
   std::vector<SlotSpec> specs = slot_specs();
   std::vector<Tensor> dense_vars, dense_grads;
   std::vector<std::vector<Tensor>> dense_slots(specs.size());
+  std::vector<std::pair<size_t, std::vector<Tensor>>> sparse;  // gradient index, slots
   for (size_t i = 0; i < gradients.size(); ++i) {
     if (!gradients[i].defined()) continue;
     Variable& var = *variables[i];
     std::vector<Tensor> slots;
     for (const SlotSpec& s : specs) slots.push_back(slot(var, s).tensor());
     if (gradients[i].is_sparse()) {
-      apply_sparse(var.tensor(), gradients[i].sparse(), slots, lr, step);
+      sparse.emplace_back(i, std::move(slots));
       continue;
     }
     dense_vars.push_back(var.tensor());
     dense_grads.push_back(contiguous(gradients[i].dense()));
     for (size_t k = 0; k < specs.size(); ++k) dense_slots[k].push_back(slots[k]);
   }
-  if (!dense_vars.empty()) apply_dense(dense_vars, dense_grads, dense_slots, lr, step);
+  if (!dense_vars.empty()) {
+    // A checkpoint's pending copy of what the update overwrites is made by the update, which
+    // reads those values anyway. Copied first, the MLP's variables and slots cost its update
+    // 0.33 ms on two threads; copied out chunk by chunk, 0.14 ms (BM_AdamUpdateAfterASave).
+    ClaimedCopies claimed;
+    if (copies_out()) {
+      std::vector<Tensor> targets = dense_vars;
+      for (const std::vector<Tensor>& s : dense_slots) {
+        targets.insert(targets.end(), s.begin(), s.end());
+      }
+      claimed = claim_deferred_copies(targets);
+    } else {
+      finish_deferred_copies();
+    }
+    apply_dense(dense_vars, dense_grads, dense_slots, lr, step, claimed.copies());
+    claimed.done();
+  }
+  finish_deferred_copies();  // the sparse updates below and the counter write in place
+  for (auto& [i, slots] : sparse) {
+    apply_sparse(variables[i]->tensor(), gradients[i].sparse(), slots, lr, step);
+  }
 }
 
 void Optimizer::apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots,
@@ -159,7 +179,7 @@ void Optimizer::apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector
   std::vector<Tensor> grads{dense};
   std::vector<std::vector<Tensor>> slot_lists;
   for (Tensor& s : slots) slot_lists.push_back({s});
-  apply_dense(vars, grads, slot_lists, lr, step);
+  apply_dense(vars, grads, slot_lists, lr, step, {});
 }
 
 void Optimizer::minimize(GradientTape& tape, const Tensor& loss, std::vector<Variable*> variables) {

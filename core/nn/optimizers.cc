@@ -28,10 +28,20 @@ OptimizerConfig base_config(const Optimizer& optimizer, std::string kind) {
   return config;
 }
 
-class Sgd : public Optimizer {
+// The built-in optimizers: one fused kernel call updates every dense variable, and makes the
+// checkpoint copies it is given (kernels::*Params::copy_out).
+class FusedOptimizer : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+
+ protected:
+  bool copies_out() const override { return true; }
+};
+
+class Sgd : public FusedOptimizer {
  public:
   Sgd(LearningRate lr, double momentum, bool nesterov, OptimizerOptions options)
-      : Optimizer("SGD", std::move(lr), options), momentum_(momentum), nesterov_(nesterov) {}
+      : FusedOptimizer("SGD", std::move(lr), options), momentum_(momentum), nesterov_(nesterov) {}
   OptimizerConfig config() const override {
     OptimizerConfig c = base_config(*this, "sgd");
     c.numbers["momentum"] = momentum_;
@@ -45,8 +55,9 @@ class Sgd : public Optimizer {
     return {{"momentum", 0.0}};
   }
   void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
-    kernels::SgdParams p{lr, momentum_, nesterov_};
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
+                   std::span<const CopyOut> copy_out) override {
+    kernels::SgdParams p{lr, momentum_, nesterov_, copy_out};
     std::span<Tensor> momenta = momentum_ == 0 ? std::span<Tensor>() : std::span<Tensor>(slots[0]);
     kernels::sgd_update.call(device_of(vars), vars, grads, momenta, p);
   }
@@ -61,10 +72,10 @@ class Sgd : public Optimizer {
   bool nesterov_;
 };
 
-class Adam : public Optimizer {
+class Adam : public FusedOptimizer {
  public:
   Adam(LearningRate lr, double beta1, double beta2, double epsilon, OptimizerOptions options)
-      : Optimizer("Adam", std::move(lr), options),
+      : FusedOptimizer("Adam", std::move(lr), options),
         beta1_(beta1),
         beta2_(beta2),
         epsilon_(epsilon) {}
@@ -79,10 +90,11 @@ class Adam : public Optimizer {
  protected:
   std::vector<SlotSpec> slot_specs() const override { return {{"m", 0.0}, {"v", 0.0}}; }
   void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t step) override {
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t step,
+                   std::span<const CopyOut> copy_out) override {
     double t = static_cast<double>(step);
     double corrected = lr * std::sqrt(1 - std::pow(beta2_, t)) / (1 - std::pow(beta1_, t));
-    kernels::AdamParams p{corrected, beta1_, beta2_, epsilon_};
+    kernels::AdamParams p{corrected, beta1_, beta2_, epsilon_, copy_out};
     kernels::adam_update.call(device_of(vars), vars, grads, slots[0], slots[1], p);
   }
 
@@ -90,10 +102,10 @@ class Adam : public Optimizer {
   double beta1_, beta2_, epsilon_;
 };
 
-class Adagrad : public Optimizer {
+class Adagrad : public FusedOptimizer {
  public:
   Adagrad(LearningRate lr, double initial, double epsilon, OptimizerOptions options)
-      : Optimizer("Adagrad", std::move(lr), options), initial_(initial), epsilon_(epsilon) {}
+      : FusedOptimizer("Adagrad", std::move(lr), options), initial_(initial), epsilon_(epsilon) {}
   OptimizerConfig config() const override {
     OptimizerConfig c = base_config(*this, "adagrad");
     c.numbers["initial_accumulator_value"] = initial_;
@@ -104,8 +116,9 @@ class Adagrad : public Optimizer {
  protected:
   std::vector<SlotSpec> slot_specs() const override { return {{"accumulator", initial_}}; }
   void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
-    kernels::AdagradParams p{lr, epsilon_};
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
+                   std::span<const CopyOut> copy_out) override {
+    kernels::AdagradParams p{lr, epsilon_, copy_out};
     kernels::adagrad_update.call(device_of(vars), vars, grads, slots[0], p);
   }
   // Only the touched rows: accumulator rows grow by g^2, then w -= lr g / (sqrt(acc) + eps).
@@ -124,11 +137,11 @@ class Adagrad : public Optimizer {
   double initial_, epsilon_;
 };
 
-class RmsProp : public Optimizer {
+class RmsProp : public FusedOptimizer {
  public:
   RmsProp(LearningRate lr, double rho, double momentum, double epsilon, bool centered,
           OptimizerOptions options)
-      : Optimizer("RMSprop", std::move(lr), options),
+      : FusedOptimizer("RMSprop", std::move(lr), options),
         rho_(rho),
         momentum_(momentum),
         epsilon_(epsilon),
@@ -150,8 +163,9 @@ class RmsProp : public Optimizer {
     return specs;
   }
   void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
-    kernels::RmsPropParams p{lr, rho_, momentum_, epsilon_, centered_};
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
+                   std::span<const CopyOut> copy_out) override {
+    kernels::RmsPropParams p{lr, rho_, momentum_, epsilon_, centered_, copy_out};
     size_t next = 1;
     std::span<Tensor> mom = momentum_ > 0 ? std::span<Tensor>(slots[next++]) : std::span<Tensor>();
     std::span<Tensor> mg = centered_ ? std::span<Tensor>(slots[next]) : std::span<Tensor>();

@@ -1,6 +1,8 @@
 // Micro-benchmarks of the kernels a training step spends its time in.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
+
 #include "cadre/autodiff/tape.h"
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/math.h"
@@ -78,6 +80,51 @@ void BM_AdamUpdate(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 4 * 5);
 }
 BENCHMARK(BM_AdamUpdate)->Arg(200000)->Arg(2000000);
+
+// The first Adam update after a checkpoint save over the MLP's variables (784-256-256-10,
+// 3.2 MB with the slots), on range(1) threads. mode 0: no save pending; 1: the snapshot's
+// copy made first (finish_deferred_copies' path); 2: copied out by the update, chunk by chunk
+// (claim_deferred_copies' path). Snapshots rotate through 8 sets of memory, so that the
+// copy writes memory it last wrote 8 updates before, as a checkpoint's does.
+void BM_AdamUpdateAfterASave(benchmark::State& state) {
+  const int64_t mode = state.range(0);
+  set_intra_op_threads(static_cast<int>(state.range(1)));
+  std::vector<Tensor> vars, grads, m, v;
+  for (Shape shape :
+       {Shape{784, 256}, Shape{256}, Shape{256, 256}, Shape{256}, Shape{256, 10}, Shape{10}}) {
+    vars.push_back(random_normal(shape));
+    grads.push_back(random_normal(shape));
+    m.push_back(Tensor::zeros(shape));
+    v.push_back(Tensor::zeros(shape));
+  }
+  std::vector<std::vector<Tensor>> snapshots(8);
+  for (std::vector<Tensor>& set : snapshots) {
+    for (const std::vector<Tensor>* list : {&vars, &m, &v}) {
+      for (const Tensor& t : *list) set.push_back(Tensor::zeros(t.shape()));
+    }
+  }
+  std::vector<nn::CopyOut> outs;
+  size_t round = 0;
+  for (auto _ : state) {
+    const std::vector<Tensor>& to = snapshots[round++ % snapshots.size()];
+    outs.clear();
+    size_t k = 0;
+    for (const std::vector<Tensor>* list : {&vars, &m, &v}) {
+      for (const Tensor& t : *list) outs.push_back({t.raw_data(), to[k++].raw_data(), t.nbytes()});
+    }
+    if (mode == 1) {
+      for (const nn::CopyOut& out : outs) std::memcpy(out.to, out.from, out.bytes);
+    }
+    kernels::AdamParams p;
+    if (mode == 2) p.copy_out = outs;
+    kernels::adam_update.get(Device::cpu(0))(vars, grads, m, v, p);
+  }
+  set_intra_op_threads(1);
+}
+BENCHMARK(BM_AdamUpdateAfterASave)
+    ->ArgNames({"mode", "threads"})
+    ->ArgsProduct({{0, 1, 2}, {1, 2}})
+    ->UseRealTime();
 
 // What the profiler adds to a kernel call, on the smallest kernel (a fill of 16 floats), where
 // it shows most. mode 0: the slot's function called directly, get(device)(...), as before

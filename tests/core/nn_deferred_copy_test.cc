@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
 #include <thread>
 
 #include "cadre/autodiff/tape.h"
@@ -11,6 +14,7 @@
 #include "cadre/nn/nn.h"
 #include "cadre/ops/math.h"
 #include "cadre/ops/reduce.h"
+#include "core/kernels/optimizer.h"
 
 namespace cadre {
 namespace {
@@ -118,6 +122,178 @@ TEST(DeferredCopyTest, AFailedCopyIsKeptForTheOwnerAndNeverThrownAtAWriter) {
   EXPECT_THROW(std::rethrow_exception(copy->error()), UnavailableError);
   EXPECT_EQ(values_of(b), std::vector<float>(3, 2.0f));  // the others are copied
   nn::finish_deferred_copies();                          // none left
+}
+
+// The update claims the copies of the variables and slots it overwrites and makes them in its
+// own pass; what it does not write (the step counter) is copied before it starts. Variables
+// of several kernel chunks, so that each chunk's copy is made before that chunk's rule.
+TEST(DeferredCopyTest, AnUpdateCopiesOutWhatItOverwritesAndTheSameUpdateIsMade) {
+  auto make = [](nn::VariableStore& store) {
+    nn::VariableStoreScope scope(store);
+    nn::Variable& w = nn::get_variable("w", Shape{300, 200}, nn::initializers::random_normal());
+    nn::Variable& b = nn::get_variable("b", Shape{200}, nn::initializers::random_normal());
+    return std::pair{&w, &b};
+  };
+  nn::VariableStore store, twin;
+  auto [w, b] = make(store);
+  auto [tw, tb] = make(twin);
+  tw->assign(w->tensor());
+  tb->assign(b->tensor());
+  auto optimizer = nn::optimizers::adam(0.1);
+  auto step = [&](nn::VariableStore& s, nn::Variable* x, nn::Variable* y) {
+    nn::VariableStoreScope scope(s);
+    GradientTape tape;
+    Tensor loss = sum(square(x->read() + y->read()));
+    optimizer->minimize(tape, loss, {x, y});
+  };
+  step(store, w, b);
+  step(twin, tw, tb);
+  std::vector<Tensor> held, memory;
+  std::vector<Tensor*> tensors;
+  std::vector<std::vector<float>> expected;
+  for (nn::Variable* v : store.variables()) {
+    held.push_back(v->tensor());
+    memory.push_back(Tensor::empty(v->shape(), v->dtype()));
+  }
+  for (Tensor& t : held) {
+    tensors.push_back(&t);
+    expected.push_back(values_of(t));
+  }
+  std::vector<std::atomic<int>> asked(held.size());
+  auto copy = std::make_shared<nn::DeferredCopy>(tensors, [&](size_t i) {
+    asked[i].fetch_add(1);
+    return memory[i];
+  });
+  nn::defer_copy(copy);
+  step(store, w, b);
+  step(twin, tw, tb);
+  EXPECT_EQ(copy->error(), nullptr);
+  for (size_t i = 0; i < held.size(); ++i) {
+    const std::string& name = store.variables()[i]->name();
+    EXPECT_EQ(asked[i].load(), 1) << name;
+    EXPECT_EQ(held[i].raw_data(), memory[i].raw_data()) << name;
+    EXPECT_EQ(values_of(held[i]), expected[i]) << name;
+    EXPECT_EQ(values_of(store.variables()[i]->tensor()), values_of(twin.variables()[i]->tensor()))
+        << "not the update a step without a copy makes: " << name;
+  }
+  EXPECT_NE(values_of(w->tensor()), expected[0]) << "the update did happen";
+}
+
+// What a claim leaves to its writer and what it copies first; a claim never made fails the
+// copy instead of handing the checkpoint memory of unknown age.
+TEST(DeferredCopyTest, AClaimTakesOnlyItsTargetsAndAClaimNeverMadeFailsTheCopy) {
+  Tensor a = Tensor::full(Shape{5}, 1.0);
+  Tensor b = Tensor::full(Shape{7}, 2.0);
+  Tensor c = Tensor::full(Shape{3}, 3.0);
+  Tensor slot_a = a, slot_b = b, slot_c = c;
+  auto copy = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&slot_a, &slot_b, &slot_c});
+  nn::defer_copy(copy);
+  Tensor unrelated = Tensor::full(Shape{5}, 9.0);
+  {
+    nn::ClaimedCopies claimed = nn::claim_deferred_copies(std::vector<Tensor>{b, unrelated, a});
+    ASSERT_EQ(claimed.copies().size(), 2u);
+    EXPECT_EQ(claimed.copies()[0].from, b.raw_data());
+    EXPECT_EQ(claimed.copies()[0].bytes, 7 * sizeof(float));
+    EXPECT_EQ(claimed.copies()[1].from, a.raw_data());
+    EXPECT_NE(slot_c.raw_data(), c.raw_data()) << "c is not the writer's: copied before it writes";
+    EXPECT_EQ(values_of(slot_c), std::vector<float>(3, 3.0f));
+    EXPECT_EQ(slot_a.raw_data(), a.raw_data()) << "a is the writer's to copy";
+    // The writer copies, then overwrites.
+    for (const nn::CopyOut& out : claimed.copies()) std::memcpy(out.to, out.from, out.bytes);
+    a.assign(Tensor::zeros(Shape{5}));
+    b.assign(Tensor::zeros(Shape{7}));
+    claimed.done();
+  }
+  EXPECT_EQ(copy->error(), nullptr);
+  EXPECT_EQ(values_of(slot_a), std::vector<float>(5, 1.0f));
+  EXPECT_EQ(values_of(slot_b), std::vector<float>(7, 2.0f));
+  EXPECT_TRUE(nn::claim_deferred_copies(std::vector<Tensor>{a}).copies().empty()) << "none left";
+
+  Tensor d = Tensor::full(Shape{4}, 4.0);
+  Tensor slot_d = d;
+  auto failing = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&slot_d});
+  nn::defer_copy(failing);
+  { nn::ClaimedCopies dropped = nn::claim_deferred_copies(std::vector<Tensor>{d}); }
+  ASSERT_NE(failing->error(), nullptr);
+  EXPECT_THROW(std::rethrow_exception(failing->error()), InternalError);
+  EXPECT_EQ(slot_d.raw_data(), d.raw_data()) << "the slot is left as it was";
+  EXPECT_NO_THROW(nn::finish_deferred_copies());  // and nothing is pending any more
+}
+
+// A claimant waits for the copies other threads have started; each of those wakes it, though
+// none is the copy's last (the claimant's own are).
+TEST(DeferredCopyTest, AClaimantWaitsForACopyAnotherThreadStartedAndIsWokenByIt) {
+  Tensor a = Tensor::full(Shape{4}, 1.0);
+  Tensor b = Tensor::full(Shape{4}, 2.0);
+  Tensor slot_a = a, slot_b = b;
+  std::atomic<bool> started{false}, release{false};
+  auto copy =
+      std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&slot_a, &slot_b}, [&](size_t i) {
+        if (i == 0) {
+          started = true;
+          while (!release) std::this_thread::yield();
+        }
+        return Tensor();
+      });
+  nn::defer_copy(copy);
+  std::thread copier([&] { copy->run(); });
+  while (!started) std::this_thread::yield();
+  auto claimed = std::make_shared<std::promise<size_t>>();
+  std::future<size_t> made = claimed->get_future();
+  std::thread claimant([&, claimed] {
+    nn::ClaimedCopies c = nn::claim_deferred_copies(std::vector<Tensor>{b});
+    size_t n = c.copies().size();
+    for (const nn::CopyOut& out : c.copies()) std::memcpy(out.to, out.from, out.bytes);
+    c.done();
+    claimed->set_value(n);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_NE(made.wait_for(std::chrono::milliseconds(0)), std::future_status::ready)
+      << "the claimant went on before the copy of a was made";
+  release = true;
+  ASSERT_EQ(made.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the claimant was never woken";
+  EXPECT_EQ(made.get(), 1u);
+  claimant.join();
+  copier.join();
+  EXPECT_EQ(copy->error(), nullptr);
+  EXPECT_EQ(values_of(slot_a), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(values_of(slot_b), std::vector<float>(4, 2.0f));
+  EXPECT_NE(slot_b.raw_data(), b.raw_data());
+}
+
+// The CPU kernel: each CopyOut receives the old values, whether the rule writes its tensor
+// (copied chunk by chunk) or not (copied at the end), and the update is the one made
+// without copies.
+TEST(DeferredCopyTest, AFusedUpdateCopiesOutTheOldValuesAndUpdatesAsWithout) {
+  const int64_t n = 50000;  // several chunks of the kernel
+  auto fill = [&](double base) {
+    Tensor t = Tensor::empty(Shape{n}, DType::kFloat32);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(base + 0.001 * (i % 997));
+    return t;
+  };
+  Tensor w = fill(1), g = fill(-0.5), m = fill(0.1), v = fill(0.2), other = fill(7);
+  Tensor w2 = w.clone(), m2 = m.clone(), v2 = v.clone();
+  std::vector<float> w0 = values_of(w), m0 = values_of(m), v0 = values_of(v);
+  Tensor to_w = Tensor::empty(Shape{n}), to_v = Tensor::empty(Shape{n}),
+         to_other = Tensor::empty(Shape{n});
+  std::vector<nn::CopyOut> outs{{v.raw_data(), to_v.raw_data(), v.nbytes()},
+                                {other.raw_data(), to_other.raw_data(), other.nbytes()},
+                                {w.raw_data(), to_w.raw_data(), w.nbytes()}};
+  kernels::AdamParams p{0.01, 0.9, 0.999, 1e-7, outs};
+  std::vector<Tensor> vars{w}, grads{g}, ms{m}, vs{v};
+  kernels::adam_update.get(Device::cpu(0))(vars, grads, ms, vs, p);
+  kernels::AdamParams plain{0.01, 0.9, 0.999, 1e-7};
+  std::vector<Tensor> vars2{w2}, ms2{m2}, vs2{v2};
+  kernels::adam_update.get(Device::cpu(0))(vars2, grads, ms2, vs2, plain);
+  EXPECT_EQ(values_of(to_w), w0);
+  EXPECT_EQ(values_of(to_v), v0);
+  EXPECT_EQ(values_of(to_other), values_of(other));
+  EXPECT_EQ(values_of(w), values_of(w2));
+  EXPECT_EQ(values_of(m), values_of(m2));
+  EXPECT_EQ(values_of(v), values_of(v2));
+  EXPECT_NE(values_of(w), w0);
 }
 
 }  // namespace

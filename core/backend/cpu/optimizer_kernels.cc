@@ -1,6 +1,9 @@
 // CPU fused optimizer updates: one pass over each variable and its slots, with TensorFlow
 // 2 (Keras) update rules.
 
+#include <cstring>
+#include <vector>
+
 #include "core/backend/cpu/kernels.h"
 #include "core/backend/cpu/loops.h"
 #include "core/backend/portable/optimizer_ops.h"
@@ -17,12 +20,58 @@ T* slot(std::span<Tensor> slots, size_t i) {
   return slots.empty() || !slots[i].defined() ? nullptr : typed_mut<T>(slots[i]);
 }
 
+// Where the old values of the tensors at w, a, b and c go before the rule writes them (null:
+// nowhere), from the kernel's copy_out; each CopyOut found is marked in `made`.
+template <typename T>
+struct CopiesOut {
+  T* w = nullptr;
+  T* a = nullptr;
+  T* b = nullptr;
+  T* c = nullptr;
+
+  CopiesOut(std::span<const nn::CopyOut> copy_out, std::vector<bool>& made, const T* w_from,
+            const T* a_from, const T* b_from, const T* c_from, int64_t n) {
+    for (size_t k = 0; k < copy_out.size(); ++k) {
+      const nn::CopyOut& out = copy_out[k];
+      if (made[k] || out.from == nullptr || out.bytes != static_cast<size_t>(n) * sizeof(T)) {
+        continue;
+      }
+      T* to = static_cast<T*>(out.to);
+      if (out.from == w_from) {
+        w = to;
+      } else if (out.from == a_from) {
+        a = to;
+      } else if (out.from == b_from) {
+        b = to;
+      } else if (out.from == c_from) {
+        c = to;
+      } else {
+        continue;
+      }
+      made[k] = true;
+    }
+  }
+  bool any() const { return w || a || b || c; }
+  void copy(const T* w_from, const T* a_from, const T* b_from, const T* c_from, int64_t begin,
+            int64_t end) const {
+    size_t bytes = static_cast<size_t>(end - begin) * sizeof(T);
+    if (w) std::memcpy(w + begin, w_from + begin, bytes);
+    if (a) std::memcpy(a + begin, a_from + begin, bytes);
+    if (b) std::memcpy(b + begin, b_from + begin, bytes);
+    if (c) std::memcpy(c + begin, c_from + begin, bytes);
+  }
+};
+
 // rule(w[i], g[i], &a[i], &b[i], &c[i]) over n elements, the slots a rule does not keep
 // passed as null. Which slots exist is a compile-time constant, so that the loop has no
 // per-element test and vectorises.
 template <bool kA, bool kB, bool kC, typename T, typename Rule>
-void apply(const Rule& rule, T* w, const T* g, T* a, T* b, T* c, int64_t n) {
+void apply(const Rule& rule, T* w, const T* g, T* a, T* b, T* c, int64_t n,
+           const CopiesOut<T>& out) {
   parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    // The chunk's old values leave first, into the checkpoint's copy; the rule then reads
+    // them from cache.
+    if (out.any()) out.copy(w, a, b, c, begin, end);
     for (int64_t i = begin; i < end; ++i) {
       rule(w[i], g[i], kA ? a + i : nullptr, kB ? b + i : nullptr, kC ? c + i : nullptr);
     }
@@ -31,9 +80,13 @@ void apply(const Rule& rule, T* w, const T* g, T* a, T* b, T* c, int64_t n) {
 
 // Applies the rule make_rule.template operator()<T>() makes to every element of every
 // variable, with the slots it keeps (s0..s2; empty spans for those it keeps none of).
+// Copies out every tensor of copy_out first, chunk by chunk (CopiesOut), or at the end when
+// the rule wrote no such tensor.
 template <typename MakeRule>
 void fused(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> s0,
-           std::span<Tensor> s1, std::span<Tensor> s2, const char* what, MakeRule&& make_rule) {
+           std::span<Tensor> s1, std::span<Tensor> s2, std::span<const nn::CopyOut> copy_out,
+           const char* what, MakeRule&& make_rule) {
+  std::vector<bool> made(copy_out.size(), false);
   for (size_t k = 0; k < vars.size(); ++k) {
     visit_float_dtype(vars[k].dtype(), what, [&]<typename T>() {
       const auto rule = make_rule.template operator()<T>();
@@ -43,39 +96,48 @@ void fused(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tens
       T* b = slot<T>(s1, k);
       T* c = slot<T>(s2, k);
       int64_t n = vars[k].numel();
+      CopiesOut<T> out(copy_out, made, w, a, b, c, n);
       switch ((a != nullptr) | (b != nullptr) << 1 | (c != nullptr) << 2) {
-        case 0: return apply<false, false, false>(rule, w, g, a, b, c, n);
-        case 1: return apply<true, false, false>(rule, w, g, a, b, c, n);
-        case 3: return apply<true, true, false>(rule, w, g, a, b, c, n);
-        case 5: return apply<true, false, true>(rule, w, g, a, b, c, n);
-        default: return apply<true, true, true>(rule, w, g, a, b, c, n);
+        case 0:
+          return apply<false, false, false>(rule, w, g, a, b, c, n, out);
+        case 1:
+          return apply<true, false, false>(rule, w, g, a, b, c, n, out);
+        case 3:
+          return apply<true, true, false>(rule, w, g, a, b, c, n, out);
+        case 5:
+          return apply<true, false, true>(rule, w, g, a, b, c, n, out);
+        default:
+          return apply<true, true, true>(rule, w, g, a, b, c, n, out);
       }
     });
+  }
+  for (size_t k = 0; k < copy_out.size(); ++k) {
+    if (!made[k]) std::memcpy(copy_out[k].to, copy_out[k].from, copy_out[k].bytes);
   }
 }
 
 void sgd(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> momenta,
          const kernels::SgdParams& params) {
-  fused(vars, grads, params.momentum != 0 ? momenta : std::span<Tensor>(), {}, {}, "sgd_update",
-        [&]<typename T>() { return portable::sgd_rule<T>(params); });
+  fused(vars, grads, params.momentum != 0 ? momenta : std::span<Tensor>(), {}, {}, params.copy_out,
+        "sgd_update", [&]<typename T>() { return portable::sgd_rule<T>(params); });
 }
 
 void adam(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> m,
           std::span<Tensor> v, const kernels::AdamParams& params) {
-  fused(vars, grads, m, v, {}, "adam_update",
+  fused(vars, grads, m, v, {}, params.copy_out, "adam_update",
         [&]<typename T>() { return portable::adam_rule<T>(params); });
 }
 
 void adagrad(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> accum,
              const kernels::AdagradParams& params) {
-  fused(vars, grads, accum, {}, {}, "adagrad_update",
+  fused(vars, grads, accum, {}, {}, params.copy_out, "adagrad_update",
         [&]<typename T>() { return portable::adagrad_rule<T>(params); });
 }
 
 void rmsprop(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> ms,
              std::span<Tensor> mom, std::span<Tensor> mg, const kernels::RmsPropParams& params) {
   fused(vars, grads, ms, params.momentum > 0 ? mom : std::span<Tensor>(),
-        params.centered ? mg : std::span<Tensor>(), "rmsprop_update",
+        params.centered ? mg : std::span<Tensor>(), params.copy_out, "rmsprop_update",
         [&]<typename T>() { return portable::rmsprop_rule<T>(params); });
 }
 
