@@ -37,8 +37,9 @@ struct RunConfig {
   // and the list of variables are taken (tens of microseconds), not for the copy of the
   // variables and slots, the file, its checksums and syncs. A background thread copies the
   // variables while the next step's forward pass runs; an update that reaches a variable
-  // before the copy does finishes the copy first (cadre/nn/deferred_copy.h), so the
-  // checkpoint holds the values of its step. A save due while the previous one is still
+  // before the copy does makes the copy itself, the built-in optimizers in the same pass
+  // as the update (cadre/nn/deferred_copy.h), so the checkpoint holds the values of its
+  // step. A save due while the previous one is still
   // being written waits for it. Saving listeners see each checkpoint only once it is
   // published. false: every save blocks training until the checkpoint is published.
   bool async_checkpoint = true;

@@ -74,9 +74,9 @@ class DeferredCopy {
 };
 
 // A copy that the thread about to overwrite its source makes in the same pass: `bytes` of
-// `from` go to `to` before any of them is written. A claim names each source once. (An optimizer's
-// fused update copies each chunk out just before its rule writes it: the values are in cache, read
-// once.)
+// `from` go to `to` before any of them is written; a claim names each source once. (An
+// optimizer's fused update copies each chunk out just before its rule writes it, while the
+// chunk is in cache.)
 struct CopyOut {
   const void* from;
   void* to;
