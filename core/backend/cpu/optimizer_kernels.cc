@@ -62,24 +62,28 @@ struct CopiesOut {
   }
 };
 
-// rule(w[i], g[i], &a[i], &b[i], &c[i]) over n elements, the slots a rule does not keep
+// rule(w[i], g[i], &a[i], &b[i], &c[i]) for i in [begin, end), the slots a rule does not keep
 // passed as null. Which slots exist is a compile-time constant, so that the loop has no
-// per-element test and vectorises.
+// per-element test and vectorises; everything it reads is a parameter, so that nothing it
+// writes can alias the rule or the pointers.
+template <bool kA, bool kB, bool kC, typename T, typename Rule>
+void update(Rule rule, T* w, const T* g, T* a, T* b, T* c, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    rule(w[i], g[i], kA ? a + i : nullptr, kB ? b + i : nullptr, kC ? c + i : nullptr);
+  }
+}
+
+// update() over n elements in chunks, each chunk's old values first copied out where `out`
+// says (into the checkpoint's copy; the rule then reads them from cache).
 template <bool kA, bool kB, bool kC, typename T, typename Rule>
 void apply(const Rule& rule, T* w, const T* g, T* a, T* b, T* c, int64_t n,
            const CopiesOut<T>& out) {
   parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    // The chunk's old values leave first, into the checkpoint's copy; the rule then reads
-    // them from cache.
     if (out.any()) out.copy(w, a, b, c, begin, end);
-    for (int64_t i = begin; i < end; ++i) {
-      rule(w[i], g[i], kA ? a + i : nullptr, kB ? b + i : nullptr, kC ? c + i : nullptr);
-    }
+    update<kA, kB, kC>(rule, w, g, a, b, c, begin, end);
   });
 }
 
-// Applies the rule make_rule.template operator()<T>() makes to every element of every
-// variable, with the slots it keeps (s0..s2; empty spans for those it keeps none of).
 // Copies out every tensor of copy_out first, chunk by chunk (CopiesOut), or at the end when
 // the rule wrote no such tensor.
 template <typename MakeRule>
