@@ -124,18 +124,6 @@ ClaimedCopies::ClaimedCopies(ClaimedCopies&& other) noexcept
   other.copies_.clear();
 }
 
-ClaimedCopies& ClaimedCopies::operator=(ClaimedCopies&& other) noexcept {
-  if (this != &other) {
-    release(/*made=*/false);
-    claims_ = std::move(other.claims_);
-    copies_ = std::move(other.copies_);
-    start_ = other.start_;
-    other.claims_.clear();
-    other.copies_.clear();
-  }
-  return *this;
-}
-
 ClaimedCopies::~ClaimedCopies() { release(/*made=*/false); }
 
 void ClaimedCopies::done() { release(/*made=*/true); }
@@ -164,23 +152,15 @@ void defer_copy(std::shared_ptr<DeferredCopy> copy) {
   p.count.fetch_add(1, std::memory_order_release);
 }
 
-void finish_deferred_copies() {
-  Pending& p = pending();
-  if (p.count.load(std::memory_order_acquire) == 0) return;
-  auto start = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<DeferredCopy>> copies;
-  {
-    MutexLock lock(p.mutex);
-    copies = p.copies;
-  }
-  for (const std::shared_ptr<DeferredCopy>& copy : copies) copy->run();
-  count_wait(start);
-}
+bool deferred_copies_pending() { return pending().count.load(std::memory_order_acquire) != 0; }
+
+// A writer that claims nothing: every copy is made before it writes.
+void finish_deferred_copies() { claim_deferred_copies({}); }
 
 ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets) {
   ClaimedCopies claimed;
+  if (!deferred_copies_pending()) return claimed;
   Pending& p = pending();
-  if (p.count.load(std::memory_order_acquire) == 0) return claimed;
   auto start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<DeferredCopy>> copies;
   {

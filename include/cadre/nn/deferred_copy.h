@@ -88,7 +88,7 @@ class ClaimedCopies {
  public:
   ClaimedCopies() = default;
   ClaimedCopies(ClaimedCopies&& other) noexcept;
-  ClaimedCopies& operator=(ClaimedCopies&& other) noexcept;
+  ClaimedCopies& operator=(ClaimedCopies&&) = delete;
   // Copies never reported done fail their deferred copy (its error()), so that a checkpoint
   // never holds values of unknown age.
   ~ClaimedCopies();
@@ -114,6 +114,9 @@ class ClaimedCopies {
 
 // Makes writes of variables finish `copy` first, until it is done.
 void defer_copy(std::shared_ptr<DeferredCopy> copy);
+
+// Whether a deferred copy is still in progress: one atomic load.
+bool deferred_copies_pending();
 
 // Runs every deferred copy still in progress (see DeferredCopy::run). One atomic load when
 // there is none. Call before writing a variable's buffer in place.
