@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "cadre/base/errors.h"
 #include "checkpoint/hdf5_util.h"
 #include "core/base/crc32c.h"
+#include "core/base/file_errors.h"
 #include "core/base/strings.h"
 #include "core/runtime/in_parallel.h"
 
@@ -43,12 +43,6 @@ RowWriter::RowWriter(hid_t dataset, hid_t memory_type, const Shape& shape, std::
   H5Eclear2(H5E_DEFAULT);
 }
 
-void throw_write_error(const std::string& context, int err) {
-  std::string message = str_cat(context, ": ", std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT) throw ResourceExhaustedError(message);
-  throw UnavailableError(message);
-}
-
 void write_fully(int descriptor, const void* data, size_t size, int64_t offset,
                  const std::string& context) {
   const auto* in = static_cast<const char*>(data);
@@ -56,7 +50,7 @@ void write_fully(int descriptor, const void* data, size_t size, int64_t offset,
   while (size > 0) {
     ssize_t wrote = ::pwrite(descriptor, in, size, at);
     if (wrote < 0 && errno == EINTR) continue;
-    if (wrote < 0) throw_write_error(str_cat(context, ": cannot write"), errno);
+    if (wrote < 0) throw_errno_error(str_cat(context, ": cannot write"), errno);
     in += wrote;
     at += wrote;
     size -= static_cast<size_t>(wrote);

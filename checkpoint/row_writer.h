@@ -55,12 +55,8 @@ class RowWriter {
   bool start_writeback_;
 };
 
-// Throws, for errno value `err`, ResourceExhaustedError (no space, quota) or
-// UnavailableError: "<context>: <strerror>".
-[[noreturn]] void throw_write_error(const std::string& context, int err);
-
 // pwrite(2) of all `size` bytes at `offset`, retried on short writes and EINTR. Throws as
-// throw_write_error("<context>: cannot write", errno).
+// throw_errno_error("<context>: cannot write", errno).
 void write_fully(int descriptor, const void* data, size_t size, int64_t offset,
                  const std::string& context);
 

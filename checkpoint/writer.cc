@@ -15,6 +15,7 @@
 #include "checkpoint/row_writer.h"
 #include "checkpoint/superblock.h"
 #include "core/base/file_descriptor.h"
+#include "core/base/file_errors.h"
 #include "core/base/strings.h"
 
 #ifndef CADRE_CHECKPOINT_LIBRARY_VERSION
@@ -186,7 +187,7 @@ struct CheckpointFileWriter::InMemoryFile {
       at = std::max(at, finish);
     }
     write_until(end);
-    if (::ftruncate(out, static_cast<off_t>(end)) != 0) internal::throw_write_error(context, errno);
+    if (::ftruncate(out, static_cast<off_t>(end)) != 0) throw_errno_error(context, errno);
   }
 };
 
@@ -203,7 +204,7 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
   }
   double created = creation_time(options);
   FileDescriptor out(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (out.get() < 0) internal::throw_write_error(str_cat("cannot create checkpoint ", path), errno);
+  if (out.get() < 0) throw_errno_error(str_cat("cannot create checkpoint ", path), errno);
   internal::quiet_hdf5();
   try {
     // At most twice: a reused file that turns out wasteful is replaced by a new one, and
@@ -224,8 +225,7 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
       if (!reused) file_->overhead = end - std::min(end, data_bytes);
       if (reused && file_->wasteful(end, data_bytes)) {
         file_.reset();
-        if (::ftruncate(out.get(), 0) != 0)
-          internal::throw_write_error(str_cat("checkpoint ", path), errno);
+        if (::ftruncate(out.get(), 0) != 0) throw_errno_error(str_cat("checkpoint ", path), errno);
         continue;
       }
       file_->write_objects(out.get(), end, data_ranges, path);
@@ -235,8 +235,7 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
     file_.reset();
     throw;
   }
-  if (out.close() != 0)
-    internal::throw_write_error(str_cat("cannot finish checkpoint ", path), errno);
+  if (out.close() != 0) throw_errno_error(str_cat("cannot finish checkpoint ", path), errno);
 }
 
 }  // namespace cadre::checkpoint

@@ -8,8 +8,8 @@
 
 namespace cadre {
 
-void throw_file_error(std::string_view action, const std::string& path, int err) {
-  std::string message = str_cat(action, " ", path, ": ", std::strerror(err));
+void throw_errno_error(const std::string& what, int err) {
+  std::string message = str_cat(what, ": ", std::strerror(err));
   switch (err) {
     case ENOENT:
     case ENOTDIR:
@@ -24,6 +24,10 @@ void throw_file_error(std::string_view action, const std::string& path, int err)
     default:
       throw UnavailableError(message);
   }
+}
+
+void throw_file_error(std::string_view action, const std::string& path, int err) {
+  throw_errno_error(str_cat(action, " ", path), err);
 }
 
 }  // namespace cadre
