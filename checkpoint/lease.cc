@@ -224,7 +224,8 @@ void Lease::hold(int64_t first_step, int64_t last_step, double seconds) {
   text << "holder: \"" << holder_ << "\"\nfirst_step: " << first_step
        << "\nlast_step: " << last_step << "\nexpires_at: " << env_->now_seconds() + seconds
        << "\nowner: \"" << to_token(this_process()) << "\"\n";
-  write_file_atomically(*env_, join_path(dir, holder_ + kSuffix), text.str());
+  // Not synced: a crash of the machine ends its owner, and with it the lease.
+  write_file_atomically(*env_, join_path(dir, holder_ + kSuffix), text.str(), /*durable=*/false);
   held_ = true;
 }
 

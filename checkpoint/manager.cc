@@ -432,7 +432,10 @@ void CheckpointManager::save_now(const CheckpointData& data) {
     apply_retention(&to_delete);
     state = state_to_write();
   }
-  write_state(*env_, model_dir_, state);
+  // Synced only with a durable checkpoint: after a crash of the machine, any state written
+  // since names that one (retention keeps it), and one that is lost or damaged makes
+  // restore_latest_good list the files instead.
+  write_state(*env_, model_dir_, state, write_options.durable);
   LOG(INFO) << "saved checkpoint for step " << data.global_step << ": " << path;
   // The state file no longer names them: deleting is now safe for readers of the state.
   delete_unleased(std::move(to_delete));

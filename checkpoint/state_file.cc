@@ -132,8 +132,9 @@ std::optional<CheckpointState> read_state(Env& env, const std::string& model_dir
   return parse_state(text, path);
 }
 
-void write_state(Env& env, const std::string& model_dir, const CheckpointState& state) {
-  write_file_atomically(env, join_path(model_dir, kStateFileName), serialize_state(state));
+void write_state(Env& env, const std::string& model_dir, const CheckpointState& state,
+                 bool durable) {
+  write_file_atomically(env, join_path(model_dir, kStateFileName), serialize_state(state), durable);
 }
 
 std::string resolve_checkpoint_path(const std::string& model_dir, const std::string& path) {

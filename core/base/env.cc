@@ -258,11 +258,12 @@ bool temporary_is_abandoned(Env& env, const std::string& dir, const std::string&
   }
 }
 
-void write_file_atomically(Env& env, const std::string& path, std::string_view contents) {
+void write_file_atomically(Env& env, const std::string& path, std::string_view contents,
+                           bool durable) {
   std::string temporary = temporary_path_for(path);
   try {
     env.write_file(temporary, contents);
-    env.sync_file(temporary);
+    if (durable) env.sync_file(temporary);
     env.rename_file(temporary, path);
   } catch (...) {
     try {
@@ -272,7 +273,7 @@ void write_file_atomically(Env& env, const std::string& path, std::string_view c
     }
     throw;
   }
-  env.sync_dir(dir_name(path));
+  if (durable) env.sync_dir(dir_name(path));
 }
 
 std::string join_path(const std::string& dir, const std::string& name) {

@@ -3,7 +3,6 @@
 #include "cadre/checkpoint/manager.h"
 
 #include <gtest/gtest.h>
-
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -20,13 +19,15 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/restore.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/watcher.h"
 #include "cadre/nn/deferred_copy.h"
 #include "checkpoint/lease.h"
 #include "core/base/process_id.h"
-#include "tests/support/fault_env.h"
+#include "core/base/strings.h"
 #include "tests/checkpoint/test_util.h"
+#include "tests/support/fault_env.h"
 
 namespace cadre::checkpoint {
 namespace {
@@ -398,6 +399,42 @@ TEST(ManagerTest, DurableEverySecsSyncsSomeSavesAndRetentionKeepsTheNewestDurabl
                   ->global_step(),
               step);
   }
+}
+
+// A save that is not durable syncs nothing, the state file included (each sync of it was a
+// journal commit and two cache flushes of the disk per save). What a crash of the machine
+// may then leave (a state file written but never synced: empty; checkpoints since the
+// durable one: empty or cut short) still restores the durable one.
+TEST(ManagerTest, ASaveThatIsNotDurableSyncsNothingAndAMachineCrashComesBackToTheDurableOne) {
+  TempDir dir;
+  auto env = std::make_shared<FaultEnv>();
+  CheckpointManagerOptions options;
+  options.env = env;
+  options.durable_every_secs = 60;
+  CheckpointManager manager(dir.path(), options);
+  manager.save(small_model(1));  // durable
+  for (int step = 2; step <= 3; ++step) {
+    env->advance(10);
+    env->clear_log();
+    manager.save(small_model(step));
+    std::vector<std::string> log = env->log();
+    for (std::string& entry : log) {
+      entry = std::regex_replace(entry, std::regex("\\.tmp-[^ ]+"), ".tmp");
+    }
+    std::string name = checkpoint_file_name("model.ckpt", step);
+    EXPECT_EQ(log, (std::vector<std::string>{
+                       str_cat("rename ", name, ".tmp ", name),
+                       "write checkpoint.tmp",
+                       "rename checkpoint.tmp checkpoint",
+                   }));
+  }
+  std::filesystem::resize_file(dir.file("checkpoint"), 0);
+  std::filesystem::resize_file(dir.file("model.ckpt-3.h5"),
+                               std::filesystem::file_size(dir.file("model.ckpt-3.h5")) / 2);
+  std::filesystem::resize_file(dir.file("model.ckpt-2.h5"), 0);
+  std::unique_ptr<CheckpointReader> reader = open_latest_intact(dir.path(), env.get());
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(reader->global_step(), 1);
 }
 
 // prepare_save() has the writer overwrite the last snapshot's memory to bring it into the

@@ -74,10 +74,13 @@ class Env {
 // The real file system. Each call returns a new, independent object.
 std::shared_ptr<Env> posix_env();
 
-// Publishes `contents` at `path` atomically and durably: writes a temporary file beside it,
-// syncs it, renames it over `path` and syncs the directory. On failure the temporary file
-// is removed (best effort) and `path` is untouched.
-void write_file_atomically(Env& env, const std::string& path, std::string_view contents);
+// Publishes `contents` at `path` atomically: writes a temporary file beside it, syncs it
+// (`durable`), renames it over `path` and syncs the directory (`durable`). Without the
+// syncs a crash of the process still leaves the old or the new file whole; a crash of the
+// machine may leave either, or an empty or partial file. On failure the temporary file is
+// removed (best effort) and `path` is untouched.
+void write_file_atomically(Env& env, const std::string& path, std::string_view contents,
+                           bool durable = true);
 
 // A temporary name beside `path`, unique across processes and hosts, that names its owner:
 // "<path>.tmp-<counter>-<pid>-<start>-<host>". Readers never treat such names as finished

@@ -5,7 +5,8 @@
 //   1. write model_dir/model.ckpt-S.h5.tmp-<n>-<owner> (HDF5, checksummed), close it;
 //   2. fsync it (durable saves only, see durable_every_secs), rename it to
 //      model.ckpt-S.h5, fsync model_dir;
-//   3. replace the state file the same way (temporary, fsync, rename, fsync model_dir);
+//   3. replace the state file the same way (temporary, fsync, rename, fsync model_dir;
+//      again the fsyncs for durable saves only);
 //   4. only then delete the checkpoints that retention drops (skipping leased ones).
 // A crash of the process at any point leaves a state file naming only complete files; at
 // worst a temporary file (removed by the next manager of the model_dir once its owner is
@@ -85,10 +86,11 @@ class CheckpointManager {
 
   // Saves `data` as model_dir/<basename>-<global_step>.h5 (replacing a checkpoint of the
   // same step) and returns that path. Synchronous: returns once the checkpoint and the
-  // state file are durable. Asynchronous: returns once `data` is copied, or at once with
-  // copy_in_background; see CheckpointManagerOptions. Throws InvalidArgumentError (nothing
-  // written) for data that cannot be saved, the failure of a previous asynchronous save, or the
-  // I/O error of this one (in which case the previous checkpoints and state are intact).
+  // state file are published (and durable, see durable_every_secs). Asynchronous: returns once
+  // `data` is copied, or at once with copy_in_background; see CheckpointManagerOptions. Throws
+  // InvalidArgumentError (nothing written) for data that cannot be saved, the failure of a previous
+  // asynchronous save, or the I/O error of this one (in which case the previous checkpoints and
+  // state are intact).
   std::string save(const CheckpointData& data);
   // The same, taking `data` over: with copy_in_background, nothing of it is copied on the
   // calling thread.

@@ -40,8 +40,10 @@ CheckpointState parse_state(std::string_view text, const std::string& source);
 
 // The state of `model_dir`, or nullopt when it has no state file.
 std::optional<CheckpointState> read_state(Env& env, const std::string& model_dir);
-// Replaces the state file atomically and durably (see write_file_atomically).
-void write_state(Env& env, const std::string& model_dir, const CheckpointState& state);
+// Replaces the state file atomically, and durably unless `durable` is false (see
+// write_file_atomically).
+void write_state(Env& env, const std::string& model_dir, const CheckpointState& state,
+                 bool durable = true);
 
 // `path` from a state file as a path usable from here: joined to model_dir when relative.
 std::string resolve_checkpoint_path(const std::string& model_dir, const std::string& path);
