@@ -29,13 +29,17 @@ OptimizerConfig base_config(const Optimizer& optimizer, std::string kind) {
 }
 
 // The built-in optimizers: one fused kernel call updates every dense variable, and makes the
-// checkpoint copies it is given (kernels::*Params::copy_out).
+// checkpoint copies it is given (kernels::*Params::copy_out) as it goes.
 class FusedOptimizer : public Optimizer {
  public:
   using Optimizer::Optimizer;
 
  protected:
-  bool copies_out() const override { return true; }
+  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t step) final {
+    ClaimedCopies none;
+    apply_dense_copying_out(vars, grads, slots, lr, step, none);
+  }
 };
 
 class Sgd : public FusedOptimizer {
@@ -54,10 +58,10 @@ class Sgd : public FusedOptimizer {
     if (momentum_ == 0) return {};
     return {{"momentum", 0.0}};
   }
-  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
-                   std::span<const CopyOut> copy_out) override {
-    kernels::SgdParams p{lr, momentum_, nesterov_, copy_out};
+  void apply_dense_copying_out(std::span<Tensor> vars, std::span<const Tensor> grads,
+                               std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
+                               ClaimedCopies& claimed) override {
+    kernels::SgdParams p{lr, momentum_, nesterov_, claimed.copies()};
     std::span<Tensor> momenta = momentum_ == 0 ? std::span<Tensor>() : std::span<Tensor>(slots[0]);
     kernels::sgd_update.call(device_of(vars), vars, grads, momenta, p);
   }
@@ -89,12 +93,12 @@ class Adam : public FusedOptimizer {
 
  protected:
   std::vector<SlotSpec> slot_specs() const override { return {{"m", 0.0}, {"v", 0.0}}; }
-  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t step,
-                   std::span<const CopyOut> copy_out) override {
+  void apply_dense_copying_out(std::span<Tensor> vars, std::span<const Tensor> grads,
+                               std::vector<std::vector<Tensor>>& slots, double lr, int64_t step,
+                               ClaimedCopies& claimed) override {
     double t = static_cast<double>(step);
     double corrected = lr * std::sqrt(1 - std::pow(beta2_, t)) / (1 - std::pow(beta1_, t));
-    kernels::AdamParams p{corrected, beta1_, beta2_, epsilon_, copy_out};
+    kernels::AdamParams p{corrected, beta1_, beta2_, epsilon_, claimed.copies()};
     kernels::adam_update.call(device_of(vars), vars, grads, slots[0], slots[1], p);
   }
 
@@ -115,10 +119,10 @@ class Adagrad : public FusedOptimizer {
 
  protected:
   std::vector<SlotSpec> slot_specs() const override { return {{"accumulator", initial_}}; }
-  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
-                   std::span<const CopyOut> copy_out) override {
-    kernels::AdagradParams p{lr, epsilon_, copy_out};
+  void apply_dense_copying_out(std::span<Tensor> vars, std::span<const Tensor> grads,
+                               std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
+                               ClaimedCopies& claimed) override {
+    kernels::AdagradParams p{lr, epsilon_, claimed.copies()};
     kernels::adagrad_update.call(device_of(vars), vars, grads, slots[0], p);
   }
   // Only the touched rows: accumulator rows grow by g^2, then w -= lr g / (sqrt(acc) + eps).
@@ -162,10 +166,10 @@ class RmsProp : public FusedOptimizer {
     if (centered_) specs.push_back({"mg", 0.0});
     return specs;
   }
-  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
-                   std::span<const CopyOut> copy_out) override {
-    kernels::RmsPropParams p{lr, rho_, momentum_, epsilon_, centered_, copy_out};
+  void apply_dense_copying_out(std::span<Tensor> vars, std::span<const Tensor> grads,
+                               std::vector<std::vector<Tensor>>& slots, double lr, int64_t,
+                               ClaimedCopies& claimed) override {
+    kernels::RmsPropParams p{lr, rho_, momentum_, epsilon_, centered_, claimed.copies()};
     size_t next = 1;
     std::span<Tensor> mom = momentum_ > 0 ? std::span<Tensor>(slots[next++]) : std::span<Tensor>();
     std::span<Tensor> mg = centered_ ? std::span<Tensor>(slots[next]) : std::span<Tensor>();

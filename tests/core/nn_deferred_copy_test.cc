@@ -179,6 +179,61 @@ TEST(DeferredCopyTest, AnUpdateCopiesOutWhatItOverwritesAndTheSameUpdateIsMade) 
   EXPECT_NE(values_of(w->tensor()), expected[0]) << "the update did happen";
 }
 
+// A user's optimizer, written against apply_dense alone: plain SGD that also counts its
+// updates in a slot, both written with Tensor::assign.
+class CountingSgd : public nn::Optimizer {
+ public:
+  CountingSgd() : Optimizer("CountingSgd", 0.1, {}) {}
+
+ protected:
+  std::vector<SlotSpec> slot_specs() const override { return {{"count", 0.0}}; }
+  void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
+                   std::vector<std::vector<Tensor>>& slots, double lr, int64_t) override {
+    for (size_t i = 0; i < vars.size(); ++i) {
+      vars[i].assign(vars[i] - grads[i] * lr);
+      slots[0][i].assign(slots[0][i] + 1.0);
+    }
+  }
+};
+
+// Such an optimizer needs nothing of checkpoints: the copies its update would overwrite are
+// made before it runs, and it may write the variables as it likes.
+TEST(DeferredCopyTest, AnOptimizerThatOnlyOverridesApplyDenseUpdatesAfterTheCopy) {
+  nn::VariableStore store;
+  nn::VariableStoreScope scope(store);
+  nn::Variable& w = nn::get_variable("w", Shape{300, 200}, nn::initializers::random_normal());
+  CountingSgd optimizer;
+  auto step = [&] {
+    GradientTape tape;
+    optimizer.minimize(tape, sum(square(w.read())), {&w});
+  };
+  step();
+  std::vector<Tensor> held, memory;
+  std::vector<Tensor*> tensors;
+  std::vector<std::vector<float>> expected;
+  for (nn::Variable* v : store.variables()) {
+    held.push_back(v->tensor());
+    memory.push_back(Tensor::empty(v->shape(), v->dtype()));
+  }
+  for (Tensor& t : held) {
+    tensors.push_back(&t);
+    expected.push_back(values_of(t));
+  }
+  auto copy = std::make_shared<nn::DeferredCopy>(tensors, [&](size_t i) { return memory[i]; });
+  nn::defer_copy(copy);
+  std::vector<float> before = values_of(w.tensor());
+  step();
+  EXPECT_EQ(copy->error(), nullptr);
+  EXPECT_FALSE(nn::deferred_copies_pending());
+  for (size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(values_of(held[i]), expected[i]) << store.variables()[i]->name();
+  }
+  std::vector<float> after = values_of(w.tensor());
+  for (size_t i = 0; i < after.size(); i += 997) {
+    EXPECT_FLOAT_EQ(after[i], before[i] - 0.1f * 2 * before[i]) << i;
+  }
+}
+
 // What a claim leaves to its writer and what it copies first; a claim never made fails the
 // copy instead of handing the checkpoint memory of unknown age.
 TEST(DeferredCopyTest, AClaimTakesOnlyItsTargetsAndAClaimNeverMadeFailsTheCopy) {

@@ -72,15 +72,16 @@ class Optimizer {
   // The slots this optimizer keeps per variable (given its hyperparameters).
   virtual std::vector<SlotSpec> slot_specs() const = 0;
   // Dense update of vars[i] by grads[i] with slots[k][i] (slot k of variable i), at
-  // learning rate `lr` on step `step` (1 for the first update). `copy_out` is empty unless
-  // copies_out(): then it names vars and slots whose old values a checkpoint still needs,
-  // each to be copied out before it is overwritten (see CopyOut).
+  // learning rate `lr` on step `step` (1 for the first update).
   virtual void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
-                           std::vector<std::vector<Tensor>>& slots, double lr, int64_t step,
-                           std::span<const CopyOut> copy_out) = 0;
-  // Whether apply_dense makes the CopyOuts it is given. Otherwise a checkpoint's pending copy
-  // of the variables is finished before the update, as a copy of its own.
-  virtual bool copies_out() const { return false; }
+                           std::vector<std::vector<Tensor>>& slots, double lr, int64_t step) = 0;
+  // The same update while a checkpoint still needs the old values of some vars and slots:
+  // each of claimed.copies() is made before its tensor is overwritten. The default makes
+  // them all, reports them done, then calls apply_dense (which may write variables any way
+  // it likes); the built-in optimizers copy chunk by chunk inside their update pass.
+  virtual void apply_dense_copying_out(std::span<Tensor> vars, std::span<const Tensor> grads,
+                                       std::vector<std::vector<Tensor>>& slots, double lr,
+                                       int64_t step, ClaimedCopies& claimed);
   // Sparse update of one variable; the default applies the densified gradient, which is
   // what TensorFlow 2 does for optimizers that decay every slot row each step.
   virtual void apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector<Tensor>& slots,
