@@ -2,6 +2,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <vector>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/ops/linalg.h"
@@ -11,6 +12,7 @@
 #include "cadre/ops/reduce.h"
 #include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
+#include "core/base/crc32c.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/optimizer.h"
 
@@ -56,6 +58,15 @@ void BM_KernelGradientPieces(benchmark::State& state) {
                          benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_KernelGradientPieces)->ArgsProduct({{256, 1024}, {1, 4}});
+
+// CRC-32C over a buffer in cache (16 KiB; 784 KiB, the MLP's first kernel, as a checkpoint
+// writer checksums it right after writing it) and one from memory (16 MiB).
+void BM_Crc32c(benchmark::State& state) {
+  std::vector<char> bytes(static_cast<size_t>(state.range(0)), 'x');
+  for (auto _ : state) benchmark::DoNotOptimize(crc32c::value(bytes.data(), bytes.size()));
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_Crc32c)->Arg(16 << 10)->Arg(784 << 10)->Arg(16 << 20);
 
 void BM_AddBroadcast(benchmark::State& state) {
   Tensor a = random_normal({state.range(0), 256}), b = random_normal({256});

@@ -57,5 +57,30 @@ TEST(Crc32cTest, ExtendAndCombineMatchTheDefinitionAcrossStripesAndSplits) {
   }
 }
 
+// Every length of a few 256-byte blocks (where the folding path starts, and its tail), at
+// every alignment of a cache line, from a register that is not the first.
+TEST(Crc32cTest, EveryLengthAndAlignmentAroundTheFoldedBlocksMatchesTheTables) {
+  std::string data(4096 + 64, '\0');
+  uint32_t seed = 7;
+  for (char& c : data) c = static_cast<char>((seed = seed * 1103515245u + 12345u) >> 24);
+  const uint32_t head = crc32c::value("head");
+  for (size_t offset = 0; offset < 64; offset += 9) {
+    for (size_t size = 1000; size <= 1800; ++size) {
+      const char* bytes = data.data() + offset;
+      ASSERT_EQ(crc32c::value(bytes, size), crc32c::internal::extend_tables(0, bytes, size))
+          << "offset " << offset << ", size " << size;
+      ASSERT_EQ(crc32c::extend(head, bytes, size),
+                crc32c::internal::extend_tables(head, bytes, size))
+          << "offset " << offset << ", size " << size;
+    }
+  }
+  EXPECT_EQ(crc32c::value(data.data(), 4096), crc32c_by_definition(data.substr(0, 4096)));
+  // All ones and all zeros (a folded lane of zeros must stay the message's zeros).
+  for (char fill : {'\0', '\xFF'}) {
+    std::string same(5000, fill);
+    EXPECT_EQ(crc32c::value(same), crc32c_by_definition(same)) << int(fill);
+  }
+}
+
 }  // namespace
 }  // namespace cadre
