@@ -44,6 +44,15 @@ std::set<std::string> files_in(const std::string& dir) {
   return names;
 }
 
+// The env's log since clear_log(), every temporary file named "<name>.tmp".
+std::vector<std::string> log_of_temporaries(FaultEnv& env) {
+  std::vector<std::string> log = env.log();
+  for (std::string& entry : log) {
+    entry = std::regex_replace(entry, std::regex("\\.tmp-[^ ]+"), ".tmp");
+  }
+  return log;
+}
+
 std::set<std::string> checkpoint_files(std::initializer_list<int> steps) {
   std::set<std::string> names = {"checkpoint"};
   for (int step : steps) names.insert(checkpoint_file_name("model.ckpt", step));
@@ -80,17 +89,15 @@ TEST(ManagerTest, PublishesInTheOrderThatMakesCrashesHarmless) {
   manager.save(small_model(1));
   env->clear_log();
   manager.save(small_model(2));
-  std::vector<std::string> log = env->log();
-  for (std::string& entry : log)
-    entry = std::regex_replace(entry, std::regex("\\.tmp-[^ ]+"), ".tmp");
-  EXPECT_EQ(log, (std::vector<std::string>{
-                     "sync model.ckpt-2.h5.tmp",                     // the data is durable
-                     "rename model.ckpt-2.h5.tmp model.ckpt-2.h5",   // then published
-                     "syncdir",                                      // durably
-                     "write checkpoint.tmp", "sync checkpoint.tmp",  // then the state
-                     "rename checkpoint.tmp checkpoint", "syncdir",
-                     "remove model.ckpt-1.h5",  // then retention
-                 }));
+  EXPECT_EQ(log_of_temporaries(*env),
+            (std::vector<std::string>{
+                "sync model.ckpt-2.h5.tmp",                     // the data is durable
+                "rename model.ckpt-2.h5.tmp model.ckpt-2.h5",   // then published
+                "syncdir",                                      // durably
+                "write checkpoint.tmp", "sync checkpoint.tmp",  // then the state
+                "rename checkpoint.tmp checkpoint", "syncdir",
+                "remove model.ckpt-1.h5",  // then retention
+            }));
 }
 
 TEST(ManagerTest, AFailureAtAnyStepOfASaveLeavesTheStateAndThePreviousCheckpointIntact) {
@@ -417,16 +424,12 @@ TEST(ManagerTest, ASaveThatIsNotDurableSyncsNothingAndAMachineCrashComesBackToTh
     env->advance(10);
     env->clear_log();
     manager.save(small_model(step));
-    std::vector<std::string> log = env->log();
-    for (std::string& entry : log) {
-      entry = std::regex_replace(entry, std::regex("\\.tmp-[^ ]+"), ".tmp");
-    }
     std::string name = checkpoint_file_name("model.ckpt", step);
-    EXPECT_EQ(log, (std::vector<std::string>{
-                       str_cat("rename ", name, ".tmp ", name),
-                       "write checkpoint.tmp",
-                       "rename checkpoint.tmp checkpoint",
-                   }));
+    EXPECT_EQ(log_of_temporaries(*env), (std::vector<std::string>{
+                                            str_cat("rename ", name, ".tmp ", name),
+                                            "write checkpoint.tmp",
+                                            "rename checkpoint.tmp checkpoint",
+                                        }));
   }
   std::filesystem::resize_file(dir.file("checkpoint"), 0);
   std::filesystem::resize_file(dir.file("model.ckpt-3.h5"),

@@ -124,6 +124,27 @@ TEST(DeferredCopyTest, AFailedCopyIsKeptForTheOwnerAndNeverThrownAtAWriter) {
   nn::finish_deferred_copies();                          // none left
 }
 
+// Every variable of a store as a checkpoint's copy takes it: the tensors to copy (held
+// here, so that writers replace their own), the memory they go to, their values now.
+struct VariablesToCopy {
+  std::vector<Tensor> held, memory;
+  std::vector<Tensor*> tensors;
+  std::vector<std::vector<float>> expected;
+
+  explicit VariablesToCopy(nn::VariableStore& store) {
+    for (nn::Variable* v : store.variables()) {
+      held.push_back(v->tensor());
+      memory.push_back(Tensor::empty(v->shape(), v->dtype()));
+    }
+    for (Tensor& t : held) {
+      tensors.push_back(&t);
+      expected.push_back(values_of(t));
+    }
+  }
+  VariablesToCopy(const VariablesToCopy&) = delete;  // `tensors` points into `held`
+  VariablesToCopy& operator=(const VariablesToCopy&) = delete;
+};
+
 // The update claims the copies of the variables and slots it overwrites and makes them in its
 // own pass; what it does not write (the step counter) is copied before it starts. Variables
 // of several kernel chunks, so that each chunk's copy is made before that chunk's rule.
@@ -148,19 +169,12 @@ TEST(DeferredCopyTest, AnUpdateCopiesOutWhatItOverwritesAndTheSameUpdateIsMade) 
   };
   step(store, w, b);
   step(twin, tw, tb);
-  std::vector<Tensor> held, memory;
-  std::vector<Tensor*> tensors;
-  std::vector<std::vector<float>> expected;
-  for (nn::Variable* v : store.variables()) {
-    held.push_back(v->tensor());
-    memory.push_back(Tensor::empty(v->shape(), v->dtype()));
-  }
-  for (Tensor& t : held) {
-    tensors.push_back(&t);
-    expected.push_back(values_of(t));
-  }
+  VariablesToCopy variables(store);
+  std::vector<Tensor>& held = variables.held;
+  std::vector<Tensor>& memory = variables.memory;
+  const std::vector<std::vector<float>>& expected = variables.expected;
   std::vector<std::atomic<int>> asked(held.size());
-  auto copy = std::make_shared<nn::DeferredCopy>(tensors, [&](size_t i) {
+  auto copy = std::make_shared<nn::DeferredCopy>(variables.tensors, [&](size_t i) {
     asked[i].fetch_add(1);
     return memory[i];
   });
@@ -208,18 +222,12 @@ TEST(DeferredCopyTest, AnOptimizerThatOnlyOverridesApplyDenseUpdatesAfterTheCopy
     optimizer.minimize(tape, sum(square(w.read())), {&w});
   };
   step();
-  std::vector<Tensor> held, memory;
-  std::vector<Tensor*> tensors;
-  std::vector<std::vector<float>> expected;
-  for (nn::Variable* v : store.variables()) {
-    held.push_back(v->tensor());
-    memory.push_back(Tensor::empty(v->shape(), v->dtype()));
-  }
-  for (Tensor& t : held) {
-    tensors.push_back(&t);
-    expected.push_back(values_of(t));
-  }
-  auto copy = std::make_shared<nn::DeferredCopy>(tensors, [&](size_t i) { return memory[i]; });
+  VariablesToCopy variables(store);
+  std::vector<Tensor>& held = variables.held;
+  std::vector<Tensor>& memory = variables.memory;
+  const std::vector<std::vector<float>>& expected = variables.expected;
+  auto copy =
+      std::make_shared<nn::DeferredCopy>(variables.tensors, [&](size_t i) { return memory[i]; });
   nn::defer_copy(copy);
   std::vector<float> before = values_of(w.tensor());
   step();
