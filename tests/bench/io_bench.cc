@@ -3,6 +3,8 @@
 // gathers the views that `shuffle` hands it.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -107,7 +109,8 @@ BENCHMARK(BM_RestoreShuffledPosition)->Arg(1)->Arg(230)->Unit(benchmark::kMicros
 // the page cache.
 void BM_ReadTFRecord(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
-  std::string path = std::string("/tmp/cadre_io_bench_") + std::to_string(bytes) + ".tfrecord";
+  std::string path = "/tmp/cadre_io_bench_" + std::to_string(::getpid()) + "_" +
+                     std::to_string(bytes) + ".tfrecord";
   const int records = static_cast<int>((size_t{64} << 20) / bytes);
   {
     io::TFRecordWriter writer(path);
