@@ -110,7 +110,9 @@ void DeferredCopy::run_except(size_t claimed) {
                    [&]() CADRE_REQUIRES(mutex_) { return done_ + claimed >= tensors_.size(); });
     all = done_ == tensors_.size();
   }
-  if (all) unpublish(this);  // (finished() does it too, but a copy of nothing has no last)
+  // The last finished() unpublishes too, after it lets go of the mutex: unpublished here,
+  // the copy is no longer pending when this returns (and a copy of nothing has no last).
+  if (all) unpublish(this);
 }
 
 std::exception_ptr DeferredCopy::error() const {

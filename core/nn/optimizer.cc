@@ -1,7 +1,6 @@
 #include "cadre/nn/optimizer.h"
 
 #include <cmath>
-#include <cstring>
 #include <unordered_map>
 
 #include "cadre/autodiff/tape.h"
@@ -185,7 +184,7 @@ void Optimizer::apply_sparse(Tensor& var, const IndexedSlices& grad, std::vector
 void Optimizer::apply_dense_copying_out(std::span<Tensor> vars, std::span<const Tensor> grads,
                                         std::vector<std::vector<Tensor>>& slots, double lr,
                                         int64_t step, ClaimedCopies& claimed) {
-  for (const CopyOut& out : claimed.copies()) std::memcpy(out.to, out.from, out.bytes);
+  for (const CopyOut& out : claimed.copies()) out.make();
   claimed.done();
   apply_dense(vars, grads, slots, lr, step);
 }

@@ -33,9 +33,7 @@ struct CopiesOut {
             const T* a_from, const T* b_from, const T* c_from, int64_t n) {
     for (size_t k = 0; k < copy_out.size(); ++k) {
       const nn::CopyOut& out = copy_out[k];
-      if (made[k] || out.from == nullptr || out.bytes != static_cast<size_t>(n) * sizeof(T)) {
-        continue;
-      }
+      if (made[k] || out.bytes != static_cast<size_t>(n) * sizeof(T)) continue;
       T* to = static_cast<T*>(out.to);
       if (out.from == w_from) {
         w = to;
@@ -51,7 +49,6 @@ struct CopiesOut {
       made[k] = true;
     }
   }
-  bool any() const { return w || a || b || c; }
   void copy(const T* w_from, const T* a_from, const T* b_from, const T* c_from, int64_t begin,
             int64_t end) const {
     size_t bytes = static_cast<size_t>(end - begin) * sizeof(T);
@@ -79,7 +76,7 @@ template <bool kA, bool kB, bool kC, typename T, typename Rule>
 void apply(const Rule& rule, T* w, const T* g, T* a, T* b, T* c, int64_t n,
            const CopiesOut<T>& out) {
   parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    if (out.any()) out.copy(w, a, b, c, begin, end);
+    out.copy(w, a, b, c, begin, end);
     update<kA, kB, kC>(rule, w, g, a, b, c, begin, end);
   });
 }
@@ -116,7 +113,7 @@ void fused(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tens
     });
   }
   for (size_t k = 0; k < copy_out.size(); ++k) {
-    if (!made[k]) std::memcpy(copy_out[k].to, copy_out[k].from, copy_out[k].bytes);
+    if (!made[k]) copy_out[k].make();
   }
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -81,6 +82,8 @@ struct CopyOut {
   const void* from;
   void* to;
   size_t bytes;
+
+  void make() const { std::memcpy(to, from, bytes); }
 };
 
 // The copies a writer has taken over from deferred copies (claim_deferred_copies).
