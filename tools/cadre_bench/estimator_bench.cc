@@ -1,8 +1,8 @@
 #include "tools/cadre_bench/estimator_bench.h"
 
 #include <gflags/gflags.h>
-#include <sys/resource.h>
 #include <glog/logging.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +20,8 @@
 #include "cadre/nn/deferred_copy.h"
 #include "cadre/nn/nn.h"
 #include "cadre/ops/math.h"
+#include "cadre/runtime/gpu_convolution.h"
+#include "cadre/runtime/precision.h"
 #include "cadre/runtime/threading.h"
 #include "cadre/strategies/multi_worker_mirrored_strategy.h"
 #include "cadre/strategies/strategy_from_flags.h"
@@ -34,6 +36,8 @@ DECLARE_string(data_dir);
 DECLARE_string(strategy);
 DECLARE_string(devices);
 DECLARE_string(transport);
+DECLARE_string(float32_precision);
+DECLARE_string(gpu_convolution);
 DEFINE_int64(train_steps, 3000, "estimator: steps to train (the first 100 are not timed)");
 DEFINE_int64(save_every, 0, "estimator: checkpoint every this many steps (0: at the end only)");
 DEFINE_bool(sync_save, false, "estimator: write checkpoints on the training thread");
@@ -220,6 +224,8 @@ int run_estimator() {
                                        2 * kUntimedSteps, " and --save_every 0 or more"));
   }
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
+  set_float32_precision(parse_float32_precision(FLAGS_float32_precision));
+  set_gpu_convolution(parse_gpu_convolution(FLAGS_gpu_convolution));
   std::string model_dir = FLAGS_model_dir;
   bool temporary = model_dir.empty();
   if (temporary) {
@@ -260,7 +266,8 @@ int run_estimator() {
     options.piece_bytes = static_cast<size_t>(FLAGS_piece_bytes);
     config.train_distribute = MultiWorkerMirroredStrategy::create(
         *config.cluster, parse_devices(FLAGS_devices), options);
-  } else if (FLAGS_strategy != "one_device") {
+  } else {
+    // one_device too, so that --devices=gpu:0 trains there.
     config.train_distribute = strategy_from_flags(FLAGS_strategy, FLAGS_devices,
                                                   config.cluster ? &*config.cluster : nullptr);
   }
