@@ -13,11 +13,25 @@
 namespace cadre {
 
 GradientBuckets::GradientBuckets(ProcessCollective& collective, BucketOptions options)
-    : collective_(collective), options_(options) {
+    : collective_(collective), host_(collective), options_(options) {
   if (options_.overlap) thread_ = std::thread([this] { loop(); });
 }
 
+GradientBuckets::GradientBuckets(GpuCollective& gpus, ProcessCollective& host,
+                                 BucketOptions options)
+    : collective_(gpus), host_(host), options_(options) {
+  if (options_.overlap) queue_ = &gpus;
+}
+
 GradientBuckets::~GradientBuckets() {
+  if (queue_ != nullptr) {
+    // flat_ is freed after this: not while a sum still writes it.
+    try {
+      queue_->wait_queued();
+    } catch (const std::exception& e) {
+      LOG(WARNING) << "gradient buckets: " << e.what();
+    }
+  }
   if (!thread_.joinable()) return;
   {
     MutexLock lock(mutex_);
@@ -25,6 +39,10 @@ GradientBuckets::~GradientBuckets() {
   }
   work_.notify_all();
   thread_.join();
+}
+
+Tensor GradientBuckets::bucket(size_t b) const {
+  return flat_.slice(0, buckets_[b].begin, buckets_[b].end);
 }
 
 void GradientBuckets::sum(size_t bucket) {
@@ -110,6 +128,7 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
   scale_ = scale;
   {
     // A step that failed may have left a bucket in flight.
+    if (queue_ != nullptr) queue_->wait_queued();
     MutexLock lock(mutex_);
     done_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return reduced_ == issued_; });
     issued_ = reduced_ = 0;
@@ -145,8 +164,18 @@ void GradientBuckets::begin(const std::vector<Tensor>& sources, std::vector<doub
   NoGradScope no_grad;
   const int64_t end = flat_.numel();
   if (!extras.empty()) {
-    flat_.slice(0, end - static_cast<int64_t>(extras.size()), end)
-        .assign(to_device(Tensor::from_vector<double>(extras).cast(dtype_), flat_.device()));
+    Tensor values = Tensor::from_vector<double>(extras).cast(dtype_);
+    Tensor place = flat_.slice(0, end - static_cast<int64_t>(extras.size()), end);
+    if (place.device().is_cpu()) {
+      place.assign(values);
+    } else {
+      // Without waiting for the device (a synchronous copy would wait for the forward pass).
+      Tensor staged = empty_pinned(values.shape(), dtype_);
+      staged.assign(values);
+      AsyncCopy copy = to_device_async(staged, place.device());
+      place.assign(copy.tensor);
+      extras_upload_ = std::move(copy.transfer);
+    }
   }
   MutexLock lock(mutex_);
   issue_ready_buckets();  // buckets without gradients (only the extras)
@@ -156,7 +185,7 @@ std::vector<size_t> GradientBuckets::agreed_arrival_order() {
   // A step that failed part way leaves worker 0 without a whole order: it keeps its own.
   std::vector<uint64_t> order(order_.begin(), order_.end());
   if (arrivals_.size() == order.size()) order.assign(arrivals_.begin(), arrivals_.end());
-  collective_.broadcast(order.data(), order.size() * sizeof(uint64_t), /*root=*/0);
+  host_.broadcast(order.data(), order.size() * sizeof(uint64_t), /*root=*/0);
   std::vector<size_t> agreed(order.begin(), order.end());
   std::vector<size_t> sorted = agreed;
   std::sort(sorted.begin(), sorted.end());
@@ -231,8 +260,14 @@ void GradientBuckets::issue_ready_buckets() {
   size_t before = issued_;
   // The last bucket fills with the backward pass's last gradient, when finish() is next:
   // finish() sums it on its own thread rather than wake the other for it.
-  while (issued_ + 1 < buckets_.size() && buckets_[issued_].pending == 0) ++issued_;
-  if (issued_ != before) work_.notify_one();
+  while (issued_ + 1 < buckets_.size() && buckets_[issued_].pending == 0) {
+    if (queue_ != nullptr) {
+      queue_->queue_sum(bucket(issued_));
+      ++reduced_;
+    }
+    ++issued_;
+  }
+  if (issued_ != before && queue_ == nullptr) work_.notify_one();
 }
 
 std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
@@ -246,7 +281,14 @@ std::vector<Gradient> GradientBuckets::finish(std::vector<double>& extras) {
     if (failure_) std::rethrow_exception(failure_);
     first_here = issued_;
   }
-  for (size_t b = first_here; b < buckets_.size(); ++b) sum(b);
+  for (size_t b = first_here; b < buckets_.size(); ++b) {
+    if (queue_ != nullptr) {
+      queue_->queue_sum(bucket(b));
+    } else {
+      sum(b);
+    }
+  }
+  if (queue_ != nullptr) queue_->wait_queued();
   {
     MutexLock lock(mutex_);
     issued_ = reduced_ = buckets_.size();

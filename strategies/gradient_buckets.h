@@ -20,6 +20,11 @@
 // when it comes unbuilt (GradientTape::announce), ready() builds it piece by piece, and
 // each piece is summed while the next is built. The buckets are consecutive ranges of one
 // buffer, so that a gradient in pieces is one tensor again at finish().
+//
+// On a GPU (NCCL) there is no communication thread: a full bucket's sum is queued on the
+// communicator's own stream behind the kernels that filled it (GpuCollective::queue_sum),
+// so that it runs on the device while the backward kernels queued after it do, and
+// finish() waits for the queue.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +35,9 @@
 #include "cadre/autodiff/gradient.h"
 #include "cadre/base/mutex.h"
 #include "cadre/tensor/tensor.h"
+#include "core/tensor/transfer.h"
 #include "strategies/collectives/collective.h"
+#include "strategies/collectives/nccl/collective.h"
 
 namespace cadre {
 
@@ -49,7 +56,11 @@ struct BucketOptions {
 // change.
 class GradientBuckets {
  public:
+  // Buckets in host memory, summed by `collective` (on a thread of their own with overlap).
   GradientBuckets(ProcessCollective& collective, BucketOptions options);
+  // Buckets in the memory of `gpus`' device, summed by it (queued with overlap); `host`
+  // (the same processes) agrees on the buckets' order.
+  GradientBuckets(GpuCollective& gpus, ProcessCollective& host, BucketOptions options);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -94,12 +105,15 @@ class GradientBuckets {
   std::vector<size_t> agreed_arrival_order();
   void issue_ready_buckets() CADRE_REQUIRES(mutex_);
   void sum(size_t bucket);
+  Tensor bucket(size_t bucket) const;
   // `part` times scale_ into `place`.
   void put(const Tensor& part, Tensor place) const;
   void piece_done(size_t bucket);
   void loop();
 
-  ProcessCollective& collective_;
+  ProcessCollective& collective_;   // sums the buckets
+  ProcessCollective& host_;         // host memory: the order of the buckets
+  GpuCollective* queue_ = nullptr;  // with overlap on a GPU: sums are queued on it
   BucketOptions options_;
   DType dtype_ = DType::kFloat32;
   std::vector<Slot> slots_;
@@ -111,6 +125,7 @@ class GradientBuckets {
   bool reordered_ = false;        // order_ is the agreed order of arrival
   size_t extras_ = 0;
   double scale_ = 1;
+  Transfer extras_upload_;  // keeps the extras' host copy until it has reached flat_
 
   Mutex mutex_;
   CondVar work_, done_;

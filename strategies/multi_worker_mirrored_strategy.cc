@@ -57,22 +57,23 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
         group_(std::move(group)),
         gpus_(std::move(gpus)),
         timeout_seconds_(options.collective_timeout_seconds) {
-    // Buckets need one replica (the tape's hook runs on its thread) and host memory (NCCL
-    // would need its stream ordered against the backward kernels); else one buffer after
+    // Buckets need one replica (the tape's hook runs on its thread); else one buffer after
     // the backward pass (cross_worker_sum).
-    if (num_local_replicas() == 1 && !gpus_) {
+    if (num_local_replicas() == 1) {
       BucketOptions buckets;
       buckets.bucket_bytes = options.bucket_bytes;
       buckets.first_bucket_bytes = options.first_bucket_bytes;
       // Between processes of one host the reduction is memory traffic on the cores that run
       // the backward pass: there is nothing to overlap it with. Across hosts it waits on
-      // the network.
-      const bool one_host = std::string(group_->collective->transport()) == "shared memory";
+      // the network; NCCL's sums run on the GPU beside the backward kernels.
+      const bool one_host =
+          !gpus_ && std::string(group_->collective->transport()) == "shared memory";
       buckets.overlap = options.overlap_gradients && !one_host;
       // Pieces whether or not they overlap, so that overlap_gradients = false sums the same
       // buckets; on one host nothing overlaps, and whole kernels are built faster.
       buckets.piece_bytes = one_host ? 0 : options.piece_bytes;
-      buckets_ = std::make_unique<GradientBuckets>(*group_->collective, buckets);
+      buckets_ = gpus_ ? std::make_unique<GradientBuckets>(*gpus_, *group_->collective, buckets)
+                       : std::make_unique<GradientBuckets>(*group_->collective, buckets);
     }
   }
 

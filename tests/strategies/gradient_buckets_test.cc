@@ -13,6 +13,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
+#include "strategies/collectives/nccl/collective.h"
 
 namespace cadre {
 namespace {
@@ -68,6 +69,41 @@ class RecordingCollective : public ProcessCollective {
   std::vector<std::vector<float>> calls_;
   bool fail_ = false;
   int broadcasts_ = 0;
+};
+
+// A GPU collective's queue, on the host: queue_sum() notes the bucket, and the sum (two
+// processes' values alike: doubled) lands only at wait_queued(), as on a device stream.
+class QueueingCollective : public GpuCollective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  Device device() const override { return Device::cpu(0); }
+  const char* transport() const override { return "queue"; }
+  void sum(float*, size_t) override { ADD_FAILURE() << "summed at once, not queued"; }
+  void sum(double*, size_t) override { ADD_FAILURE() << "summed at once, not queued"; }
+  void sum(const Tensor&) override { ADD_FAILURE() << "summed at once, not queued"; }
+  void broadcast(void*, size_t, int) override { ADD_FAILURE() << "the GPU carried the order"; }
+  void abort(const std::string&) override {}
+  void queue_sum(const Tensor& tensor) override {
+    pending_.push_back(tensor);
+    queued_.push_back(tensor.to_vector<float>());
+  }
+  void wait_queued() override {
+    if (pending_.empty()) return;
+    for (Tensor& t : pending_) {
+      float* data = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) data[i] *= 2;
+    }
+    pending_.clear();
+    ++waits_;
+  }
+  const std::vector<std::vector<float>>& queued() const { return queued_; }
+  int waits() const { return waits_; }  // that found sums queued
+
+ private:
+  std::vector<Tensor> pending_;
+  std::vector<std::vector<float>> queued_;
+  int waits_ = 0;
 };
 
 Tensor filled(int64_t n, float value) { return Tensor::full(Shape{n}, value); }
@@ -224,6 +260,41 @@ TEST(GradientBucketsTest, ALargeGradientGoesInPiecesEachSummedWhileTheNextIsBuil
       EXPECT_EQ(calls, first_calls) << form;
     }
   }
+}
+
+// On a GPU no thread sums: a full bucket is queued on the communicator's stream by the
+// ready() that filled it, the last by finish(), which waits for the queue before handing
+// out the sums; the host collective agrees on the order.
+TEST(GradientBucketsTest, OnAGpuFullBucketsAreQueuedAtOnceAndFinishWaitsForThem) {
+  QueueingCollective gpus;
+  RecordingCollective host;
+  // A bucket for each source (2 floats), the extras in the last.
+  GradientBuckets buckets(gpus, host, {.bucket_bytes = 8, .first_bucket_bytes = 8});
+  std::vector<Tensor> sources{filled(2, 0), filled(2, 0), filled(2, 0)};
+  for (int step = 0; step < 2; ++step) {
+    const size_t before = gpus.queued().size();
+    buckets.begin(sources, {7.0}, {});
+    buckets.ready(2, filled(2, 3));
+    ASSERT_EQ(gpus.queued().size(), before + 1) << "step " << step;
+    EXPECT_EQ(gpus.queued()[before], (std::vector<float>{3, 3}));
+    buckets.ready(1, filled(2, 2));
+    EXPECT_EQ(gpus.queued().size(), before + 2) << "step " << step;
+    buckets.ready(0, filled(2, 1));
+    EXPECT_EQ(gpus.queued().size(), before + 2) << "the last bucket goes at finish()";
+    std::vector<double> extras;
+    std::vector<Gradient> sums = buckets.finish(extras);
+    ASSERT_EQ(gpus.queued().size(), before + 3);
+    EXPECT_EQ(gpus.queued()[before + 2], (std::vector<float>{1, 1, 7}));
+    EXPECT_EQ(gpus.waits(), step + 1) << "finish() waits for the queue";
+    for (size_t i = 0; i < 3; ++i) {
+      float expected = 2.0f * static_cast<float>(i + 1);
+      EXPECT_EQ(sums[i].dense().to_vector<float>(), (std::vector<float>{expected, expected}))
+          << "step " << step << ", source " << i;
+    }
+    EXPECT_EQ(extras, (std::vector<double>{14.0}));
+  }
+  EXPECT_EQ(host.broadcasts(), 1);
+  EXPECT_TRUE(host.calls().empty());
 }
 
 TEST(GradientBucketsTest, ACollectiveErrorReachesFinish) {

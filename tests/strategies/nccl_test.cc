@@ -1,7 +1,7 @@
 // NCCL collectives: their errors on any machine; a single-rank communicator (joined
 // directly and through the coordination service), an abandoned join that times out and
-// aborts, a communicator left behind by an error, and NcclAllReduce over the local GPUs,
-// where a GPU is present.
+// aborts, a communicator left behind by an error, gradient buckets queued on the
+// communicator's stream, and NcclAllReduce over the local GPUs, where a GPU is present.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,6 +15,7 @@
 #include "strategies/cluster/coordination_service.h"
 #include "strategies/collectives/nccl/collective.h"
 #include "strategies/collectives/nccl/local_group.h"
+#include "strategies/gradient_buckets.h"
 #include "tests/support/job_secret.h"
 
 namespace cadre {
@@ -123,6 +124,53 @@ TEST_F(NcclGpuTest, ACommunicatorLeftBehindByAnErrorIsAbortedAndTheNextOneWorks)
   Tensor x = Tensor::ones({64}, DType::kFloat32, Device::gpu(0));
   collective->sum(x);
   EXPECT_EQ(sum(x).item<float>(), 64.f);
+}
+
+// The host side of a job of one process, for the buckets' order.
+class OneProcess : public ProcessCollective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Device device() const override { return Device::cpu(0); }
+  const char* transport() const override { return "one process"; }
+  void sum(float*, size_t) override {}
+  void sum(double*, size_t) override {}
+  void broadcast(void*, size_t, int) override {}
+};
+
+// Buckets on the GPU, summed by a one-rank communicator: queued on its stream as they fill
+// (a large kernel in pieces, built by rows), or all after the pass; either way the sums are
+// the gradients times the worker's scale, bit for bit, with the extras, over steps that
+// lay the buckets out again in the order the gradients came.
+TEST_F(NcclGpuTest, GradientBucketsQueuedOnTheCommunicatorsStreamSumTheGradients) {
+  const std::vector<Shape> shapes{{300, 64}, {64}, {64, 10}, {10}};
+  std::vector<Tensor> host, sources;
+  for (const Shape& shape : shapes) {
+    host.push_back(random_normal(shape));
+    sources.push_back(host.back().to(Device::gpu(0)));
+  }
+  for (bool overlap : {false, true}) {
+    auto gpus = nccl_collective(nccl_unique_id(), 0, 1, Device::gpu(0));
+    OneProcess one;
+    BucketOptions options{
+        .bucket_bytes = 4096, .first_bucket_bytes = 1024, .piece_bytes = 16384, .overlap = overlap};
+    GradientBuckets buckets(*gpus, one, options);
+    for (int step = 0; step < 3; ++step) {
+      buckets.begin(sources, {0.5, 3.0}, {}, /*scale=*/0.25);
+      // The bias before its kernel, as a fused layer's backward gives them.
+      for (size_t i : {3, 2, 1, 0}) buckets.ready(i, Gradient(sources[i]));
+      std::vector<double> extras;
+      std::vector<Gradient> sums = buckets.finish(extras);
+      EXPECT_EQ(extras, (std::vector<double>{0.5, 3.0}));
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        Tensor got = sums[i].dense();
+        EXPECT_EQ(got.device(), Device::gpu(0));
+        EXPECT_EQ(got.shape(), shapes[i]);
+        EXPECT_EQ(got.to(Device::cpu(0)).to_vector<float>(), (host[i] * 0.25).to_vector<float>())
+            << "source " << i << ", step " << step << (overlap ? ", queued" : ", after the pass");
+      }
+    }
+  }
 }
 
 TEST_F(NcclGpuTest, NcclAllReduceOverTheLocalGpus) {

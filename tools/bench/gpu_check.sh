@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check, on a machine with an NVIDIA GPU: the GPU tests (every kernel against the
-# CPU's, training against the CPU's losses, NCCL), then rounds of `cadre_bench train` on
-# gpu:0 (float32 and TF32; the CNN with convolutions autotuned, through cuDNN and through
-# im2col) alternating with PyTorch (tools/bench/torch_gpu_peer.py).
+# CPU's, training against the CPU's losses, NCCL and gradient buckets on its stream), a
+# one-worker MultiWorkerMirrored job over NCCL with gradient buckets summed beside the
+# backward pass and after it (the two checkpoints compared bit for bit by `cadre_ckpt
+# diff`), the Estimator on gpu:0 saving every 100 steps and never, then rounds of
+# `cadre_bench train` on gpu:0 (float32 and TF32; the CNN with convolutions autotuned,
+# through cuDNN and through im2col) alternating with PyTorch (tools/bench/torch_gpu_peer.py).
 #
 #   tools/bench/gpu_check.sh OUT_DIR [DATA_DIR] [ROUNDS]
 #
@@ -37,8 +40,26 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >>"$summary" 2>&1
 step kernels 120 tests.log $(program core_test) --gtest_filter='CudaTest.*:GpuRuntimeTest.*'
 step training 90 tests.log $(program integration_test) --gtest_filter='CudaTest.*'
-step nccl 60 tests.log $(program strategies_test) --gtest_filter='Nccl*'
+step nccl 60 tests.log $(program strategies_test) --gtest_filter='Nccl*:GradientBuckets*'
 grep -E '^\[  (PASSED|FAILED)' "$out/tests.log" >>"$summary"
+
+# Small buckets and a kernel in pieces, so that many sums are queued while the pass runs.
+mwms="--strategy=multi_worker_mirrored --devices=gpu:0 --model=mlp --batch_size=256
+  --train_steps=400 --data_dir=$data --first_bucket_bytes=4096 --bucket_bytes=65536
+  --piece_bytes=262144"
+for overlap in true false; do
+  rm -rf "$out/mwms_$overlap"
+  step "mwms overlap=$overlap" 60 mwms.log $(program cadre_launch) --chief=1 --workers=0 -- \
+    $(program cadre_bench) estimator $mwms --overlap=$overlap --model_dir="$out/mwms_$overlap"
+done
+step "mwms same variables" 30 mwms.log $(program cadre_ckpt) diff "$out/mwms_true" "$out/mwms_false"
+rm -rf "$out/mwms_true" "$out/mwms_false"
+for model in mlp cnn; do
+  for every in 100 0; do
+    step "estimator $model save_every=$every" 60 bench.log $(program cadre_bench) estimator \
+      --devices=gpu:0 --model=$model --train_steps=3000 --save_every=$every --data_dir="$data"
+  done
+done
 
 for round in $(seq "$rounds"); do
   for model in mlp cnn; do

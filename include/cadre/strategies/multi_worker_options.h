@@ -21,13 +21,14 @@ struct MultiWorkerOptions {
   // (several GB/s, microseconds per call) instead of Gloo's TCP over loopback; false keeps
   // TCP. Workers on several hosts use Gloo either way.
   bool shared_memory = true;
-  // With one local replica on the CPU, gradients are summed across workers in buckets, in
-  // the order the backward pass finishes them (the reverse of the variables' in the first
-  // step, then the order seen in it; the first bucket up to first_bucket_bytes, the others
-  // up to bucket_bytes), while the backward pass still runs, as PyTorch DDP does, when the
-  // workers are on several hosts (on one host, shared memory is work for the same cores, so
-  // the buckets are summed after the pass). false sums the same buckets after the pass: the
-  // same bits, later.
+  // With one local replica, gradients are summed across workers in buckets, in the order
+  // the backward pass finishes them (the reverse of the variables' in the first step, then
+  // the order seen in it; the first bucket up to first_bucket_bytes, the others up to
+  // bucket_bytes), while the backward pass still runs, as PyTorch DDP does: on a GPU by
+  // NCCL on a stream beside the backward kernels, on the CPU when the workers are on
+  // several hosts (on one host, shared memory is work for the same cores, so the buckets
+  // are summed after the pass). false sums the same buckets after the pass: the same bits,
+  // later.
   bool overlap_gradients = true;
   size_t bucket_bytes = size_t{25} << 20;
   size_t first_bucket_bytes = size_t{1} << 20;

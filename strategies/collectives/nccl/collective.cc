@@ -75,11 +75,46 @@ class NcclCollective : public GpuCollective {
   void sum(float* data, size_t count) override { all_reduce(data, count, ncclFloat32); }
   void sum(double* data, size_t count) override { all_reduce(data, count, ncclFloat64); }
   void sum(const Tensor& tensor) override {
-    if (tensor.device() != device_ || !tensor.is_contiguous()) {
-      throw InvalidArgumentError(str_cat("NCCL sum: expected a contiguous tensor on ", device_,
-                                         ", got one on ", tensor.device()));
-    }
+    check_summable(tensor, "NCCL sum");
     all_reduce(tensor.raw_data(), static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()));
+  }
+
+  void queue_sum(const Tensor& tensor) override {
+    static constexpr char kCall[] = "ncclAllReduce (queued)";
+    check_summable(tensor, "NCCL queue_sum");
+    if (tensor.numel() == 0) return;
+    CurrentDevice current(device_.index);
+    backend::cuda::DeviceRuntime& rt = backend::cuda::runtime(device_.index);
+    if (queue_.stream == nullptr) {
+      // The highest priority: a bucket's sum starts as soon as its gradients are in,
+      // ahead of backward kernels queued meanwhile.
+      int least = 0, greatest = 0;
+      check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                 "cudaDeviceGetStreamPriorityRange");
+      check_cuda(cudaStreamCreateWithPriority(&queue_.stream, cudaStreamNonBlocking, greatest),
+                 "cudaStreamCreateWithPriority");
+      queue_.device = device_.index;
+    }
+    rt.order_after(queue_.stream, rt.compute());
+    {
+      MutexLock lock(mutex_);
+      throw_if_aborted_locked(kCall);
+      check_nccl(
+          ncclAllReduce(tensor.raw_data(), tensor.raw_data(), static_cast<size_t>(tensor.numel()),
+                        nccl_type(tensor.dtype()), ncclSum, comm_, queue_.stream),
+          kCall, comm_);
+    }
+    queued_ = true;
+    wait_for_comm(kCall);  // a non-blocking communicator may still be enqueuing
+  }
+
+  void wait_queued() override {
+    if (!queued_) return;
+    CurrentDevice current(device_.index);
+    backend::cuda::DeviceRuntime& rt = backend::cuda::runtime(device_.index);
+    queued_ = false;
+    wait_for_event("the queued ncclAllReduce calls", rt, rt.record(queue_.stream));
+    rt.order_after(rt.compute(), queue_.stream);
   }
 
   void broadcast(void* data, size_t bytes, int root) override {
@@ -119,15 +154,19 @@ class NcclCollective : public GpuCollective {
       check_nccl(op(comm_, rt.compute()), call, comm_);
     }
     wait_for_comm(call);  // a non-blocking communicator may still be enqueuing
-    cudaEvent_t done = rt.record(rt.compute());
+    wait_for_event(call, rt, rt.record(rt.compute()));
+  }
+
+  // Waits for `done` (an event of rt's pool) with the deadline, then releases it.
+  void wait_for_event(std::string_view what, backend::cuda::DeviceRuntime& rt, cudaEvent_t done) {
     try {
-      wait(call, [&] {
+      wait(what, [&] {
         cudaError_t status = cudaEventQuery(done);
         if (status == cudaErrorNotReady) {
           cudaGetLastError();
           return false;
         }
-        check_cuda(status, str_cat(call, " (waiting for the device)"));
+        check_cuda(status, str_cat(what, " (waiting for the device)"));
         return true;
       });
     } catch (...) {
@@ -135,6 +174,13 @@ class NcclCollective : public GpuCollective {
       throw;
     }
     rt.release_event(done);
+  }
+
+  void check_summable(const Tensor& tensor, std::string_view what) const {
+    if (tensor.device() != device_ || !tensor.is_contiguous()) {
+      throw InvalidArgumentError(str_cat(what, ": expected a contiguous tensor on ", device_,
+                                         ", got one on ", tensor.device()));
+    }
   }
 
   // NCCL's state of the communicator: ncclInProgress while an operation is being enqueued
@@ -206,6 +252,18 @@ class NcclCollective : public GpuCollective {
   ncclComm_t comm_ CADRE_GUARDED_BY(mutex_) = nullptr;  // once constructed
   bool aborted_ CADRE_GUARDED_BY(mutex_) = false;
   std::string abort_reason_ CADRE_GUARDED_BY(mutex_);
+  // Where queue_sum queues; made on first use, destroyed with the communicator (after the
+  // destructor's finalize or abort has ended its work).
+  struct Stream {
+    cudaStream_t stream = nullptr;
+    int device = 0;
+    ~Stream() {
+      if (stream == nullptr) return;
+      CurrentDevice current(device);
+      cudaStreamDestroy(stream);
+    }
+  } queue_;
+  bool queued_ = false;  // sums queued since the last wait_queued()
 };
 
 }  // namespace

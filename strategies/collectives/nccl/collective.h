@@ -7,8 +7,10 @@
 //
 // Buffers are device memory of the communicator's GPU; collectives run on that GPU's
 // compute stream, so they are ordered after the kernels that produced their inputs and
-// before those queued later. Built with CUDA only: without it nccl_available() is false
-// and the factories throw UnimplementedError (nccl/unavailable.cc).
+// before those queued later, except queued sums, which run beside the later kernels on a
+// stream of their own (gradient buckets summed while the backward pass goes on). Built with CUDA
+// only: without it nccl_available() is false and the factories throw UnimplementedError
+// (nccl/unavailable.cc).
 #pragma once
 
 #include <cstddef>
@@ -47,6 +49,15 @@ class GpuCollective : public ProcessCollective {
   // In place, the sum over every rank of a contiguous float32/float64 tensor on device().
   virtual void sum(const Tensor& tensor) = 0;
   using ProcessCollective::sum;
+  // Queues the same sum behind the work queued on the device's compute stream so far, on a
+  // stream of the communicator's own, and returns without waiting for it: the sum runs
+  // while the kernels queued after it do. The tensor must not be touched until
+  // wait_queued() returns; the operations of one communicator are queued or called one
+  // after another, from one thread.
+  virtual void queue_sum(const Tensor& tensor) = 0;
+  // Waits for every queued sum (with the deadline and the peer-failure check, as every
+  // wait) and orders the compute stream after them. Returns at once when none is queued.
+  virtual void wait_queued() = 0;
   // Aborts the communicator (ncclCommAbort): NCCL work in flight ends, later calls throw
   // AbortedError naming `reason`. Safe to call from another thread.
   virtual void abort(const std::string& reason) = 0;
