@@ -312,6 +312,44 @@ TEST_F(CudaTest, ConvolutionGradientFromAMaxPoolingOverItsRelu) {
   }
 }
 
+// A convolution pooled as it is computed, its output never kept: taken where the output is
+// at least four times the input (the first layer, not the second), the same bits as the
+// GPU's convolution then its pooling, and the CPU's within the products' tolerance; an
+// average pooling is not taken.
+TEST_F(CudaTest, AConvolutionIsPooledAsItIsComputed) {
+  const auto& suits = kernels::conv2d_max_pool_suits.get(kGpu);
+  const auto& conv_pool = kernels::conv2d_max_pool.get(kGpu);
+  const Shape xs{8, 28, 28, 1}, ws{3, 3, 1, 32}, ys{8, 26, 26, 32}, ps{8, 13, 13, 32};
+  kernels::Pool2DParams pool;  // 2x2, stride 2, max
+  for (Activation activation : {Activation::kRelu, Activation::kNone}) {
+    kernels::Conv2DParams params;
+    params.activation = activation;
+    Both x = random_both(xs, DType::kFloat32, 30), w = random_both(ws, DType::kFloat32, 31);
+    Both bias = random_both({32}, DType::kFloat32, 32);
+    EXPECT_TRUE(suits(x.gpu, w.gpu, params));
+    Tensor second_x = Tensor::zeros({8, 13, 13, 32}, DType::kFloat32, kGpu);
+    EXPECT_FALSE(suits(second_x, Tensor::zeros({3, 3, 32, 64}, DType::kFloat32, kGpu), params));
+    Both pooled = poisoned_both(ps, DType::kFloat32), argmax = poisoned_both(ps, DType::kInt32);
+    ASSERT_TRUE(conv_pool(x.gpu, w.gpu, bias.gpu, params, ys, pool, pooled.gpu, argmax.gpu));
+    Tensor y = poisoned(ys, DType::kFloat32).to(kGpu);
+    kernels::conv2d.get(kGpu)(x.gpu, w.gpu, bias.gpu, y, params);
+    Tensor apart = poisoned(ps, DType::kFloat32).to(kGpu);
+    Tensor apart_argmax = poisoned(ps, DType::kInt32).to(kGpu);
+    kernels::pool2d.get(kGpu)(y, apart, apart_argmax, pool);
+    EXPECT_EQ(pooled.gpu.to(kHost).to_vector<float>(), apart.to(kHost).to_vector<float>());
+    EXPECT_EQ(argmax.gpu.to(kHost).to_vector<int32_t>(),
+              apart_argmax.to(kHost).to_vector<int32_t>());
+    Tensor host_y = poisoned(ys, DType::kFloat32);
+    kernels::conv2d.get(kHost)(x.cpu, w.cpu, bias.cpu, host_y, params);
+    kernels::pool2d.get(kHost)(host_y, pooled.cpu, argmax.cpu, pool);
+    EXPECT_TRUE(matches_scaled(pooled, 2e-6)) << static_cast<int>(activation);
+    kernels::Pool2DParams average = pool;
+    average.kind = kernels::PoolKind::kAvg;
+    Tensor none;
+    EXPECT_FALSE(conv_pool(x.gpu, w.gpu, bias.gpu, params, ys, average, pooled.gpu, none));
+  }
+}
+
 TEST_F(CudaTest, PoolingForwardAndBackward) {
   Shape xs{4, 13, 14, 6};
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
