@@ -85,11 +85,16 @@ class QueueingCollective : public GpuCollective {
   void broadcast(void*, size_t, int) override { ADD_FAILURE() << "the GPU carried the order"; }
   void abort(const std::string&) override {}
   void queue_sum(const Tensor& tensor) override {
+    if (fail_queue_) throw AbortedError("NCCL rank 0 of 2: the communicator was aborted");
     pending_.push_back(tensor);
     queued_.push_back(tensor.to_vector<float>());
   }
   void wait_queued() override {
     if (pending_.empty()) return;
+    if (fail_wait_) {
+      pending_.clear();
+      throw DeadlineExceededError("NCCL rank 0 of 2: the queued sums did not finish");
+    }
     for (Tensor& t : pending_) {
       float* data = t.data<float>();
       for (int64_t i = 0; i < t.numel(); ++i) data[i] *= 2;
@@ -99,8 +104,11 @@ class QueueingCollective : public GpuCollective {
   }
   const std::vector<std::vector<float>>& queued() const { return queued_; }
   int waits() const { return waits_; }  // that found sums queued
+  void fail_queue() { fail_queue_ = true; }
+  void fail_wait() { fail_wait_ = true; }
 
  private:
+  bool fail_queue_ = false, fail_wait_ = false;
   std::vector<Tensor> pending_;
   std::vector<std::vector<float>> queued_;
   int waits_ = 0;
@@ -295,6 +303,24 @@ TEST(GradientBucketsTest, OnAGpuFullBucketsAreQueuedAtOnceAndFinishWaitsForThem)
   }
   EXPECT_EQ(host.broadcasts(), 1);
   EXPECT_TRUE(host.calls().empty());
+}
+
+// On a GPU a sum that cannot be queued fails the ready() that filled its bucket (the
+// backward pass stops there), and one that fails in flight fails finish().
+TEST(GradientBucketsTest, OnAGpuAQueueingErrorFailsTheStepWhereItHappens) {
+  QueueingCollective gpus;
+  RecordingCollective host;
+  GradientBuckets buckets(gpus, host, {.bucket_bytes = 8, .first_bucket_bytes = 8});
+  std::vector<Tensor> sources{filled(2, 0), filled(2, 0)};
+  buckets.begin(sources, {}, {});
+  buckets.ready(1, filled(2, 1));
+  buckets.ready(0, filled(2, 1));
+  gpus.fail_wait();
+  std::vector<double> extras;
+  EXPECT_THROW(buckets.finish(extras), DeadlineExceededError);
+  gpus.fail_queue();
+  buckets.begin(sources, {}, {});
+  EXPECT_THROW(buckets.ready(1, filled(2, 1)), AbortedError);
 }
 
 TEST(GradientBucketsTest, ACollectiveErrorReachesFinish) {
