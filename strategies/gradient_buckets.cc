@@ -259,7 +259,7 @@ void GradientBuckets::issue_ready_buckets() {
   if (!options_.overlap) return;
   size_t before = issued_;
   // The last bucket fills with the backward pass's last gradient, when finish() is next:
-  // finish() sums it on its own thread rather than wake the other for it.
+  // finish() sums (or queues) it on its own thread rather than wake the other for it.
   while (issued_ + 1 < buckets_.size() && buckets_[issued_].pending == 0) {
     if (queue_ != nullptr) {
       queue_->queue_sum(bucket(issued_));

@@ -8,9 +8,9 @@
 // Buffers are device memory of the communicator's GPU; collectives run on that GPU's
 // compute stream, so they are ordered after the kernels that produced their inputs and
 // before those queued later, except queued sums, which run beside the later kernels on a
-// stream of their own (gradient buckets summed while the backward pass goes on). Built with CUDA
-// only: without it nccl_available() is false and the factories throw UnimplementedError
-// (nccl/unavailable.cc).
+// stream of their own (gradient buckets summed while the backward pass goes on). Built
+// with CUDA only: without it nccl_available() is false and the factories throw
+// UnimplementedError (nccl/unavailable.cc).
 #pragma once
 
 #include <cstddef>
