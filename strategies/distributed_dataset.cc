@@ -1,11 +1,13 @@
 #include "cadre/strategies/distributed_dataset.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "cadre/runtime/profiler.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
 #include "core/tensor/transfer.h"
 
@@ -118,6 +120,13 @@ std::optional<PerReplica<io::Element>> DistributedIterator::next() {
 }
 
 DistributedIterator DistributedDataset::make_iterator() const {
+  // Replicas on GPUs leave the host's compute threads idle: an autotuned prefetch then
+  // reads ahead on a thread of its own (its choice is made as the pipeline is built).
+  std::optional<ComputeElsewhereScope> elsewhere;
+  if (!devices_.empty() &&
+      std::all_of(devices_.begin(), devices_.end(), [](const Device& d) { return d.is_gpu(); })) {
+    elsewhere.emplace();
+  }
   return DistributedIterator(dataset_.make_iterator(), devices_, split_, batch_split_);
 }
 

@@ -34,6 +34,7 @@ struct ThreadState {
   int applied_generation = 0;
   int threads = 1;
   bool flushes_denormals = false;
+  bool compute_elsewhere = false;  // ComputeElsewhereScope
 };
 thread_local ThreadState state;
 
@@ -84,10 +85,17 @@ void set_processes_sharing_cores(int processes) {
 }
 
 bool spare_core() {
+  if (state.compute_elsewhere) return hardware_threads() > 1;
   return static_cast<int64_t>(intra_op_threads_budget()) *
              sharing_processes.load(std::memory_order_relaxed) <
          hardware_threads();
 }
+
+ComputeElsewhereScope::ComputeElsewhereScope() : previous_(state.compute_elsewhere) {
+  state.compute_elsewhere = true;
+}
+
+ComputeElsewhereScope::~ComputeElsewhereScope() { state.compute_elsewhere = previous_; }
 
 ReplicaThreadScope::ReplicaThreadScope(int num_replicas) : previous_divisor_(state.divisor) {
   state.divisor = std::max(1, num_replicas);

@@ -3,11 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <numeric>
-#include <set>
-#include <vector>
 #include <filesystem>
+#include <numeric>
+#include <optional>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
@@ -165,14 +166,17 @@ TEST(PipelineThreadsTest, PrefetchOverlapsProducerAndConsumer) {
 }
 
 // An autotuned prefetch runs its producer thread only where a core is spare beside the
-// compute threads of this process and of the job's others on this host; else the consumer
-// reads the input itself, with the same elements and state.
+// compute threads of this process and of the job's others on this host, or where those
+// threads compute elsewhere (on GPUs); else the consumer reads the input itself, with the
+// same elements and state.
 TEST(PipelineThreadsTest, AnAutotunedPrefetchReadsInlineWhenNoCoreIsSpare) {
   const int budget = intra_op_threads_budget();
-  auto threads_of = [](bool spare) {
+  auto threads_of = [](bool spare, bool compute_elsewhere = false) {
     set_intra_op_threads(1);
     set_processes_sharing_cores(spare ? 1 : hardware_threads());
-    EXPECT_EQ(spare_core(), spare && hardware_threads() > 1);
+    std::optional<ComputeElsewhereScope> elsewhere;
+    if (compute_elsewhere) elsewhere.emplace();
+    EXPECT_EQ(spare_core(), (spare || compute_elsewhere) && hardware_threads() > 1);
     std::set<std::thread::id> readers;
     std::vector<int64_t> values;
     Iterator it = Dataset::range(40)
@@ -197,6 +201,9 @@ TEST(PipelineThreadsTest, AnAutotunedPrefetchReadsInlineWhenNoCoreIsSpare) {
   if (hardware_threads() > 1) {
     const std::set<std::thread::id> background = threads_of(true);
     EXPECT_EQ(background.count(std::this_thread::get_id()), 0u);
+    // Compute threads whose work runs on GPUs leave their cores to the prefetch.
+    const std::set<std::thread::id> beside_gpus = threads_of(false, /*compute_elsewhere=*/true);
+    EXPECT_EQ(beside_gpus.count(std::this_thread::get_id()), 0u);
   }
   set_processes_sharing_cores(1);
   set_intra_op_threads(budget);

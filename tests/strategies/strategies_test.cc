@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "cadre/autodiff/tape.h"
@@ -14,6 +16,7 @@
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/math.h"
 #include "cadre/ops/reduce.h"
+#include "cadre/runtime/threading.h"
 #include "cadre/strategies/central_storage_strategy.h"
 #include "cadre/strategies/mirrored_strategy.h"
 #include "cadre/strategies/one_device_strategy.h"
@@ -204,6 +207,41 @@ TEST(StrategyTest, AGlobalBatchIsSplitOverTheReplicasOfEveryWorker) {
   DistributedDataset too_small(Dataset::from_tensor_slices(Features{{"x", x}}).batch(3), cpus(2),
                                true, BatchSplit{2, 4});
   EXPECT_THROW(too_small.make_iterator().next(), InvalidArgumentError);
+}
+
+// Replicas on GPUs leave the host's compute threads idle: the input's autotuned prefetch
+// reads ahead on a thread of its own even where the budget fills every core, where for a
+// CPU replica the training thread reads the input itself. (Without a GPU the step's copy to
+// gpu:0 fails once the input has been read, which is all this needs.)
+TEST(StrategyTest, TheInputOfGpuReplicasIsReadAheadOnAThreadOfItsOwn) {
+  if (hardware_threads() < 2) GTEST_SKIP() << "one core: no thread to read ahead on";
+  set_processes_sharing_cores(hardware_threads());  // no core spare beside compute threads
+  auto readers_for = [](Device device) {
+    std::set<std::thread::id> readers;
+    {
+      Tensor x = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7}, Shape{8, 1});
+      io::Dataset data = Dataset::from_tensor_slices(Features{{"x", x}})
+                             .map([&readers](Element e) {
+                               readers.insert(std::this_thread::get_id());
+                               return e;
+                             })
+                             .batch(2)
+                             .prefetch();
+      DistributedIterator it =
+          DistributedDataset(data, {device}, /*split_batches=*/true).make_iterator();
+      try {
+        it.next();
+      } catch (const InvalidArgumentError&) {  // gpu:0 on a machine without one
+      }
+    }  // the prefetch's thread has ended
+    return readers;
+  };
+  const std::set<std::thread::id> here{std::this_thread::get_id()};
+  EXPECT_EQ(readers_for(Device::cpu(0)), here);
+  std::set<std::thread::id> for_gpu = readers_for(Device::gpu(0));
+  EXPECT_FALSE(for_gpu.empty());
+  EXPECT_EQ(for_gpu.count(std::this_thread::get_id()), 0u);
+  set_processes_sharing_cores(1);
 }
 
 enum class Norm { kNone, kBatch, kSyncBatch };

@@ -30,9 +30,26 @@ int current_thread_budget();
 // (default 1). MultiWorkerMirroredStrategy sets it to the workers it finds on this host.
 void set_processes_sharing_cores(int processes);
 // Whether the cores have room for a helper thread beside the compute threads: the budget
-// times the processes sharing the cores is under hardware_threads(). An autotuned prefetch
-// reads its input on the consumer's thread when they have none.
+// times the processes sharing the cores is under hardware_threads(), or the calling
+// thread computes elsewhere (ComputeElsewhereScope). An autotuned prefetch reads its input
+// on the consumer's thread when they have none.
 bool spare_core();
+
+// For its lifetime, the calling thread's computation runs elsewhere (its replicas' kernels
+// on GPUs), so that the compute threads the budget counts are idle: spare_core() is then
+// true wherever this host has more than one core. DistributedDataset makes its iterators
+// under it when every replica is on a GPU, so that an autotuned prefetch reads ahead on a
+// thread of its own instead of on the thread that launches the kernels.
+class ComputeElsewhereScope {
+ public:
+  ComputeElsewhereScope();
+  ~ComputeElsewhereScope();
+  ComputeElsewhereScope(const ComputeElsewhereScope&) = delete;
+  ComputeElsewhereScope& operator=(const ComputeElsewhereScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 // For the lifetime of the scope, the calling thread (a replica) uses its share of the
 // budget: max(1, budget / num_replicas) threads.
