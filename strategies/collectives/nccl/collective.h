@@ -8,9 +8,10 @@
 // Buffers are device memory of the communicator's GPU; collectives run on that GPU's
 // compute stream, so they are ordered after the kernels that produced their inputs and
 // before those queued later, except queued sums, which run beside the later kernels on a
-// stream of their own (gradient buckets summed while the backward pass goes on). Built
-// with CUDA only: without it nccl_available() is false and the factories throw
-// UnimplementedError (nccl/unavailable.cc).
+// stream of their own (gradient buckets summed while the backward pass goes on).
+//
+// NCCL comes with the CUDA backend. A build without it has nccl_available() false, and its
+// factories (nccl/unavailable.cc) throw an error that says so.
 #pragma once
 
 #include <cstddef>
