@@ -11,6 +11,7 @@
 #include "cadre/base/mutex.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/grpc_security.h"
+#include "strategies/cluster/guarded_server.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
 
 namespace cadre {
@@ -36,20 +37,19 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
  public:
   Service(std::vector<TaskId> tasks, CoordinationOptions options,
           const ClusterSecurity& security)
-      : options_(options), security_(security), callers_(security, "coordination service") {
+      : options_(options), security_(security) {
     for (const TaskId& t : tasks) expected_.insert(t.to_string());
   }
   ~Service() override { stop(); }
 
   void start(const std::string& address) {
     // Requests are small (keys and rendezvous records); anything larger is refused.
-    StartedServer started =
-        start_server(*this, address, security_, "coordination service: ", kMaxMessageBytes);
-    server_ = std::move(started.server);
-    address_ = std::move(started.address);
+    server_ = GuardedServer::start(*this, address, security_, "coordination service: ",
+                                   "coordination service", kMaxMessageBytes);
+    address_ = server_->address();
     monitor_ = std::thread([this] { monitor(); });
     LOG(INFO) << "coordination service on " << address_ << " for " << names(expected_)
-              << " (listening on " << started.listening
+              << " (listening on " << server_->listening()
               << (security_.tls() ? ", mutual TLS)" : ")");
   }
 
@@ -107,13 +107,12 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       stopping_ = true;
     }
     changed_.notify_all();
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (server_) server_->shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (monitor_.joinable()) monitor_.join();
   }
 
   grpc::Status Register(grpc::ServerContext* context, const pb::RegisterRequest* request,
                         pb::RegisterResponse*) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     std::string task = name_of(request->task());
     MutexLock lock(mutex_);
     if (!expected_.count(task)) {
@@ -141,7 +140,6 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status Heartbeat(grpc::ServerContext* context, const pb::HeartbeatRequest* request,
                          pb::HeartbeatResponse*) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     std::string task = name_of(request->task());
     if (failure_.empty() && !is_current(task, request->incarnation())) {
@@ -160,7 +158,6 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status SetKey(grpc::ServerContext* context, const pb::SetKeyRequest* request,
                       pb::SetKeyResponse*) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     store_[request->key()] = request->value();
     changed_.notify_all();
@@ -169,7 +166,6 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status GetKey(grpc::ServerContext* context, const pb::GetKeyRequest* request,
                       pb::GetKeyResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     auto deadline = Clock::now() + seconds(request->timeout_seconds());
     while (!store_.count(request->key()) && failure_.empty() && !stopping_) {
@@ -189,7 +185,6 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status ReportError(grpc::ServerContext* context, const pb::ReportErrorRequest* request,
                            pb::ReportErrorResponse*) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     std::string task = name_of(request->task());
     if (!is_current(task, request->incarnation())) {
@@ -207,7 +202,6 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   grpc::Status Barrier(grpc::ServerContext* context, const pb::BarrierRequest* request,
                        pb::BarrierResponse*) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     std::string task = name_of(request->task());
     if (failure_.empty() && !incarnation_.count(task)) {
@@ -293,10 +287,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   CoordinationOptions options_;
   ClusterSecurity security_;
-  CallerCheck callers_;
   std::set<std::string> expected_;
   std::string address_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GuardedServer> server_;
   std::thread monitor_;
   mutable Mutex mutex_;
   CondVar changed_;

@@ -104,55 +104,11 @@ void JobToken::add_to(grpc::ClientContext& context) const {
   if (!token_.empty()) context.AddMetadata(kTokenKey, token_);
 }
 
-StartedServer start_server(grpc::Service& service, const std::string& address,
-                           const ClusterSecurity& security, const std::string& who,
-                           int max_receive_bytes, int max_send_bytes) {
-  grpc::ServerBuilder builder;
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  if (max_receive_bytes > 0) builder.SetMaxReceiveMessageSize(max_receive_bytes);
-  if (max_send_bytes > 0) builder.SetMaxSendMessageSize(max_send_bytes);
-  std::string listen = security.bind_host.empty()
-                           ? address
-                           : security.bind_host + address.substr(address.rfind(':'));
-  int port = 0;
-  builder.AddListeningPort(listen, server_credentials(security), &port);
-  builder.RegisterService(&service);
-  StartedServer started;
-  started.server = builder.BuildAndStart();
-  if (!started.server || port == 0) {
-    throw UnavailableError(str_cat(who, "cannot listen on ", listen,
-                                   " (the port is in use, or the address is not this host's)"));
-  }
-  started.address = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
-  started.listening = listen.substr(0, listen.rfind(':') + 1) + std::to_string(port);
-  return started;
-}
-
-CallerCheck::CallerCheck(const ClusterSecurity& security, std::string service)
-    : token_(security.insecure ? std::string() : job_token(security.secret)),
-      service_(std::move(service)) {}
-
-grpc::Status CallerCheck::check(const grpc::ServerContext& context) const {
-  if (token_.empty()) return grpc::Status::OK;
-  const auto& metadata = context.client_metadata();
+bool JobToken::held_by(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const {
+  if (token_.empty()) return false;
   auto it = metadata.find(kTokenKey);
-  if (it != metadata.end() && it->second.size() == token_.size() &&
-      CRYPTO_memcmp(it->second.data(), token_.data(), token_.size()) == 0) {
-    return grpc::Status::OK;
-  }
-  {
-    MutexLock lock(mutex_);
-    ++refused_since_log_;
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_log_ > std::chrono::seconds(10)) {
-      LOG(WARNING) << service_ << ": refused " << refused_since_log_ << " call(s) without the "
-                   << "job's token, the last from " << context.peer();
-      refused_since_log_ = 0;
-      last_log_ = now;
-    }
-  }
-  return {grpc::StatusCode::UNAUTHENTICATED,
-          str_cat(service_, " accepts only the tasks of its job (no valid job token)")};
+  return it != metadata.end() && it->second.size() == token_.size() &&
+         CRYPTO_memcmp(it->second.data(), token_.data(), token_.size()) == 0;
 }
 
 }  // namespace cadre

@@ -9,6 +9,7 @@
 #include "cadre/base/mutex.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/grpc_security.h"
+#include "strategies/cluster/guarded_server.h"
 #include "strategies/cluster/step_service.grpc.pb.h"
 
 namespace cadre {
@@ -19,15 +20,14 @@ using std::chrono::milliseconds;
 class Server final : public StepServer, public steps::StepService::Service {
  public:
   explicit Server(StepServerOptions options)
-      : options_(std::move(options)),
-        callers_(options_.security, str_cat(options_.task, " (step service)")) {}
+      : options_(std::move(options)) {}
   ~Server() override { stop("the worker is shutting down", ErrorCode::kUnavailable, false); }
 
   void start(const std::string& address) {
-    StartedServer started = start_server(*this, address, options_.security,
-                                         str_cat(options_.task, ": the step service "));
-    server_ = std::move(started.server);
-    address_ = std::move(started.address);
+    server_ = GuardedServer::start(*this, address, options_.security,
+                                   str_cat(options_.task, ": the step service "),
+                                   str_cat(options_.task, " (step service)"));
+    address_ = server_->address();
     LOG(INFO) << options_.task << ": serving the client's steps on " << address_;
   }
 
@@ -35,7 +35,6 @@ class Server final : public StepServer, public steps::StepService::Service {
 
   grpc::Status RunUnit(grpc::ServerContext* context, const steps::RunUnitRequest* request,
                        steps::RunUnitResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     if (request->unit() <= 0 || request->steps() <= 0) {
       return {grpc::StatusCode::INVALID_ARGUMENT,
               str_cat(options_.task, ": unit ", request->unit(), " of ", request->steps(),
@@ -72,7 +71,6 @@ class Server final : public StepServer, public steps::StepService::Service {
 
   grpc::Status Finish(grpc::ServerContext* context, const steps::FinishRequest*,
                       steps::FinishResponse*) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     MutexLock lock(mutex_);
     finished_ = true;
     changed_.notify_all();
@@ -120,7 +118,7 @@ class Server final : public StepServer, public steps::StepService::Service {
       training_failed_ = training_failed;
       changed_.notify_all();
     }
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (server_) server_->shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
 
  private:
@@ -134,8 +132,7 @@ class Server final : public StepServer, public steps::StepService::Service {
   }
 
   StepServerOptions options_;
-  CallerCheck callers_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GuardedServer> server_;
   std::string address_;
   Mutex mutex_;
   CondVar changed_;

@@ -10,6 +10,7 @@
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/grpc_security.h"
+#include "strategies/cluster/guarded_server.h"
 #include "strategies/ps/ps.grpc.pb.h"
 #include "strategies/ps/shard.h"
 
@@ -33,20 +34,18 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
  public:
   explicit Server(ServerOptions options)
       : options_(std::move(options)),
-        shard_(options_.task),
-        callers_(options_.security, str_cat(options_.task, " (parameter server)")) {}
+        shard_(options_.task) {}
   ~Server() override { stop(); }
 
   void start(const std::string& address) {
     int limit = static_cast<int>(std::min<int64_t>(options_.max_message_bytes, INT32_MAX));
-    StartedServer started =
-        start_server(*this, address, options_.security,
-                     str_cat(options_.task, ": the parameter server "), limit, limit);
-    server_ = std::move(started.server);
-    address_ = std::move(started.address);
+    server_ = GuardedServer::start(*this, address, options_.security,
+                                   str_cat(options_.task, ": the parameter server "),
+                                   str_cat(options_.task, " (parameter server)"), limit, limit);
+    address_ = server_->address();
     logger_ = std::thread([this] { log_progress(); });
     LOG(INFO) << options_.task << ": parameter server on " << address_ << " (listening on "
-              << started.listening << (options_.security.tls() ? ", mutual TLS)" : ")");
+              << server_->listening() << (options_.security.tls() ? ", mutual TLS)" : ")");
   }
 
   std::string address() const override { return address_; }
@@ -64,13 +63,12 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     }
     stopped_.notify_all();
     shard_.stop();
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (server_) server_->shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     if (logger_.joinable()) logger_.join();
   }
 
   grpc::Status Create(grpc::ServerContext* context, const CreateRequest* request,
                       CreateResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] {
       *response = shard_.create(*request);
       check_size(*response,
@@ -80,7 +78,6 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
 
   grpc::Status Pull(grpc::ServerContext* context, const PullRequest* request,
                     PullResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] {
       *response = shard_.pull(*request);
       check_size(*response, str_cat(options_.task, ": the pulled values"));
@@ -89,25 +86,21 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
 
   grpc::Status Push(grpc::ServerContext* context, const PushRequest* request,
                     PushResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] { *response = shard_.push(*request); });
   }
 
   grpc::Status GlobalStep(grpc::ServerContext* context, const GlobalStepRequest* request,
                           GlobalStepResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] { response->set_value(shard_.global_step(*request)); });
   }
 
   grpc::Status Units(grpc::ServerContext* context, const UnitsRequest* request,
                      UnitsResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] { *response = shard_.units(*request); });
   }
 
   grpc::Status Read(grpc::ServerContext* context, const ReadRequest* request,
                     ReadResponse* response) override {
-    if (grpc::Status denied = callers_.check(*context); !denied.ok()) return denied;
     return guarded([&] {
       *response = shard_.read(*request);
       // A listing carries no values; values are read in batches under the limit.
@@ -139,13 +132,12 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
 
   ServerOptions options_;
   Shard shard_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GuardedServer> server_;
   std::string address_;
   std::thread logger_;
   Mutex mutex_;
   CondVar stopped_;
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
-  CallerCheck callers_;
 };
 
 }  // namespace

@@ -1,15 +1,22 @@
 // The services of a cluster on 127.0.0.1 facing strangers: every method of the coordination
 // service, of a parameter server and of a coordinator-mode worker's step service refuses a caller without the job's token (the methods
-// are taken from the services' descriptors, so a method added later is covered); malformed
+// are taken from the services' descriptors, so a method added later is covered) without
+// reading more than a bounded prefix of the request; malformed
 // requests get clear errors and the server goes on serving; a bind host is obeyed; a
 // cluster without a secret says what to set.
 #include <google/protobuf/descriptor.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cadre/base/errors.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
@@ -181,6 +188,89 @@ TEST(ServiceSecurityTest, EveryMethodRefusesACallerWithoutTheJobsToken) {
       ps::from_proto(member.pull(testing::pull_request("w")).values(0), "w").to_vector<float>(),
       (std::vector<float>{1.5f, 1.5f}))
       << "a refused push changed the variable";
+}
+
+// This process's resident memory now and at its peak since the last reset_peak_memory().
+int64_t memory_kib(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  }
+  ADD_FAILURE() << "no " << field << " in /proc/self/status";
+  return 0;
+}
+void reset_peak_memory() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// A stranger's well-framed request that carries 64 MiB in a field the service does not know,
+// sent by four strangers at once to each service: refused without being read, so that the
+// process's peak memory grows by much less than one request. (Read and parsed before the
+// token was checked, four such requests grew a ps task by 488 MiB.)
+TEST(ServiceSecurityTest, NoServiceReadsMoreThanABoundedPrefixOfAStrangersRequest) {
+  auto coordination = CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {},
+                                                 testing::test_security());
+  ps::ServerOptions options;
+  options.security = testing::test_security();
+  options.max_message_bytes = int64_t{1} << 30;  // a ps task serving large slices
+  auto server = ps::ParameterServer::start("127.0.0.1:0", options);
+  StepServerOptions step_options;
+  step_options.security = testing::test_security();
+  auto steps_server = StepServer::start("127.0.0.1:0", step_options);
+
+  constexpr size_t kFieldBytes = size_t{64} << 20;
+  std::string request;
+  auto varint = [&request](uint64_t n) {
+    for (; n >= 0x80; n >>= 7) request += static_cast<char>((n & 0x7f) | 0x80);
+    request += static_cast<char>(n);
+  };
+  varint(1000 << 3 | 2);  // field 1000, length-delimited
+  varint(kFieldBytes);
+  request.resize(request.size() + kFieldBytes, 'x');  // touched: counted before the calls
+  // Shared by every call without a copy.
+  grpc::Slice slice(request.data(), request.size(), grpc::Slice::STATIC_SLICE);
+
+  const std::vector<std::pair<std::string, std::string>> targets = {
+      {coordination->address(), "/cadre.coordination.Coordination/SetKey"},
+      {server->address(), "/cadre.ps.ParameterServerService/Push"},
+      {steps_server->address(), "/cadre.steps.StepService/RunUnit"}};
+  for (const auto& [address, method] : targets) {
+    reset_peak_memory();
+    const int64_t before = memory_kib("VmRSS");
+    std::vector<grpc::Status> results(4);
+    std::vector<std::thread> strangers;
+    for (size_t i = 0; i < results.size(); ++i) {
+      strangers.emplace_back([&, i, address = address, method = method] {
+        grpc::ChannelArguments args;
+        args.SetInt("cadre.stranger", static_cast<int>(i));  // a connection of its own
+        grpc::GenericStub stub(
+            grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        grpc::ByteBuffer in(&slice, 1), out;
+        std::mutex mutex;
+        std::condition_variable done;
+        bool finished = false;
+        stub.UnaryCall(&context, method, grpc::StubOptions(), &in, &out,
+                       [&](grpc::Status status) {
+                         std::lock_guard<std::mutex> lock(mutex);
+                         results[i] = std::move(status);
+                         finished = true;
+                         done.notify_one();
+                       });
+        std::unique_lock<std::mutex> lock(mutex);
+        done.wait(lock, [&] { return finished; });
+      });
+    }
+    for (std::thread& t : strangers) t.join();
+    for (const grpc::Status& status : results) {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+          << method << ": " << status.error_message();
+    }
+    const int64_t growth_kib = memory_kib("VmHWM") - before;
+    EXPECT_LT(growth_kib, 64 << 10) << method << ": four strangers' requests of "
+                                    << (kFieldBytes >> 20) << " MiB grew the peak by "
+                                    << (growth_kib >> 10) << " MiB";
+  }
 }
 
 // Wrong shapes, dtypes, rows and sizes, unknown names and truncated tensors: each a clear
