@@ -6,10 +6,12 @@
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/estimator.h"
 #include "cadre/io/summary_writer.h"
+#include "cadre/strategies/mirrored_strategy.h"
 #include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
 #include "estimator/eval_writers.h"
 #include "estimator/model_session.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre {
 
@@ -45,6 +47,16 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
       estimator_internal::open_checkpoint_for(config_.model_dir, args.checkpoint_path, "evaluate");
   std::shared_ptr<const Strategy> strategy = config_.eval_distribute;
   if (!strategy) strategy = OneDeviceStrategy::create();
+  // Evaluation restores the checkpoint into this process: under a strategy whose variables
+  // live on ps tasks (a client's, or a lone worker's), it runs on that strategy's devices.
+  if (strategy->extended().parameter_servers() != nullptr) {
+    const std::vector<Device>& devices = strategy->devices();
+    if (devices.size() == 1) {
+      strategy = OneDeviceStrategy::create(devices[0]);
+    } else {
+      strategy = MirroredStrategy::create(devices);
+    }
+  }
   const int replicas = strategy->num_local_replicas();
   // Every replica evaluates its own restored copy, also under a strategy that shares one
   // copy in training: metrics live in the store, and each replica updates its own.

@@ -20,8 +20,8 @@ class MirroredExtended final : public StrategyExtended {
 MirroredStrategy::MirroredStrategy(std::unique_ptr<StrategyExtended> extended)
     : Strategy(std::move(extended)) {}
 
-std::shared_ptr<MirroredStrategy> MirroredStrategy::create(std::vector<Device> devices,
-                                                           std::shared_ptr<CrossDeviceOps> ops) {
+std::unique_ptr<StrategyExtended> local_mirrored_extended(std::vector<Device> devices,
+                                                          std::shared_ptr<CrossDeviceOps> ops) {
   if (devices.empty()) devices = parse_devices("");
   if (!ops) {
     for (const Device& d : devices) check_device(d);  // a clear error before picking ops
@@ -29,8 +29,13 @@ std::shared_ptr<MirroredStrategy> MirroredStrategy::create(std::vector<Device> d
         std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_gpu(); });
     ops = all_gpus ? nccl_all_reduce() : hierarchical_copy_all_reduce();
   }
+  return std::make_unique<MirroredExtended>(std::move(devices), std::move(ops));
+}
+
+std::shared_ptr<MirroredStrategy> MirroredStrategy::create(std::vector<Device> devices,
+                                                           std::shared_ptr<CrossDeviceOps> ops) {
   return std::shared_ptr<MirroredStrategy>(
-      new MirroredStrategy(std::make_unique<MirroredExtended>(std::move(devices), std::move(ops))));
+      new MirroredStrategy(local_mirrored_extended(std::move(devices), std::move(ops))));
 }
 
 }  // namespace cadre

@@ -297,6 +297,14 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
   check_no_ps(cluster, "MultiWorkerMirroredStrategy");
   if (local_devices.empty()) local_devices = parse_devices("");
   for (const Device& d : local_devices) check_device(d);  // before joining anyone
+  if (cluster.task.type == "evaluator") {
+    // The evaluator is outside the training collective, as in TensorFlow: it evaluates on
+    // its own devices, so that one program's strategy serves every role.
+    LOG(INFO) << "MultiWorkerMirroredStrategy on " << cluster.task.to_string()
+              << ": outside the training collective, on " << join(local_devices);
+    return std::shared_ptr<MultiWorkerMirroredStrategy>(
+        new MultiWorkerMirroredStrategy(local_mirrored_extended(std::move(local_devices))));
+  }
   bool all_gpus = std::all_of(local_devices.begin(), local_devices.end(),
                               [](const Device& d) { return d.is_gpu(); });
   if (communication == Communication::kNccl && !all_gpus) {

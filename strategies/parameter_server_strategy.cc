@@ -14,8 +14,20 @@
 namespace cadre {
 namespace {
 
+// The variables of a training run are made by create_variables below; others (an
+// evaluation's copies, restored from a checkpoint in this process) are not on the ps tasks.
+ps::PsVariables* on_ps(DistributedVariables& variables) {
+  return dynamic_cast<ps::PsVariables*>(&variables);
+}
+
 ps::PsVariables& ps_variables(DistributedVariables& variables) {
-  return static_cast<ps::PsVariables&>(variables);  // made by create_variables below
+  ps::PsVariables* remote = on_ps(variables);
+  if (remote == nullptr) {
+    throw InternalError(
+        "ParameterServerStrategy: these variables were not made by its create_variables, so "
+        "they are not on the ps tasks");
+  }
+  return *remote;
 }
 
 // Variables on the ps tasks, pulled before each step and updated there by the gradients
@@ -58,7 +70,7 @@ class ParameterServerExtended final : public StrategyExtended {
                                              std::move(creator));
   }
   void before_run(DistributedVariables& variables) const override {
-    ps_variables(variables).pull();
+    if (ps::PsVariables* remote = on_ps(variables)) remote->pull();
   }
   void update_shared(DistributedVariables& variables, nn::Optimizer& optimizer,
                      std::vector<Gradient> gradients,

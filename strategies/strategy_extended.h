@@ -135,4 +135,10 @@ class StrategyExtended {
   std::shared_ptr<CrossDeviceOps> cross_device_ops_;
 };
 
+// MirroredStrategy's: a replica per device of `devices` (empty: every GPU, else cpu:0), each
+// with a copy of every variable, nothing shared with other processes. `ops` null: chosen by
+// the devices, as MirroredStrategy::create does.
+std::unique_ptr<StrategyExtended> local_mirrored_extended(
+    std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> ops = nullptr);
+
 }  // namespace cadre

@@ -14,9 +14,6 @@ std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std
                                               const ClusterConfig* cluster) {
   constexpr char kNames[] =
       "one_device, mirrored, central_storage, multi_worker_mirrored or parameter_server";
-  if (cluster && cluster->task.type == "evaluator") {
-    return OneDeviceStrategy::create(parse_devices(devices).front());
-  }
   if (cluster && cluster->task.type == "client" && name == "multi_worker_mirrored") {
     // Coordinator mode: the client trains nothing itself; it hosts the workers' rendezvous
     // and evaluates on one device.

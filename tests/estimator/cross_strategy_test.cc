@@ -13,7 +13,9 @@
 #include "cadre/ops/reduce.h"
 #include "cadre/strategies/central_storage_strategy.h"
 #include "cadre/strategies/mirrored_strategy.h"
+#include "cadre/strategies/multi_worker_mirrored_strategy.h"
 #include "cadre/strategies/one_device_strategy.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "tests/estimator/test_model.h"
 #include "tests/support/temp_dir.h"
 
@@ -113,6 +115,49 @@ TEST_F(CrossStrategyTest, EvaluationMergesTheReplicasMetrics) {
     EXPECT_EQ(result.at("global_step"), 20);
   }
   EXPECT_GT(one.at("accuracy"), 0.3);
+}
+
+// The strategies of a cluster's tasks evaluate a checkpoint on their local devices and
+// contact no task (nothing listens at the cluster's addresses): a parameter-server strategy,
+// which a coordinator's client and a lone worker evaluate under (it took the restored copies
+// for variables on the ps tasks, and the client hung in a pull from them), and
+// MultiWorkerMirrored on an evaluator task (it refused to start there).
+TEST_F(CrossStrategyTest, TheStrategiesOfAClustersTasksEvaluateOnTheirLocalDevices) {
+  train(path("model"), OneDeviceStrategy::create(), 20);
+  auto evaluate = [&](std::shared_ptr<const Strategy> strategy) {
+    RunConfig config = testing::test_config(path("model"));
+    config.eval_distribute = std::move(strategy);
+    Estimator estimator(testing::classifier_fn, config, {{"dropout", 0.0}});
+    return estimator.evaluate([](const InputContext& context) {
+      EXPECT_EQ(context.num_input_pipelines, 1);
+      EXPECT_EQ(context.input_pipeline_id, 0);
+      auto [x, y] = testing::classification_data(256, 100000);
+      return Dataset::from_tensor_slices(Features{{"x", x}}, y).batch(40);
+    });
+  };
+  const std::vector<Device> two = {Device::cpu(0), Device::cpu(1)};
+  ClusterConfig client = parse_tf_config(
+      R"({"cluster": {"client": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"],
+                      "ps": ["127.0.0.1:3"]},
+          "task": {"type": "client", "index": 0}})");
+  client.security.secret = "a test job's secret";
+  ClusterConfig evaluator = parse_tf_config(
+      R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+          "task": {"type": "evaluator", "index": 0}})");
+  evaluator.security.secret = "a test job's secret";
+  auto on_evaluator = MultiWorkerMirroredStrategy::create(evaluator, two);
+  EXPECT_EQ(on_evaluator->num_workers(), 1);
+  EXPECT_EQ(on_evaluator->num_local_replicas(), 2);
+
+  EvalResult one = evaluate(OneDeviceStrategy::create());
+  for (const Named& s : std::vector<Named>{
+           {"parameter_server, one device", ParameterServerStrategy::create(client)},
+           {"parameter_server, two devices", ParameterServerStrategy::create(client, two)},
+           {"multi_worker_mirrored on the evaluator", on_evaluator}}) {
+    EvalResult result = evaluate(s.strategy);
+    EXPECT_NEAR(result.at("accuracy"), one.at("accuracy"), 1e-12) << s.name;
+    EXPECT_EQ(result.at("global_step"), 20) << s.name;
+  }
 }
 
 // Summaries of a step describe the global batch: each replica's value weighted by its

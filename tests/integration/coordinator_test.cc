@@ -5,7 +5,8 @@
 // max_steps (each applied step counted once). A killed client is replaced by a new one that
 // resumes from the last checkpoint while the workers keep running. MultiWorkerMirrored
 // workers driven by a client, losing a worker or the client, end bit-identical to
-// independent workers. A client without workers is one clear error.
+// independent workers. A job with one worker finishes, its client evaluating each
+// checkpoint. A client without workers is one clear error.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -93,6 +94,31 @@ TEST_F(CoordinatorTest, AWorkerKilledTwiceCostsNothingAndEveryStepCountsOnce) {
   // The client evaluated the final checkpoint (there is no evaluator task).
   EXPECT_TRUE(std::regex_search(
       run.output, std::regex(R"(\[client:0\] \{"task":"client".*"global_step":3000,"accuracy")")))
+      << testing::tail(run.output);
+}
+
+// One worker, as the README's step 5 runs it: the client evaluates each checkpoint it saves
+// under the workers' strategy, on its own devices (it used to take its restored copies for
+// the ps tasks' variables, and hung in a pull from an object that was none).
+TEST_F(CoordinatorTest, AJobWithOneWorkerFinishesAndTheClientEvaluatesEachCheckpoint) {
+  const int64_t max_steps = 600;
+  testing::CommandResult run = testing::run_command(
+      std::string("timeout -s KILL 240 ") + CADRE_LAUNCH + " --client=1 --workers=1 --ps=1 -- " +
+      CADRE_FASHION_MNIST + " --model_dir=" + path("one") +
+      " --strategy=parameter_server --max_steps=600 --save_checkpoints_steps=200"
+      " --eval_steps=5 --batch_size=64 2>&1");
+  ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+  expect_every_step_counted_once(path("one"), max_steps);
+  std::smatch m;
+  int evaluations = 0;
+  std::string rest = run.output;
+  while (std::regex_search(rest, m, std::regex(R"(\[client:0\].*evaluation of \S+model\.ckpt-(\d+))"))) {
+    ++evaluations;
+    rest = m.suffix();
+  }
+  EXPECT_GE(evaluations, 2) << testing::tail(run.output, 6000);  // of 200 or 400, and of 600
+  EXPECT_TRUE(std::regex_search(
+      run.output, std::regex(R"(\[client:0\] \{"task":"client".*"global_step":600,"accuracy")")))
       << testing::tail(run.output);
 }
 

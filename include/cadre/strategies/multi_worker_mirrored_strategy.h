@@ -29,6 +29,8 @@ enum class Communication { kAuto, kRing, kNccl };
 
 class MultiWorkerMirroredStrategy : public Strategy {
  public:
+  // On an evaluator task, which is outside the training collective, the local devices'
+  // replicas alone, as MirroredStrategy's, contacting no other task.
   // Throws InvalidArgumentError for a cluster with ps tasks or a task that does not train,
   // DeadlineExceededError naming the tasks that never registered, UnavailableError when the
   // chief's port cannot be bound.

@@ -11,11 +11,11 @@ namespace cadre {
 
 // one_device (the first of `devices`), mirrored, central_storage (variables on cpu:0),
 // multi_worker_mirrored (joins `cluster`, which it needs), parameter_server (the ps tasks of
-// `cluster`; without a cluster, central storage). `devices` as parse_devices reads them. An
-// evaluator task gets one_device whatever the name: it does not train; so does the client of
-// coordinator mode under multi_worker_mirrored (its workers join each other). Throws InvalidArgumentError
-// listing the names for an unknown one or naming what is missing, and what the strategies' create()
-// functions throw.
+// `cluster`; without a cluster, central storage). `devices` as parse_devices reads them. On
+// an evaluator task each evaluates on the local devices (the strategies' create() functions
+// see to it), and the client of coordinator mode under multi_worker_mirrored gets one_device
+// (its workers join each other). Throws InvalidArgumentError listing the names for an
+// unknown one or naming what is missing, and what the strategies' create() functions throw.
 std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices,
                                               const ClusterConfig* cluster = nullptr);
 
