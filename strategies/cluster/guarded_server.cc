@@ -155,19 +155,24 @@ class Guarded final : public GuardedServer {
   void start(grpc::Service& service, const std::string& address,
              const ClusterSecurity& security, const std::string& who, int max_receive_bytes,
              int max_send_bytes) {
-    // The service itself, reachable only through the door.
-    grpc::ServerBuilder inner;
-    inner.RegisterService(&service);
-    if (max_receive_bytes > 0) inner.SetMaxReceiveMessageSize(max_receive_bytes);
-    if (max_send_bytes > 0) inner.SetMaxSendMessageSize(max_send_bytes);
-    inner_ = inner.BuildAndStart();
-    if (!inner_) throw InternalError(str_cat(who, "could not be built"));
-    grpc::ChannelArguments channel;
-    channel.SetMaxReceiveMessageSize(-1);  // the door's limits apply
-    channel.SetMaxSendMessageSize(-1);
-    door_.open(std::make_unique<grpc::GenericStub>(inner_->InProcessChannel(channel)));
-
     grpc::ServerBuilder builder;
+    if (security.insecure) {
+      // Every caller is admitted: no door, and no hop through one.
+      builder.RegisterService(&service);
+    } else {
+      // The service itself, reachable only through the door.
+      grpc::ServerBuilder inner;
+      inner.RegisterService(&service);
+      if (max_receive_bytes > 0) inner.SetMaxReceiveMessageSize(max_receive_bytes);
+      if (max_send_bytes > 0) inner.SetMaxSendMessageSize(max_send_bytes);
+      inner_ = inner.BuildAndStart();
+      if (!inner_) throw InternalError(str_cat(who, "could not be built"));
+      grpc::ChannelArguments channel;
+      channel.SetMaxReceiveMessageSize(-1);  // the door's limits apply
+      channel.SetMaxSendMessageSize(-1);
+      door_.open(std::make_unique<grpc::GenericStub>(inner_->InProcessChannel(channel)));
+      builder.RegisterCallbackGenericService(&door_);
+    }
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     if (max_receive_bytes > 0) builder.SetMaxReceiveMessageSize(max_receive_bytes);
     if (max_send_bytes > 0) builder.SetMaxSendMessageSize(max_send_bytes);
@@ -176,7 +181,6 @@ class Guarded final : public GuardedServer {
                              : security.bind_host + address.substr(address.rfind(':'));
     int port = 0;
     builder.AddListeningPort(listen, server_credentials(security), &port);
-    builder.RegisterCallbackGenericService(&door_);
     outer_ = builder.BuildAndStart();
     if (!outer_ || port == 0) {
       throw UnavailableError(str_cat(who, "cannot listen on ", listen,

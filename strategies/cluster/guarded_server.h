@@ -5,7 +5,8 @@
 // callers (a ps task's: a variable's slice); so the door is a generic server that accepts
 // every call, refuses a caller without the token at once, reading nothing (HTTP/2 flow
 // control then keeps what it sent to one window), and passes the others' requests to the
-// service, served in the same process on an in-process channel.
+// service, served in the same process on an in-process channel. An insecure cluster's
+// service is served without a door.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
