@@ -1,7 +1,6 @@
 #include "cadre/strategies/cluster_security.h"
 
 #include <cstdlib>
-#include <optional>
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
@@ -13,19 +12,6 @@ namespace {
 std::string variable(const char* name) {
   const char* value = std::getenv(name);
   return value ? value : "";
-}
-
-std::string job_secret_from_file(const std::string& path) {
-  std::optional<std::string> secret = read_secret_file(path);
-  if (!secret) {
-    throw InvalidArgumentError(
-        str_cat("CADRE_JOB_SECRET_FILE=", path, " cannot be read; expected the job's secret"));
-  }
-  if (secret->empty()) {
-    throw InvalidArgumentError(
-        str_cat("CADRE_JOB_SECRET_FILE=", path, " is empty; expected the job's secret"));
-  }
-  return *secret;
 }
 
 }  // namespace
@@ -43,7 +29,7 @@ ClusterSecurity ClusterSecurity::from_environment() {
   ClusterSecurity security;
   security.insecure = variable("CADRE_INSECURE") == "1";
   if (std::string file = variable("CADRE_JOB_SECRET_FILE"); !file.empty()) {
-    security.secret = job_secret_from_file(file);
+    security.secret = job_secret_file(file);
     security.secret_source = "CADRE_JOB_SECRET_FILE=" + file;
   } else if (std::string secret = variable("CADRE_JOB_SECRET"); !secret.empty()) {
     security.secret = secret;

@@ -21,17 +21,17 @@ namespace {
                                  "; set CADRE_JOB_SECRET_FILE to a file holding the job's secret"));
 }
 
-// A secret other users can read is no secret: refused, as ssh refuses such keys.
-void check_private(const std::string& path, const struct stat& st) {
+// A secret other users can read is no secret: refused, as ssh refuses such keys. The same
+// rule for the default and for CADRE_JOB_SECRET_FILE: `name` says which one `path` is.
+void check_private(const std::string& name, const std::string& path, const struct stat& st,
+                   const std::string& alternative) {
   if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0 || !S_ISREG(st.st_mode)) {
     char mode[8];
     std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    throw InvalidArgumentError(
-        str_cat(path, " (the default job secret) is not a private file of this user (mode ", mode,
-                ", owner uid ", st.st_uid,
-                "); expected a regular file of mode 0600 "
-                "owned by uid ",
-                ::geteuid(), ": chmod 600 it, or set CADRE_JOB_SECRET_FILE"));
+    throw InvalidArgumentError(str_cat(name, " is not a private file of this user (mode ", mode,
+                                       ", owner uid ", st.st_uid,
+                                       "); expected a regular file of mode 0600 owned by uid ",
+                                       ::geteuid(), ": chmod 600 ", path, alternative));
   }
 }
 
@@ -46,6 +46,20 @@ std::optional<std::string> read_secret_file(const std::string& path) {
   }
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   return secret;
+}
+
+std::string job_secret_file(const std::string& path) {
+  std::string name = "CADRE_JOB_SECRET_FILE=" + path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw InvalidArgumentError(str_cat(name, " cannot be read (", std::strerror(errno),
+                                       "); expected the job's secret"));
+  }
+  check_private(name, path, st, "");
+  std::optional<std::string> secret = read_secret_file(path);
+  if (!secret) throw InvalidArgumentError(name + " cannot be read; expected the job's secret");
+  if (secret->empty()) throw InvalidArgumentError(name + " is empty; expected the job's secret");
+  return *secret;
 }
 
 std::string user_secret_path(const std::string& home) { return home + "/.cadre/job_secret"; }
@@ -74,7 +88,7 @@ std::string user_secret(const std::string& home) {
     if (!written || (linked != 0 && errno != EEXIST)) cannot("make", path);
     if (::stat(path.c_str(), &st) != 0) cannot("read", path);
   }
-  check_private(path, st);
+  check_private(path + " (the default job secret)", path, st, ", or set CADRE_JOB_SECRET_FILE");
   std::optional<std::string> secret = read_secret_file(path);
   if (!secret) cannot("read", path);
   if (secret->empty()) {

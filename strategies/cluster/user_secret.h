@@ -15,6 +15,12 @@ namespace cadre {
 // UnavailableError when it cannot be made.
 std::string user_secret(const std::string& home);
 
+// The secret in CADRE_JOB_SECRET_FILE's `path`, held to the default's rule: a regular file
+// of this user that no other user can read (a Kubernetes Secret mounted with defaultMode
+// 0400 is one). Throws InvalidArgumentError naming the file when it is not, when it cannot
+// be read, or when it is empty.
+std::string job_secret_file(const std::string& path);
+
 // The secret in the file at `path`: its bytes without trailing line ends (possibly none).
 // nullopt when the file cannot be read.
 std::optional<std::string> read_secret_file(const std::string& path);

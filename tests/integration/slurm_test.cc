@@ -3,6 +3,7 @@
 // evaluator of examples/fashion_mnist, each reading its role from Slurm's environment
 // (CADRE_SLURM_JOBS). Skips, saying why, where Slurm cannot run (not root, no packages).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <regex>
@@ -40,6 +41,7 @@ class SlurmTest : public cadre::testing::TempDirTest {
 TEST_F(SlurmTest, AChiefAWorkerAndAnEvaluatorRunAsOneSrunJobStep) {
   // The job's secret in a file on storage every node sees, as docs/DEPLOY.md has it.
   testing::write_file(path("job_secret"), "a secret for this srun job step\n");
+  ASSERT_EQ(::chmod(path("job_secret").c_str(), 0600), 0);  // others may not read it
   std::string command =
       "SLURM_CONF=" + slurm_dir_ + "/slurm.conf CADRE_SLURM_JOBS=chief:1,worker:1,evaluator:1" +
       " CADRE_JOB_SECRET_FILE=" + path("job_secret") +

@@ -1,11 +1,13 @@
 // The user's default job secret: made once, private, the same for every task that reads it
-// (also tasks starting together), and refused when other users could read it.
+// (also tasks starting together), and refused when other users could read it, as a
+// CADRE_JOB_SECRET_FILE is.
 #include "strategies/cluster/user_secret.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -95,6 +97,39 @@ TEST(UserSecretTest, ClusterSecurityFallsBackToTheUsersDefault) {
   EXPECT_NE(refused.secret_source.find("mode 0644"), std::string::npos) << refused.secret_source;
 
   ::setenv("HOME", saved_home.c_str(), 1);
+}
+
+// CADRE_JOB_SECRET_FILE is held to the default's rule: a file others can read is refused
+// with its mode and what to do, a private one (0600, or 0400 as Kubernetes mounts it) is read.
+TEST(UserSecretTest, AnExplicitSecretFileOthersCanReadIsRefusedToo) {
+  testing::TempDir dir;
+  std::string path = testing::write_file(dir.file("job_secret"), "the job's\n");
+  ::unsetenv("CADRE_JOB_SECRET");
+  ::setenv("CADRE_JOB_SECRET_FILE", path.c_str(), 1);
+  for (unsigned mode : {0644u, 0640u, 0604u}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    try {
+      ClusterSecurity::from_environment();
+      ADD_FAILURE() << "a secret file of mode 0" << std::oct << mode << " was accepted";
+    } catch (const InvalidArgumentError& e) {
+      std::string what = e.what();
+      char expected[16];
+      std::snprintf(expected, sizeof expected, "mode 0%o", mode);
+      EXPECT_NE(what.find("CADRE_JOB_SECRET_FILE=" + path), std::string::npos) << what;
+      EXPECT_NE(what.find(expected), std::string::npos) << what;
+      EXPECT_NE(what.find("chmod 600 " + path), std::string::npos) << what;
+    }
+  }
+  for (unsigned mode : {0600u, 0400u}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    ClusterSecurity security = ClusterSecurity::from_environment();
+    EXPECT_EQ(security.secret, "the job's");
+    EXPECT_EQ(security.secret_source, "CADRE_JOB_SECRET_FILE=" + path);
+  }
+  // Missing: named, not taken for an empty secret.
+  ::setenv("CADRE_JOB_SECRET_FILE", dir.file("absent").c_str(), 1);
+  EXPECT_THROW(ClusterSecurity::from_environment(), InvalidArgumentError);
+  ::unsetenv("CADRE_JOB_SECRET_FILE");
 }
 
 }  // namespace
