@@ -1,5 +1,6 @@
 #include "cadre/runtime/threading.h"
 
+#include <glog/logging.h>
 #include <omp.h>
 #include <pmmintrin.h>
 #include <sched.h>
@@ -10,14 +11,25 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cadre/base/errors.h"
+#include "core/base/strings.h"
+
 namespace cadre {
 namespace {
 
 int initial_budget() {
   int threads = hardware_threads();
   if (const char* cap = std::getenv("CADRE_NUM_THREADS"); cap != nullptr && *cap != '\0') {
-    int value = std::atoi(cap);
-    if (value > 0) threads = value;
+    // strtoll, so that a value past int (or with digits past it) is large, not wrapped.
+    long long value = std::strtoll(cap, nullptr, 10);
+    if (value > max_intra_op_threads()) {
+      LOG(WARNING) << "CADRE_NUM_THREADS=" << cap << " is more than " << max_intra_op_threads()
+                   << ", the most this process may use (" << kMaxThreadsPerCore
+                   << " threads a core on its " << hardware_threads() << " cores); using "
+                   << max_intra_op_threads();
+      value = max_intra_op_threads();
+    }
+    if (value > 0) threads = static_cast<int>(value);
   }
   return std::max(1, threads);
 }
@@ -69,7 +81,15 @@ int hardware_threads() {
 
 int intra_op_threads_budget() { return budget().load(std::memory_order_relaxed); }
 
+int max_intra_op_threads() { return kMaxThreadsPerCore * hardware_threads(); }
+
 void set_intra_op_threads(int threads) {
+  if (threads > max_intra_op_threads()) {
+    throw InvalidArgumentError(str_cat(
+        "intra-op threads: ", threads, " (--threads, set_intra_op_threads) is more than ",
+        max_intra_op_threads(), ", the most this process may use (", kMaxThreadsPerCore,
+        " threads a core on its ", hardware_threads(), " cores)"));
+  }
   budget().store(std::max(1, threads), std::memory_order_relaxed);
   generation.fetch_add(1, std::memory_order_release);
 }

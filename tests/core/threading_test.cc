@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
+#include "cadre/base/errors.h"
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/random.h"
 #include "cadre/ops/reduce.h"
@@ -57,6 +60,45 @@ TEST(ThreadingTest, ReplicaScopesSplitTheBudget) {
   set_intra_op_threads(1);
   EXPECT_EQ(current_thread_budget(), 1);
   set_intra_op_threads(budget);
+}
+
+// A budget libgomp cannot create (a hundred thousand threads crashed it) is refused, naming
+// both numbers, and leaves the budget as it was; up to the maximum is allowed.
+TEST(ThreadingTest, ABudgetPastTheMaximumIsRefused) {
+  const int budget = intra_op_threads_budget();
+  EXPECT_EQ(max_intra_op_threads(), kMaxThreadsPerCore * hardware_threads());
+  for (int threads : {100000, max_intra_op_threads() + 1}) {
+    try {
+      set_intra_op_threads(threads);
+      ADD_FAILURE() << "a budget of " << threads << " threads was accepted";
+    } catch (const InvalidArgumentError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find(std::to_string(threads)), std::string::npos) << what;
+      EXPECT_NE(what.find("more than " + std::to_string(max_intra_op_threads())),
+                std::string::npos)
+          << what;
+    }
+    EXPECT_EQ(intra_op_threads_budget(), budget);
+  }
+  set_intra_op_threads(max_intra_op_threads());
+  EXPECT_EQ(intra_op_threads_budget(), max_intra_op_threads());
+  set_intra_op_threads(budget);
+}
+
+// CADRE_NUM_THREADS, read when the budget is first needed, is lowered to the maximum with a
+// warning (in a fresh process: the budget of this one is already read).
+TEST(ThreadingDeathTest, ACadreNumThreadsPastTheMaximumIsLoweredWithAWarning) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("CADRE_NUM_THREADS", "100000", 1);
+        int budget = intra_op_threads_budget();
+        std::fprintf(stderr, "budget %d\n", budget);
+        std::exit(budget == max_intra_op_threads() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "CADRE_NUM_THREADS=100000 is more than [0-9]+, the most this process may use(.|\n)*budget "
+      "[0-9]+");
 }
 
 TEST(ThreadingTest, SumsAreTheSameBitsWithAnyThreadCount) {

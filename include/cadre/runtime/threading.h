@@ -20,8 +20,18 @@ namespace cadre {
 int hardware_threads();
 // The process-wide budget.
 int intra_op_threads_budget();
+// The largest budget: kMaxThreadsPerCore threads a core of hardware_threads(). A few threads
+// a core is a legitimate experiment (a laptop standing in for a server); thousands only
+// thrash (a step takes minutes), and libgomp crashes creating a hundred thousand.
+inline constexpr int kMaxThreadsPerCore = 64;
+int max_intra_op_threads();
 // Sets the process-wide budget (at least 1; more than hardware_threads() is allowed but
-// oversubscribes). Threads pick the change up at their next parallel section.
+// oversubscribes). Threads pick the change up at their next parallel section. Throws
+// InvalidArgumentError, naming both numbers, past max_intra_op_threads(): an explicit
+// request for more is a mistake to report, not to round (a program's --threads ends in one
+// line). CADRE_NUM_THREADS past it is lowered to it with a warning instead: the library reads
+// it lazily, where an error would surface from whichever kernel runs first, and it is a cap
+// (cadre_launch divides the cores through it), as OMP_THREAD_LIMIT is.
 void set_intra_op_threads(int threads);
 // Threads that a parallel section started on the calling thread may use.
 int current_thread_budget();
