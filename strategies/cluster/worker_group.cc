@@ -7,9 +7,12 @@
 #include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "cadre/base/errors.h"
+#include "core/base/logging.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/memory_store.h"
 #include "strategies/collectives/host_collective.h"
 
 namespace cadre {
@@ -73,6 +76,41 @@ class FailureNotingCollective final : public ProcessCollective {
   std::atomic<bool> left_{false};
 };
 
+// The group of a cluster with one training task: nobody to register with, wait for or send
+// gradients to, so no coordination service, no port and no job secret (a one-task cluster
+// reads none: RunConfig::from_environment). Keys stay in this process, for NCCL's id.
+class SoleTaskClient final : public CoordinationClient {
+ public:
+  void set(const std::string& key, const std::string& value) override { store_.set(key, value); }
+  std::string get(const std::string& key, double timeout_seconds) override {
+    return store_.get(key, timeout_seconds);
+  }
+  void wait(const std::vector<std::string>& keys, double timeout_seconds) override {
+    store_.wait(keys, timeout_seconds);
+  }
+  void register_task(double) override {}
+  void barrier(const std::string&, double) override {}
+  void stop_heartbeats() override {}
+  std::string failure() const override { return ""; }  // a task's own error is its own
+  std::string failure_now(double) override { return ""; }
+  void report_error(const std::string&, double) override {}
+
+ private:
+  MemoryStore store_;
+};
+
+// The one process of such a group: sums and broadcasts over itself leave the data as it is.
+class SoleTaskCollective final : public ProcessCollective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Device device() const override { return Device::cpu(0); }
+  const char* transport() const override { return "identity (one worker)"; }
+  void sum(float*, size_t) override {}
+  void sum(double*, size_t) override {}
+  void broadcast(void*, size_t, int) override {}
+};
+
 }  // namespace
 
 WorkerGroup::~WorkerGroup() {
@@ -108,15 +146,22 @@ WorkerGroup::~WorkerGroup() {
 
 std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
                                                const MultiWorkerOptions& options) {
+  ensure_logging();  // before the Strategy that will hold the group exists
   int rank = cluster.global_task_id();
   if (rank < 0) {
     throw InvalidArgumentError(str_cat("task ", cluster.task.to_string(),
                                        " does not train (only the chief and the workers do)"));
   }
   std::vector<TaskId> tasks = cluster.training_tasks();
-  std::string chief_address = cluster.address(cluster.chief());
   auto group = std::make_unique<WorkerGroup>();
   group->task = cluster.task.to_string();
+  if (tasks.size() == 1 && !cluster.has_job("client")) {  // a client hosts a service to join
+    group->client = std::make_unique<SoleTaskClient>();
+    group->collective = std::make_unique<FailureNotingCollective>(
+        std::make_unique<SoleTaskCollective>(), &group->collective_failed, group->client.get());
+    return group;
+  }
+  std::string chief_address = cluster.address(cluster.chief());
   if (cluster.is_chief()) {
     group->service =
         CoordinationService::start(chief_address, tasks, options.coordination, cluster.security);

@@ -31,8 +31,11 @@ struct WorkerGroup {
   ~WorkerGroup();
 };
 
-// Throws InvalidArgumentError for a task that does not train, DeadlineExceededError naming
-// the tasks that never registered, UnavailableError when the chief's port cannot be bound.
+// A cluster of one training task and no client (a chief alone) is a group of one that
+// contacts no one: no coordination service, no port, no secret, and its collective's
+// operations leave the data as it is. Throws InvalidArgumentError for a task that does not
+// train, DeadlineExceededError naming the tasks that never registered, UnavailableError when
+// the chief's port cannot be bound.
 std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
                                                const MultiWorkerOptions& options = {});
 

@@ -233,6 +233,30 @@ TEST_F(MultiWorkerTest, TasksWithTfConfigAloneShareTheUsersDefaultSecret) {
   EXPECT_EQ(permissions, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+// One worker is a legitimate MultiWorkerMirrored job (TensorFlow runs it): a chief alone, with
+// no job secret anywhere (as a cluster of one reads none), trains and ends with its result
+// line, contacting no one: no coordination service, and no default secret made.
+TEST_F(MultiWorkerTest, AChiefAloneTrainsWithoutASecretOrAService) {
+  std::filesystem::create_directories(path("home"));
+  std::string tf_config = R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(free_port()) +
+                          R"("]}, "task": {"type": "chief", "index": 0}})";
+  testing::CommandResult run = testing::run_command(
+      "TF_CONFIG='" + tf_config + "' HOME=" + path("home") +
+      " CADRE_JOB_SECRET= CADRE_JOB_SECRET_FILE= CADRE_INSECURE= CADRE_NUM_THREADS=1"
+      " timeout 120 " CADRE_FASHION_MNIST " --model_dir=" + path("m") +
+      " --strategy=multi_worker_mirrored --max_steps=20 --save_checkpoints_steps=10"
+      " --eval_steps=1 --batch_size=32 2>&1");
+  ASSERT_EQ(run.status, 0) << testing::tail(run.output);
+  EXPECT_NE(run.output.find("MultiWorkerMirroredStrategy: worker 0 of 1 (chief:0)"),
+            std::string::npos)
+      << testing::tail(run.output);
+  EXPECT_NE(run.output.find(R"({"task":"chief","model":"mlp","global_step":20)"),
+            std::string::npos)
+      << testing::tail(run.output);
+  EXPECT_EQ(run.output.find("coordination service"), std::string::npos) << testing::tail(run.output);
+  EXPECT_FALSE(std::filesystem::exists(path("home") + "/.cadre"));
+}
+
 // An input_fn that does not shard is divided by auto-sharding (DATA: the pipeline reads no
 // files), each worker taking alternate per-replica batches, which together are the global
 // batches of one process.

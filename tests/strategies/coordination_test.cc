@@ -9,6 +9,7 @@
 #include "cadre/strategies/multi_worker_mirrored_strategy.h"
 #include "strategies/cluster/coordination_service.h"
 #include "tests/support/job_secret.h"
+#include "tests/support/processes.h"
 
 namespace cadre {
 namespace {
@@ -193,6 +194,33 @@ TEST(CoordinationTest, MultiWorkerStrategyRefusesNcclOnCpusBeforeJoiningAnyone) 
       R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:3"]},
           "task": {"type": "chief", "index": 0}})");
   EXPECT_THROW(MultiWorkerMirroredStrategy::create(with_ps), InvalidArgumentError);
+}
+
+// A chief alone, as RunConfig makes it (no secret read, not insecure), is a group of one: it
+// needs no coordination service (nothing listens on its port), and its replicas' gradients
+// are summed as in one process.
+TEST(CoordinationTest, MultiWorkerStrategyOfOneTaskStartsWithoutAServiceOrASecret) {
+  int port = testing::free_port();
+  ClusterConfig cluster = parse_tf_config(R"({"cluster": {"chief": ["127.0.0.1:)" +
+                                          std::to_string(port) +
+                                          R"("]}, "task": {"type": "chief", "index": 0}})");
+  ASSERT_TRUE(cluster.security.secret.empty());
+  ASSERT_FALSE(cluster.security.insecure);
+  auto strategy = MultiWorkerMirroredStrategy::create(cluster, {Device::cpu(0), Device::cpu(1)});
+  EXPECT_EQ(strategy->num_workers(), 1);
+  EXPECT_EQ(strategy->worker_index(), 0);
+  EXPECT_EQ(strategy->num_replicas_in_sync(), 2);
+  PerReplica<Tensor> values{Tensor::from_vector<float>({1, 2}), Tensor::from_vector<float>({3, 6})};
+  EXPECT_EQ(strategy->reduce(ReduceOp::kSum, values).to_vector<float>(),
+            (std::vector<float>{4, 8}));
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+      << "something listens on the chief's port " << port;
+  ::close(fd);
 }
 
 }  // namespace
