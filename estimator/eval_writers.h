@@ -1,6 +1,9 @@
-// The event files an Estimator's evaluations write: one per eval directory for the
-// Estimator's life (TensorFlow writes one per evaluator process), flushed after each
-// evaluation so that TensorBoard and the evaluator's cursor see it at once.
+// The event files an Estimator writes: one per directory for the Estimator's life, each
+// opened when first written to. Its evaluations write one per eval directory (TensorFlow
+// writes one per evaluator process), flushed after each evaluation so that TensorBoard and
+// the evaluator's cursor see it at once; its training runs (on the chief) write model_dir's,
+// one for every train() call of the Estimator (TensorFlow's FileWriterCache), flushed when
+// each ends.
 #pragma once
 
 #include <map>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -24,6 +25,7 @@
 #include "cadre/strategies/one_device_strategy.h"
 #include "core/base/strings.h"
 #include "core/runtime/thread_tuner.h"
+#include "estimator/eval_writers.h"
 #include "estimator/model_session.h"
 #include "estimator/worker_states.h"
 #include "strategies/strategy_extended.h"
@@ -83,10 +85,11 @@ class TrainRun : public Run {
            std::shared_ptr<const checkpoint::CheckpointReader> resume,
            std::shared_ptr<const checkpoint::CheckpointReader> warm,
            checkpoint::CheckpointSourceFn warm_names, checkpoint::CheckpointManager* manager,
-           std::optional<int64_t> max_steps)
+           std::optional<int64_t> max_steps, std::function<io::SummaryWriter*()> open_writer)
       : estimator_(estimator),
         strategy_(std::move(strategy)),
         manager_(manager),
+        open_writer_(std::move(open_writer)),
         max_steps_(max_steps),
         global_step_(start_step),
         // Warm start takes variables only: the new run draws from its own seed.
@@ -99,11 +102,6 @@ class TrainRun : public Run {
       creator = checkpoint::restoring_creator(warm, std::move(warm_names), /*verify=*/true);
     }
     variables_ = strategy_->create_variables(estimator.seed(), creator);
-    if (manager_) {
-      io::SummaryWriterOptions options;
-      options.env = estimator.config().file_system();
-      writer_ = std::make_unique<io::SummaryWriter>(estimator.model_dir(), options);
-    }
   }
 
   ModeKeys mode() const override { return ModeKeys::kTrain; }
@@ -111,7 +109,15 @@ class TrainRun : public Run {
   int64_t global_step() const override { return global_step_; }
   std::optional<int64_t> max_steps() const override { return max_steps_; }
   nn::VariableStore& store() override { return variables_->primary(); }
-  io::SummaryWriter* summary_writer() override { return writer_.get(); }
+  // Opened when first asked for (the hooks ask after a step), so that a run refused at its
+  // start (input that cannot be read, a batch too large) leaves no event file behind.
+  io::SummaryWriter* summary_writer() override {
+    if (!writer_ && open_writer_) writer_ = open_writer_();
+    return writer_;
+  }
+  void flush_summaries() {
+    if (writer_) writer_->flush();
+  }
   Generator& generator() { return generators_[0]; }
 
   // This worker's input position and its replicas' generators.
@@ -280,7 +286,8 @@ class TrainRun : public Run {
   int64_t global_step_;
   std::vector<Generator> generators_;
   std::unique_ptr<DistributedVariables> variables_;
-  std::unique_ptr<io::SummaryWriter> writer_;
+  std::function<io::SummaryWriter*()> open_writer_;  // null: this run writes no summaries
+  io::SummaryWriter* writer_ = nullptr;               // the Estimator's, once opened
   DistributedIterator* iterator_ = nullptr;
   std::vector<estimator_internal::WorkerState> gathered_;  // the other workers', on the chief
   int64_t gathered_step_ = -1;
@@ -423,7 +430,17 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
     LOG(INFO) << "resuming from " << resume->path() << " at step " << resume->global_step();
   }
 
-  TrainRun run(*this, strategy, start_step, resume, warm, warm_names, manager.get(), max_steps);
+  std::function<io::SummaryWriter*()> open_writer;
+  if (manager) {
+    // The Estimator's writer of model_dir, kept for its life as TensorFlow's FileWriterCache
+    // keeps one per directory: train() called again (as each epoch of a Keras fit does)
+    // writes on in the same event file.
+    open_writer = [writers = eval_writers_, dir = config_.model_dir, env = config_.file_system()] {
+      return &writers->writer(dir, env);
+    };
+  }
+  TrainRun run(*this, strategy, start_step, resume, warm, warm_names, manager.get(), max_steps,
+               std::move(open_writer));
   DistributedIterator iterator =
       strategy->distribute_datasets_from_function(input_fn).make_iterator();
   if (resume) restore_input(iterator, *resume, *strategy);
@@ -498,7 +515,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   }
   for (const auto& hook : hooks) hook->end(run);
   if (manager) manager->close();
-  if (io::SummaryWriter* writer = run.summary_writer()) writer->close();
+  run.flush_summaries();
   return run.global_step();
 } catch (...) {
   std::string what = "an exception that is not a std::exception";

@@ -156,25 +156,29 @@ TensorBoard::TensorBoard(std::string log_dir) : log_dir_(std::move(log_dir)) {
 }
 TensorBoard::~TensorBoard() = default;
 
-void TensorBoard::on_train_begin(const Logs&) {
-  if (!model().is_chief()) return;
-  io::SummaryWriterOptions options;
-  options.env = model().config().file_system();
-  train_ = std::make_unique<io::SummaryWriter>(log_dir_ + "/train", options);
-  validation_ = std::make_unique<io::SummaryWriter>(log_dir_ + "/validation", options);
-}
+void TensorBoard::on_train_begin(const Logs&) {}
 
 void TensorBoard::on_epoch_end(int epoch, const Logs& logs) {
-  if (!train_) return;
+  if (!model().is_chief()) return;
+  // Each writer is opened at its first scalar, as Keras's are: a fit that fails before an
+  // epoch ends, or has no validation data, leaves no empty event file.
+  auto writer = [&](std::unique_ptr<io::SummaryWriter>& w, const char* dir) -> io::SummaryWriter& {
+    if (!w) {
+      io::SummaryWriterOptions options;
+      options.env = model().config().file_system();
+      w = std::make_unique<io::SummaryWriter>(log_dir_ + "/" + dir, options);
+    }
+    return *w;
+  };
   for (const auto& [name, value] : logs) {
     if (name.starts_with("val_")) {
-      validation_->scalar("epoch_" + name.substr(4), value, epoch);
+      writer(validation_, "validation").scalar("epoch_" + name.substr(4), value, epoch);
     } else {
-      train_->scalar("epoch_" + name, value, epoch);
+      writer(train_, "train").scalar("epoch_" + name, value, epoch);
     }
   }
-  train_->flush();
-  validation_->flush();
+  if (train_) train_->flush();
+  if (validation_) validation_->flush();
 }
 
 void TensorBoard::on_train_end(const Logs&) {

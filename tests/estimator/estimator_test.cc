@@ -55,6 +55,48 @@ TEST_F(EstimatorTest, TrainingLowersTheLossAndReachesAccuracy) {
   EXPECT_EQ(estimator.latest_checkpoint().value(), model_dir() + "/model.ckpt-300.h5");
 }
 
+// The event files in `dir`.
+std::vector<std::string> event_files(const std::string& dir) {
+  std::vector<std::string> files;
+  if (!std::filesystem::exists(dir)) return files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().starts_with("events.out.tfevents.")) {
+      files.push_back(entry.path().string());
+    }
+  }
+  return files;
+}
+
+// A run refused at its start (an input_fn that cannot read its data, an input whose first
+// batch fails) leaves no event file; the run that then starts writes one, and every later
+// train() of the Estimator writes on in it (TensorFlow's FileWriterCache).
+TEST_F(EstimatorTest, ARunRefusedAtItsStartLeavesNoEventFile) {
+  Estimator estimator(classifier_fn, test_config(model_dir(), 10));
+  auto unreadable = [](const InputContext&) -> Dataset {
+    throw NotFoundError("no such data directory");
+  };
+  EXPECT_THROW(estimator.train(unreadable, {.max_steps = 10}), NotFoundError);
+  auto failing_first_batch = [](const InputContext& context) {
+    return train_input(context).map([](io::Element) -> io::Element {
+      throw ResourceExhaustedError("a batch too large");
+    });
+  };
+  EXPECT_THROW(estimator.train(failing_first_batch, {.max_steps = 10}), ResourceExhaustedError);
+  EXPECT_EQ(event_files(model_dir()), std::vector<std::string>{});
+
+  estimator.train(train_input, {.max_steps = 10});
+  estimator.train(train_input, {.max_steps = 20});
+  std::vector<std::string> files = event_files(model_dir());
+  ASSERT_EQ(files.size(), 1u);
+  std::vector<int64_t> steps;
+  for (const io::Event& event : io::read_event_file(files[0])) {
+    for (const io::SummaryValue& value : event.values) {
+      if (value.tag == "loss") steps.push_back(event.step);
+    }
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 11}));
+}
+
 TEST_F(EstimatorTest, AMissingMetricIsNotFoundNamingThoseThatExist) {
   EvalResult chief{{"global_step", 300}};  // what a chief returns while an evaluator evaluates
   EXPECT_EQ(chief["global_step"], 300);

@@ -137,7 +137,7 @@ class Estimator {
   Params params_;
   std::optional<WarmStartSettings> warm_start_;
   uint64_t seed_;
-  struct EvalWriters;  // copies of an Estimator share them
+  struct EvalWriters;  // its event files, training's too; copies of an Estimator share them
   std::shared_ptr<EvalWriters> eval_writers_;
 };
 
