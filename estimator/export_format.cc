@@ -40,6 +40,12 @@ std::string utc_now() {
 
 }  // namespace
 
+std::string new_export_dir(Env& env, const std::string& export_dir_base) {
+  int64_t stamp = static_cast<int64_t>(std::time(nullptr));
+  while (env.file_exists(join_path(export_dir_base, std::to_string(stamp)))) ++stamp;
+  return join_path(export_dir_base, std::to_string(stamp));
+}
+
 ExportedModel describe_export(const EstimatorSpec& spec, const io::Features& features,
                               const checkpoint::CheckpointReader& reader) {
   ExportedModel model;

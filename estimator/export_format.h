@@ -1,4 +1,5 @@
-// The exported-model directory that Estimator::export_model writes and Predictor reads:
+// The exported-model directory that Estimator::export_model writes (under its
+// export_dir_base, named by the time) and Predictor reads:
 //   variables.h5   the model's variables, a checkpoint file (checkpoint/FORMAT.md)
 //   export.json    ExportDescription (estimator/proto/export.proto): inputs, outputs and
 //                  prediction signatures, with the step and checkpoint it came from
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/estimator/model_fn.h"
@@ -34,6 +36,10 @@ struct ExportedModel {
   std::map<std::string, TensorSpec> outputs;
   std::map<std::string, std::vector<std::string>> signatures;
 };
+
+// A new export's directory under `export_dir_base`: <seconds since the epoch>, as
+// TensorFlow names exports, or the next free number when an export of this second exists.
+std::string new_export_dir(Env& env, const std::string& export_dir_base);
 
 // The description of what `spec` (from model_fn in PREDICT on `features`) exports.
 ExportedModel describe_export(const EstimatorSpec& spec, const io::Features& features,

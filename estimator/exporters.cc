@@ -3,13 +3,11 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <ctime>
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 
 namespace cadre {
-
 
 LatestExporter::LatestExporter(std::string name, io::Features serving_features, int exports_to_keep)
     : name_(std::move(name)),
@@ -28,13 +26,8 @@ std::string LatestExporter::write_export(const Estimator& estimator,
                                          const std::string& checkpoint_path) {
   std::shared_ptr<Env> env = estimator.config().file_system();
   std::string base = join_path(join_path(estimator.model_dir(), "export"), name_);
-  env->create_dir(base);
-  // TensorFlow names exports by the time in seconds; a second export within the same
-  // second takes the next free number.
-  int64_t stamp = static_cast<int64_t>(std::time(nullptr));
-  while (env->file_exists(join_path(base, std::to_string(stamp)))) ++stamp;
-  std::string dir = estimator.export_model(join_path(base, std::to_string(stamp)),
-                                           serving_features_, checkpoint_path);
+  // Under base, named by the time in seconds, as TensorFlow names exports.
+  std::string dir = estimator.export_model(base, serving_features_, checkpoint_path);
   if (exports_to_keep_ > 0) {
     std::vector<int64_t> stamps;
     for (const std::string& file : env->list_dir(base)) {

@@ -135,15 +135,13 @@ Predictions Estimator::predict(const InputFn& input_fn, const PredictArgs& args)
   return Predictions(std::move(state));
 }
 
-std::string Estimator::export_model(const std::string& export_dir,
+std::string Estimator::export_model(const std::string& export_dir_base,
                                     const io::Features& serving_features,
                                     const std::string& checkpoint_path) const {
-  if (export_dir.empty()) throw InvalidArgumentError("export_model: export_dir is empty");
-  std::shared_ptr<Env> env = config_.file_system();
-  if (env->file_exists(export_dir)) {
-    throw AlreadyExistsError(
-        str_cat("export_model: ", export_dir, " exists already; exports never overwrite"));
+  if (export_dir_base.empty()) {
+    throw InvalidArgumentError("export_model: export_dir_base is empty");
   }
+  std::shared_ptr<Env> env = config_.file_system();
   if (serving_features.empty()) {
     throw InvalidArgumentError("export_model: serving_features is empty; give a batch of inputs");
   }
@@ -163,12 +161,12 @@ std::string Estimator::export_model(const std::string& export_dir,
   checkpoint::add_variables(session.store(), &data);
   data.attributes["exported_from"] = reader->path();
 
-  // Everything is written into a temporary directory beside the target, which one rename
-  // then publishes whole.
-  std::string parent = dir_name(export_dir);
-  env->create_dir(parent);
-  std::string temporary = temporary_path_for(join_path(parent, "." + base_name(export_dir)));
+  // Everything is written into a temporary directory beside the export, which one rename
+  // then publishes whole under its timestamp.
+  env->create_dir(export_dir_base);
+  std::string temporary = temporary_path_for(join_path(export_dir_base, ".export"));
   env->create_dir(temporary);
+  std::string export_dir;
   bool renamed = false;
   try {
     std::string variables = join_path(temporary, estimator_internal::kExportVariablesFile);
@@ -177,9 +175,10 @@ std::string Estimator::export_model(const std::string& export_dir,
     write_file_atomically(*env, join_path(temporary, estimator_internal::kExportDescriptionFile),
                           estimator_internal::export_description_json(model));
     env->sync_dir(temporary);
+    export_dir = estimator_internal::new_export_dir(*env, export_dir_base);
     env->rename_file(temporary, export_dir);
     renamed = true;
-    env->sync_dir(parent);
+    env->sync_dir(export_dir_base);
   } catch (...) {
     // An export whose rename may not survive a crash is withdrawn too: the caller is told
     // it failed, so it must not stay.

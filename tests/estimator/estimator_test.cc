@@ -1,7 +1,10 @@
 // Estimator: train, resume, evaluate, predict, export and load, warm start, and the errors
 // a user meets first.
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cadre/base/errors.h"
@@ -273,15 +276,37 @@ TEST_F(EstimatorTest, AnExportInterruptedAtAnyStepLeavesNothing) {
   for (int failing = 0; failing < steps; ++failing) {
     std::filesystem::remove_all(path("exports"));
     env->fail_from(failing, /*once=*/true);
-    EXPECT_THROW(estimator.export_model(path("exports/model"), serving), UnavailableError)
-        << failing;
+    EXPECT_THROW(estimator.export_model(path("exports"), serving), UnavailableError) << failing;
     env->fail_from(-1);
-    EXPECT_FALSE(std::filesystem::exists(path("exports/model"))) << failing;
     if (std::filesystem::exists(path("exports"))) {
       EXPECT_TRUE(std::filesystem::is_empty(path("exports"))) << failing;
     }
   }
-  EXPECT_EQ(estimator.export_model(path("exports/model"), serving), path("exports/model"));
+  std::string dir = estimator.export_model(path("exports"), serving);
+  EXPECT_EQ(std::filesystem::path(dir).parent_path(), path("exports"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/export.json"));
+}
+
+// As TensorFlow's export_saved_model: each export is a new directory under the base named by
+// the time in seconds, so that a program run twice exports twice instead of failing.
+TEST_F(EstimatorTest, ExportingAgainAddsATimestampedExport) {
+  Estimator estimator(classifier_fn, test_config(model_dir()));
+  estimator.train(train_input, {.max_steps = 10});
+  auto [x, y] = testing::classification_data(2);
+  std::string first = estimator.export_model(path("exports"), Features{{"x", x}});
+  estimator.train(train_input, {.max_steps = 20});
+  std::string second = estimator.export_model(path("exports"), Features{{"x", x}});
+  ASSERT_NE(first, second);
+  for (const std::string& dir : {first, second}) {
+    std::string name = std::filesystem::path(dir).filename();
+    EXPECT_EQ(std::filesystem::path(dir).parent_path(), path("exports"));
+    EXPECT_TRUE(!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) << name;
+    EXPECT_GE(std::stoll(name), 1700000000) << "seconds since the epoch";
+  }
+  EXPECT_GT(std::stoll(std::filesystem::path(second).filename()),
+            std::stoll(std::filesystem::path(first).filename()));
+  EXPECT_EQ(Predictor::load(first, classifier_fn)->global_step(), 10);
+  EXPECT_EQ(Predictor::load(second, classifier_fn)->global_step(), 20);
 }
 
 TEST_F(EstimatorTest, PredictStreamsPerExamplePredictions) {
@@ -324,7 +349,6 @@ TEST_F(EstimatorTest, ExportedModelPredictsExactlyAsTheEstimator) {
   std::string dir = estimator.export_model(path("export"), Features{{"x", x.slice(0, 0, 2)}});
   EXPECT_TRUE(std::filesystem::exists(dir + "/variables.h5"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/export.json"));
-  EXPECT_THROW(estimator.export_model(path("export"), Features{{"x", x}}), AlreadyExistsError);
 
   auto predictor = Predictor::load(dir, classifier_fn);
   EXPECT_EQ(predictor->global_step(), 40);

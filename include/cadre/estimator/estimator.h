@@ -113,9 +113,13 @@ class Estimator {
   Predictions predict(const InputFn& input_fn, const PredictArgs& args = {});
   // Writes a self-contained directory that Predictor loads: the model's variables (HDF5)
   // and the prediction signatures, found by running model_fn in PREDICT mode on
-  // `serving_features` (a batch of example inputs). export_dir must not exist yet; it
-  // appears complete or not at all. Returns export_dir.
-  std::string export_model(const std::string& export_dir, const io::Features& serving_features,
+  // `serving_features` (a batch of example inputs), from the latest checkpoint or
+  // `checkpoint_path`. As TensorFlow's export_saved_model, the export is a new directory
+  // under export_dir_base (made when missing) named by the time in seconds
+  // (export_dir_base/1700000000), so that exporting again adds an export and never
+  // overwrites one. It appears complete or not at all. Returns its path.
+  std::string export_model(const std::string& export_dir_base,
+                           const io::Features& serving_features,
                            const std::string& checkpoint_path = "") const;
 
   std::optional<std::string> latest_checkpoint() const;
