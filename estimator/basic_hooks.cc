@@ -9,8 +9,12 @@
 #include "cadre/base/errors.h"
 #include "cadre/io/summary_writer.h"
 #include "core/base/strings.h"
+#include "estimator/progress_text.h"
 
 namespace cadre {
+
+using estimator_internal::eta_text;
+using estimator_internal::human_count;
 
 StepTimer::StepTimer(std::optional<int64_t> every_steps, std::optional<double> every_secs)
     : every_steps_(every_steps), every_secs_(every_secs) {
@@ -140,22 +144,6 @@ void StepCounterHook::begin(Run& run) {
   examples_since_ = 0;
 }
 
-namespace {
-
-std::string human_count(double value) {
-  char text[32];
-  if (value >= 1e6) {
-    std::snprintf(text, sizeof text, "%.2fM", value / 1e6);
-  } else if (value >= 1e3) {
-    std::snprintf(text, sizeof text, "%.1fk", value / 1e3);
-  } else {
-    std::snprintf(text, sizeof text, "%.0f", value);
-  }
-  return text;
-}
-
-}  // namespace
-
 void StepCounterHook::after_run(Run& run, const StepResult& result, RunContext& context) {
   examples_since_ += result.batch_size;
   ++steps_since_;
@@ -180,8 +168,9 @@ void StepCounterHook::after_run(Run& run, const StepResult& result, RunContext& 
   line += str_cat("  loss ", loss, "  ", human_count(steps_per_sec_), " steps/s  ",
                   human_count(examples_per_sec_), " ex/s");
   if (max_steps && steps_per_sec_ > 0) {
-    line += str_cat("  ETA ",
-                    static_cast<int64_t>((*max_steps - result.global_step) / steps_per_sec_), "s");
+    if (auto eta = eta_text((*max_steps - result.global_step) / steps_per_sec_)) {
+      line += str_cat("  ETA ", *eta);
+    }
   }
   LOG(INFO) << line;
 }
@@ -227,8 +216,9 @@ void ProgressLineHook::after_run(Run& run, const StepResult& result, RunContext&
   std::snprintf(loss, sizeof loss, "%.4g", result.loss);
   line += str_cat("  loss ", loss, "  ", human_count(steps_per_sec_), " steps/s");
   if (max_steps && steps_per_sec_ > 0) {
-    line += str_cat("  ETA ",
-                    static_cast<int64_t>((*max_steps - result.global_step) / steps_per_sec_), "s");
+    if (auto eta = eta_text((*max_steps - result.global_step) / steps_per_sec_)) {
+      line += str_cat("  ETA ", *eta);
+    }
   }
   // Carriage return and erase-line: the line replaces itself.
   std::fprintf(out_, "\r\033[K%s", line.c_str());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
@@ -16,6 +17,7 @@
 #include "cadre/io/event_file.h"
 #include "cadre/io/summary_writer.h"
 #include "cadre/ops/math.h"
+#include "estimator/progress_text.h"
 #include "tests/estimator/test_model.h"
 #include "tests/support/temp_dir.h"
 
@@ -114,6 +116,35 @@ TEST_F(HooksTest, ProgressLineRedrawsOneLineInPlaceAndEndsIt) {
   EXPECT_GT(std::count(text.begin(), text.end(), '\r'), 20);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
   EXPECT_EQ(text.back(), '\n');
+}
+
+// The time left reads at a glance: "ETA 25s" as the contract's line has it, then minutes,
+// hours, days and years; none for a max_steps beyond a century (not "26526104660046240s").
+TEST_F(HooksTest, TheEtaReadsAtAGlanceAndIsLeftOutBeyondACentury) {
+  using estimator_internal::eta_text;
+  EXPECT_EQ(eta_text(0.4), "0s");
+  EXPECT_EQ(eta_text(25.9), "25s");
+  EXPECT_EQ(eta_text(725), "12m05s");
+  EXPECT_EQ(eta_text(3 * 3600 + 7 * 60 + 59), "3h07m");
+  EXPECT_EQ(eta_text(4.2 * 86400), "4.2d");
+  EXPECT_EQ(eta_text(3.1 * 365.25 * 86400), "3.1y");
+  EXPECT_EQ(eta_text(99 * 365.25 * 86400), "99.0y");
+  EXPECT_EQ(eta_text(2.6526104660046240e16), std::nullopt);
+  EXPECT_EQ(eta_text(INFINITY), std::nullopt);
+  EXPECT_EQ(eta_text(NAN), std::nullopt);
+
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  Estimator estimator(classifier_fn, test_config(model_dir()));
+  estimator.train(train_input, {.max_steps = int64_t{1} << 62,
+                                .hooks = {std::make_shared<ProgressLineHook>(out, 0.0),
+                                          StopAtStepHook::after_steps(30)}});
+  std::rewind(out);
+  std::string text;
+  for (int c; (c = std::fgetc(out)) != EOF;) text += static_cast<char>(c);
+  std::fclose(out);
+  EXPECT_NE(text.find("step 30/4611686018427387904  loss "), std::string::npos) << text;
+  EXPECT_EQ(text.find("ETA"), std::string::npos) << text;
 }
 
 TEST_F(HooksTest, StopAtStepHookStopsAtAStepOrAfterSomeSteps) {
