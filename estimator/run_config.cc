@@ -5,6 +5,7 @@
 #include <map>
 
 #include "cadre/base/errors.h"
+#include "core/base/logging.h"
 #include "core/base/strings.h"
 
 namespace cadre {
@@ -32,6 +33,8 @@ RunConfig RunConfig::for_cluster(const ClusterConfig& cluster) {
 }
 
 RunConfig RunConfig::from_environment() {
+  // A program's first call under TF_CONFIG: what it does next (join the other tasks) logs.
+  ensure_logging();
   const char* text = std::getenv("TF_CONFIG");
   if (text != nullptr && *text != '\0') {
     ClusterConfig cluster = parse_tf_config(text);

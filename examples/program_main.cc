@@ -61,12 +61,16 @@ void parse_program_flags(int* argc, char*** argv, const char* usage) {
     }
   }
   gflags::ParseCommandLineFlags(argc, argv, true);
+  init_program_logging((*argv)[0]);
+}
+
+void init_program_logging(const char* argv0) {
+  if (FLAGS_log_dir.empty()) FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv0);
 }
 
 int program_main(int argc, char** argv, const char* usage, const std::function<int()>& run) {
   parse_program_flags(&argc, &argv, usage);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
   std::string name = argv[0];
   name = name.substr(name.find_last_of('/') + 1);
   try {

@@ -63,9 +63,11 @@ std::string from_chief(const Strategy* strategy, std::string bytes) {
   return strategy->extended().all_gather_bytes(std::move(bytes)).at(0);
 }
 
-int64_t latest_step(const std::string& model_dir) {
+// The global step of model_dir's latest checkpoint (0 without one), and its path.
+int64_t latest_step(const std::string& model_dir, std::string* path = nullptr) {
   std::optional<std::string> latest = checkpoint::latest_checkpoint(model_dir);
   if (!latest) return 0;
+  if (path) *path = *latest;
   return checkpoint::CheckpointReader::open(*latest)->global_step();
 }
 
@@ -161,7 +163,17 @@ History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::D
                 << " after " << state.history.epoch.size() << " epoch(s), from "
                 << config.model_dir;
     } else {
-      state.start_step = latest_step(config.model_dir);
+      std::string resumed;
+      state.start_step = latest_step(config.model_dir, &resumed);
+      if (state.start_step > 0 && !s.weights_from_this_process) {
+        // A fresh model picks up what an earlier program left in its model_dir, as the
+        // Estimator resumes: said loudly, since a Keras user expects initial weights.
+        LOG(WARNING) << "fit: model '" << s.name << "' resumes from " << resumed
+                     << " (global step " << state.start_step << "), the checkpoint already in "
+                     << "its model_dir " << config.model_dir
+                     << ", not from its initial weights; give compile a new model_dir to "
+                        "train from scratch";
+      }
       state.initial_epoch = o.initial_epoch;
       state.steps_per_epoch =
           o.steps_per_epoch ? *o.steps_per_epoch : count_batches(*dataset);
@@ -177,6 +189,7 @@ History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::D
   if (dataset) train_input = per_replica_input(o.steps_per_epoch ? *dataset : dataset->repeat());
 
   Estimator estimator(model.model_fn(), config);
+  s.weights_from_this_process = true;  // the checkpoints this fit writes are the model's own
   History history = state.history;
   Callbacks callbacks = o.callbacks;
   for (const auto& c : callbacks) c->set_model(&model);

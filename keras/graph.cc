@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cadre/base/errors.h"
+#include "core/base/logging.h"
 #include "core/base/strings.h"
 #include "keras/model_state.h"
 
@@ -166,6 +167,7 @@ void build_sequential(Model::State& state) {
 }
 
 std::shared_ptr<Model::State> new_state(std::string name) {
+  ensure_logging();  // a Keras program may log (compile, fit) before any Estimator exists
   auto state = std::make_shared<Model::State>();
   state->name = std::move(name);
   state->scope_strategy = current_strategy();

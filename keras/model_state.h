@@ -34,6 +34,9 @@ struct Model::State {
   std::vector<Metric> metrics;
   RunConfig config;
   bool explicit_model_dir = false;
+  // Whether this process gave the model its weights (a fit, load_model): a checkpoint in
+  // model_dir is then its own, which the next fit resumes without a word.
+  bool weights_from_this_process = false;
   // The model_dirs compile made for a model given none (one per compile): removed with the
   // state, as the in-memory model they stand for goes with it (Model::save keeps one).
   std::vector<std::string> temporary_model_dirs;

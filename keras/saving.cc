@@ -168,6 +168,7 @@ Model load_model(const std::string& dir, LoadOptions options) {
     if (!checkpoint::latest_checkpoint(model.model_dir())) {
       place_checkpoint(*env, *saved, model.model_dir());
     }
+    model.state()->weights_from_this_process = true;
   }
   return model;
 }

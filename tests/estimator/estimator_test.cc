@@ -500,6 +500,23 @@ TEST_F(EstimatorTest, RunConfigFollowsTheClusterAsTensorFlowDoes) {
   EXPECT_FALSE(local.cluster.has_value());
 }
 
+// A program's first call under TF_CONFIG sets glog up, so that what it does next (join the
+// other tasks, before any Estimator exists) logs without glog's "Logging before
+// InitGoogleLogging()" (in a fresh process, where nothing has set glog up yet).
+TEST(RunConfigDeathTest, FromEnvironmentSetsLoggingUp) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("TF_CONFIG",
+                 R"({"cluster": {"chief": ["127.0.0.1:1"]}, "task": {"type": "chief", "index": 0}})",
+                 1);
+        bool before = google::IsGoogleLoggingInitialized();
+        RunConfig config = RunConfig::from_environment();
+        std::exit(!before && config.is_chief && google::IsGoogleLoggingInitialized() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(EstimatorTest, TrainingSummariesAreWritten) {
   RunConfig config = test_config(model_dir());
   config.save_summary_steps = 10;

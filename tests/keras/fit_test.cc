@@ -1,8 +1,13 @@
 // fit, evaluate, predict, callbacks, strategies, save/load and model_to_estimator.
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "cadre/cadre.h"
 #include "tests/keras/fresh_dir.h"
@@ -127,6 +132,92 @@ TEST(FitTest, CallbacksSeeBatchesAndEpochs) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/best-1/model.pbtxt"));
   EXPECT_FALSE(std::filesystem::is_empty(dir + "/logs/train"));
   EXPECT_FALSE(std::filesystem::is_empty(dir + "/logs/validation"));
+}
+
+// Every WARNING-or-worse line logged while it lives.
+class WarningCapture : public google::LogSink {
+ public:
+  WarningCapture() { google::AddLogSink(this); }
+  ~WarningCapture() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity severity, const char*, const char*, int,
+            const google::LogMessageTime&, const char* message, size_t length) override {
+    std::lock_guard lock(mutex_);
+    if (severity >= google::GLOG_WARNING) lines_.emplace_back(message, length);
+  }
+  std::vector<std::string> matching(const std::string& needle) {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> out;
+    for (const std::string& line : lines_) {
+      if (line.find(needle) != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+// A fresh model compiled with the model_dir of an earlier one resumes its checkpoint (as the
+// Estimator does), and says so in a warning naming the checkpoint and its step; a model that
+// goes on from its own checkpoints (a second fit) says nothing.
+TEST(FitTest, AFreshModelResumingAModelDirSaysSoLoudly) {
+  std::string dir = testing::fresh_dir("resumed");
+  Sequential first = small_model();
+  first.compile(small_compile(dir));
+  WarningCapture log;
+  first.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
+  first.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
+  EXPECT_TRUE(log.matching("resumes from").empty()) << log.matching("resumes from")[0];
+
+  Sequential fresh = small_model();
+  fresh.compile(small_compile(dir));
+  fresh.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
+  std::vector<std::string> said = log.matching("resumes from " + dir + "/model.ckpt-32.h5");
+  ASSERT_EQ(said.size(), 1u) << "no warning naming the checkpoint";
+  EXPECT_NE(said[0].find("(global step 32)"), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("new model_dir"), std::string::npos) << said[0];
+  EXPECT_EQ(fresh.evaluate(testing::blobs(64))["global_step"], 48);
+}
+
+// The epochs of one fit (each an Estimator::train) write one event file in model_dir, which
+// holds every epoch's loss.
+TEST(FitTest, AFitWritesOneEventFile) {
+  std::string dir = testing::fresh_dir("one_event_file");
+  Sequential model = small_model();
+  model.compile(small_compile(dir));
+  model.fit(testing::blobs(), {.epochs = 3, .verbose = 0});
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().starts_with("events.out.tfevents.")) {
+      files.push_back(entry.path().string());
+    }
+  }
+  ASSERT_EQ(files.size(), 1u) << "one event file per fit, not per epoch";
+  std::set<int64_t> epochs;  // 16 steps an epoch
+  for (const io::Event& event : io::read_event_file(files[0])) {
+    for (const io::SummaryValue& value : event.values) {
+      if (value.tag == "loss") epochs.insert((event.step - 1) / 16);
+    }
+  }
+  EXPECT_EQ(epochs, (std::set<int64_t>{0, 1, 2}));
+}
+
+// A Keras program that never sets glog up logs through it without glog's "Logging before
+// InitGoogleLogging()": the model sets glog up (in a fresh process, where nothing has yet).
+TEST(FitDeathTest, AKerasProgramLogsWithoutSettingGlogUp) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        bool before = google::IsGoogleLoggingInitialized();
+        Sequential model = small_model();
+        bool after = google::IsGoogleLoggingInitialized();
+        CompileOptions options = small_compile("");
+        options.config.tf_random_seed.reset();  // compile logs the seed it draws
+        model.compile(options);
+        std::exit(!before && after ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "^I[0-9]+ [^\n]*model 'sequential[^\n]*': tf_random_seed");
 }
 
 TEST(FitTest, EarlyStoppingAndReduceLrOnPlateau) {

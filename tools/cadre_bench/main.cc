@@ -1,8 +1,6 @@
 // cadre_bench: throughput benchmarks whose last line of output is one JSON object.
 //
 //   cadre_bench train --model=mlp|cnn --batch_size=B [--steps=S] [--threads=T]
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include <iostream>
 #include <map>
@@ -28,8 +26,6 @@ int main(int argc, char** argv) {
       "  estimator  Estimator::train on Fashion-MNIST, checkpointing every --save_every steps\n"
       "  allreduce  Gloo all-reduce across TF_CONFIG's processes (GB/s)\n"
       "  ps         pulls and pushes to TF_CONFIG's ps tasks (per second, MiB/s)");
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
   const std::map<std::string, int (*)()> subcommands = {{"allreduce", cadre::bench::run_allreduce},
                                                         {"ckpt", cadre::bench::run_ckpt},
                                                         {"estimator", cadre::bench::run_estimator},

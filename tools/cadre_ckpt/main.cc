@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "examples/program_main.h"
 #include "tools/cadre_ckpt/commands.h"
 
 namespace {
@@ -23,6 +24,7 @@ int usage(std::ostream& out, int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cadre::examples::init_program_logging(argv[0]);  // the checkpoint library logs (warnings)
   if (argc < 2) return usage(std::cerr, 2);
   std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") return usage(std::cout, 0);
