@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix and checks that the installed headers are
-# exactly the public ones (include/cadre and the generated version.h), then configures,
+# exactly the public ones (include/cadre and the generated version.h) and that the example
+# programs and tools run from its bin/, then configures,
 # builds and runs a separate CMake project that uses find_package(cadre), links cadre::cadre
 # and includes only <cadre/cadre.h>.
 set -euo pipefail
@@ -18,6 +19,18 @@ if ! diff -u "$work/public" "$work/installed"; then
   exit 1
 fi
 echo "installed headers: $(wc -l <"$work/installed"), exactly include/cadre"
+
+# The programs docs/DEPLOY.md runs from the prefix (/opt/cadre/bin/fashion_mnist): installed,
+# and they run from there (their libraries found through the installed RPATH).
+for program in fashion_mnist keras_fashion_mnist custom_training_loop linear_regression \
+    embedding_classifier cadre_launch cadre_ckpt cadre_bench cadre_config; do
+  if ! "$work/prefix/bin/$program" --help >"$work/help" 2>&1; then
+    echo "$program is not installed in bin/ or does not run from there:" >&2
+    head -3 "$work/help" >&2
+    exit 1
+  fi
+done
+echo "installed programs run from $work/prefix/bin"
 
 # The build's compiler and sanitizer flags (empty for the normal build), which a program
 # linking sanitized libraries needs too.
