@@ -42,6 +42,10 @@ bool CheckpointSaverHook::save(Run& run, int64_t global_step) {
   max_blocked_seconds_ = std::max(max_blocked_seconds_, blocked);
   saved_.push_back(path);
   if (listeners_.empty()) return false;
+  if (run.planned_stop()) {
+    LOG(INFO) << "a planned stop: the saving listeners see " << path << " when training resumes";
+    return false;
+  }
   // Listeners read what they are told was saved (an evaluation, an export).
   profiler::Scope scope("saving_listeners", profiler::kPhase);
   run.wait_for_checkpoints();
@@ -85,7 +89,9 @@ void CheckpointSaverHook::end(Run& run) {
                      static_cast<double>(saved_.size())
               << " ms per save";
   }
-  for (const auto& listener : listeners_) listener->end(step);
+  if (!run.planned_stop()) {
+    for (const auto& listener : listeners_) listener->end(step);
+  }
 }
 
 }  // namespace cadre

@@ -1,5 +1,6 @@
 #include "cadre/estimator/run_config.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -94,6 +95,14 @@ void RunConfig::validate() const {
     fail("checkpoint_durable_secs", checkpoint_durable_secs, ">= 0 (0: fsync every checkpoint)");
   }
   if (log_step_count_steps <= 0) fail("log_step_count_steps", log_step_count_steps, "> 0");
+  if (!(planned_stop.grace_secs > 0)) {
+    fail("planned_stop.grace_secs", planned_stop.grace_secs, "a positive number of seconds");
+  }
+  for (int signal : planned_stop.signals) {
+    if (signal <= 0 || signal >= NSIG || signal == SIGKILL || signal == SIGSTOP) {
+      fail("planned_stop.signals", signal, "signals that can be caught (SIGTERM, SIGINT, SIGUSR1, ...)");
+    }
+  }
   if (save_summary_steps < 0) fail("save_summary_steps", save_summary_steps, ">= 0");
   if (profile_every_n_steps < 0) {
     fail("profile_every_n_steps", profile_every_n_steps, ">= 0 (0: no profile summaries)");

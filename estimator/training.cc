@@ -27,6 +27,7 @@
 #include "core/runtime/thread_tuner.h"
 #include "estimator/eval_writers.h"
 #include "estimator/model_session.h"
+#include "estimator/stop_notice.h"
 #include "estimator/worker_states.h"
 #include "strategies/strategy_extended.h"
 
@@ -170,28 +171,33 @@ class TrainRun : public Run {
   void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
 
   void announce_checkpoint() override {
-    strategy_->extended().raise_step_signal();
+    strategy_->extended().raise_step_signal(StrategyExtended::kCheckpoint);
     // The input's position, taken after this step's batch, is the checkpoint's.
     if (iterator_) iterator_->prepare_save();
     if (manager_) manager_->prepare_save();
   }
 
-  // After every step of workers that step together: when the chief announced a checkpoint
-  // of this step, every worker hands it its input position and random streams.
-  void exchange_worker_states() {
-    if (strategy_->num_workers_in_sync() <= 1 || !strategy_->extended().take_step_signal()) {
-      return;
-    }
+  // After every step: the step signals any worker that steps with this one raised (this
+  // worker's own, where none does). When the chief announced a checkpoint of this step, or
+  // a worker a planned stop after it, every worker hands the chief its input position and
+  // random streams.
+  unsigned take_step_signals() {
+    unsigned heard = strategy_->extended().take_step_signal();
+    if (strategy_->num_workers_in_sync() <= 1 || heard == 0) return heard;
     std::vector<std::string> all = strategy_->extended().all_gather_bytes(
         estimator_internal::encode_worker_state(own_state()));
-    if (!manager_) return;
+    if (!manager_) return heard;
     gathered_.clear();
     for (size_t w = 1; w < all.size(); ++w) {
       gathered_.push_back(
           estimator_internal::decode_worker_state(all[w], str_cat("the state of worker ", w)));
     }
     gathered_step_ = global_step_;
+    return heard;
   }
+
+  bool planned_stop() const override { return planned_stop_; }
+  void begin_planned_stop() { planned_stop_ = true; }
 
   // variables_to_train, chosen again only when the store's trainable variables change (the
   // regular expression is not matched against every name at every step). Replicas call it
@@ -291,6 +297,7 @@ class TrainRun : public Run {
   DistributedIterator* iterator_ = nullptr;
   std::vector<estimator_internal::WorkerState> gathered_;  // the other workers', on the chief
   int64_t gathered_step_ = -1;
+  bool planned_stop_ = false;
   std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves
   struct Chosen {
     size_t trainable = 0;
@@ -380,6 +387,8 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   if ((args.steps && *args.steps <= 0) || (args.max_steps && *args.max_steps <= 0)) {
     throw InvalidArgumentError("train: steps and max_steps must be positive");
   }
+  // Installed first: a notice that comes while the run starts ends it before its first step.
+  estimator_internal::StopNotice notice(config_.planned_stop);
   std::unique_ptr<checkpoint::CheckpointManager> manager;
   if (config_.is_chief) {
     checkpoint::CheckpointManagerOptions options;
@@ -482,8 +491,22 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   }
   EstimatorSpec spec;
   bool first = true;
+  bool stop_raised = false;
   while (true) {
     RunContext context_;
+    if (!stop_raised && notice.requested()) {
+      stop_raised = true;
+      LOG(WARNING) << notice.reason() << ": a planned stop after step " << run.global_step()
+                   << (strategy->num_workers_in_sync() > 1
+                           ? " and one more, which tells the workers stepping with this one"
+                           : "")
+                   << (config_.is_chief ? "; then a checkpoint of it" : "");
+      if (strategy->num_workers_in_sync() <= 1) {
+        run.begin_planned_stop();
+        break;
+      }
+      strategy->extended().raise_step_signal(StrategyExtended::kStop);
+    }
     for (const auto& hook : hooks) hook->before_run(run, context_);
     if (context_.stop_requested()) break;  // before the step (a coordinator-mode worker's gate)
     std::optional<PerReplica<io::Element>> batch = iterator.next();
@@ -500,7 +523,8 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
       if (!first) tuner->step_finished(std::chrono::duration<double>(now - last_step_end).count());
       last_step_end = now;
     }
-    run.exchange_worker_states();
+    // Every worker that steps with this one hears a planned stop after the same step.
+    if (run.take_step_signals() & StrategyExtended::kStop) run.begin_planned_stop();
     if (first && !spec.training_hooks.empty()) {
       // A spec's hooks join when the first step has shown them.
       for (const auto& hook : spec.training_hooks) {
@@ -511,12 +535,23 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
     }
     first = false;
     for (const auto& hook : hooks) hook->after_run(run, result, context_);
-    if (context_.stop_requested()) break;
+    if (context_.stop_requested() || run.planned_stop()) break;
   }
   for (const auto& hook : hooks) hook->end(run);
-  if (manager) manager->close();
+  if (manager) manager->close();  // the last checkpoint durable
   run.flush_summaries();
+  if (run.planned_stop() && !(max_steps && run.global_step() >= *max_steps)) {
+    std::string saved =
+        manager ? str_cat("; its checkpoint is ", latest_checkpoint().value_or("none")) : "";
+    std::string why = notice.requested() ? notice.reason() : "of a worker stepping with this one";
+    throw PlannedStopError(str_cat("a planned stop (", why, ") at step ",
+                                   run.global_step(), saved,
+                                   "; the same command resumes from it"),
+                           run.global_step());
+  }
   return run.global_step();
+} catch (const PlannedStopError&) {
+  throw;  // not a failure: the workers stepping with this one stopped after the same step
 } catch (...) {
   std::string what = "an exception that is not a std::exception";
   try {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cadre/estimator/planned_stop.h"
+
 namespace cadre::examples {
 
 namespace {
@@ -75,6 +77,10 @@ int program_main(int argc, char** argv, const char* usage, const std::function<i
   name = name.substr(name.find_last_of('/') + 1);
   try {
     return run();
+  } catch (const PlannedStopError& stop) {
+    // Not a failure: what asked for the stop restarts the program, which resumes.
+    std::cerr << name << ": " << stop.what() << "\n";
+    return stop.exit_code();
   } catch (const std::exception& e) {
     std::cerr << name << ": " << e.what() << "\n";
     return 1;

@@ -1,6 +1,6 @@
 // The main() the example programs and tools share: flags, glog to stderr, and any error as
 // one line "<program>: <message>" on stderr with exit status 1 (CONTRACTS.md: no trace, no
-// abort).
+// abort); a planned stop (PlannedStopError) as one line with kRestartExitCode.
 #pragma once
 
 #include <functional>

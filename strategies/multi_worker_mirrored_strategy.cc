@@ -83,7 +83,7 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   int worker_index() const override { return group_->collective->rank(); }
   void cross_worker_sum(std::vector<Gradient>& values, double& weight) const override;
   std::vector<std::string> all_gather_bytes(std::string bytes) const override;
-  bool take_step_signal() const override;
+  unsigned take_step_signal() const override;
   bool overlaps_gradients() const override { return buckets_ != nullptr; }
   void begin_gradients(const std::vector<Tensor>& sources, double weight,
                        const std::vector<double>& scalars) const override;
@@ -140,7 +140,7 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   mutable std::vector<Shape> sparse_shapes_;
   IndexedSlices rows_across_workers(const Gradient& mine, size_t source) const;
   // The step signal as the reductions since the last take_step_signal() carried it.
-  mutable std::atomic<bool> signal_heard_{false};
+  mutable std::atomic<unsigned> signal_heard_{0};
   mutable std::atomic<int64_t> reductions_{0};
 };
 
@@ -199,7 +199,7 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     at += t.numel();
   }
   flat.slice(0, at, at + 2)
-      .assign(Tensor::from_vector<double>({weight, signal_raised_ ? 1.0 : 0.0}).cast(dtype));
+      .assign(Tensor::from_vector<double>({weight, encode_step_signals(signal_raised_)}).cast(dtype));
   if (all_float) {
     across.sum(flat.data<float>(), static_cast<size_t>(total));
   } else {
@@ -218,7 +218,7 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     at += dense[i].numel();
   }
   weight = flat.slice(0, at, at + 1).item<double>();
-  if (flat.slice(0, at + 1, at + 2).item<double>() > 0.5) signal_heard_ = true;
+  signal_heard_ |= decode_step_signals(flat.slice(0, at + 1, at + 2).item<double>());
   ++reductions_;
 }
 
@@ -228,7 +228,7 @@ void MultiWorkerMirroredExtended::begin_gradients(const std::vector<Tensor>& sou
     throw AbortedError(str_cat("the cluster failed: ", failure));
   }
   // The weight, the step signal and the scalars ride in the last bucket.
-  std::vector<double> extras{weight, signal_raised_ ? 1.0 : 0.0};
+  std::vector<double> extras{weight, encode_step_signals(signal_raised_)};
   extras.insert(extras.end(), scalars.begin(), scalars.end());
   // Which gradients were sparse last step (the same on every worker: one model): they go
   // as rows. The first step sums every gradient dense.
@@ -245,7 +245,7 @@ std::vector<Gradient> MultiWorkerMirroredExtended::finish_gradients(
     if (step_sparse_[i]) sums[i] = Gradient(rows_across_workers(sums[i], i));
   }
   weight = extras[0];
-  if (extras[1] > 0.5) signal_heard_ = true;
+  signal_heard_ |= decode_step_signals(extras[1]);
   scalars.assign(extras.begin() + 2, extras.end());
   ++reductions_;
   return sums;
@@ -262,16 +262,16 @@ IndexedSlices MultiWorkerMirroredExtended::rows_across_workers(const Gradient& m
                                               Tensor::empty(Shape(row)), shape});
 }
 
-bool MultiWorkerMirroredExtended::take_step_signal() const {
-  bool raised = signal_raised_.exchange(false);
+unsigned MultiWorkerMirroredExtended::take_step_signal() const {
+  unsigned raised = signal_raised_.exchange(0);
   if (reductions_.exchange(0) == 0) {
-    // No reduction carried it this step (nothing to train): one of its own, which every
+    // No reduction carried them this step (nothing to train): one of their own, which every
     // worker makes alike.
-    double value = raised ? 1 : 0;
+    double value = encode_step_signals(raised);
     group_->collective->sum(&value, 1);
-    return value > 0.5;
+    return decode_step_signals(value);
   }
-  return signal_heard_.exchange(false);
+  return signal_heard_.exchange(0);
 }
 
 std::vector<std::string> MultiWorkerMirroredExtended::all_gather_bytes(std::string bytes) const {

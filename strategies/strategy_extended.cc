@@ -1,5 +1,6 @@
 #include "strategies/strategy_extended.h"
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -65,6 +66,15 @@ void StrategyExtended::update_shared(DistributedVariables&, nn::Optimizer& optim
 std::shared_ptr<const nn::VariableStore> StrategyExtended::variables_to_save(
     DistributedVariables& variables) const {
   return std::shared_ptr<const nn::VariableStore>(std::shared_ptr<void>(), &variables.primary());
+}
+
+double StrategyExtended::encode_step_signals(unsigned signals) {
+  return ((signals & kCheckpoint) ? 1.0 : 0.0) + ((signals & kStop) ? 4096.0 : 0.0);
+}
+
+unsigned StrategyExtended::decode_step_signals(double sum) {
+  auto n = static_cast<int64_t>(std::llround(sum));
+  return (n % 4096 > 0 ? kCheckpoint : 0u) | (n >= 4096 ? kStop : 0u);
 }
 
 }  // namespace cadre

@@ -72,13 +72,15 @@ class StrategyExtended {
   virtual std::string reduction() const;
   // Every worker's `bytes`, in worker order (collective).
   virtual std::vector<std::string> all_gather_bytes(std::string bytes) const { return {bytes}; }
-  // A step signal: a worker raises it before a step (the chief, when a checkpoint of the step
-  // follows), and after the step take_step_signal() tells every worker whether any worker
-  // raised it, and clears it. Workers that step together carry it in the step's gradient
-  // reduction, so that it costs nothing; take_step_signal() is collective there (every
-  // worker calls it after every step).
-  void raise_step_signal() const { signal_raised_ = true; }
-  virtual bool take_step_signal() const { return signal_raised_.exchange(false); }
+  // Step signals: a worker raises them before a step (the chief kCheckpoint, when a
+  // checkpoint of the step follows; any worker kStop, when a planned stop was asked of it),
+  // and after the step take_step_signal() tells every worker which any worker raised, and
+  // clears them. Workers that step together carry them in the step's gradient reduction, so
+  // that they cost nothing; take_step_signal() is collective there (every worker calls it
+  // after every step).
+  static constexpr unsigned kCheckpoint = 1, kStop = 2;
+  void raise_step_signal(unsigned signals) const { signal_raised_ |= signals; }
+  virtual unsigned take_step_signal() const { return signal_raised_.exchange(0); }
   // Gradients summed across workers while the backward pass runs (gradient_buckets.h), for
   // strategies that can (MultiWorkerMirrored with one local replica and host memory):
   // begin_gradients() before the pass with this worker's weight and the scalars to sum
@@ -128,7 +130,12 @@ class StrategyExtended {
   virtual std::vector<nn::VariableCreator> copy_creators(nn::VariableCreator creator,
                                                          int copies) const;
 
-  mutable std::atomic<bool> signal_raised_{false};  // by this worker, for the coming step
+  // The signals as one number that sums over workers (kCheckpoint counts 1, kStop 4096:
+  // exact in float32 for fewer than 4096 workers), and the signals a sum carries.
+  static double encode_step_signals(unsigned signals);
+  static unsigned decode_step_signals(double sum);
+
+  mutable std::atomic<unsigned> signal_raised_{0};  // by this worker, for the coming step
 
  private:
   std::vector<Device> devices_;

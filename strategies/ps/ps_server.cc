@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -55,6 +56,17 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     stopped_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return stopping_; });
   }
 
+  bool wait_for(double seconds) override {
+    MutexLock lock(mutex_);
+    return stopped_.wait_for(mutex_, std::chrono::duration<double>(seconds),
+                             [&]() CADRE_REQUIRES(mutex_) { return stopping_; });
+  }
+
+  double seconds_since_last_call() const override {
+    auto last = Clock::time_point(Clock::duration(last_call_.load()));
+    return std::chrono::duration<double>(Clock::now() - last).count();
+  }
+
   void stop() override {
     {
       MutexLock lock(mutex_);
@@ -69,6 +81,7 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
 
   grpc::Status Create(grpc::ServerContext* context, const CreateRequest* request,
                       CreateResponse* response) override {
+    called();
     return guarded([&] {
       *response = shard_.create(*request);
       check_size(*response,
@@ -78,6 +91,7 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
 
   grpc::Status Pull(grpc::ServerContext* context, const PullRequest* request,
                     PullResponse* response) override {
+    called();
     return guarded([&] {
       *response = shard_.pull(*request);
       check_size(*response, str_cat(options_.task, ": the pulled values"));
@@ -86,21 +100,25 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
 
   grpc::Status Push(grpc::ServerContext* context, const PushRequest* request,
                     PushResponse* response) override {
+    called();
     return guarded([&] { *response = shard_.push(*request); });
   }
 
   grpc::Status GlobalStep(grpc::ServerContext* context, const GlobalStepRequest* request,
                           GlobalStepResponse* response) override {
+    called();
     return guarded([&] { response->set_value(shard_.global_step(*request)); });
   }
 
   grpc::Status Units(grpc::ServerContext* context, const UnitsRequest* request,
                      UnitsResponse* response) override {
+    called();
     return guarded([&] { *response = shard_.units(*request); });
   }
 
   grpc::Status Read(grpc::ServerContext* context, const ReadRequest* request,
                     ReadResponse* response) override {
+    called();
     return guarded([&] {
       *response = shard_.read(*request);
       // A listing carries no values; values are read in batches under the limit.
@@ -130,7 +148,11 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     }
   }
 
+  void called() { last_call_ = Clock::now().time_since_epoch().count(); }
+
+  using Clock = std::chrono::steady_clock;
   ServerOptions options_;
+  std::atomic<Clock::rep> last_call_{Clock::now().time_since_epoch().count()};
   Shard shard_;
   std::unique_ptr<GuardedServer> server_;
   std::string address_;

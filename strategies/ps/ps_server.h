@@ -33,8 +33,11 @@ class ParameterServer {
                                                 ServerOptions options = {});
   virtual ~ParameterServer() = default;
   virtual std::string address() const = 0;  // with the port chosen
-  // Blocks until stop().
+  // Blocks until stop() (wait_for: for at most `seconds`; true once stopped).
   virtual void wait() = 0;
+  virtual bool wait_for(double seconds) = 0;
+  // Seconds since a task's last call (since the start before the first).
+  virtual double seconds_since_last_call() const = 0;
   // Stops serving; calls waiting in the shard fail with UnavailableError.
   virtual void stop() = 0;
 };

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -137,7 +138,10 @@ void catch_stop_signals() {
   for (int signal : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signal, &action, nullptr);
 }
 
-constexpr auto kStopGrace = std::chrono::seconds(10);
+// A task that exited after a planned stop, asking to be run again.
+bool stopped_for_restart(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) == kRestartExitCode;
+}
 
 class Cluster {
  public:
@@ -225,11 +229,10 @@ class Cluster {
   void restart_failed_evaluator() {
     for (Child& c : children_) {
       if (c.task.type != "evaluator" || !c.done || c.status == 0 || c.reported) continue;
-      if (evaluator_restarts_ < options_.max_restarts) {
-        ++evaluator_restarts_;
-        print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
-                               "); restarting it alone (restart ", evaluator_restarts_, " of ",
-                               options_.max_restarts, ")"));
+      const int allowed = std::max(options_.max_restarts, 3);
+      if (take_restart(c.status, evaluator_restarts_, allowed)) {
+        print_line("", str_cat("cadre_launch: ", c.task.name(), " ", ended(c.status),
+                               "; restarting it alone", restart_count(c.status, evaluator_restarts_, allowed)));
         stop(c);
         start(c);
       } else {
@@ -248,28 +251,32 @@ class Cluster {
     // one and resume from the last checkpoint.
     for (Child& c : children_) {
       if (c.task.type != "client" || !c.done || c.status == 0) continue;
-      if (training_restarts_ >= options_.max_restarts) {
+      if (!take_restart(c.status, training_restarts_, options_.max_restarts)) {
         print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
                                "); stopping the cluster"));
         kill_all();
         return 1;
       }
-      ++training_restarts_;
-      print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
-                             "); restarting it (restart ", training_restarts_, " of ",
-                             options_.max_restarts, ")"));
+      print_line("", str_cat("cadre_launch: ", c.task.name(), " ", ended(c.status),
+                             "; restarting it",
+                             restart_count(c.status, training_restarts_, options_.max_restarts)));
       stop(c);
       start(c);
     }
     bool failed_training = false;
+    int why = 0;  // a planned stop's status when every training task that ended asks for a restart
     for (const Child& c : children_) {
-      if (c.task.trains() && c.done && c.status != 0) failed_training = true;
+      if (!c.task.trains() || !c.done || c.status == 0) continue;
+      if (!failed_training || stopped_for_restart(why)) why = c.status;
+      failed_training = true;
     }
-    if (failed_training && training_restarts_ < options_.max_restarts) {
-      ++training_restarts_;
-      print_line("", str_cat("cadre_launch: a training task failed; restarting the training "
-                             "tasks together (restart ",
-                             training_restarts_, " of ", options_.max_restarts, ")"));
+    if (failed_training && take_restart(why, training_restarts_, options_.max_restarts)) {
+      print_line("", str_cat("cadre_launch: a training task ", ended(why),
+                             "; restarting the training tasks together",
+                             restart_count(why, training_restarts_, options_.max_restarts)));
+      // Workers that step together stop after the same step: the others are saving or
+      // exiting, and a signal now would be their second, which kills.
+      if (stopped_for_restart(why)) wait_for_training_tasks();
       for (Child& c : children_) {
         if (c.task.trains()) stop(c);
       }
@@ -301,19 +308,17 @@ class Cluster {
       // A client that dies is replaced by a new one that resumes from the last checkpoint;
       // the workers and ps tasks keep running.
       bool lone_worker = c.task.type == "worker" || c.task.type == "client";
-      if (training_restarts_ < options_.max_restarts) {
-        ++training_restarts_;
+      if (take_restart(c.status, training_restarts_, options_.max_restarts)) {
+        std::string count = restart_count(c.status, training_restarts_, options_.max_restarts);
         if (lone_worker) {
-          print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
-                                 "); restarting it (restart ", training_restarts_, " of ",
-                                 options_.max_restarts, ")"));
+          print_line("", str_cat("cadre_launch: ", c.task.name(), " ", ended(c.status),
+                                 "; restarting it", count));
           stop(c);
           start(c);
         } else {
-          print_line("", str_cat("cadre_launch: ", c.task.name(), " failed (", describe(c.status),
-                                 "); restarting the cluster, which resumes from the last "
-                                 "checkpoint (restart ",
-                                 training_restarts_, " of ", options_.max_restarts, ")"));
+          print_line("", str_cat("cadre_launch: ", c.task.name(), " ", ended(c.status),
+                                 "; restarting the cluster, which resumes from the last "
+                                 "checkpoint", count));
           for (Child& other : children_) {
             if (other.task.type != "evaluator") stop(other);
           }
@@ -348,31 +353,81 @@ class Cluster {
     return all_succeeded ? 0 : 1;
   }
 
-  // The launcher was asked to stop: the signal goes to every task's process group, then
-  // after a grace period (or at a second request) SIGKILL. Exit status 128 + the signal.
+  // The launcher was asked to stop: a planned stop of every task (the signal to each
+  // process group), the ps tasks last, since the chief's last checkpoint reads their
+  // variables; what is still running after the grace period, or at a second request, gets
+  // SIGKILL. kRestartExitCode when every task stopped cleanly, else 128 + the signal.
   int shut_down(int signal) {
-    print_line("", str_cat("cadre_launch: got signal ", signal, "; stopping every task (",
-                           "again to kill them at once)"));
-    for (Child& c : children_) {
-      if (!c.done && c.pid > 0) ::kill(-c.pid, signal);
+    print_line("", str_cat("cadre_launch: got signal ", signal, "; a planned stop of every task ",
+                           "within ", options_.grace_secs, " s (again to kill them at once)"));
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(options_.grace_secs));
+    auto all_done = [&](bool ps) {
+      for (const Child& c : children_) {
+        if ((c.task.type == "ps") == ps && !c.done && c.pid > 0) return false;
+      }
+      return true;
+    };
+    for (bool ps : {false, true}) {
+      for (Child& c : children_) {
+        if ((c.task.type == "ps") == ps && !c.done && c.pid > 0) ::kill(-c.pid, signal);
+      }
+      while (std::chrono::steady_clock::now() < deadline && g_stop_requests < 2 && !all_done(ps)) {
+        pump_output(100);
+        reap();
+      }
     }
-    auto deadline = std::chrono::steady_clock::now() + kStopGrace;
-    while (std::chrono::steady_clock::now() < deadline && g_stop_requests < 2) {
-      pump_output(100);
-      reap();
-      bool all_done = true;
-      for (const Child& c : children_) all_done = all_done && (c.done || c.pid <= 0);
-      if (all_done) break;
-    }
+    bool clean = true;
     for (Child& c : children_) {
       if (!c.done && c.pid > 0) {
         ::kill(-c.pid, SIGKILL);
         ::waitpid(c.pid, &c.status, 0);
         c.done = true;
+        clean = false;
       }
       drain(c);
+      clean = clean && (c.status == 0 || stopped_for_restart(c.status));
+    }
+    if (clean) {
+      print_line("", "cadre_launch: every task stopped cleanly; the same command resumes");
+      return kRestartExitCode;
     }
     return 128 + signal;
+  }
+
+  // Until every training task has exited, or for the grace period.
+  void wait_for_training_tasks() {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(options_.grace_secs));
+    auto running = [&] {
+      for (const Child& c : children_) {
+        if (c.task.trains() && !c.done && c.pid > 0) return true;
+      }
+      return false;
+    };
+    while (running() && std::chrono::steady_clock::now() < deadline && g_stop_requests == 0) {
+      pump_output(100);
+      reap();
+    }
+  }
+
+  // Whether a task that ended with `status` may be restarted: a planned stop always (up to
+  // kMaxPlannedRestarts), a failure while `used` < `allowed` (counted in `used`).
+  bool take_restart(int status, int& used, int allowed) {
+    if (stopped_for_restart(status)) return planned_restarts_++ < kMaxPlannedRestarts;
+    if (used >= allowed) return false;
+    ++used;
+    return true;
+  }
+  static std::string restart_count(int status, int used, int allowed) {
+    if (stopped_for_restart(status)) return "";
+    return str_cat(" (restart ", used, " of ", allowed, ")");
+  }
+  static std::string ended(int status) {
+    if (stopped_for_restart(status)) return "stopped for a restart (a planned stop)";
+    return str_cat("failed (", describe(status), ")");
   }
 
   static std::string describe(int status) {
@@ -422,8 +477,10 @@ class Cluster {
 
   void stop(Child& c) {
     if (!c.done && c.pid > 0) {
-      ::kill(-c.pid, SIGTERM);
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      ::kill(-c.pid, SIGTERM);  // a planned stop: a checkpoint of the step it reached
+      auto deadline = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(options_.grace_secs));
       while (std::chrono::steady_clock::now() < deadline) {
         if (::waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
           c.done = true;
@@ -505,6 +562,7 @@ class Cluster {
   std::string pki_dir_;  // the job's CA and certificates (kTls), removed with the cluster
   int training_restarts_ = 0;
   int evaluator_restarts_ = 0;
+  int planned_restarts_ = 0;
 };
 
 }  // namespace
@@ -518,6 +576,10 @@ int run_cluster(const LaunchOptions& options) {
     throw InvalidArgumentError(
         "cadre_launch: --client=1 drives workers in place of a chief: give --chief=0 and "
         "--workers=N with N >= 1");
+  }
+  if (!(options.grace_secs > 0 && options.grace_secs <= 3600)) {
+    throw InvalidArgumentError(
+        str_cat("cadre_launch: --grace_secs=", options.grace_secs, " must be in (0, 3600]"));
   }
   if (options.workers < 0 || options.ps < 0 || options.max_restarts < 0) {
     throw InvalidArgumentError("cadre_launch: --workers, --ps and --max_restarts must be >= 0");

@@ -5,7 +5,9 @@
 
 #include <string>
 #include <vector>
+
 #include "cadre/base/errors.h"
+#include "cadre/estimator/planned_stop.h"
 
 namespace cadre::launch {
 
@@ -23,10 +25,15 @@ struct LaunchOptions {
   // the last checkpoint. Without restarts left, a dead worker of a ps cluster is left
   // behind (the others finish; the exit status is 1); any other death of a training or ps
   // task stops the cluster. With a client, the client too restarts alone, and the new one
-  // resumes from the last checkpoint while the workers keep running. The evaluator has
-  // max_restarts of its own: it restarts alone
-  // and its death never stops training (without restarts left the exit status is 1).
+  // resumes from the last checkpoint while the workers keep running. The evaluator restarts
+  // alone, up to max(max_restarts, 3) times of its own (it holds no training state), and its
+  // death never stops training (without restarts left the exit status is 1). A task that
+  // ends in a planned stop (exit status kRestartExitCode, after a checkpoint) is restarted
+  // in the same way without counting against these, up to kMaxPlannedRestarts times.
   int max_restarts = 0;
+  // The time the tasks get between a planned stop's notice (SIGTERM, from the launcher or
+  // from outside) and SIGKILL: PlannedStopOptions::grace_secs.
+  double grace_secs = 25;
   // How the tasks authenticate each other (docs/SECURITY.md). kSecret: a fresh secret for
   // the job in every task's CADRE_JOB_SECRET; kTls: that and mutual TLS, with a CA and
   // certificates made for the job in a private temporary directory (CADRE_TLS_*), removed
@@ -37,12 +44,16 @@ struct LaunchOptions {
   std::vector<std::string> command;  // the program and its arguments
 };
 
+inline constexpr int kMaxPlannedRestarts = 100;
+
 // Runs the cluster until every training task and the evaluator have exited; returns 0 when
 // all of them succeeded, else 1 (after stopping the others). SIGINT, SIGTERM or SIGHUP
-// forward the signal to every task's process group and, after 10 s or at a second signal,
-// SIGKILL them; the result is then 128 + the signal. Tasks get SIGKILL when the launcher
-// dies (PR_SET_PDEATHSIG), so none outlives it. Throws InvalidArgumentError for
-// options that describe no cluster.
+// are a planned stop: the signal goes to every task but the ps tasks, which serve the
+// chief's last checkpoint and get it once the others have exited; what has not exited
+// after grace_secs, or at a second signal, gets SIGKILL. The result is kRestartExitCode
+// when every task stopped cleanly (the same command then resumes and loses no step), else
+// 128 + the signal. Tasks get SIGKILL when the launcher dies (PR_SET_PDEATHSIG), so none
+// outlives it. Throws InvalidArgumentError for options that describe no cluster.
 int run_cluster(const LaunchOptions& options);
 
 // The TF_CONFIG of each task for the given ports, "type:index" -> JSON (for --explain and

@@ -26,7 +26,13 @@ DEFINE_int32(chief, 1, "chief tasks (0 or 1)");
 DEFINE_int32(workers, 0, "worker tasks");
 DEFINE_int32(ps, 0, "parameter-server tasks");
 DEFINE_int32(evaluator, 0, "evaluator tasks (0 or 1)");
-DEFINE_int32(max_restarts, 0, "restarts of the training tasks, together, after a failure");
+DEFINE_int32(max_restarts, 0,
+             "restarts after a failure: of the training tasks (together, under collective "
+             "strategies), and, at least 3, of the evaluator (alone); a planned stop "
+             "(exit status 75) restarts a task without counting");
+DEFINE_double(grace_secs, 25,
+              "seconds between a planned stop's SIGTERM and SIGKILL, for the tasks' last "
+              "checkpoint (Kubernetes: terminationGracePeriodSeconds)");
 DEFINE_bool(tls, false,
             "mutual TLS between the tasks, with a CA and certificates made for this job");
 DEFINE_bool(insecure, false,
@@ -64,6 +70,7 @@ int main(int argc, char** argv) {
   options.ps = FLAGS_ps;
   options.evaluator = FLAGS_evaluator;
   options.max_restarts = FLAGS_max_restarts;
+  options.grace_secs = FLAGS_grace_secs;
   if (FLAGS_tls && FLAGS_insecure) {
     std::cerr << "cadre_launch: --tls and --insecure: expected at most one of them\n";
     return 1;

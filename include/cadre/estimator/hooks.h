@@ -54,6 +54,10 @@ class Run {
   // step together gather with it what only they know (their input positions and random
   // streams). A checkpoint saved without it holds the chief's alone.
   virtual void announce_checkpoint() {}
+  // TRAIN: training ends in a planned stop (cadre/estimator/planned_stop.h) after this step:
+  // hooks save what they must (the checkpoint) and leave what can wait for the restarted
+  // run (evaluations by saving listeners), as the platform kills the process soon.
+  virtual bool planned_stop() const { return false; }
 };
 
 class RunContext {

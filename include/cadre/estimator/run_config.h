@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "cadre/base/env.h"
+#include "cadre/estimator/planned_stop.h"
 #include "cadre/strategies/cluster_spec.h"
 #include "cadre/strategies/strategy.h"
 
@@ -87,6 +88,9 @@ struct RunConfig {
   // Every file the Estimator writes or publishes (checkpoint state, leases, summaries,
   // exports, the training-finished marker) goes through this; null: the real file system.
   std::shared_ptr<Env> env;
+  // What asks for a planned stop, which ends training with a checkpoint of the step reached
+  // and PlannedStopError (cadre/estimator/planned_stop.h): SIGTERM and SIGINT by default.
+  PlannedStopOptions planned_stop;
 
   // How training and evaluation are distributed over devices (and, later, workers); null:
   // OneDeviceStrategy on cpu:0. Evaluation may use another strategy than training, and a

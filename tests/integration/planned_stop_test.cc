@@ -1,0 +1,178 @@
+// Planned stops as a cluster sends them: SIGTERM at a random step to a lone program, to the
+// launcher, to the chief and to a worker, under OneDevice, Mirrored, MultiWorkerMirrored (2
+// workers, with an evaluator) and ParameterServer (2 ps tasks). Each ends in a checkpoint of
+// the step the signal reached (the step in flight finishes), exit status 75 where nothing
+// restarts the task, and a restarted job that resumes from that step: no step lost, and
+// under the synchronous strategies final variables bit-identical to an uninterrupted run.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "cadre/checkpoint/reader.h"
+#include "cadre/estimator/planned_stop.h"
+#include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
+
+namespace cadre {
+namespace {
+
+constexpr int64_t kMaxSteps = 1500;
+
+void expect_same_variables(const std::string& a_path, const std::string& b_path) {
+  auto a = checkpoint::CheckpointReader::open(a_path);
+  auto b = checkpoint::CheckpointReader::open(b_path);
+  ASSERT_EQ(a->variables().size(), b->variables().size());
+  for (const auto& [name, info] : a->variables()) {
+    Tensor x = a->read(name), y = b->read(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
+  }
+}
+
+std::string checkpoint_of(const std::string& model_dir, int64_t step) {
+  return model_dir + "/model.ckpt-" + std::to_string(step) + ".h5";
+}
+
+// The first number a regular expression's group finds in `text`, or -1.
+int64_t find_step(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(pattern))) return -1;
+  return std::stoll(m[1]);
+}
+
+class PlannedStopTest : public testing::TempDirTest {
+ protected:
+  // The fashion_mnist arguments of every run here: no checkpoint but the planned stop's and
+  // the last, so that nothing but the stop's checkpoint can carry a run across it.
+  std::string program(const std::string& model_dir, const std::string& flags) {
+    return std::string(CADRE_FASHION_MNIST) + " --model_dir=" + model_dir +
+           " --max_steps=" + std::to_string(kMaxSteps) +
+           " --save_checkpoints_steps=100000 --eval_steps=2 --batch_size=64 " + flags;
+  }
+
+  // Runs `command` (run by `exec`, so that its pid is the shell's) and, once a progress line
+  // of the chief (or of a lone program) shows step 200 or later, waits a random moment and
+  // sends SIGTERM to `target`: "self" (the command) or a task of cadre_launch ("chief:0").
+  testing::CommandResult run_and_stop(const std::string& command, const std::string& target) {
+    std::uniform_int_distribution<int> delay_ms(0, 300);
+    int delay = delay_ms(rng_);
+    pid_t self = -1, task = -1;
+    bool sent = false;
+    const std::regex started("^started " + target + " pid=(\\d+)");
+    const std::regex progress(R"((^|\] )I.* step ([2-9]\d\d|1\d\d\d)/)");
+    testing::CommandResult run = testing::run_command(
+        "echo \"pid=$$\"; exec " + command + " 2>&1", [&](const std::string& line) {
+          std::smatch m;
+          if (self < 0 && line.rfind("pid=", 0) == 0) self = std::stoi(line.substr(4));
+          if (std::regex_search(line, m, started)) task = std::stoi(m[1]);
+          if (sent || !std::regex_search(line, progress)) return;
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+          pid_t pid = target == "self" ? self : task;
+          ASSERT_GT(pid, 0) << "no pid for " << target;
+          ::kill(pid, SIGTERM);
+          sent = true;
+        });
+    EXPECT_TRUE(sent) << "the run ended before the signal: " << testing::tail(run.output);
+    return run;
+  }
+
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+// A lone program: exit 75 with a checkpoint of the step reached; the same command resumes
+// there and ends where an uninterrupted run ends, bit for bit.
+TEST_F(PlannedStopTest, ALoneProgramStopsWithACheckpointAndResumesLosingNothing) {
+  for (const char* flags : {"--strategy=one_device", "--strategy=mirrored --devices=cpu:0,cpu:1"}) {
+    SCOPED_TRACE(flags);
+    std::string name = std::string(flags).find("mirrored") != std::string::npos ? "m" : "o";
+    testing::CommandResult reference = testing::run_command(program(path(name + "_ref"), flags) + " 2>&1");
+    ASSERT_EQ(reference.status, 0) << testing::tail(reference.output);
+
+    std::string dir = path(name);
+    testing::CommandResult stopped = run_and_stop(program(dir, flags), "self");
+    EXPECT_EQ(stopped.status, kRestartExitCode) << testing::tail(stopped.output);
+    int64_t step = find_step(stopped.output, R"(a planned stop \(SIGTERM\) at step (\d+))");
+    ASSERT_GE(step, 200) << testing::tail(stopped.output);
+    EXPECT_LT(step, kMaxSteps);
+    auto saved = checkpoint::CheckpointReader::open(checkpoint_of(dir, step));
+    EXPECT_EQ(saved->global_step(), step);
+
+    testing::CommandResult resumed = testing::run_command(program(dir, flags) + " 2>&1");
+    ASSERT_EQ(resumed.status, 0) << testing::tail(resumed.output);
+    EXPECT_EQ(find_step(resumed.output, R"(resuming from \S+ at step (\d+))"), step);
+    expect_same_variables(checkpoint_of(path(name + "_ref"), kMaxSteps), checkpoint_of(dir, kMaxSteps));
+  }
+}
+
+// MultiWorkerMirrored on two workers with an evaluator: a notice to any one of them stops
+// both workers after the same step. To the launcher: every task stops (the evaluator
+// releasing its lease), the launcher exits 75, and the same command finishes the job. To the
+// chief or a worker alone: the launcher restarts the training tasks itself.
+TEST_F(PlannedStopTest, TwoWorkersStopAfterTheSameStepWhoeverIsToldAndLoseNothing) {
+  const std::string tasks = std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 --evaluator=1 -- ";
+  const std::string flags = "--strategy=multi_worker_mirrored";
+  testing::CommandResult reference =
+      testing::run_command(tasks + program(path("ref"), flags) + " 2>&1");
+  ASSERT_EQ(reference.status, 0) << testing::tail(reference.output);
+
+  for (const std::string target : {"self", "chief:0", "worker:0"}) {
+    SCOPED_TRACE(target);
+    std::string dir = path("to_" + target.substr(0, target.find(':')));
+    testing::CommandResult run = run_and_stop(tasks + program(dir, flags), target);
+    int64_t chief = find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+    int64_t worker = find_step(run.output, R"(\[worker:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+    ASSERT_GE(chief, 200) << testing::tail(run.output, 6000);
+    EXPECT_EQ(chief, worker) << "the workers stopped after different steps";
+    if (target == "self") {
+      EXPECT_EQ(run.status, kRestartExitCode) << testing::tail(run.output, 6000);
+      EXPECT_TRUE(std::regex_search(run.output, std::regex(R"(\[evaluator:0\] \S+: .*planned stop)")))
+          << testing::tail(run.output, 6000);
+      run = testing::run_command(tasks + program(dir, flags) + " 2>&1");
+    }
+    ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+    EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), chief);
+    expect_same_variables(checkpoint_of(path("ref"), kMaxSteps), checkpoint_of(dir, kMaxSteps));
+  }
+}
+
+// ParameterServer with two ps tasks, whose workers step on their own: the chief's
+// checkpoint of the step it reached holds the ps tasks' variables (they serve until it is
+// saved), and the restarted job resumes from it.
+TEST_F(PlannedStopTest, AParameterServerJobResumesFromTheStepItStoppedAt) {
+  const std::string tasks = std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 --ps=2 -- ";
+  const std::string flags = "--strategy=parameter_server";
+  for (const std::string target : {"self", "chief:0", "worker:0"}) {
+    SCOPED_TRACE(target);
+    std::string dir = path("ps_" + target.substr(0, target.find(':')));
+    testing::CommandResult run = run_and_stop(tasks + program(dir, flags), target);
+    if (target == "self") {
+      EXPECT_EQ(run.status, kRestartExitCode) << testing::tail(run.output, 6000);
+      int64_t step = find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+      ASSERT_GE(step, 200) << testing::tail(run.output, 6000);
+      EXPECT_EQ(checkpoint::CheckpointReader::open(checkpoint_of(dir, step))->global_step(), step);
+      run = testing::run_command(tasks + program(dir, flags) + " 2>&1");
+      EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), step);
+    } else if (target == "chief:0") {
+      int64_t step = find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+      ASSERT_GE(step, 200) << testing::tail(run.output, 6000);
+      EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), step);
+    } else {
+      EXPECT_TRUE(std::regex_search(run.output, std::regex(R"(\[worker:0\] \S+: a planned stop)")))
+          << testing::tail(run.output, 6000);
+    }
+    ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+    // Asynchronous: the chief's last step may land after a worker's reached max_steps.
+    EXPECT_GE(find_step(run.output, R"(\[chief:0\] \{"task":"chief".*"global_step":(\d+))"),
+              kMaxSteps)
+        << testing::tail(run.output, 6000);
+  }
+}
+
+}  // namespace
+}  // namespace cadre
