@@ -10,6 +10,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/nn/deferred_copy.h"
 #include "checkpoint/lease.h"
+#include "checkpoint/model_dir_checkpoints.h"
 #include "core/base/crc32c.h"
 #include "core/base/strings.h"
 #include "core/runtime/background_thread.h"
@@ -113,10 +114,41 @@ CheckpointManager::CheckpointManager(std::string model_dir, CheckpointManagerOpt
   if (model_dir_.empty()) throw InvalidArgumentError("CheckpointManager: model_dir is empty");
   check_name("basename", options_.basename);
   env_->create_dir(model_dir_);
-  remove_stale_temporaries();
+  try {
+    remove_stale_temporaries();
+  } catch (const Error& error) {
+    // A read-only model_dir is still one to read from; a save there fails on its own.
+    LOG(WARNING) << "cannot clean up " << model_dir_ << ": " << error.what();
+  }
+  for (const auto& [step, path] : list_checkpoint_files(*env_, model_dir_, options_.basename)) {
+    newest_step_ = step;
+    newest_path_ = path;
+  }
+  // A state file at fault (missing beside checkpoints, empty, garbled, naming a file that is
+  // gone) is rebuilt from the checkpoint files, so that training resumes from the newest
+  // intact one instead of failing or starting over, and so that retention goes on.
+  ModelDirCheckpoints found = find_checkpoints(*env_, model_dir_, options_.basename);
+  std::optional<CheckpointState> state = found.state;
+  std::optional<CheckpointState> rebuilt;
+  if (!found.state_problem.empty()) {
+    rebuilt = rebuilt_state(*env_, model_dir_, found, options_.keep_checkpoint_max,
+                            options_.basename);
+    state = rebuilt;
+  }
+  if (rebuilt) {
+    try {
+      write_state(*env_, model_dir_, *rebuilt);
+      LOG(WARNING) << found.state_problem << "; rewrote it naming "
+                   << rebuilt->model_checkpoint_path << ", the newest intact checkpoint, and "
+                   << rebuilt->all_model_checkpoint_paths.size() - 1 << " older one(s)";
+    } catch (const Error& error) {
+      LOG(WARNING) << found.state_problem << "; cannot rewrite it (" << error.what()
+                   << "): readers use the checkpoint files until a save rewrites it";
+    }
+  }
   MutexLock lock(mutex_);
   last_preserved_timestamp_ = env_->now_seconds();
-  if (std::optional<CheckpointState> state = read_state(*env_, model_dir_)) {
+  if (state) {
     for (size_t i = 0; i < state->all_model_checkpoint_paths.size(); ++i) {
       double timestamp = i < state->all_model_checkpoint_timestamps.size()
                              ? state->all_model_checkpoint_timestamps[i]
@@ -126,7 +158,8 @@ CheckpointManager::CheckpointManager(std::string model_dir, CheckpointManagerOpt
     if (state->last_preserved_timestamp != 0) {
       last_preserved_timestamp_ = state->last_preserved_timestamp;
     }
-    adopt_unrecorded_checkpoints();
+    // Newer files than a rebuilt state's latest failed the check: not to be adopted.
+    if (!rebuilt) adopt_unrecorded_checkpoints();
   }
   pending_ = read_pending_deletions(*env_, model_dir_);
   std::string newest = entries_.empty() ? "" : entries_.back().name;
@@ -144,7 +177,12 @@ CheckpointManager::CheckpointManager(std::string model_dir, CheckpointManagerOpt
     }
   }
   // What an earlier manager could not delete, and what a dead reader's lease kept.
-  delete_unleased({});
+  try {
+    delete_unleased({});
+  } catch (const Error& error) {
+    LOG(WARNING) << "cannot delete the checkpoints retention dropped earlier in " << model_dir_
+                 << " (retried at the next save): " << error.what();
+  }
 }
 
 void CheckpointManager::adopt_unrecorded_checkpoints() {
@@ -351,7 +389,44 @@ std::string CheckpointManager::start_save(const CheckpointData& data) {
     throw InvalidArgumentError(
         str_cat("cannot save a checkpoint of global step ", data.global_step, " (negative)"));
   }
-  return checkpoint_path(data.global_step);
+  std::string path = checkpoint_path(data.global_step);
+  // Saving the newest step again in one run (a planned stop right after a periodic save)
+  // goes back nowhere.
+  bool again = data.global_step == newest_step_ && newest_is_ours_;
+  if (data.global_step <= newest_step_ && !again) warn_going_back(data.global_step, path);
+  if (data.global_step >= newest_step_) {
+    newest_step_ = data.global_step;
+    newest_path_ = path;
+    newest_is_ours_ = true;
+  }
+  return path;
+}
+
+// A save at or below the newest step of the model_dir is said, never refused. It happens
+// when training went back: its newest checkpoint was damaged or lost (a machine crash), the
+// state file named an older one (a crash between publishing and recording, or a person
+// rolling back), or a global step was reset. Refusing would turn each of these into a job
+// that can never start again (a crash loop) and lose every step trained after; the
+// checkpoints at stake are either damaged (nothing to keep), replayed from the same state
+// (a synchronous job saves the same values again), or superseded on purpose. What protects
+// the user's data is that the newer files are left alone (retention removes them in its
+// turn, a save replaces one only at its own step) and that the log names them.
+void CheckpointManager::warn_going_back(int64_t step, const std::string& path) {
+  std::string replaces =
+      env_->file_exists(path) ? str_cat(", replacing the existing ", path, ",") : "";
+  if (step == newest_step_) {
+    LOG(WARNING) << "saving a new checkpoint of step " << step << replaces
+                 << " which is the newest step in " << model_dir_
+                 << ": training went back to an older checkpoint (a newer one was damaged or "
+                 << "missing, or the state file named an older one), or the global step was "
+                 << "reset";
+    return;
+  }
+  LOG(WARNING) << "saving a checkpoint of step " << step << replaces << " below " << newest_path_
+               << " (step " << newest_step_ << "), which stays until a save of its step "
+               << "replaces it or retention drops it: training went back to an older "
+               << "checkpoint (a newer one was damaged or missing, or the state file named an "
+               << "older one), or the global step was reset";
 }
 
 std::string CheckpointManager::save(CheckpointData&& data) {

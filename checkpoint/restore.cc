@@ -8,6 +8,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/state_file.h"
+#include "checkpoint/model_dir_checkpoints.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {
@@ -203,8 +204,9 @@ std::vector<std::string> warm_start(const CheckpointReader& reader,
 
 namespace {
 
-// The first of model_dir's checkpoints, newest first, that opens and passes `use`
-// (missing or damaged ones are skipped with a warning).
+// The first of model_dir's checkpoints, in find_checkpoints' order, that opens and passes
+// `use` (a damaged state file, and missing or damaged checkpoints, are skipped with a
+// warning).
 std::unique_ptr<CheckpointReader> first_good(
     const std::string& model_dir, Env* env, const std::string& basename,
     const std::function<void(const CheckpointReader&)>& use) {
@@ -213,23 +215,14 @@ std::unique_ptr<CheckpointReader> first_good(
     owned = posix_env();
     env = owned.get();
   }
-  std::vector<std::string> candidates;  // newest first
-  try {
-    if (std::optional<CheckpointState> state = read_state(*env, model_dir)) {
-      candidates.push_back(resolve_checkpoint_path(model_dir, state->model_checkpoint_path));
-      for (auto it = state->all_model_checkpoint_paths.rbegin();
-           it != state->all_model_checkpoint_paths.rend(); ++it) {
-        std::string path = resolve_checkpoint_path(model_dir, *it);
-        if (std::find(candidates.begin(), candidates.end(), path) == candidates.end()) {
-          candidates.push_back(path);
-        }
-      }
-    }
-  } catch (const DataLossError& error) {
-    LOG(WARNING) << error.what() << "; falling back to the checkpoint files in " << model_dir;
-    for (const auto& [step, path] : list_checkpoint_files(*env, model_dir, basename)) {
-      candidates.insert(candidates.begin(), path);
-    }
+  ModelDirCheckpoints found = find_checkpoints(*env, model_dir, basename);
+  const std::vector<std::string>& candidates = found.candidates;
+  if (!found.state_problem.empty()) {
+    LOG(WARNING) << found.state_problem << "; "
+                 << (candidates.empty()
+                         ? "model_dir holds no checkpoint file either"
+                         : str_cat("trying the checkpoint files in ", model_dir,
+                                   ", the newest first"));
   }
   std::vector<std::string> failures;
   for (const std::string& path : candidates) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cadre/base/errors.h"
+#include "checkpoint/model_dir_checkpoints.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {
@@ -181,9 +182,10 @@ std::optional<std::string> latest_checkpoint(const std::string& model_dir, Env* 
     owned = posix_env();
     env = owned.get();
   }
-  std::optional<CheckpointState> state = read_state(*env, model_dir);
-  if (!state || state->model_checkpoint_path.empty()) return std::nullopt;
-  return resolve_checkpoint_path(model_dir, state->model_checkpoint_path);
+  for (const std::string& path : find_checkpoints(*env, model_dir).candidates) {
+    if (env->file_exists(path)) return path;
+  }
+  return std::nullopt;
 }
 
 }  // namespace cadre::checkpoint

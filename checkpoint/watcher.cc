@@ -60,9 +60,14 @@ void CheckpointWatcher::lease_from(int64_t first_step, int64_t last_step) {
   if (!lease_) return;
   try {
     lease_->hold(first_step, last_step, options_.lease_seconds);
+  } catch (const PermissionDeniedError& error) {
+    // A read-only model_dir: nobody deletes there either. Said once, not at every poll.
+    LOG(WARNING) << "cannot lease checkpoints in " << model_dir_ << " (" << error.what()
+                 << "); reading without a lease";
+    lease_.reset();
   } catch (const Error& error) {
     // Without the lease retention may remove a checkpoint first; that is handled (skipped
-    // with a warning), so a read-only model_dir must not stop the evaluator.
+    // with a warning), so a lease that fails must not stop the evaluator.
     LOG(WARNING) << "cannot lease checkpoints in " << model_dir_ << ": " << error.what();
   }
 }

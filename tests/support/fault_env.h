@@ -1,6 +1,7 @@
 // An Env over the real file system that records every mutating call (a writable file's
 // open, appends, syncs and close included), can fail the n-th one (as a crash or a full disk
-// would stop a publish there), and has a clock tests set.
+// would stop a publish there), can refuse every write as a read-only file system does (tests
+// run as root, for whom permissions are no obstacle), and has a clock tests set.
 #pragma once
 
 #include <memory>
@@ -26,6 +27,17 @@ class FaultEnv : public Env {
     fail_from_ = index;
     once_ = once;
     count_ = 0;
+  }
+  // From now on every mutation except a sync (which a read-only file system allows) throws
+  // PermissionDeniedError, as EROFS does, and is recorded in refused() instead of log();
+  // so does creating a directory that does not exist.
+  void set_read_only(bool read_only) {
+    MutexLock lock(mutex_);
+    read_only_ = read_only;
+  }
+  std::vector<std::string> refused() {
+    MutexLock lock(mutex_);
+    return refused_;
   }
   void advance(double seconds) {
     MutexLock lock(mutex_);
@@ -85,7 +97,10 @@ class FaultEnv : public Env {
     mutate("rmtree " + base_name(dir));
     return base_->remove_dir_recursively(dir);
   }
-  void create_dir(const std::string& dir) override { base_->create_dir(dir); }
+  void create_dir(const std::string& dir) override {
+    if (!base_->file_exists(dir)) refuse_if_read_only("mkdir " + base_name(dir));
+    base_->create_dir(dir);
+  }
   double now_seconds() override {
     MutexLock lock(mutex_);
     return now_;
@@ -118,7 +133,15 @@ class FaultEnv : public Env {
     std::unique_ptr<WritableFile> base_;
   };
 
+  void refuse_if_read_only(const std::string& what) {
+    MutexLock lock(mutex_);
+    if (!read_only_ || what.starts_with("sync")) return;
+    refused_.push_back(what);
+    throw PermissionDeniedError(str_cat("cannot ", what, ": Read-only file system"));
+  }
+
   void mutate(const std::string& what) {
+    refuse_if_read_only(what);
     MutexLock lock(mutex_);
     int index = count_++;
     if (fail_from_ >= 0 && (once_ ? index == fail_from_ : index >= fail_from_)) {
@@ -133,6 +156,8 @@ class FaultEnv : public Env {
   int fail_from_ CADRE_GUARDED_BY(mutex_) = -1;
   bool once_ CADRE_GUARDED_BY(mutex_) = false;
   int count_ CADRE_GUARDED_BY(mutex_) = 0;
+  bool read_only_ CADRE_GUARDED_BY(mutex_) = false;
+  std::vector<std::string> refused_ CADRE_GUARDED_BY(mutex_);
   double now_ CADRE_GUARDED_BY(mutex_) = 1.7e9;
 };
 

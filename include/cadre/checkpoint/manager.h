@@ -75,9 +75,13 @@ class CheckpointManager {
  public:
   // Creates model_dir when missing, continues the retention recorded in its state file,
   // removes temporaries that a crashed save left and takes over checkpoints newer than the
-  // state file's (published by a save interrupted before it updated the state). Throws
-  // DataLossError naming the state file when it cannot be parsed, or the Env's error when model_dir
-  // is unusable.
+  // state file's (published by a save interrupted before it updated the state). A state
+  // file missing beside checkpoint files, empty, unparsable or naming a file that is gone is
+  // rebuilt from the files (see rebuilt_state in checkpoint/model_dir_checkpoints.h: the
+  // newest intact checkpoint is the latest) and rewritten, with a warning naming what was
+  // wrong; where it cannot be written (a read-only model_dir) it is left, with a warning.
+  // Clean-up that fails (temporaries, what retention dropped earlier) is logged and
+  // retried later. Throws the Env's error when model_dir cannot be created or listed.
   explicit CheckpointManager(std::string model_dir, CheckpointManagerOptions options = {});
   // Waits for a save in flight; its failure is logged, not thrown (call close() to see it).
   ~CheckpointManager();
@@ -85,7 +89,9 @@ class CheckpointManager {
   CheckpointManager& operator=(const CheckpointManager&) = delete;
 
   // Saves `data` as model_dir/<basename>-<global_step>.h5 (replacing a checkpoint of the
-  // same step) and returns that path. Synchronous: returns once the checkpoint and the
+  // same step) and returns that path. A step below the newest one model_dir held or this
+  // manager saved, or equal to the newest that model_dir held, is saved with a warning
+  // naming both (training went back). Synchronous: returns once the checkpoint and the
   // state file are published (and durable, see durable_every_secs). Asynchronous: returns once
   // `data` is copied, or at once with copy_in_background; see CheckpointManagerOptions. Throws
   // InvalidArgumentError (nothing written) for data that cannot be saved, the failure of a previous
@@ -131,6 +137,7 @@ class CheckpointManager {
   void delete_unleased(std::vector<std::string> names) CADRE_EXCLUDES(mutex_);
   void remove_stale_temporaries();
   void adopt_unrecorded_checkpoints() CADRE_REQUIRES(mutex_);
+  void warn_going_back(int64_t step, const std::string& path);
   void write_in_background();
   void copy_in_background();
   std::string start_save(const CheckpointData& data);
@@ -168,6 +175,11 @@ class CheckpointManager {
   std::thread copier_;
   // Used by one save at a time (save() waits for the writer thread before saving itself).
   CheckpointFileWriter file_writer_;
+  // The newest checkpoint file model_dir held or this manager saved, and which (saver
+  // thread only).
+  int64_t newest_step_ = -1;
+  std::string newest_path_;
+  bool newest_is_ours_ = false;
   // The names of the last data check_data passed (see names_fingerprint).
   uint32_t checked_fingerprint_ = 0;
   // The last asynchronous save's copy of the data; the next one copies into its tensors.

@@ -76,10 +76,13 @@ std::vector<std::string> warm_start(const CheckpointReader& reader,
                                     const std::map<std::string, std::string>& slot_of,
                                     const WarmStartOptions& options = {});
 
-// Restores from the newest intact checkpoint of `model_dir`: the state file's checkpoints
-// newest first (or, when the state file is damaged, the published files by step). A
-// candidate that is missing, truncated or damaged is skipped with a warning naming it
-// and the problem, and the one before it is tried. Returns the reader of the checkpoint
+// Restores from the newest intact checkpoint of `model_dir`: the state file's latest, then
+// every other checkpoint the state file names or model_dir holds, the newest step first. A
+// state file that is missing beside checkpoint files, empty, unparsable or naming a file
+// that is gone is logged as a warning and the checkpoint files are used (nothing is
+// written: the CheckpointManager rewrites the state file). A candidate that is missing,
+// truncated or damaged is skipped with a warning naming it and the problem, and the one
+// before it is tried. Returns the reader of the checkpoint
 // restored (for its step, RNG and iterator state), or nullptr when model_dir holds no
 // checkpoint. Throws DataLossError listing every candidate's problem when none is intact,
 // and InvalidArgumentError at once for a checkpoint of another model (that is not damage).

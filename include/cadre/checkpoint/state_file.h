@@ -59,8 +59,12 @@ std::optional<int64_t> checkpoint_step(const std::string& file_name, const std::
 std::vector<std::pair<int64_t, std::string>> list_checkpoint_files(
     Env& env, const std::string& model_dir, const std::string& basename = "model.ckpt");
 
-// The path of the latest checkpoint of `model_dir` according to its state file; nullopt
-// when there is none. Does not check that the file exists. `env` null: the real one.
+// The path of the latest checkpoint of `model_dir`: its state file's, as TensorFlow's
+// tf.train.latest_checkpoint, when that file exists; when the state file is missing, empty,
+// unparsable or names a file that is gone, the newest existing checkpoint file instead
+// (see find_checkpoints in checkpoint/model_dir_checkpoints.h). nullopt when there is none.
+// Opens nothing (the file may still be damaged: open_latest_intact checks), logs nothing,
+// writes nothing. `env` null: the real one.
 std::optional<std::string> latest_checkpoint(const std::string& model_dir, Env* env = nullptr);
 
 }  // namespace cadre::checkpoint
