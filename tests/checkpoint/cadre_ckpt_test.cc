@@ -1,8 +1,10 @@
 // tools/cadre_ckpt, run as a program: output and exit status of ls, diff and verify.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "cadre/checkpoint/manager.h"
 #include "cadre/checkpoint/writer.h"
@@ -140,6 +142,63 @@ TEST(CadreCkptTest, VerifyFindsTheDamagedDatasetAndTruncatedOrForeignFiles) {
 
   EXPECT_EQ(cadre_ckpt("verify " + dir.file("absent.h5")).status, 2);
   EXPECT_EQ(cadre_ckpt("frobnicate").status, 2);
+}
+
+// A state file at fault (what a machine crash or a full disk leaves) does not stop ls or
+// diff on the model_dir: they take its newest checkpoint file, with a warning; verify
+// reports it.
+TEST(CadreCkptTest, ADamagedStateFileIsWorkedAroundByLsAndDiffAndReportedByVerify) {
+  const std::vector<std::pair<std::string, std::string>> damages = {
+      {"", "is empty"},
+      {"}{ garbage\n", "line 1"},
+      {"(missing)", "no state file"},
+      {"model_checkpoint_path: \"model.ckpt-300.h5\"\n", "model.ckpt-300.h5, which does not exist"}};
+  for (const auto& [state, problem] : damages) {
+    TempDir dir;
+    {
+      CheckpointManager manager(dir.path());
+      manager.save(small_model(100));
+      manager.save(small_model(200));
+    }
+    if (state == "(missing)") {
+      std::filesystem::remove(dir.file("checkpoint"));
+    } else {
+      testing::write_file(dir.file("checkpoint"), state);
+    }
+    ToolRun ls = cadre_ckpt("ls " + dir.path());
+    EXPECT_EQ(ls.status, 0) << ls.output;
+    EXPECT_TRUE(contains(ls.output, "global_step 200\n")) << ls.output;
+    EXPECT_TRUE(contains(ls.output, "warning: ")) << ls.output;
+    EXPECT_TRUE(contains(ls.output, problem)) << ls.output;
+    ToolRun diff = cadre_ckpt("diff " + dir.path() + " " + dir.file("model.ckpt-200.h5"));
+    EXPECT_EQ(diff.status, 0) << diff.output;
+    ToolRun verify = cadre_ckpt("verify " + dir.path());
+    EXPECT_EQ(verify.status, 1) << verify.output;
+    EXPECT_TRUE(contains(verify.output, "DAMAGED " + dir.file("checkpoint"))) << verify.output;
+    EXPECT_TRUE(contains(verify.output, problem)) << verify.output;
+    EXPECT_TRUE(contains(verify.output, "OK " + dir.file("model.ckpt-200.h5"))) << verify.output;
+    // Nothing was written: the tools only read.
+    if (state == "(missing)") {
+      EXPECT_FALSE(std::filesystem::exists(dir.file("checkpoint")));
+    } else {
+      EXPECT_EQ(testing::read_file(dir.file("checkpoint")), state);
+    }
+  }
+}
+
+TEST(CadreCkptTest, LsOnAModelDirSkipsANewestCheckpointThatDoesNotOpen) {
+  TempDir dir;
+  {
+    CheckpointManager manager(dir.path());
+    manager.save(small_model(100));
+    manager.save(small_model(200));
+  }
+  ASSERT_EQ(::truncate(dir.file("model.ckpt-200.h5").c_str(), 300), 0);
+  ToolRun ls = cadre_ckpt("ls " + dir.path());
+  EXPECT_EQ(ls.status, 0) << ls.output;
+  EXPECT_TRUE(contains(ls.output, "global_step 100\n")) << ls.output;
+  EXPECT_TRUE(contains(ls.output, "warning: skipping " + dir.file("model.ckpt-200.h5")))
+      << ls.output;
 }
 
 }  // namespace

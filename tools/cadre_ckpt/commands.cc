@@ -11,6 +11,7 @@
 #include "cadre/base/env.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
+#include "checkpoint/model_dir_checkpoints.h"
 #include "core/base/strings.h"
 
 namespace cadre::tools {
@@ -23,14 +24,26 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
 }
 
-// A file as is; a model_dir's latest checkpoint by its state file, else its newest file.
-std::string resolve(const std::string& path) {
-  if (!is_directory(path)) return path;
-  if (auto latest = checkpoint::latest_checkpoint(path)) return *latest;
+// A file as is; a model_dir's latest checkpoint that opens: the state file's, or when that
+// is at fault (missing, empty, garbled, naming a file that is gone) or does not open, the
+// newest file that does, each thing skipped said on `err`. Reads only.
+std::unique_ptr<CheckpointReader> open_path(const std::string& path, std::ostream& err) {
+  if (!is_directory(path)) return CheckpointReader::open(path);
   auto env = posix_env();
-  auto files = checkpoint::list_checkpoint_files(*env, path);
-  if (files.empty()) throw NotFoundError(str_cat(path, " holds no checkpoint"));
-  return files.back().second;
+  checkpoint::ModelDirCheckpoints found = checkpoint::find_checkpoints(*env, path);
+  if (!found.state_problem.empty()) {
+    err << "warning: " << found.state_problem << "; using the newest checkpoint file\n";
+  }
+  for (const std::string& candidate : found.candidates) {
+    try {
+      return CheckpointReader::open(candidate);
+    } catch (const Error& error) {
+      if (error.code() != ErrorCode::kDataLoss && error.code() != ErrorCode::kNotFound) throw;
+      err << "warning: skipping " << candidate << ": " << error.what() << "\n";
+    }
+  }
+  throw NotFoundError(str_cat(path, " holds no checkpoint",
+                              found.candidates.empty() ? "" : " that opens"));
 }
 
 std::string describe(const checkpoint::VariableInfo& info) {
@@ -60,7 +73,7 @@ double max_abs_diff(const CheckpointReader& a, const CheckpointReader& b, const 
 int ckpt_ls(const std::string& path, std::ostream& out, std::ostream& err) {
   std::unique_ptr<CheckpointReader> reader;
   try {
-    reader = CheckpointReader::open(resolve(path));
+    reader = open_path(path, err);
   } catch (const Error& error) {
     err << "cadre_ckpt ls: " << error.what() << "\n";
     return 1;
@@ -87,8 +100,8 @@ int ckpt_diff(const std::string& a_path, const std::string& b_path, std::ostream
               std::ostream& err) {
   std::unique_ptr<CheckpointReader> a, b;
   try {
-    a = CheckpointReader::open(resolve(a_path));
-    b = CheckpointReader::open(resolve(b_path));
+    a = open_path(a_path, err);
+    b = open_path(b_path, err);
   } catch (const Error& error) {
     err << "cadre_ckpt diff: " << error.what() << "\n";
     return 2;
@@ -130,6 +143,7 @@ int ckpt_diff(const std::string& a_path, const std::string& b_path, std::ostream
 
 int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
   std::vector<std::string> files;
+  int damaged = 0;
   if (is_directory(path)) {
     auto env = posix_env();
     for (const auto& [step, file] : checkpoint::list_checkpoint_files(*env, path)) {
@@ -139,6 +153,14 @@ int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
       err << "cadre_ckpt verify: " << path << " holds no checkpoint\n";
       return 2;
     }
+    // Readers get by without the state file (they use the files), but it is damage all the
+    // same: the next CheckpointManager of the model_dir rewrites it.
+    checkpoint::ModelDirCheckpoints found = checkpoint::find_checkpoints(*env, path);
+    if (!found.state_problem.empty()) {
+      ++damaged;
+      out << "DAMAGED " << join_path(path, checkpoint::kStateFileName) << "\n  "
+          << found.state_problem << "\n";
+    }
   } else {
     struct stat info;
     if (::stat(path.c_str(), &info) != 0) {
@@ -147,7 +169,6 @@ int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
     }
     files.push_back(path);
   }
-  int damaged = 0;
   for (const std::string& file : files) {
     std::vector<checkpoint::DatasetProblem> problems;
     size_t datasets = 0;

@@ -7,18 +7,20 @@
 
 namespace cadre::tools {
 
-// PATH a checkpoint file, or a model_dir (its latest checkpoint): the global step, then one
-// line per variable and slot: name, dtype, shape. 0, or 1 when PATH holds no readable
-// checkpoint.
+// PATH a checkpoint file, or a model_dir (its latest checkpoint: the state file's, or when
+// that is missing, empty, garbled or names a file that is gone, the newest checkpoint file
+// that opens, with a warning on `err`): the global step, then one line per variable and
+// slot: name, dtype, shape. 0, or 1 when PATH holds no readable checkpoint.
 int ckpt_ls(const std::string& path, std::ostream& out, std::ostream& err);
 
 // Variables that differ between A and B in presence, dtype, shape or value (max abs
 // difference). 0 when none differ, 1 when some do, 2 when either cannot be read.
 int ckpt_diff(const std::string& a, const std::string& b, std::ostream& out, std::ostream& err);
 
-// Checks every checksum of PATH (a file; or a model_dir: each of its checkpoints). One line
-// per file, "OK" or "DAMAGED" with each damaged dataset's name and problem. 0 when all are
-// intact, 1 when any is corrupt or truncated, 2 when PATH does not exist.
+// Checks every checksum of PATH (a file; or a model_dir: each of its checkpoints, and its
+// state file). One line per file, "OK" or "DAMAGED" with each damaged dataset's name and
+// problem (a state file at fault: what is wrong with it). 0 when all are intact, 1 when any
+// is corrupt or truncated, 2 when PATH does not exist.
 int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err);
 
 }  // namespace cadre::tools
