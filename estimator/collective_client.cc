@@ -26,11 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 // The step of model_dir's latest checkpoint (0 when it has none).
 int64_t latest_step(Env& env, const std::string& model_dir) {
-  std::optional<checkpoint::CheckpointState> state = checkpoint::read_state(env, model_dir);
-  if (!state) return 0;
-  std::string name = state->model_checkpoint_path;
-  name = name.substr(name.find_last_of('/') + 1);
-  return checkpoint::checkpoint_step(name, "model.ckpt").value_or(0);
+  std::optional<std::string> latest = checkpoint::latest_checkpoint(model_dir, &env);
+  if (!latest) return 0;
+  return checkpoint::checkpoint_step(base_name(*latest), "model.ckpt").value_or(0);
 }
 
 }  // namespace

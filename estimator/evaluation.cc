@@ -145,12 +145,18 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   results.set("loss", loss_sum / static_cast<double>(steps));
   results.set("global_step", static_cast<double>(global_step));
   if (!config_.model_dir.empty()) {
-    io::SummaryWriter& writer = eval_writers_->writer(
-        join_path(config_.model_dir, eval_dir_name(args.name)), config_.file_system());
-    for (const auto& [name, value] : results) {
-      if (name != "global_step") writer.scalar(name, value, global_step);
+    std::string eval_dir = join_path(config_.model_dir, eval_dir_name(args.name));
+    try {
+      io::SummaryWriter& writer = eval_writers_->writer(eval_dir, config_.file_system());
+      for (const auto& [name, value] : results) {
+        if (name != "global_step") writer.scalar(name, value, global_step);
+      }
+      writer.flush();
+    } catch (const PermissionDeniedError& error) {
+      // A read-only model_dir is evaluated all the same; only TensorBoard misses the result.
+      LOG(WARNING) << "cannot record the evaluation of step " << global_step << " in "
+                   << eval_dir << " (" << error.what() << "); returning it unrecorded";
     }
-    writer.flush();
   }
   std::string line = str_cat("evaluation of ", reader->path(), " (", steps, " steps on ",
                              strategy->topology(), "):");
@@ -160,16 +166,19 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
 }
 
 std::optional<std::string> Estimator::latest_checkpoint() const {
-  return checkpoint::latest_checkpoint(config_.model_dir);
+  return checkpoint::latest_checkpoint(config_.model_dir, config_.file_system().get());
 }
 
 namespace {
 
-// The latest checkpoint by the state file, opened without reading its data: listing names
-// needs only the index, and read() checks the one dataset it reads.
-std::unique_ptr<checkpoint::CheckpointReader> open_latest(const std::string& model_dir,
+// The latest checkpoint (by the state file, or the newest file when that is at fault),
+// opened without reading its data: listing names needs only the index, and read() checks
+// the one dataset it reads.
+std::unique_ptr<checkpoint::CheckpointReader> open_latest(const RunConfig& config,
                                                           std::string_view purpose) {
-  std::optional<std::string> latest = checkpoint::latest_checkpoint(model_dir);
+  const std::string& model_dir = config.model_dir;
+  std::optional<std::string> latest =
+      checkpoint::latest_checkpoint(model_dir, config.file_system().get());
   if (!latest) {
     throw NotFoundError(str_cat("cannot ", purpose, ": no checkpoint in model_dir ", model_dir));
   }
@@ -179,14 +188,14 @@ std::unique_ptr<checkpoint::CheckpointReader> open_latest(const std::string& mod
 }  // namespace
 
 std::vector<std::string> Estimator::get_variable_names() const {
-  auto reader = open_latest(config_.model_dir, "list variables");
+  auto reader = open_latest(config_, "list variables");
   std::vector<std::string> names;
   for (const auto& [name, info] : reader->variables()) names.push_back(name);
   return names;
 }
 
 Tensor Estimator::get_variable_value(const std::string& name) const {
-  auto reader = open_latest(config_.model_dir, "read a variable");
+  auto reader = open_latest(config_, "read a variable");
   return reader->read(name);
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cadre/base/errors.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/watcher.h"
 #include "cadre/estimator/early_stopping.h"
@@ -36,6 +37,20 @@ bool wanted(const EvalSpec& spec, Env& env, const std::string& model_dir, int64_
     }
   }
   return true;
+}
+
+// Whether `error`, thrown while evaluating the checkpoint `reader` opened, is the
+// checkpoint's fault: it is gone (retention removed it before evaluate() reopened it), or
+// its data fails the checksums. An evaluator skips such a checkpoint, as a restore skips it
+// for the one before, instead of ending; an error of anything else (the input) ends it.
+bool checkpoint_at_fault(const Error& error, Env& env, const checkpoint::CheckpointReader& reader) {
+  if (error.code() != ErrorCode::kDataLoss && error.code() != ErrorCode::kNotFound) return false;
+  if (!env.file_exists(reader.path())) return true;
+  try {
+    return !reader.verify().empty();
+  } catch (const Error&) {
+    return true;
+  }
 }
 
 }  // namespace
@@ -104,7 +119,15 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
     }
     args.checkpoint_path = reader->path();
     LOG(INFO) << "evaluator: evaluating " << reader->path();
-    EvalResult eval = estimator.evaluate(eval_spec.input_fn, args);
+    EvalResult eval;
+    try {
+      eval = estimator.evaluate(eval_spec.input_fn, args);
+    } catch (const Error& error) {
+      if (!checkpoint_at_fault(error, *env, *reader)) throw;
+      LOG(ERROR) << "evaluator: skipping " << reader->path() << ", which is missing or damaged: "
+                 << error.what();
+      continue;
+    }
     next_eval = Clock::now() + seconds(eval_spec.throttle_secs);
     bool is_final = finished && step >= *finished;
     for (const auto& exporter : eval_spec.exporters) {

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <optional>
 
 #include "cadre/base/errors.h"
 #include "cadre/base/env.h"
@@ -98,6 +99,29 @@ void check_args(const TrainSpec& train_spec, const EvalSpec& eval_spec) {
   }
 }
 
+// The chief's start: a training-finished marker that already ends this run (an evaluate-only
+// rerun, max_steps reached) stays, and is returned, so that a model_dir this run does not
+// train is not written to (it may be read-only); any other is removed, so that an evaluator
+// does not take an earlier run's end for this one's.
+std::optional<estimator_internal::TrainingFinished> take_over_finished_marker(
+    const RunConfig& config, const Estimator& estimator, const TrainSpec& train_spec) {
+  std::shared_ptr<Env> file_system = config.file_system();
+  Env& env = *file_system;
+  const std::string& model_dir = estimator.model_dir();
+  std::optional<estimator_internal::TrainingFinished> marker;
+  try {
+    marker = estimator_internal::read_finished_marker(env, model_dir);
+  } catch (const DataLossError& error) {
+    LOG(WARNING) << error.what() << "; replacing it";
+    estimator_internal::remove_finished_marker(env, model_dir);
+    return std::nullopt;
+  }
+  if (!marker) return std::nullopt;
+  if (train_spec.max_steps && marker->step >= *train_spec.max_steps) return marker;
+  estimator_internal::remove_finished_marker(env, model_dir);
+  return std::nullopt;
+}
+
 // The ps tasks the training strategy keeps its variables on, or null.
 const ps::ParameterServers* parameter_servers(const RunConfig& config) {
   return config.train_distribute ? config.train_distribute->extended().parameter_servers()
@@ -160,9 +184,8 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
         " worker(s); set train_distribute = MultiWorkerMirroredStrategy::create(*config.cluster)"));
   }
   TrainAndEvaluateResult result;
-  if (config.is_chief) {
-    estimator_internal::remove_finished_marker(*config.file_system(), estimator.model_dir());
-  }
+  std::optional<estimator_internal::TrainingFinished> finished;
+  if (config.is_chief) finished = take_over_finished_marker(config, estimator, train_spec);
   TrainArgs train_args;
   train_args.max_steps = train_spec.max_steps;
   train_args.hooks = train_spec.hooks;
@@ -180,9 +203,18 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
     result.final_eval.set("global_step", static_cast<double>(step));
   }
   if (config.is_chief && result.final_eval.count("global_step")) {
-    estimator_internal::write_finished_marker(
-        *config.file_system(), estimator.model_dir(),
-        {static_cast<int64_t>(result.final_eval.at("global_step")), train_spec.max_steps});
+    estimator_internal::TrainingFinished marker{
+        static_cast<int64_t>(result.final_eval.at("global_step")), train_spec.max_steps};
+    if (!finished || finished->step != marker.step || finished->max_steps != marker.max_steps) {
+      try {
+        estimator_internal::write_finished_marker(*config.file_system(), estimator.model_dir(),
+                                                  marker);
+      } catch (const PermissionDeniedError& error) {
+        LOG(ERROR) << "cannot record in " << estimator.model_dir()
+                   << " that training finished at step " << marker.step << " (" << error.what()
+                   << "): an evaluator of it waits on";
+      }
+    }
   }
   return result;
 }
