@@ -1,5 +1,6 @@
 // The Kubernetes manifests cadre_launch --k8s_out writes: the invariants that make a job
-// finish (Indexed Jobs, one pod per task index, restart in place, no StatefulSet), a
+// finish (Indexed Jobs, one pod per task index, a failed pod replaced, a planned stop or an
+// eviction retried without counting, no StatefulSet), a
 // TF_CONFIG per pod that resolves to its role, storage for model_dir, resources; and the
 // TFJob, whose TF_CONFIG the Kubeflow operator builds. tools/compat/k8s_models_check.py
 // also loads both into the official Kubernetes and Kubeflow models (docs/DEPLOY.md).
@@ -114,7 +115,15 @@ TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
     EXPECT_EQ(field(job, "completions"), std::to_string(count));
     EXPECT_EQ(field(job, "parallelism"), std::to_string(count));
     EXPECT_EQ(field(job, "backoffLimit"), "3");
-    EXPECT_EQ(field(job, "restartPolicy"), "OnFailure");
+    EXPECT_EQ(field(job, "restartPolicy"), "Never") << "podFailurePolicy needs it";
+    // A planned stop's exit and an eviction replace the pod without using up backoffLimit,
+    // and the pod has the tasks' grace period and a margin to save its last checkpoint.
+    EXPECT_NE(job.find("  podFailurePolicy:"), std::string::npos);
+    EXPECT_NE(job.find("      - action: Ignore\n        onExitCodes:\n          containerName: "
+                       "cadre\n          operator: In\n          values: [143]\n"),
+              std::string::npos);
+    EXPECT_NE(job.find("          - type: DisruptionTarget\n"), std::string::npos);
+    EXPECT_EQ(field(job, "terminationGracePeriodSeconds"), "30");
     EXPECT_EQ(field(job, "subdomain"), "fm") << "pods resolve as <job>-<index>.<service>";
     EXPECT_EQ(field(job, "claimName"), "fm-model-dir");
     EXPECT_EQ(field(job, "mountPath"), "\"/cadre\"");
@@ -221,7 +230,9 @@ TEST(KubernetesManifestsTest, TheTFJobResolvesTheOperatorsTfConfig) {
     ASSERT_NE(at, std::string::npos) << replica;
     std::string spec = yaml.substr(at);
     EXPECT_EQ(field(spec, "replicas"), std::to_string(count)) << replica;
-    EXPECT_EQ(field(spec, "restartPolicy"), "OnFailure") << replica;
+    // 128-255 retried (a planned stop's 143), 1-127 (a bad flag) not.
+    EXPECT_EQ(field(spec, "restartPolicy"), "ExitCode") << replica;
+    EXPECT_EQ(field(spec, "terminationGracePeriodSeconds"), "30") << replica;
     EXPECT_EQ(field(spec, "- name"), "tensorflow") << "the operator's default container";
     EXPECT_NE(spec.find("- name: tfjob-port"), std::string::npos) << "the operator's port name";
     EXPECT_NE(spec.find("metadata:\n          labels:\n            app: fm\n"), std::string::npos)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <regex>
 #include <vector>
 
@@ -152,6 +153,12 @@ std::string claim(const KubernetesOptions& options) {
       "  resources:\n    requests:\n      storage: ", quoted(options.storage_size), "\n");
 }
 
+// Seconds from a pod's SIGTERM to its SIGKILL: the tasks' grace period and a margin for the
+// process to exit after its checkpoint.
+int grace_period(const LaunchOptions& cluster) {
+  return static_cast<int>(std::ceil(cluster.grace_secs)) + 5;
+}
+
 // Plain Kubernetes: pods of an Indexed Job get the hostname <job>-<index> and, with the
 // Service's name as subdomain, the DNS name <job>-<index>.<service>; JOB_COMPLETION_INDEX
 // is the task index.
@@ -192,10 +199,17 @@ std::string indexed_jobs(const LaunchOptions& cluster, const KubernetesOptions& 
         role.count, "\n  parallelism: ", role.count,
         "  # every task at once: the chief waits for all\n  backoffLimit: ",
         cluster.max_restarts,
-        "  # failed pods across the Job's indices\n  template:\n    metadata:\n      labels:\n"
+        "  # failed pods across the Job's indices\n"
+        "  podFailurePolicy:  # replaced without counting: a planned stop's exit, an eviction\n"
+        "    rules:\n      - action: Ignore\n        onExitCodes:\n          containerName: cadre\n"
+        "          operator: In\n          values: [", kRestartExitCode, "]\n"
+        "      - action: Ignore\n        onPodConditions:\n          - type: DisruptionTarget\n"
+        "  template:\n    metadata:\n      labels:\n"
         "        app: ",
         options.name, "\n        task: ", role.type, "\n    spec:\n      subdomain: ", options.name,
-        "\n      restartPolicy: OnFailure  # restarted in place; a finished task stays finished\n"
+        "\n      restartPolicy: Never  # a failed pod is replaced; a finished task stays finished\n"
+        "      terminationGracePeriodSeconds: ", grace_period(cluster),
+        "  # SIGTERM to SIGKILL: the last checkpoint\n"
         "      containers:\n",
         container(cluster, options, role, "cadre", "cadre", setup, 8), volumes(cluster, options, 6));
   }
@@ -217,10 +231,12 @@ std::string tfjob(const LaunchOptions& cluster, const KubernetesOptions& options
     std::string type = role.type == "ps" ? "PS" : role.type;
     type[0] = static_cast<char>(std::toupper(type[0]));
     out += str_cat("    ", type, ":\n      replicas: ", role.count,
-                   "\n      restartPolicy: OnFailure\n      template:\n        metadata:\n"
+                   "\n      restartPolicy: ExitCode  # 128-255 (a planned stop's ", kRestartExitCode,
+                   ", a kill) retried; 1-127 not\n      template:\n        metadata:\n"
                    "          labels:\n            app: ",
                    options.name,
                    "\n        spec:\n"
+                   "          terminationGracePeriodSeconds: ", grace_period(cluster), "\n"
                    "          containers:\n",
                    container(cluster, options, role, "tensorflow", "tfjob-port", "", 12),
                    volumes(cluster, options, 10));

@@ -29,7 +29,7 @@ DEFINE_int32(evaluator, 0, "evaluator tasks (0 or 1)");
 DEFINE_int32(max_restarts, 0,
              "restarts after a failure: of the training tasks (together, under collective "
              "strategies), and, at least 3, of the evaluator (alone); a planned stop "
-             "(exit status 75) restarts a task without counting");
+             "(exit status 143) restarts a task without counting");
 DEFINE_double(grace_secs, 25,
               "seconds between a planned stop's SIGTERM and SIGKILL, for the tasks' last "
               "checkpoint (Kubernetes: terminationGracePeriodSeconds)");

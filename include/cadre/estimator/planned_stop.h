@@ -22,8 +22,11 @@
 
 namespace cadre {
 
-// EX_TEMPFAIL of <sysexits.h>: a temporary failure, to be retried.
-inline constexpr int kRestartExitCode = 75;
+// 128 + SIGTERM: what a process ended by a platform's SIGTERM reports, so that what retries
+// those retries this (Kubeflow's restartPolicy ExitCode takes 128-255 as retryable and 1-127
+// as permanent, so that a bad flag is not retried forever); cadre_launch tells the two apart
+// by waitpid's status.
+inline constexpr int kRestartExitCode = 143;
 
 struct PlannedStopOptions {
   // The signals that ask for a planned stop (SIGUSR1 for Slurm's --signal, say). Empty:
