@@ -11,6 +11,7 @@
 #include "core/base/strings.h"
 #include "estimator/eval_writers.h"
 #include "estimator/model_session.h"
+#include "estimator/stop_notice.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre {
@@ -88,7 +89,14 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   EstimatorSpec spec;
   int64_t limit = args.steps.value_or(0);
   using estimator_internal::ReplicaOutput;
+  // A planned stop abandons the evaluation: nothing of it is written.
+  estimator_internal::StopNotice notice(config_.planned_stop);
   while (limit == 0 || steps < limit) {
+    if (notice.requested()) {
+      throw PlannedStopError(str_cat("the evaluation of ", reader->path(), " was abandoned: a ",
+                                     "planned stop (", notice.reason(), ")"),
+                             -1);
+    }
     RunContext context;
     for (const auto& hook : hooks) hook->before_run(run, context);
     std::optional<PerReplica<io::Element>> inputs = iterator.next();

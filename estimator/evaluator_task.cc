@@ -11,6 +11,7 @@
 #include "cadre/checkpoint/watcher.h"
 #include "cadre/estimator/early_stopping.h"
 #include "core/base/strings.h"
+#include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 
 namespace cadre::estimator_internal {
@@ -86,17 +87,29 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
   options.protect_unseen = eval_spec.evaluator_policy == EvaluatorPolicy::kAll;
   options.env = env;
   checkpoint::CheckpointWatcher watcher(model_dir, options);
+  // A planned stop ends the evaluator wherever it is; the watcher releases its lease on the
+  // way out, and the durable cursor tells the restarted one where to go on.
+  StopNotice notice(estimator.config().planned_stop);
+  auto stop_if_asked = [&] {
+    if (!notice.requested()) return;
+    throw PlannedStopError(str_cat("evaluator: a planned stop (", notice.reason(),
+                                   ") after step ", watcher.last_step(),
+                                   "; a restarted evaluator goes on from there"),
+                           -1);
+  };
   Clock::time_point start = Clock::now() + seconds(eval_spec.start_delay_secs);
   while (Clock::now() < start && !final_step()) {
+    stop_if_asked();
     std::this_thread::sleep_for(std::min(Clock::duration(std::chrono::seconds(1)),
                                          start - Clock::now()));
   }
   Clock::time_point next_eval = Clock::now();
   Clock::time_point last_wait_log = Clock::now();
   while (true) {
+    stop_if_asked();
     std::optional<int64_t> finished = final_step();
     if (finished && watcher.last_step() >= *finished) break;
-    std::unique_ptr<checkpoint::CheckpointReader> reader = watcher.next(/*timeout_seconds=*/2);
+    std::unique_ptr<checkpoint::CheckpointReader> reader = watcher.next(/*timeout_seconds=*/1);
     if (!reader) {
       if (Clock::now() - last_wait_log > std::chrono::seconds(30)) {
         LOG(INFO) << "evaluator: waiting for a checkpoint after step " << watcher.last_step()
@@ -114,6 +127,7 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
     // The throttle paces evaluations while training runs; after it, the backlog is
     // evaluated at once.
     while (Clock::now() < next_eval && !(finished = final_step())) {
+      stop_if_asked();
       std::this_thread::sleep_for(std::min(Clock::duration(std::chrono::seconds(1)),
                                            next_eval - Clock::now()));
     }

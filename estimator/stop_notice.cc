@@ -3,20 +3,31 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 
 namespace cadre::estimator_internal {
 namespace {
 
-// The first notice signal received; 0 before.
+// The first notice signal received (0 before), and when, on CLOCK_MONOTONIC.
 std::atomic<int> g_notice{0};
+std::atomic<int64_t> g_notice_ns{0};
+
+int64_t monotonic_ns() {
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
 
 void on_notice(int signal) {
   int none = 0;
-  if (!g_notice.compare_exchange_strong(none, signal)) {
+  if (g_notice.compare_exchange_strong(none, signal)) {
+    g_notice_ns = monotonic_ns();
+  } else {
     // A second notice: the signal's default action, now (both calls are async-signal-safe).
     ::signal(signal, SIG_DFL);
     ::raise(signal);
@@ -64,7 +75,13 @@ bool StopNotice::requested() {
   next_look_ = now + std::chrono::milliseconds(500);
   struct stat info {};
   file_seen_ = ::stat(options_.notice_file.c_str(), &info) == 0;
+  if (file_seen_) file_seen_ns_ = monotonic_ns();
   return file_seen_;
+}
+
+double StopNotice::seconds_since_notice() const {
+  int64_t at = g_notice.load() != 0 ? g_notice_ns.load() : file_seen_ns_;
+  return at == 0 ? 0 : static_cast<double>(monotonic_ns() - at) * 1e-9;
 }
 
 std::string StopNotice::reason() const {

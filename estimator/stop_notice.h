@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "cadre/estimator/planned_stop.h"
@@ -24,11 +25,14 @@ class StopNotice {
   bool requested();
   // What asked for it ("SIGTERM", "the notice file /run/preempted"); empty before.
   std::string reason() const;
+  // Seconds since the notice came (the signal, or the file seen); 0 before.
+  double seconds_since_notice() const;
 
  private:
   PlannedStopOptions options_;
   bool installed_ = false;
   bool file_seen_ = false;
+  int64_t file_seen_ns_ = 0;
   std::chrono::steady_clock::time_point next_look_;
 };
 

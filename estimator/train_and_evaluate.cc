@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -13,6 +14,7 @@
 #include "strategies/ps/ps_server.h"
 #include "estimator/coordinated_tasks.h"
 #include "estimator/evaluator_task.h"
+#include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 #include "strategies/strategy_extended.h"
 
@@ -144,7 +146,24 @@ void serve_parameters(const RunConfig& config) {
   std::unique_ptr<ps::ParameterServer> server =
       ps::ParameterServer::start(config.cluster->address(config.cluster->task), options);
   LOG(INFO) << options.task << ": serving variables until the job ends";
-  server->wait();
+  // After a planned stop's notice the chief (or the client) saves from these variables once
+  // its step is done: serve on until no task has called for a while, within the grace period.
+  estimator_internal::StopNotice notice(config.planned_stop);
+  std::optional<std::chrono::steady_clock::time_point> noticed;
+  constexpr double kQuietSecs = 3;
+  while (!server->wait_for(0.2)) {
+    if (!noticed) {
+      if (!notice.requested()) continue;
+      noticed = std::chrono::steady_clock::now();
+      LOG(INFO) << options.task << ": " << notice.reason()
+                << ": serving until the tasks stop calling, then stopping";
+    }
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - *noticed).count();
+    if (server->seconds_since_last_call() >= std::min(kQuietSecs, waited + 1) ||
+        waited >= std::max(1.0, config.planned_stop.grace_secs - 2)) {
+      throw PlannedStopError(str_cat(options.task, ": a planned stop (", notice.reason(), ")"), -1);
+    }
+  }
   throw AbortedError(str_cat(options.task, ": the parameter server stopped"));
 }
 

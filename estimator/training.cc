@@ -540,6 +540,10 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   for (const auto& hook : hooks) hook->end(run);
   if (manager) manager->close();  // the last checkpoint durable
   run.flush_summaries();
+  if (manager && run.planned_stop() && notice.requested()) {
+    LOG(INFO) << "a planned stop: the checkpoint of step " << run.global_step() << " is durable "
+              << notice.seconds_since_notice() << " s after " << notice.reason();
+  }
   if (run.planned_stop() && !(max_steps && run.global_step() >= *max_steps)) {
     std::string saved =
         manager ? str_cat("; its checkpoint is ", latest_checkpoint().value_or("none")) : "";
