@@ -93,7 +93,7 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   estimator_internal::StopNotice notice(config_.planned_stop);
   while (limit == 0 || steps < limit) {
     if (notice.requested()) {
-      throw PlannedStopError(str_cat("the evaluation of ", reader->path(), " was abandoned: a ",
+      estimator_internal::throw_planned_stop(str_cat("the evaluation of ", reader->path(), " was abandoned: a ",
                                      "planned stop (", notice.reason(), ")"),
                              -1);
     }

@@ -92,7 +92,7 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
   StopNotice notice(estimator.config().planned_stop);
   auto stop_if_asked = [&] {
     if (!notice.requested()) return;
-    throw PlannedStopError(str_cat("evaluator: a planned stop (", notice.reason(),
+    throw_planned_stop(str_cat("evaluator: a planned stop (", notice.reason(),
                                    ") after step ", watcher.last_step(),
                                    "; a restarted evaluator goes on from there"),
                            -1);

@@ -6,6 +6,9 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -91,6 +94,33 @@ std::string StopNotice::reason() const {
   }
   if (file_seen_) return "the notice file " + options_.notice_file;
   return "";
+}
+
+namespace {
+
+std::terminate_handler g_previous_terminate = nullptr;
+
+void terminate_after_planned_stop() {
+  if (std::exception_ptr error = std::current_exception()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const PlannedStopError& stop) {
+      std::fprintf(stderr, "%s\n", stop.what());
+      std::fflush(nullptr);
+      std::_Exit(stop.exit_code());
+    } catch (...) {
+    }
+  }
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
+
+}  // namespace
+
+void throw_planned_stop(const std::string& message, int64_t step) {
+  static std::once_flag installed;
+  std::call_once(installed, [] { g_previous_terminate = std::set_terminate(terminate_after_planned_stop); });
+  throw PlannedStopError(message, step);
 }
 
 }  // namespace cadre::estimator_internal

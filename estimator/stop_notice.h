@@ -36,4 +36,9 @@ class StopNotice {
   std::chrono::steady_clock::time_point next_look_;
 };
 
+// Throws PlannedStopError(message, step). Should it leave main uncaught (a program that
+// does not catch it), the process still ends as a planned stop should: the message on
+// stderr and exit status kRestartExitCode, not std::terminate's abort.
+[[noreturn]] void throw_planned_stop(const std::string& message, int64_t step);
+
 }  // namespace cadre::estimator_internal

@@ -161,7 +161,7 @@ void serve_parameters(const RunConfig& config) {
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - *noticed).count();
     if (server->seconds_since_last_call() >= std::min(kQuietSecs, waited + 1) ||
         waited >= std::max(1.0, config.planned_stop.grace_secs - 2)) {
-      throw PlannedStopError(str_cat(options.task, ": a planned stop (", notice.reason(), ")"), -1);
+      estimator_internal::throw_planned_stop(str_cat(options.task, ": a planned stop (", notice.reason(), ")"), -1);
     }
   }
   throw AbortedError(str_cat(options.task, ": the parameter server stopped"));

@@ -548,7 +548,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
     std::string saved =
         manager ? str_cat("; its checkpoint is ", latest_checkpoint().value_or("none")) : "";
     std::string why = notice.requested() ? notice.reason() : "of a worker stepping with this one";
-    throw PlannedStopError(str_cat("a planned stop (", why, ") at step ",
+    estimator_internal::throw_planned_stop(str_cat("a planned stop (", why, ") at step ",
                                    run.global_step(), saved,
                                    "; the same command resumes from it"),
                            run.global_step());
