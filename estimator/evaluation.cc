@@ -93,9 +93,10 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
   estimator_internal::StopNotice notice(config_.planned_stop);
   while (limit == 0 || steps < limit) {
     if (notice.requested()) {
-      estimator_internal::throw_planned_stop(str_cat("the evaluation of ", reader->path(), " was abandoned: a ",
-                                     "planned stop (", notice.reason(), ")"),
-                             -1);
+      estimator_internal::throw_planned_stop(
+          str_cat("the evaluation of ", reader->path(), " was abandoned: a planned stop (",
+                  notice.reason(), ")"),
+          -1);
     }
     RunContext context;
     for (const auto& hook : hooks) hook->before_run(run, context);
@@ -162,8 +163,8 @@ EvalResult Estimator::evaluate(const InputFn& input_fn, const EvalArgs& args) {
       writer.flush();
     } catch (const PermissionDeniedError& error) {
       // A read-only model_dir is evaluated all the same; only TensorBoard misses the result.
-      LOG(WARNING) << "cannot record the evaluation of step " << global_step << " in "
-                   << eval_dir << " (" << error.what() << "); returning it unrecorded";
+      LOG(WARNING) << "cannot record the evaluation of step " << global_step << " in " << eval_dir
+                   << " (" << error.what() << "); returning it unrecorded";
     }
   }
   std::string line = str_cat("evaluation of ", reader->path(), " (", steps, " steps on ",

@@ -92,10 +92,9 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
   StopNotice notice(estimator.config().planned_stop);
   auto stop_if_asked = [&] {
     if (!notice.requested()) return;
-    throw_planned_stop(str_cat("evaluator: a planned stop (", notice.reason(),
-                                   ") after step ", watcher.last_step(),
-                                   "; a restarted evaluator goes on from there"),
-                           -1);
+    throw_planned_stop(str_cat("evaluator: a planned stop (", notice.reason(), ") after step ",
+                               watcher.last_step(), "; a restarted evaluator goes on from there"),
+                       -1);
   };
   Clock::time_point start = Clock::now() + seconds(eval_spec.start_delay_secs);
   while (Clock::now() < start && !final_step()) {
@@ -138,8 +137,8 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
       eval = estimator.evaluate(eval_spec.input_fn, args);
     } catch (const Error& error) {
       if (!checkpoint_at_fault(error, *env, *reader)) throw;
-      LOG(ERROR) << "evaluator: skipping " << reader->path() << ", which is missing or damaged: "
-                 << error.what();
+      LOG(ERROR) << "evaluator: skipping " << reader->path()
+                 << ", which is missing or damaged: " << error.what();
       continue;
     }
     next_eval = Clock::now() + seconds(eval_spec.throttle_secs);

@@ -100,7 +100,8 @@ void RunConfig::validate() const {
   }
   for (int signal : planned_stop.signals) {
     if (signal <= 0 || signal >= NSIG || signal == SIGKILL || signal == SIGSTOP) {
-      fail("planned_stop.signals", signal, "signals that can be caught (SIGTERM, SIGINT, SIGUSR1, ...)");
+      fail("planned_stop.signals", signal,
+           "signals that can be caught (SIGTERM, SIGINT, SIGUSR1, ...)");
     }
   }
   if (save_summary_steps < 0) fail("save_summary_steps", save_summary_steps, ">= 0");

@@ -6,10 +6,10 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -119,7 +119,8 @@ void terminate_after_planned_stop() {
 
 void throw_planned_stop(const std::string& message, int64_t step) {
   static std::once_flag installed;
-  std::call_once(installed, [] { g_previous_terminate = std::set_terminate(terminate_after_planned_stop); });
+  std::call_once(installed,
+                 [] { g_previous_terminate = std::set_terminate(terminate_after_planned_stop); });
   throw PlannedStopError(message, step);
 }
 

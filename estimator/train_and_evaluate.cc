@@ -6,16 +6,16 @@
 #include <chrono>
 #include <optional>
 
-#include "cadre/base/errors.h"
 #include "cadre/base/env.h"
+#include "cadre/base/errors.h"
 #include "cadre/checkpoint/state_file.h"
 #include "core/base/strings.h"
-#include "strategies/ps/parameter_servers.h"
-#include "strategies/ps/ps_server.h"
 #include "estimator/coordinated_tasks.h"
 #include "estimator/evaluator_task.h"
 #include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
+#include "strategies/ps/parameter_servers.h"
+#include "strategies/ps/ps_server.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre {
@@ -158,10 +158,12 @@ void serve_parameters(const RunConfig& config) {
       LOG(INFO) << options.task << ": " << notice.reason()
                 << ": serving until the tasks stop calling, then stopping";
     }
-    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - *noticed).count();
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - *noticed).count();
     if (server->seconds_since_last_call() >= std::min(kQuietSecs, waited + 1) ||
         waited >= std::max(1.0, config.planned_stop.grace_secs - 2)) {
-      estimator_internal::throw_planned_stop(str_cat(options.task, ": a planned stop (", notice.reason(), ")"), -1);
+      estimator_internal::throw_planned_stop(
+          str_cat(options.task, ": a planned stop (", notice.reason(), ")"), -1);
     }
   }
   throw AbortedError(str_cat(options.task, ": the parameter server stopped"));

@@ -199,7 +199,8 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     at += t.numel();
   }
   flat.slice(0, at, at + 2)
-      .assign(Tensor::from_vector<double>({weight, encode_step_signals(signal_raised_)}).cast(dtype));
+      .assign(
+          Tensor::from_vector<double>({weight, encode_step_signals(signal_raised_)}).cast(dtype));
   if (all_float) {
     across.sum(flat.data<float>(), static_cast<size_t>(total));
   } else {

@@ -10,9 +10,9 @@
 #include "cadre/base/errors.h"
 #include "cadre/base/mutex.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/coordination.grpc.pb.h"
 #include "strategies/cluster/grpc_security.h"
 #include "strategies/cluster/guarded_server.h"
-#include "strategies/cluster/coordination.grpc.pb.h"
 
 namespace cadre {
 
@@ -35,8 +35,7 @@ std::string names(const std::set<std::string>& set) {
 
 class Service final : public pb::Coordination::Service, public CoordinationService {
  public:
-  Service(std::vector<TaskId> tasks, CoordinationOptions options,
-          const ClusterSecurity& security)
+  Service(std::vector<TaskId> tasks, CoordinationOptions options, const ClusterSecurity& security)
       : options_(options), security_(security) {
     for (const TaskId& t : tasks) expected_.insert(t.to_string());
   }
@@ -44,8 +43,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   void start(const std::string& address) {
     // Requests are small (keys and rendezvous records); anything larger is refused.
-    server_ = GuardedServer::start(*this, address, security_, "coordination service: ",
-                                   "coordination service", kMaxMessageBytes);
+    server_ =
+        GuardedServer::start(*this, address, security_,
+                             "coordination service: ", "coordination service", kMaxMessageBytes);
     address_ = server_->address();
     monitor_ = std::thread([this] { monitor(); });
     LOG(INFO) << "coordination service on " << address_ << " for " << names(expected_)

@@ -152,9 +152,8 @@ class Guarded final : public GuardedServer {
   Guarded(const ClusterSecurity& security, const std::string& name) : door_(security, name) {}
   ~Guarded() override { shutdown(std::chrono::system_clock::now()); }
 
-  void start(grpc::Service& service, const std::string& address,
-             const ClusterSecurity& security, const std::string& who, int max_receive_bytes,
-             int max_send_bytes) {
+  void start(grpc::Service& service, const std::string& address, const ClusterSecurity& security,
+             const std::string& who, int max_receive_bytes, int max_send_bytes) {
     grpc::ServerBuilder builder;
     if (security.insecure) {
       // Every caller is admitted: no door, and no hop through one.
@@ -219,8 +218,7 @@ GuardedServer::~GuardedServer() = default;
 std::unique_ptr<GuardedServer> GuardedServer::start(grpc::Service& service,
                                                     const std::string& address,
                                                     const ClusterSecurity& security,
-                                                    const std::string& who,
-                                                    const std::string& name,
+                                                    const std::string& who, const std::string& name,
                                                     int max_receive_bytes, int max_send_bytes) {
   auto server = std::make_unique<Guarded>(security, name);
   server->start(service, address, security, who, max_receive_bytes, max_send_bytes);

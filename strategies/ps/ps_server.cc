@@ -33,9 +33,7 @@ grpc::Status guarded(F&& handler) {
 
 class Server final : public ParameterServer, public ParameterServerService::Service {
  public:
-  explicit Server(ServerOptions options)
-      : options_(std::move(options)),
-        shard_(options_.task) {}
+  explicit Server(ServerOptions options) : options_(std::move(options)), shard_(options_.task) {}
   ~Server() override { stop(); }
 
   void start(const std::string& address) {

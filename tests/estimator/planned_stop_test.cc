@@ -3,6 +3,8 @@
 // losses of an uninterrupted run; a notice file does the same; a second signal kills at
 // once; an evaluation is abandoned; a program that does not catch PlannedStopError still
 // exits 143 with its message, not an abort.
+#include "cadre/estimator/planned_stop.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -13,7 +15,6 @@
 #include <map>
 
 #include "cadre/checkpoint/reader.h"
-#include "cadre/estimator/planned_stop.h"
 #include "tests/estimator/test_model.h"
 #include "tests/support/temp_dir.h"
 
@@ -87,8 +88,10 @@ class PlannedStopTest : public testing::TempDirTest {
     std::map<int64_t, double> losses;
     TrainArgs args;
     args.max_steps = max_steps;
-    if (signal_at) args.hooks.push_back(std::make_shared<SignalAtStep>(*signal_at, SIGTERM, &losses));
-    else args.hooks.push_back(std::make_shared<SignalAtStep>(-1, 0, &losses));
+    if (signal_at)
+      args.hooks.push_back(std::make_shared<SignalAtStep>(*signal_at, SIGTERM, &losses));
+    else
+      args.hooks.push_back(std::make_shared<SignalAtStep>(-1, 0, &losses));
     Estimator estimator(testing::classifier_fn, config);
     estimator.train(testing::train_input, args);
     return losses;
@@ -109,11 +112,12 @@ TEST_F(PlannedStopTest, ASigtermEndsTrainingWithACheckpointOfTheStepAndLosesNoSt
           train(path("stopped"), 60, 23, config);
         } catch (const PlannedStopError& stop) {
           // The step in flight finished and none after it ran; its checkpoint is there.
-          bool right = stop.step() == 23 && stop.exit_code() == 143 &&
-                       std::string(stop.what()).find("a planned stop (SIGTERM) at step 23") !=
-                           std::string::npos &&
-                       checkpoint::CheckpointReader::open(path("stopped/model.ckpt-23.h5"))
-                               ->global_step() == 23;
+          bool right =
+              stop.step() == 23 && stop.exit_code() == 143 &&
+              std::string(stop.what()).find("a planned stop (SIGTERM) at step 23") !=
+                  std::string::npos &&
+              checkpoint::CheckpointReader::open(path("stopped/model.ckpt-23.h5"))->global_step() ==
+                  23;
           std::fprintf(stderr, "%s\n", stop.what());
           std::_Exit(right ? 0 : 1);
         }
@@ -144,8 +148,8 @@ TEST_F(PlannedStopTest, ANoticeFileStopsTrainingWithACheckpoint) {
     EXPECT_NE(std::string(stop.what()).find("the notice file " + path("preempted")),
               std::string::npos)
         << stop.what();
-    EXPECT_TRUE(std::filesystem::exists(
-        path("m/model.ckpt-" + std::to_string(stop.step()) + ".h5")));
+    EXPECT_TRUE(
+        std::filesystem::exists(path("m/model.ckpt-" + std::to_string(stop.step()) + ".h5")));
   }
 }
 

@@ -112,7 +112,8 @@ TEST_F(CoordinatorTest, AJobWithOneWorkerFinishesAndTheClientEvaluatesEachCheckp
   std::smatch m;
   int evaluations = 0;
   std::string rest = run.output;
-  while (std::regex_search(rest, m, std::regex(R"(\[client:0\].*evaluation of \S+model\.ckpt-(\d+))"))) {
+  while (std::regex_search(rest, m,
+                           std::regex(R"(\[client:0\].*evaluation of \S+model\.ckpt-(\d+))"))) {
     ++evaluations;
     rest = m.suffix();
   }

@@ -206,7 +206,8 @@ TEST_F(LauncherLifecycleTest, ADeadEvaluatorIsRestartedWithoutMaxRestarts) {
             std::string::npos)
       << testing::tail(run.output);
   EXPECT_TRUE(std::regex_search(
-      run.output, std::regex(R"(\[evaluator:0\] \{"task":"evaluator","model":"mlp","global_step":200)")))
+      run.output,
+      std::regex(R"(\[evaluator:0\] \{"task":"evaluator","model":"mlp","global_step":200)")))
       << testing::tail(run.output);
 }
 

@@ -4,6 +4,8 @@
 // the step the signal reached (the step in flight finishes), exit status 75 where nothing
 // restarts the task, and a restarted job that resumes from that step: no step lost, and
 // under the synchronous strategies final variables bit-identical to an uninterrupted run.
+#include "cadre/estimator/planned_stop.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,7 +17,6 @@
 #include <thread>
 
 #include "cadre/checkpoint/reader.h"
-#include "cadre/estimator/planned_stop.h"
 #include "tests/support/processes.h"
 #include "tests/support/temp_dir.h"
 
@@ -91,7 +92,8 @@ TEST_F(PlannedStopTest, ALoneProgramStopsWithACheckpointAndResumesLosingNothing)
   for (const char* flags : {"--strategy=one_device", "--strategy=mirrored --devices=cpu:0,cpu:1"}) {
     SCOPED_TRACE(flags);
     std::string name = std::string(flags).find("mirrored") != std::string::npos ? "m" : "o";
-    testing::CommandResult reference = testing::run_command(program(path(name + "_ref"), flags) + " 2>&1");
+    testing::CommandResult reference =
+        testing::run_command(program(path(name + "_ref"), flags) + " 2>&1");
     ASSERT_EQ(reference.status, 0) << testing::tail(reference.output);
 
     std::string dir = path(name);
@@ -106,7 +108,8 @@ TEST_F(PlannedStopTest, ALoneProgramStopsWithACheckpointAndResumesLosingNothing)
     testing::CommandResult resumed = testing::run_command(program(dir, flags) + " 2>&1");
     ASSERT_EQ(resumed.status, 0) << testing::tail(resumed.output);
     EXPECT_EQ(find_step(resumed.output, R"(resuming from \S+ at step (\d+))"), step);
-    expect_same_variables(checkpoint_of(path(name + "_ref"), kMaxSteps), checkpoint_of(dir, kMaxSteps));
+    expect_same_variables(checkpoint_of(path(name + "_ref"), kMaxSteps),
+                          checkpoint_of(dir, kMaxSteps));
   }
 }
 
@@ -125,13 +128,16 @@ TEST_F(PlannedStopTest, TwoWorkersStopAfterTheSameStepWhoeverIsToldAndLoseNothin
     SCOPED_TRACE(target);
     std::string dir = path("to_" + target.substr(0, target.find(':')));
     testing::CommandResult run = run_and_stop(tasks + program(dir, flags), target);
-    int64_t chief = find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
-    int64_t worker = find_step(run.output, R"(\[worker:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+    int64_t chief =
+        find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+    int64_t worker =
+        find_step(run.output, R"(\[worker:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
     ASSERT_GE(chief, 200) << testing::tail(run.output, 6000);
     EXPECT_EQ(chief, worker) << "the workers stopped after different steps";
     if (target == "self") {
       EXPECT_EQ(run.status, kRestartExitCode) << testing::tail(run.output, 6000);
-      EXPECT_TRUE(std::regex_search(run.output, std::regex(R"(\[evaluator:0\] \S+: .*planned stop)")))
+      EXPECT_TRUE(
+          std::regex_search(run.output, std::regex(R"(\[evaluator:0\] \S+: .*planned stop)")))
           << testing::tail(run.output, 6000);
       run = testing::run_command(tasks + program(dir, flags) + " 2>&1");
     }
@@ -153,13 +159,15 @@ TEST_F(PlannedStopTest, AParameterServerJobResumesFromTheStepItStoppedAt) {
     testing::CommandResult run = run_and_stop(tasks + program(dir, flags), target);
     if (target == "self") {
       EXPECT_EQ(run.status, kRestartExitCode) << testing::tail(run.output, 6000);
-      int64_t step = find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+      int64_t step =
+          find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
       ASSERT_GE(step, 200) << testing::tail(run.output, 6000);
       EXPECT_EQ(checkpoint::CheckpointReader::open(checkpoint_of(dir, step))->global_step(), step);
       run = testing::run_command(tasks + program(dir, flags) + " 2>&1");
       EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), step);
     } else if (target == "chief:0") {
-      int64_t step = find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+      int64_t step =
+          find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
       ASSERT_GE(step, 200) << testing::tail(run.output, 6000);
       EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), step);
     } else {

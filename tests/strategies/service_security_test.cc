@@ -1,16 +1,16 @@
 // The services of a cluster on 127.0.0.1 facing strangers: every method of the coordination
-// service, of a parameter server and of a coordinator-mode worker's step service refuses a caller without the job's token (the methods
-// are taken from the services' descriptors, so a method added later is covered) without
-// reading more than a bounded prefix of the request; malformed
-// requests get clear errors and the server goes on serving; a bind host is obeyed; a
-// cluster without a secret says what to set.
+// service, of a parameter server and of a coordinator-mode worker's step service refuses a caller
+// without the job's token (the methods are taken from the services' descriptors, so a method added
+// later is covered) without reading more than a bounded prefix of the request; malformed requests
+// get clear errors and the server goes on serving; a bind host is obeyed; a cluster without a
+// secret says what to set.
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <condition_variable>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -207,8 +207,8 @@ void reset_peak_memory() { std::ofstream("/proc/self/clear_refs") << "5"; }
 // process's peak memory grows by much less than one request. (Read and parsed before the
 // token was checked, four such requests grew a ps task by 488 MiB.)
 TEST(ServiceSecurityTest, NoServiceReadsMoreThanABoundedPrefixOfAStrangersRequest) {
-  auto coordination = CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {},
-                                                 testing::test_security());
+  auto coordination =
+      CoordinationService::start("127.0.0.1:0", {{"worker", 0}}, {}, testing::test_security());
   ps::ServerOptions options;
   options.security = testing::test_security();
   options.max_message_bytes = int64_t{1} << 30;  // a ps task serving large slices
@@ -250,13 +250,12 @@ TEST(ServiceSecurityTest, NoServiceReadsMoreThanABoundedPrefixOfAStrangersReques
         std::mutex mutex;
         std::condition_variable done;
         bool finished = false;
-        stub.UnaryCall(&context, method, grpc::StubOptions(), &in, &out,
-                       [&](grpc::Status status) {
-                         std::lock_guard<std::mutex> lock(mutex);
-                         results[i] = std::move(status);
-                         finished = true;
-                         done.notify_one();
-                       });
+        stub.UnaryCall(&context, method, grpc::StubOptions(), &in, &out, [&](grpc::Status status) {
+          std::lock_guard<std::mutex> lock(mutex);
+          results[i] = std::move(status);
+          finished = true;
+          done.notify_one();
+        });
         std::unique_lock<std::mutex> lock(mutex);
         done.wait(lock, [&] { return finished; });
       });
@@ -267,9 +266,9 @@ TEST(ServiceSecurityTest, NoServiceReadsMoreThanABoundedPrefixOfAStrangersReques
           << method << ": " << status.error_message();
     }
     const int64_t growth_kib = memory_kib("VmHWM") - before;
-    EXPECT_LT(growth_kib, 64 << 10) << method << ": four strangers' requests of "
-                                    << (kFieldBytes >> 20) << " MiB grew the peak by "
-                                    << (growth_kib >> 10) << " MiB";
+    EXPECT_LT(growth_kib, 64 << 10)
+        << method << ": four strangers' requests of " << (kFieldBytes >> 20)
+        << " MiB grew the peak by " << (growth_kib >> 10) << " MiB";
   }
 }
 

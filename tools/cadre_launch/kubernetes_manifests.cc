@@ -195,23 +195,26 @@ std::string indexed_jobs(const LaunchOptions& cluster, const KubernetesOptions& 
     out += str_cat(
         "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ", options.name, "-", role.type,
         "\n  labels:\n    app: ", options.name, "\n    task: ", role.type,
-        "\nspec:\n  completionMode: Indexed  # one pod per task index\n  completions: ",
-        role.count, "\n  parallelism: ", role.count,
-        "  # every task at once: the chief waits for all\n  backoffLimit: ",
-        cluster.max_restarts,
+        "\nspec:\n  completionMode: Indexed  # one pod per task index\n  completions: ", role.count,
+        "\n  parallelism: ", role.count,
+        "  # every task at once: the chief waits for all\n  backoffLimit: ", cluster.max_restarts,
         "  # failed pods across the Job's indices\n"
         "  podFailurePolicy:  # replaced without counting: a planned stop's exit, an eviction\n"
         "    rules:\n      - action: Ignore\n        onExitCodes:\n          containerName: cadre\n"
-        "          operator: In\n          values: [", kRestartExitCode, "]\n"
+        "          operator: In\n          values: [",
+        kRestartExitCode,
+        "]\n"
         "      - action: Ignore\n        onPodConditions:\n          - type: DisruptionTarget\n"
         "  template:\n    metadata:\n      labels:\n"
         "        app: ",
         options.name, "\n        task: ", role.type, "\n    spec:\n      subdomain: ", options.name,
         "\n      restartPolicy: Never  # a failed pod is replaced; a finished task stays finished\n"
-        "      terminationGracePeriodSeconds: ", grace_period(cluster),
+        "      terminationGracePeriodSeconds: ",
+        grace_period(cluster),
         "  # SIGTERM to SIGKILL: the last checkpoint\n"
         "      containers:\n",
-        container(cluster, options, role, "cadre", "cadre", setup, 8), volumes(cluster, options, 6));
+        container(cluster, options, role, "cadre", "cadre", setup, 8),
+        volumes(cluster, options, 6));
   }
   return out;
 }
@@ -230,16 +233,19 @@ std::string tfjob(const LaunchOptions& cluster, const KubernetesOptions& options
   for (const Role& role : roles_of(cluster)) {
     std::string type = role.type == "ps" ? "PS" : role.type;
     type[0] = static_cast<char>(std::toupper(type[0]));
-    out += str_cat("    ", type, ":\n      replicas: ", role.count,
-                   "\n      restartPolicy: ExitCode  # 128-255 (a planned stop's ", kRestartExitCode,
-                   ", a kill) retried; 1-127 not\n      template:\n        metadata:\n"
-                   "          labels:\n            app: ",
-                   options.name,
-                   "\n        spec:\n"
-                   "          terminationGracePeriodSeconds: ", grace_period(cluster), "\n"
-                   "          containers:\n",
-                   container(cluster, options, role, "tensorflow", "tfjob-port", "", 12),
-                   volumes(cluster, options, 10));
+    out +=
+        str_cat("    ", type, ":\n      replicas: ", role.count,
+                "\n      restartPolicy: ExitCode  # 128-255 (a planned stop's ", kRestartExitCode,
+                ", a kill) retried; 1-127 not\n      template:\n        metadata:\n"
+                "          labels:\n            app: ",
+                options.name,
+                "\n        spec:\n"
+                "          terminationGracePeriodSeconds: ",
+                grace_period(cluster),
+                "\n"
+                "          containers:\n",
+                container(cluster, options, role, "tensorflow", "tfjob-port", "", 12),
+                volumes(cluster, options, 10));
   }
   return out + claim(options) + secret(cluster, options) + network_policy(options);
 }

@@ -45,8 +45,7 @@ struct PlannedStopOptions {
 // Thrown by train(), evaluate() and train_and_evaluate() after a planned stop's work is done.
 class PlannedStopError : public AbortedError {
  public:
-  PlannedStopError(const std::string& message, int64_t step)
-      : AbortedError(message), step_(step) {}
+  PlannedStopError(const std::string& message, int64_t step) : AbortedError(message), step_(step) {}
   // The global step training stopped at (and was saved at, on the chief); -1 where this
   // task does not train.
   int64_t step() const { return step_; }
