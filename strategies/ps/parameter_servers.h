@@ -18,7 +18,8 @@ class PsClient;
 // Thread-safe.
 class ParameterServers {
  public:
-  // A client for each ps task of `cluster`, in index order; nothing is sent yet.
+  // A client for each ps task of `cluster`, in index order (none on an evaluator, which
+  // evaluates on its local devices); nothing is sent yet.
   ParameterServers(const ClusterConfig& cluster, const ParameterServerOptions& options);
   ~ParameterServers();
 

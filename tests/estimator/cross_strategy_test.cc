@@ -148,12 +148,20 @@ TEST_F(CrossStrategyTest, TheStrategiesOfAClustersTasksEvaluateOnTheirLocalDevic
   auto on_evaluator = MultiWorkerMirroredStrategy::create(evaluator, two);
   EXPECT_EQ(on_evaluator->num_workers(), 1);
   EXPECT_EQ(on_evaluator->num_local_replicas(), 2);
+  // An evaluator has no job secret (RunConfig::from_environment reads none for it): a
+  // parameter-server strategy there reaches no ps task and needs none (it refused to start,
+  // 'the cluster has no secret', so that a ps job's evaluator failed under cadre_launch).
+  ClusterConfig ps_evaluator = parse_tf_config(
+      R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]},
+          "task": {"type": "evaluator", "index": 0}})");
+  auto ps_on_evaluator = ParameterServerStrategy::create(ps_evaluator, two);
 
   EvalResult one = evaluate(OneDeviceStrategy::create());
   for (const Named& s : std::vector<Named>{
            {"parameter_server, one device", ParameterServerStrategy::create(client)},
            {"parameter_server, two devices", ParameterServerStrategy::create(client, two)},
-           {"multi_worker_mirrored on the evaluator", on_evaluator}}) {
+           {"multi_worker_mirrored on the evaluator", on_evaluator},
+           {"parameter_server on the evaluator", ps_on_evaluator}}) {
     EvalResult result = evaluate(s.strategy);
     EXPECT_NEAR(result.at("accuracy"), one.at("accuracy"), 1e-12) << s.name;
     EXPECT_EQ(result.at("global_step"), 20) << s.name;
