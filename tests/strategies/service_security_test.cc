@@ -29,6 +29,7 @@
 #include "strategies/ps/tensor_data.h"
 #include "tests/strategies/ps_requests.h"
 #include "tests/support/job_secret.h"
+#include "tests/support/log_capture.h"
 
 namespace cadre {
 namespace {
@@ -270,6 +271,36 @@ TEST(ServiceSecurityTest, NoServiceReadsMoreThanABoundedPrefixOfAStrangersReques
         << method << ": four strangers' requests of " << (kFieldBytes >> 20)
         << " MiB grew the peak by " << (growth_kib >> 10) << " MiB";
   }
+}
+
+// A burst of refusals is told at once (the first) and in full by the time the service stops
+// (the rest, counted): the count of a burst used to wait for the next refusal, 10 s later
+// or never.
+TEST(ServiceSecurityTest, ABurstOfRefusalsIsLoggedAtOnceAndCountedByTheStop) {
+  testing::LogCapture log;
+  {
+    ps::ServerOptions options;
+    options.security = testing::test_security();
+    options.task = "ps:7";
+    auto server = ps::ParameterServer::start("127.0.0.1:0", options);
+    auto stub = ps::ParameterServerService::NewStub(
+        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    for (int i = 0; i < 3; ++i) {
+      grpc::ClientContext context;
+      ps::PullResponse response;
+      EXPECT_EQ(stub->Pull(&context, ps::PullRequest(), &response).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED);
+      if (i == 0) {
+        EXPECT_EQ(log.matching({"ps:7 (parameter server): refused 1 call(s)"}).size(), 1u)
+            << log.all();
+      }
+    }
+  }
+  EXPECT_EQ(log.matching({"ps:7 (parameter server): refused 2 call(s) without the job's token "
+                          "since the last report, the last from ipv4:127.0.0.1:"})
+                .size(),
+            1u)
+      << log.all();
 }
 
 // Wrong shapes, dtypes, rows and sizes, unknown names and truncated tensors: each a clear
