@@ -155,8 +155,11 @@ void serve_parameters(const RunConfig& config) {
     if (!noticed) {
       if (!notice.requested()) continue;
       noticed = std::chrono::steady_clock::now();
+      // The training tasks stop after their step (the chief saving from these variables),
+      // told in the responses to their pulls and pushes.
+      server->begin_planned_stop();
       LOG(INFO) << options.task << ": " << notice.reason()
-                << ": serving until the tasks stop calling, then stopping";
+                << ": telling the training tasks to stop; serving until they stop calling";
     }
     double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - *noticed).count();

@@ -502,6 +502,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
                            : "")
                    << (config_.is_chief ? "; then a checkpoint of it" : "");
       if (strategy->num_workers_in_sync() <= 1) {
+        strategy->extended().announce_planned_stop();
         run.begin_planned_stop();
         break;
       }
@@ -547,7 +548,9 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   if (run.planned_stop() && !(max_steps && run.global_step() >= *max_steps)) {
     std::string saved =
         manager ? str_cat("; its checkpoint is ", latest_checkpoint().value_or("none")) : "";
-    std::string why = notice.requested() ? notice.reason() : "of a worker stepping with this one";
+    std::string why = notice.requested()                    ? notice.reason()
+                      : strategy->num_workers_in_sync() > 1 ? "of a worker stepping with this one"
+                                                            : "of the job, told by a ps task";
     estimator_internal::throw_planned_stop(str_cat("a planned stop (", why, ") at step ",
                                    run.global_step(), saved,
                                    "; the same command resumes from it"),

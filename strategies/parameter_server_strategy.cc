@@ -72,6 +72,26 @@ class ParameterServerExtended final : public StrategyExtended {
   void before_run(DistributedVariables& variables) const override {
     if (ps::PsVariables* remote = on_ps(variables)) remote->pull();
   }
+
+  // A worker's stop restarts it alone and loses nothing (its steps are on the ps tasks);
+  // the chief's ends every worker's steps, since the job resumes from its checkpoint.
+  void announce_planned_stop() const override {
+    if (!cluster_.is_chief()) return;
+    for (const auto& client : servers_.clients()) {
+      try {
+        client->planned_stop();
+      } catch (const Error& e) {
+        LOG(WARNING) << "a planned stop: " << e.what();
+      }
+    }
+  }
+  unsigned take_step_signal() const override {
+    unsigned signals = StrategyExtended::take_step_signal();
+    for (const auto& client : servers_.clients()) {
+      if (client->take_planned_stop()) signals |= kStop;
+    }
+    return signals;
+  }
   void update_shared(DistributedVariables& variables, nn::Optimizer& optimizer,
                      std::vector<Gradient> gradients,
                      const std::vector<nn::Variable*>& targets) const override {

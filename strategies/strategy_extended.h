@@ -77,10 +77,17 @@ class StrategyExtended {
   // and after the step take_step_signal() tells every worker which any worker raised, and
   // clears them. Workers that step together carry them in the step's gradient reduction, so
   // that they cost nothing; take_step_signal() is collective there (every worker calls it
-  // after every step).
+  // after every step). Under ParameterServer, kStop also when a ps task said so in a
+  // response (its own planned stop, or the chief's: announce_planned_stop).
   static constexpr unsigned kCheckpoint = 1, kStop = 2;
   void raise_step_signal(unsigned signals) const { signal_raised_ |= signals; }
   virtual unsigned take_step_signal() const { return signal_raised_.exchange(0); }
+  // This task stops at a planned stop after its last step, without stepping again. Under
+  // ParameterServer the chief, which saves the checkpoint of its step next, tells the ps
+  // tasks, and they tell every worker to stop after its step (in the response to its next
+  // pull or push), so that no worker's step lands after the checkpoint and is lost; a ps
+  // task it cannot reach is logged, not thrown.
+  virtual void announce_planned_stop() const {}
   // Gradients summed across workers while the backward pass runs (gradient_buckets.h), for
   // strategies that can (MultiWorkerMirrored with one local replica and host memory):
   // begin_gradients() before the pass with this worker's weight and the scalars to sum

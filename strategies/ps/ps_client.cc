@@ -92,6 +92,7 @@ PullResponse PsClient::pull(const PullRequest& request) {
                                                           &ParameterServerService::Stub::Pull,
                                                           options_.rpc_timeout_seconds);
   bytes_pulled_ += static_cast<int64_t>(response.ByteSizeLong());
+  if (response.planned_stop()) planned_stop_heard_ = true;
   return response;
 }
 
@@ -100,6 +101,7 @@ PushResponse PsClient::push(const PushRequest& request) {
       "pushing gradients", request, &ParameterServerService::Stub::Push,
       std::max(options_.rpc_timeout_seconds, request.timeout_seconds() + kMargin));
   bytes_pushed_ += static_cast<int64_t>(request.ByteSizeLong());
+  if (response.planned_stop()) planned_stop_heard_ = true;
   return response;
 }
 
@@ -124,6 +126,12 @@ UnitsResponse PsClient::units(const UnitsRequest& request) {
   return call<UnitsRequest, UnitsResponse>("the coordinator's units", request,
                                            &ParameterServerService::Stub::Units,
                                            options_.rpc_timeout_seconds);
+}
+
+void PsClient::planned_stop() {
+  call<PlannedStopRequest, PlannedStopResponse>(
+      "telling the chief's planned stop", PlannedStopRequest(),
+      &ParameterServerService::Stub::PlannedStop, options_.rpc_timeout_seconds);
 }
 
 }  // namespace cadre::ps

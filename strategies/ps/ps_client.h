@@ -46,6 +46,10 @@ class PsClient {
   ReadResponse read(const ReadRequest& request);
   // The coordinator's ledger (ps 0 only): a new generation, or units' steps applied.
   UnitsResponse units(const UnitsRequest& request);
+  // The chief's planned stop (ps.proto's PlannedStopRequest).
+  void planned_stop();
+  // Whether a pull's or push's response since the last call said planned_stop; clears it.
+  bool take_planned_stop() { return planned_stop_heard_.exchange(false); }
 
   // Bytes of requests sent and responses received so far; of them, the gradients pushed
   // (push requests) and the values pulled (pull responses).
@@ -64,6 +68,7 @@ class PsClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ParameterServerService::Stub> stub_;
   std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0}, bytes_pushed_{0}, bytes_pulled_{0};
+  std::atomic<bool> planned_stop_heard_{false};
 };
 
 }  // namespace cadre::ps

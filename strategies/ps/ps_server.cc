@@ -65,6 +65,8 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     return std::chrono::duration<double>(Clock::now() - last).count();
   }
 
+  void begin_planned_stop() override { own_stop_ = true; }
+
   void stop() override {
     {
       MutexLock lock(mutex_);
@@ -92,6 +94,7 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     called();
     return guarded([&] {
       *response = shard_.pull(*request);
+      response->set_planned_stop(planned_stop());
       check_size(*response, str_cat(options_.task, ": the pulled values"));
     });
   }
@@ -99,13 +102,30 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   grpc::Status Push(grpc::ServerContext* context, const PushRequest* request,
                     PushResponse* response) override {
     called();
-    return guarded([&] { *response = shard_.push(*request); });
+    return guarded([&] {
+      *response = shard_.push(*request);
+      response->set_planned_stop(planned_stop());
+    });
   }
 
   grpc::Status GlobalStep(grpc::ServerContext* context, const GlobalStepRequest* request,
                           GlobalStepResponse* response) override {
     called();
+    // A chief setting the global step is a new run: an earlier chief's stop is over.
+    if (request->set() && chief_stop_.exchange(false)) {
+      LOG(INFO) << options_.task << ": a new chief; the planned stop of the last one is over";
+    }
     return guarded([&] { response->set_value(shard_.global_step(*request)); });
+  }
+
+  grpc::Status PlannedStop(grpc::ServerContext* context, const PlannedStopRequest* request,
+                           PlannedStopResponse* response) override {
+    called();
+    if (!chief_stop_.exchange(true)) {
+      LOG(INFO) << options_.task << ": the chief's planned stop; telling every task that "
+                << "pulls or pushes to stop after its step";
+    }
+    return grpc::Status::OK;
   }
 
   grpc::Status Units(grpc::ServerContext* context, const UnitsRequest* request,
@@ -147,10 +167,13 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   }
 
   void called() { last_call_ = Clock::now().time_since_epoch().count(); }
+  bool planned_stop() const { return own_stop_ || chief_stop_; }
 
   using Clock = std::chrono::steady_clock;
   ServerOptions options_;
   std::atomic<Clock::rep> last_call_{Clock::now().time_since_epoch().count()};
+  // Planned stops (PlannedStopRequest): this task's own, and the chief's until a new chief.
+  std::atomic<bool> own_stop_{false}, chief_stop_{false};
   Shard shard_;
   std::unique_ptr<GuardedServer> server_;
   std::string address_;

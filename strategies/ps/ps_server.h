@@ -38,6 +38,9 @@ class ParameterServer {
   virtual bool wait_for(double seconds) = 0;
   // Seconds since a task's last call (since the start before the first).
   virtual double seconds_since_last_call() const = 0;
+  // This task's own planned stop: from now on every pull's and push's response tells the
+  // training tasks to stop after their step (the chief with a checkpoint, read from here).
+  virtual void begin_planned_stop() = 0;
   // Stops serving; calls waiting in the shard fail with UnavailableError.
   virtual void stop() = 0;
 };

@@ -149,11 +149,15 @@ TEST_F(PlannedStopTest, TwoWorkersStopAfterTheSameStepWhoeverIsToldAndLoseNothin
 
 // ParameterServer with two ps tasks, whose workers step on their own: the chief's
 // checkpoint of the step it reached holds the ps tasks' variables (they serve until it is
-// saved), and the restarted job resumes from it.
+// saved), and the restarted job resumes from it. A stop of the chief or of a ps task is the
+// job's: the ps tasks tell the worker to stop after its step, so that none of its steps
+// lands after the chief's checkpoint (before, the worker stepped on until the launcher
+// stopped it, tens of steps lost; and a ps task told alone left after its grace period, the
+// chief failed, and every step since the last periodic checkpoint was lost).
 TEST_F(PlannedStopTest, AParameterServerJobResumesFromTheStepItStoppedAt) {
   const std::string tasks = std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 --ps=2 -- ";
   const std::string flags = "--strategy=parameter_server";
-  for (const std::string target : {"self", "chief:0", "worker:0"}) {
+  for (const std::string target : {"self", "chief:0", "worker:0", "ps:1"}) {
     SCOPED_TRACE(target);
     std::string dir = path("ps_" + target.substr(0, target.find(':')));
     testing::CommandResult run = run_and_stop(tasks + program(dir, flags), target);
@@ -165,11 +169,16 @@ TEST_F(PlannedStopTest, AParameterServerJobResumesFromTheStepItStoppedAt) {
       EXPECT_EQ(checkpoint::CheckpointReader::open(checkpoint_of(dir, step))->global_step(), step);
       run = testing::run_command(tasks + program(dir, flags) + " 2>&1");
       EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), step);
-    } else if (target == "chief:0") {
+    } else if (target == "chief:0" || target == "ps:1") {
       int64_t step =
           find_step(run.output, R"(\[chief:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
       ASSERT_GE(step, 200) << testing::tail(run.output, 6000);
       EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), step);
+      int64_t worker = find_step(run.output, R"(\[worker:0\] \S+: a planned stop )"
+                                             R"(\(of the job, told by a ps task\) at step (\d+))");
+      EXPECT_GE(worker, 0) << testing::tail(run.output, 6000);
+      EXPECT_LE(worker, step + 5) << "the worker stepped on after the chief's checkpoint";
+      EXPECT_EQ(run.output.find(" failed ("), std::string::npos) << testing::tail(run.output, 6000);
     } else {
       EXPECT_TRUE(std::regex_search(run.output, std::regex(R"(\[worker:0\] \S+: a planned stop)")))
           << testing::tail(run.output, 6000);
