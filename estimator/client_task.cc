@@ -17,6 +17,7 @@
 #include "estimator/client_evaluation.h"
 #include "estimator/client_progress.h"
 #include "estimator/coordinated_tasks.h"
+#include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 #include "strategies/cluster/unit_dispatcher.h"
 #include "strategies/ps/parameter_servers.h"
@@ -64,6 +65,8 @@ void create_on_ps(const Estimator& estimator, const TrainSpec& train_spec,
       *spec.train_op.optimizer, trained_by(variables.primary(), spec.train_op));
 }
 
+int64_t global_step_of(ps::PsClient& ps0) { return ps0.units(ps::UnitsRequest()).global_step(); }
+
 // The client's run: what it saves, and when.
 class ClientRun {
  public:
@@ -101,8 +104,9 @@ class ClientRun {
   }
 
   // A checkpoint of the variables on the ps tasks at `step` (read while the workers train:
-  // with asynchronous updates, as a training chief's), and the progress that goes with it.
-  std::string save(int64_t step) {
+  // with asynchronous updates, as a training chief's), and the progress that goes with it;
+  // evaluated (inline evaluation) unless `evaluate` is false.
+  std::string save(int64_t step, bool evaluate = true) {
     checkpoint::CheckpointData data;
     data.global_step = step;
     checkpoint::add_variables(*strategy_->extended().variables_to_save(variables_), &data);
@@ -116,11 +120,41 @@ class ClientRun {
     last_save_ = Clock::now();
     progress_.checkpoint_step = step;
     write_client_progress(*config_.file_system(), estimator_.model_dir(), progress_);
-    evaluation_.checkpoint_saved(path);
+    if (!evaluate) return path;
+    try {
+      evaluation_.checkpoint_saved(path);
+    } catch (const PlannedStopError& stop) {
+      // A notice during the evaluation: the dispatch stops at the next tick.
+      LOG(INFO) << stop.what();
+    }
     return path;
   }
 
   int64_t saved_step() const { return saved_step_; }
+
+  // A planned stop, once the dispatch has stopped and no unit is running: ps 0 refuses this
+  // generation's units from here on (a unit abandoned while running cannot land a step
+  // after the checkpoint), then the checkpoint of the step reached, durable, and the
+  // progress. Throws PlannedStopError.
+  [[noreturn]] void planned_stop(ps::PsClient& ps0, const StopNotice& notice) {
+    ps::UnitsRequest fence;
+    fence.set_begin(true);
+    fence.set_generation(progress_.generation + 1);
+    ps0.units(fence);
+    int64_t step = global_step_of(ps0);
+    if (step != saved_step_) {
+      save(step, /*evaluate=*/false);
+    } else {
+      write_client_progress(*config_.file_system(), estimator_.model_dir(), progress_);
+    }
+    manager_.close();
+    std::string path = estimator_.latest_checkpoint().value_or("none");
+    LOG(INFO) << "a planned stop: the checkpoint of step " << step << " is durable "
+              << notice.seconds_since_notice() << " s after " << notice.reason();
+    throw_planned_stop(str_cat("a planned stop (", notice.reason(), ") at step ", step,
+                               "; its checkpoint is ", path, "; the same command resumes from it"),
+                       step);
+  }
 
  private:
   const Estimator& estimator_;
@@ -134,8 +168,10 @@ class ClientRun {
   Clock::time_point last_log_, last_save_;
 };
 
-int64_t global_step_of(ps::PsClient& ps0) {
-  return ps0.units(ps::UnitsRequest()).global_step();
+// The part of a planned stop's grace period the units running get to finish in; the rest is
+// the checkpoint's.
+double drain_seconds(const RunConfig& config, const StopNotice& notice) {
+  return std::max(0.5, config.planned_stop.grace_secs / 2 - notice.seconds_since_notice());
 }
 
 }  // namespace
@@ -157,6 +193,8 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
         "ParameterServerStrategy::create(*config.cluster)");
   }
   const int64_t max_steps = *train_spec.max_steps;
+  // Installed first: a notice while the client starts stops it before it dispatches.
+  StopNotice notice(config.planned_stop);
   std::shared_ptr<Env> file_system = config.file_system();
   Env& env = *file_system;
   const std::string& model_dir = estimator.model_dir();
@@ -214,14 +252,31 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   int64_t step = start_step;
   std::string final_path;
   if (start_step < max_steps) {
+    if (notice.requested()) run.planned_stop(ps0, notice);
     LOG(INFO) << "client: dispatching steps " << start_step << " to " << max_steps << " in units of "
               << config.steps_per_unit << " to " << strategy->num_workers() << " worker(s)";
     DispatchReport report = dispatcher.run(
         1, max_steps - start_step, config.steps_per_unit, [&](const DispatchReport& so_far) {
           progress.units_complete = so_far.units;
           progress.lost = so_far.lost;
+          if (notice.requested()) {
+            // A planned stop: no unit is dispatched from now on, and those running finish
+            // (their steps counted once on ps 0's ledger) or are abandoned; then the
+            // checkpoint of the step reached.
+            double drain = drain_seconds(config, notice);
+            LOG(WARNING) << notice.reason() << ": a planned stop at global step "
+                         << global_step_of(ps0) << ": no more units; the units running finish "
+                         << "(within " << drain << " s), then a checkpoint of the step reached";
+            dispatcher.stop(drain);
+            return;
+          }
           run.tick(global_step_of(ps0));
         });
+    if (report.stopped) {
+      progress.units_complete = report.units;
+      progress.lost = report.lost;
+      run.planned_stop(ps0, notice);
+    }
     // Every unit is complete on ps 0's ledger; its last step may still be landing on the
     // global step (a unit run twice, by a worker that was thought lost).
     auto deadline = Clock::now() + std::chrono::seconds(60);

@@ -12,7 +12,10 @@ namespace cadre::estimator_internal {
 // free until the global step reaches TrainSpec::max_steps, saves checkpoints and its
 // progress (client_progress.h), marks training finished and tells the workers. Evaluates the
 // final checkpoint itself when the cluster has no evaluator task. Throws
-// InvalidArgumentError for a cluster or strategy it cannot drive.
+// InvalidArgumentError for a cluster or strategy it cannot drive. At a planned stop's notice
+// it dispatches no more units, lets those running finish (half the grace period at most),
+// saves a durable checkpoint of the global step reached with its progress, and throws
+// PlannedStopError.
 TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_spec,
                                   const EvalSpec& eval_spec);
 
@@ -29,9 +32,12 @@ TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSp
 // as a chief does. Returns the global step.
 int64_t train_collective_worker(Estimator& estimator, const TrainSpec& train_spec);
 
-// A worker of coordinator mode with ps tasks: serves the step service on its TF_CONFIG address and trains
-// only the steps the client hands it, until the client says training is over (or the
-// training-finished marker of this max_steps appears). Returns the global step.
+// A worker of coordinator mode with ps tasks: serves the step service on its TF_CONFIG
+// address and trains only the steps the client hands it, until the client says training is
+// over (or the training-finished marker of this max_steps appears). Returns the global step.
+// At a planned stop's notice it stops after the step in flight (or its wait for a unit),
+// answers the client's call UNAVAILABLE (the unit goes elsewhere, not a training error) and
+// throws PlannedStopError.
 int64_t serve_steps(Estimator& estimator, const TrainSpec& train_spec);
 
 }  // namespace cadre::estimator_internal

@@ -1,11 +1,15 @@
 // A worker of coordinator mode (coordinated_tasks.h): Estimator::train, with a gate before
-// each step that waits for the client's unit and tags the step's push with it.
+// each step that waits for the client's unit and tags the step's push with it. A planned
+// stop ends the unit after the step in flight (the training loop's own check) or the wait
+// for a unit (the gate's); the worker's service then answers the client UNAVAILABLE, so
+// that the rest of the unit goes to another worker, each step counted once on ps 0.
 #include <glog/logging.h>
 
 #include "cadre/base/errors.h"
 #include "cadre/estimator/estimator.h"
 #include "core/base/strings.h"
 #include "estimator/coordinated_tasks.h"
+#include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 #include "strategies/cluster/step_server.h"
 #include "strategies/ps/parameter_servers.h"
@@ -15,20 +19,30 @@ namespace cadre::estimator_internal {
 namespace {
 
 // Lets a step run only for a unit the client gave: before the step it waits for one (and
-// ends the run once training is over); after it, tells the server how ps 0 counted the step.
+// ends the run once training is over, or at a planned stop's notice); after it, tells the
+// server how ps 0 counted the step.
 class UnitGate : public Hook {
  public:
-  UnitGate(StepServer& server, ps::WorkUnitSlot& slot, std::function<bool()> finished)
-      : server_(server), slot_(slot), finished_(std::move(finished)) {}
+  UnitGate(StepServer& server, ps::WorkUnitSlot& slot, std::function<bool()> finished,
+           StopNotice& notice)
+      : server_(server), slot_(slot), finished_(std::move(finished)), notice_(notice) {}
 
   void before_run(Run& run, RunContext& context) override {
-    unit_ = server_.next_step(finished_);
+    unit_ = server_.next_step(finished_, [this] { return notice_.requested(); });
     slot_.set(unit_);
-    if (!unit_) {
+    if (unit_) return;
+    if (notice_.requested()) {
+      LOG(WARNING) << notice_.reason() << ": a planned stop while waiting for a unit (global step "
+                   << run.global_step() << ")";
+      stopped_at_ = run.global_step();
+    } else {
       LOG(INFO) << "the client says training is over (global step " << run.global_step() << ")";
-      context.request_stop();
     }
+    context.request_stop();
   }
+
+  // The global step of a planned stop the gate made while waiting; nullopt otherwise.
+  std::optional<int64_t> stopped_at() const { return stopped_at_; }
 
   void after_run(Run& run, const StepResult& result, RunContext& context) override {
     std::optional<ps::UnitOutcome> outcome = slot_.last();
@@ -39,7 +53,9 @@ class UnitGate : public Hook {
   StepServer& server_;
   ps::WorkUnitSlot& slot_;
   std::function<bool()> finished_;
+  StopNotice& notice_;
   std::optional<ps::WorkUnit> unit_;
+  std::optional<int64_t> stopped_at_;
 };
 
 }  // namespace
@@ -67,13 +83,25 @@ int64_t serve_steps(Estimator& estimator, const TrainSpec& train_spec) {
         read_finished_marker(*env, model_dir);
     return marker && (!max_steps || marker->step >= *max_steps);
   };
+  // The training loop has its own notice; the gate's stops the wait for a unit.
+  StopNotice notice(config.planned_stop);
+  auto gate = std::make_shared<UnitGate>(*server, servers->work_unit(), finished, notice);
   TrainArgs args;
   args.hooks = train_spec.hooks;
-  args.hooks.push_back(std::make_shared<UnitGate>(*server, servers->work_unit(), finished));
+  args.hooks.push_back(gate);
   try {
     int64_t step = estimator.train(train_spec.input_fn, args);
+    if (std::optional<int64_t> stopped = gate->stopped_at()) {
+      throw_planned_stop(str_cat("a planned stop (", notice.reason(), ") at step ", *stopped,
+                                 " while waiting for a unit; the same command serves again"),
+                         *stopped);
+    }
     server->stop("training ended", ErrorCode::kUnavailable, /*training_failed=*/false);
     return step;
+  } catch (const PlannedStopError& e) {
+    // Not the training's failure: the client gives the rest of the unit to another worker.
+    server->stop(e.what(), ErrorCode::kUnavailable, /*training_failed=*/false);
+    throw;
   } catch (const Error& e) {
     server->stop(str_cat("its training failed: ", e.what()), e.code(), /*training_failed=*/true);
     throw;

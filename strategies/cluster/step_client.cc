@@ -30,7 +30,16 @@ steps::RunUnitResponse StepClient::run_unit(const ps::WorkUnit& unit, double tim
   context.set_deadline(deadline_after(timeout_seconds));
   token_.add_to(context);
   steps::RunUnitResponse response;
+  {
+    MutexLock lock(mutex_);
+    if (cancelled_) throw CancelledError(str_cat("unit ", unit.id, " on ", name_, ": abandoned"));
+    running_ = &context;
+  }
   grpc::Status status = stub_->RunUnit(&context, request, &response);
+  {
+    MutexLock lock(mutex_);
+    running_ = nullptr;
+  }
   if (!status.ok()) {
     std::string message =
         str_cat("unit ", unit.id, " on ", name_, ": ", status.error_message());
@@ -43,6 +52,12 @@ steps::RunUnitResponse StepClient::run_unit(const ps::WorkUnit& unit, double tim
     throw_error(static_cast<ErrorCode>(status.error_code()), message);
   }
   return response;
+}
+
+void StepClient::cancel_units() {
+  MutexLock lock(mutex_);
+  cancelled_ = true;
+  if (running_) running_->TryCancel();
 }
 
 void StepClient::finish(double timeout_seconds) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cadre/base/errors.h"
+#include "cadre/base/mutex.h"
 #include "cadre/strategies/cluster_security.h"
 #include "cadre/strategies/cluster_spec.h"
 #include "strategies/cluster/grpc_security.h"
@@ -35,12 +36,19 @@ class StepClient {
   steps::RunUnitResponse run_unit(const ps::WorkUnit& unit, double timeout_seconds);
   // Tells the worker that training is over; throws as run_unit does.
   void finish(double timeout_seconds);
+  // Abandons the unit running, if any, and every run_unit from now on: each throws
+  // CancelledError at once. The worker stops the unit after the step it is taking (which
+  // ps 0 may still count); a client that stops (a planned stop) calls it.
+  void cancel_units();
 
  private:
   std::string name_;
   ClusterSecurity security_;
   JobToken token_;
   std::unique_ptr<steps::StepService::Stub> stub_;
+  Mutex mutex_;
+  grpc::ClientContext* running_ CADRE_GUARDED_BY(mutex_) = nullptr;  // run_unit's call
+  bool cancelled_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace cadre

@@ -77,17 +77,22 @@ class Server final : public StepServer, public steps::StepService::Service {
     return grpc::Status::OK;
   }
 
-  std::optional<ps::WorkUnit> next_step(const std::function<bool()>& finished) override {
+  std::optional<ps::WorkUnit> next_step(const std::function<bool()>& finished,
+                                        const std::function<bool()>& interrupted) override {
+    auto next_finished_look = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (true) {
       {
         MutexLock lock(mutex_);
         auto ready = [&]() CADRE_REQUIRES(mutex_) {
           return finished_ || stopping_ || (unit_ && !complete_);
         };
-        changed_.wait_for(mutex_, std::chrono::seconds(1), ready);
+        changed_.wait_for(mutex_, milliseconds(200), ready);
         if (finished_ || stopping_) return std::nullopt;
         if (unit_ && !complete_) return unit_;
       }
+      if (interrupted && interrupted()) return std::nullopt;
+      if (std::chrono::steady_clock::now() < next_finished_look) continue;
+      next_finished_look = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       if (finished && finished()) {
         MutexLock lock(mutex_);
         finished_ = true;

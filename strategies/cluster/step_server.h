@@ -35,8 +35,11 @@ class StepServer {
 
   // Before each step of the training loop: the unit to take the step for, waiting while the
   // client has given none; nullopt once training is over (the client's Finish, or
-  // `finished` returning true, which is asked every second while waiting).
-  virtual std::optional<ps::WorkUnit> next_step(const std::function<bool()>& finished) = 0;
+  // `finished` returning true, which is asked every second while waiting), and nullopt
+  // without ending training when `interrupted` returns true (asked every 200 ms while
+  // waiting: a planned stop of this worker). Either may be null.
+  virtual std::optional<ps::WorkUnit> next_step(const std::function<bool()>& finished,
+                                                const std::function<bool()>& interrupted) = 0;
   // After the step: what ps 0 said of it. A step of a unit no longer running (its client
   // gave up on it) is ignored.
   virtual void step_done(const ps::WorkUnit& unit, const ps::UnitOutcome& outcome) = 0;

@@ -22,6 +22,8 @@ struct UnitDispatcher::Shared {
   std::deque<ps::WorkUnit> queue CADRE_GUARDED_BY(mutex);
   int64_t remaining CADRE_GUARDED_BY(mutex) = 0;  // units not complete
   bool stop CADRE_GUARDED_BY(mutex) = false;
+  bool draining CADRE_GUARDED_BY(mutex) = false;  // stopped by stop(), not by the end or a failure
+  int serving CADRE_GUARDED_BY(mutex) = 0;        // serve() loops not returned yet
   std::exception_ptr failure CADRE_GUARDED_BY(mutex);  // a worker's training error
   // Per worker: since when it has been lost (its calls failing), or nullopt.
   std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since
@@ -60,10 +62,17 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
     }
     shared.remaining = static_cast<int64_t>(shared.queue.size());
     shared.lost_since.assign(workers_.size(), std::nullopt);
+    shared.serving = static_cast<int>(workers_.size());
   }
+  drain_seconds_.reset();
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers_.size(); ++w) {
-    threads.emplace_back([this, w, &shared] { serve(w, shared); });
+    threads.emplace_back([this, w, &shared] {
+      serve(w, shared);
+      MutexLock lock(shared.mutex);
+      --shared.serving;
+      shared.changed.notify_all();
+    });
   }
   std::exception_ptr failure;
   try {
@@ -78,6 +87,7 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
         so_far = shared.report;
       }
       tick(so_far);
+      if (drain_seconds_) break;
     }
   } catch (...) {
     failure = std::current_exception();
@@ -85,14 +95,32 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
   {
     MutexLock lock(shared.mutex);
     shared.stop = true;
+    shared.draining = drain_seconds_ && !failure;
     shared.changed.notify_all();
+  }
+  if (drain_seconds_ && !failure) {
+    bool drained;
+    {
+      MutexLock lock(shared.mutex);
+      drained = shared.changed.wait_for(
+          shared.mutex, std::chrono::duration<double>(*drain_seconds_),
+          [&]() CADRE_REQUIRES(shared.mutex) { return shared.serving == 0; });
+    }
+    if (!drained) {
+      LOG(WARNING) << "the units running did not finish within " << *drain_seconds_
+                   << " s of the stop; abandoning them";
+      for (const auto& worker : workers_) worker->cancel_units();
+    }
   }
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
   MutexLock lock(shared.mutex);
   if (shared.failure) std::rethrow_exception(shared.failure);
+  shared.report.stopped = drain_seconds_.has_value() && shared.remaining > 0;
   return shared.report;
 }
+
+void UnitDispatcher::stop(double drain_seconds) { drain_seconds_ = std::max(0.0, drain_seconds); }
 
 // One worker's dispatch loop: takes the next unit, runs it there, and on a failed call gives
 // the unit back and waits retry_seconds before calling the worker again.
@@ -128,6 +156,9 @@ void UnitDispatcher::serve(size_t worker, Shared& shared) {
       shared.changed.notify_all();
       continue;
     } catch (const WorkerTrainingError& e) {
+      if (e.code() == ErrorCode::kUnavailable && ended_while_draining(task, unit, e, shared)) {
+        return;
+      }
       if (e.code() != ErrorCode::kUnavailable) {
         // Its training failed (not the worker, nor a ps task, which the client sees itself):
         // running the unit elsewhere would fail the same way. The run ends with this error.
@@ -141,12 +172,23 @@ void UnitDispatcher::serve(size_t worker, Shared& shared) {
       lost = true;
       if (wait_to_retry(shared)) return;
     } catch (const Error& e) {
+      if (ended_while_draining(task, unit, e, shared)) return;
       // The worker is gone (or not up yet, or busy with a unit its previous client gave it).
       give_back(worker, unit, e, lost, shared);
       lost = true;
       if (wait_to_retry(shared)) return;
     }
   }
+}
+
+bool UnitDispatcher::ended_while_draining(const std::string& task, const ps::WorkUnit& unit,
+                                          const Error& e, Shared& shared) {
+  MutexLock lock(shared.mutex);
+  if (!shared.draining) return false;
+  // The run stops: the unit is not dispatched again (the steps it had applied stay counted).
+  LOG(INFO) << task << ": unit " << unit.id << " ended as the dispatch stops: " << e.what();
+  ++shared.report.abandoned;
+  return true;
 }
 
 void UnitDispatcher::give_back(size_t worker, const ps::WorkUnit& unit, const Error& e,

@@ -47,6 +47,8 @@ struct DispatchReport {
   int64_t lost = 0;        // units taken back from a worker that was lost
   // "worker:1" -> the steps it applied in units it completed (not those of units it lost)
   std::map<std::string, int64_t> steps_by_worker;
+  bool stopped = false;   // the run was stopped (stop()) before every unit was complete
+  int64_t abandoned = 0;  // units whose calls were abandoned, or failed, while it stopped
 };
 
 class UnitDispatcher {
@@ -67,6 +69,13 @@ class UnitDispatcher {
   DispatchReport run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
                      const std::function<void(const DispatchReport& so_far)>& tick);
 
+  // From `tick`: stops the run after that tick (a planned stop of the client). No unit is
+  // dispatched from then on; the units running finish, for at most `drain_seconds`, after
+  // which their calls are abandoned (each worker stops its unit after the step it is
+  // taking, whose push ps 0 may still count; StepClient::cancel_units). run() then returns
+  // the report so far, `stopped` set, once no call is running.
+  void stop(double drain_seconds);
+
   // Tells every worker that training is over (those that do not answer find out from the
   // training_finished marker).
   void finish_workers();
@@ -74,6 +83,10 @@ class UnitDispatcher {
  private:
   struct Shared;
   void serve(size_t worker, Shared& shared);
+  // Whether the run is draining (stop()), in which case a unit whose call ended with `e` is
+  // counted abandoned instead of given back.
+  bool ended_while_draining(const std::string& task, const ps::WorkUnit& unit, const Error& e,
+                            Shared& shared);
   // A lost worker's unit back to the front of the queue (logged the first time in a row).
   void give_back(size_t worker, const ps::WorkUnit& unit, const Error& e, bool already_lost,
                  Shared& shared);
@@ -89,6 +102,7 @@ class UnitDispatcher {
   ps::PsClient& ps0_;
   int64_t generation_;
   DispatchOptions options_;
+  std::optional<double> drain_seconds_;  // set by stop()
 };
 
 }  // namespace cadre

@@ -1,9 +1,12 @@
 // Planned stops as a cluster sends them: SIGTERM at a random step to a lone program, to the
 // launcher, to the chief and to a worker, under OneDevice, Mirrored, MultiWorkerMirrored (2
-// workers, with an evaluator) and ParameterServer (2 ps tasks). Each ends in a checkpoint of
-// the step the signal reached (the step in flight finishes), exit status 75 where nothing
-// restarts the task, and a restarted job that resumes from that step: no step lost, and
-// under the synchronous strategies final variables bit-identical to an uninterrupted run.
+// workers, with an evaluator), ParameterServer (2 ps tasks) and coordinator mode (a client
+// driving workers over a ps task, or MultiWorkerMirrored workers; SIGTERM to the launcher,
+// the client or a worker). Each ends in a checkpoint of the step the signal reached (the
+// step in flight finishes; in coordinator mode with ps tasks, the units running), exit
+// status 143 where nothing restarts the task, and a restarted job that resumes from that
+// step: no step lost, and under the synchronous strategies final variables bit-identical to
+// an uninterrupted run.
 #include "cadre/estimator/planned_stop.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +43,28 @@ std::string checkpoint_of(const std::string& model_dir, int64_t step) {
   return model_dir + "/model.ckpt-" + std::to_string(step) + ".h5";
 }
 
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Every step counted once (coordinator mode under ps tasks): the checkpoint of `step` has
+// that global step, and Adam's step counter on the ps, which counts the gradients applied,
+// is the same.
+void expect_every_step_counted_once(const std::string& model_dir, int64_t step) {
+  auto reader =
+      checkpoint::CheckpointReader::open(model_dir + "/model.ckpt-" + std::to_string(step) + ".h5");
+  EXPECT_EQ(reader->global_step(), step);
+  bool found = false;
+  for (const auto& [name, info] : reader->variables()) {
+    if (!name.ends_with("/iterations")) continue;
+    found = true;
+    EXPECT_EQ(reader->read(name).item<int64_t>(), step) << name;
+  }
+  EXPECT_TRUE(found) << "no optimizer step counter in the checkpoint";
+}
+
 // The first number a regular expression's group finds in `text`, or -1.
 int64_t find_step(const std::string& text, const std::string& pattern) {
   std::smatch m;
@@ -51,9 +76,10 @@ class PlannedStopTest : public testing::TempDirTest {
  protected:
   // The fashion_mnist arguments of every run here: no checkpoint but the planned stop's and
   // the last, so that nothing but the stop's checkpoint can carry a run across it.
-  std::string program(const std::string& model_dir, const std::string& flags) {
+  std::string program(const std::string& model_dir, const std::string& flags,
+                      int64_t max_steps = kMaxSteps) {
     return std::string(CADRE_FASHION_MNIST) + " --model_dir=" + model_dir +
-           " --max_steps=" + std::to_string(kMaxSteps) +
+           " --max_steps=" + std::to_string(max_steps) +
            " --save_checkpoints_steps=100000 --eval_steps=2 --batch_size=64 " + flags;
   }
 
@@ -189,6 +215,89 @@ TEST_F(PlannedStopTest, AParameterServerJobResumesFromTheStepItStoppedAt) {
               kMaxSteps)
         << testing::tail(run.output, 6000);
   }
+}
+
+// Coordinator mode with a ps task (cadre_launch --client=1 --workers=2 --ps=1): SIGTERM to
+// `target` at a random step. The client stops dispatching, lets the units running finish,
+// and saves the checkpoint of the step reached, in which each step is counted once (its
+// global step is the optimizer's step counter); a restarted client resumes from it, and
+// the job's final checkpoint counts every step once. A worker told alone stops after its
+// step and its unit goes to the other worker.
+class CoordinatorStopTest : public PlannedStopTest {
+ protected:
+  static constexpr int64_t kSteps = 800;
+
+  std::string command(const std::string& dir) {
+    return std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --ps=1 -- " +
+           program(dir, "--strategy=parameter_server", kSteps);
+  }
+  // The step the client stopped at, with the checks of its checkpoint and progress.
+  int64_t client_stop(const testing::CommandResult& run, const std::string& dir) {
+    int64_t step =
+        find_step(run.output, R"(\[client:0\] \S+: a planned stop \(SIGTERM\) at step (\d+))");
+    EXPECT_GE(step, 200) << testing::tail(run.output, 6000);
+    EXPECT_LT(step, kSteps);
+    if (step < 0) return step;
+    expect_every_step_counted_once(dir, step);
+    return step;
+  }
+  int64_t client_resumed_at(const testing::CommandResult& run) {
+    return find_step(
+        run.output, R"(\[client:0\] .*client \(generation \d+\): resuming from \S+ at step (\d+))");
+  }
+  void expect_finished(const testing::CommandResult& run, const std::string& dir) {
+    ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+    EXPECT_TRUE(std::regex_search(run.output,
+                                  std::regex(R"(client: \d+ units complete at global step 800;)")))
+        << testing::tail(run.output, 6000);
+    expect_every_step_counted_once(dir, kSteps);
+    std::string progress = read_file(dir + "/client_progress");
+    EXPECT_NE(progress.find("checkpoint_step: 800\nunits_complete: "), std::string::npos)
+        << progress;
+  }
+};
+
+// To the launcher: every task stops, the launcher exits 143, and the same command resumes
+// from the client's checkpoint (before, the client died at once and saved nothing).
+TEST_F(CoordinatorStopTest, ToldByTheLauncherTheClientSavesAndTheSameCommandResumes) {
+  std::string dir = path("job");
+  testing::CommandResult run = run_and_stop(command(dir), "self");
+  EXPECT_EQ(run.status, kRestartExitCode) << testing::tail(run.output, 6000);
+  int64_t step = client_stop(run, dir);
+  ASSERT_GE(step, 0);
+  std::string progress = read_file(dir + "/client_progress");
+  EXPECT_NE(progress.find("checkpoint_step: " + std::to_string(step) + "\n"), std::string::npos)
+      << progress;
+  run = testing::run_command(command(dir) + " 2>&1");
+  EXPECT_EQ(client_resumed_at(run), step) << testing::tail(run.output, 6000);
+  expect_finished(run, dir);
+}
+
+// To the client alone: the launcher restarts it, and the new client resumes from the
+// checkpoint while the workers and the ps task run on.
+TEST_F(CoordinatorStopTest, ToldAloneTheClientSavesAndItsSuccessorResumesThere) {
+  std::string dir = path("job");
+  testing::CommandResult run = run_and_stop(command(dir), "client:0");
+  int64_t step = client_stop(run, dir);
+  ASSERT_GE(step, 0);
+  EXPECT_EQ(client_resumed_at(run), step) << testing::tail(run.output, 6000);
+  EXPECT_EQ(count(run.output, "started client:0 pid="), 2);
+  EXPECT_EQ(count(run.output, "started worker:0 pid="), 1);
+  EXPECT_EQ(count(run.output, "started ps:0 pid="), 1);
+  expect_finished(run, dir);
+}
+
+// To a worker alone: it stops after its step and the launcher restarts it; the rest of its
+// unit runs on the other worker, and the client goes on (it used to end with the worker's
+// stop as the worker's training error, and start over from step 0).
+TEST_F(CoordinatorStopTest, ToldAloneAWorkerHandsItsUnitOnAndComesBack) {
+  std::string dir = path("job");
+  testing::CommandResult run = run_and_stop(command(dir), "worker:0");
+  EXPECT_TRUE(std::regex_search(run.output, std::regex(R"(\[worker:0\] \S+: a planned stop)")))
+      << testing::tail(run.output, 6000);
+  EXPECT_EQ(count(run.output, "started worker:0 pid="), 2) << testing::tail(run.output, 6000);
+  EXPECT_EQ(count(run.output, "started client:0 pid="), 1) << testing::tail(run.output, 6000);
+  expect_finished(run, dir);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ class StepServiceTest : public ::testing::Test {
   std::future<void> loop(int steps, int64_t first_applied = 1) {
     return std::async(std::launch::async, [this, steps, first_applied] {
       for (int i = 0; i < steps; ++i) {
-        std::optional<ps::WorkUnit> unit = server_->next_step(nullptr);
+        std::optional<ps::WorkUnit> unit = server_->next_step(nullptr, nullptr);
         ASSERT_TRUE(unit.has_value());
         server_->step_done(*unit, {unit->id, first_applied + i, false, 100 + i});
       }
@@ -82,7 +82,8 @@ TEST_F(StepServiceTest, TheWorkersTrainingErrorReachesTheClientWithItsCode) {
 }
 
 TEST_F(StepServiceTest, FinishEndsTheLoopsWait) {
-  auto waiting = std::async(std::launch::async, [&] { return server_->next_step(nullptr); });
+  auto waiting =
+      std::async(std::launch::async, [&] { return server_->next_step(nullptr, nullptr); });
   EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
   client_->finish(5);
   EXPECT_FALSE(waiting.get().has_value());
@@ -91,7 +92,19 @@ TEST_F(StepServiceTest, FinishEndsTheLoopsWait) {
   StepServerOptions options;
   options.security = testing::test_security();
   auto other = StepServer::start("127.0.0.1:0", options);
-  EXPECT_FALSE(other->next_step([] { return true; }).has_value());
+  EXPECT_FALSE(other->next_step([] { return true; }, nullptr).has_value());
+}
+
+// A planned stop of the worker while it waits for a unit ends the wait (the training loop
+// stops) without ending training: the client's next unit is still served.
+TEST_F(StepServiceTest, AnInterruptedWaitEndsWithoutEndingTraining) {
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(server_->next_step(nullptr, [] { return true; }).has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  std::future<void> steps = loop(2);
+  steps::RunUnitResponse done = client_->run_unit({1, 3, 2}, 10);
+  steps.get();
+  EXPECT_EQ(done.steps_applied(), 2);
 }
 
 }  // namespace

@@ -24,8 +24,9 @@ namespace {
 // `ledger`, until told to stop or to die after `die_after` steps.
 class FakeWorker {
  public:
-  FakeWorker(ps::UnitLedger& ledger, std::atomic<int64_t>& global_step, int die_after = -1)
-      : ledger_(ledger), global_step_(global_step), die_after_(die_after) {
+  FakeWorker(ps::UnitLedger& ledger, std::atomic<int64_t>& global_step, int die_after = -1,
+             int step_ms = 2)
+      : ledger_(ledger), global_step_(global_step), die_after_(die_after), step_ms_(step_ms) {
     StepServerOptions options;
     options.security = testing::test_security();
     server_ = StepServer::start("127.0.0.1:0", options);
@@ -40,7 +41,7 @@ class FakeWorker {
  private:
   void run() {
     int steps = 0;
-    while (std::optional<ps::WorkUnit> unit = server_->next_step(nullptr)) {
+    while (std::optional<ps::WorkUnit> unit = server_->next_step(nullptr, nullptr)) {
       if (steps++ == die_after_) {
         // Dies mid-unit: the client's call fails as a lost worker's does.
         server_->stop("killed", ErrorCode::kUnavailable, false);
@@ -48,7 +49,7 @@ class FakeWorker {
       }
       int64_t applied = ledger_.reserve(unit->generation, unit->id, unit->steps);
       if (applied > 0) ++global_step_;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::this_thread::sleep_for(std::chrono::milliseconds(step_ms_));
       server_->step_done(*unit, {unit->id, applied, applied == 0, global_step_.load()});
     }
   }
@@ -56,6 +57,7 @@ class FakeWorker {
   ps::UnitLedger& ledger_;
   std::atomic<int64_t>& global_step_;
   int die_after_;
+  int step_ms_;
   std::unique_ptr<StepServer> server_;
   std::thread loop_;
 };
@@ -119,6 +121,47 @@ TEST_F(UnitDispatcherTest, WorkersThatNeverAnswerEndTheRunAfterTheTimeout) {
         << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// A planned stop of the client: from the tick that stops it, no unit is dispatched; the
+// units running finish, so that every unit is either complete or never started and the
+// global step is the sum of complete units.
+TEST_F(UnitDispatcherTest, AStopLetsTheUnitsRunningFinishAndDispatchesNoMore) {
+  FakeWorker a(ledger_, global_step_), b(ledger_, global_step_);
+  UnitDispatcher dispatcher(cluster({a.address(), b.address()}), *ps0_, 1);
+  DispatchReport report = dispatcher.run(1, 1000, 10, [&](const DispatchReport&) {
+    if (global_step_.load() >= 50) dispatcher.stop(10);
+  });
+  EXPECT_TRUE(report.stopped);
+  EXPECT_EQ(report.abandoned, 0);
+  EXPECT_LT(report.units, 100);
+  EXPECT_EQ(global_step_.load(), report.units * 10);
+  std::vector<int64_t> units;
+  for (int64_t u = 1; u <= 100; ++u) units.push_back(u);
+  for (int64_t applied : ledger_.applied(units)) EXPECT_TRUE(applied == 0 || applied == 10);
+}
+
+// A unit that outlasts the drain is abandoned: run() returns soon after, the worker stops
+// the unit after its step in flight, and serves the next client's units.
+TEST_F(UnitDispatcherTest, AStopAbandonsUnitsThatOutlastTheDrain) {
+  FakeWorker slow(ledger_, global_step_, /*die_after=*/-1, /*step_ms=*/100);
+  UnitDispatcher dispatcher(cluster({slow.address()}), *ps0_, 1);
+  auto start = std::chrono::steady_clock::now();
+  DispatchReport report = dispatcher.run(1, 100, 100, [&](const DispatchReport&) {
+    if (global_step_.load() >= 2) dispatcher.stop(0.3);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(report.stopped);
+  EXPECT_EQ(report.abandoned, 1);
+  EXPECT_EQ(report.units, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int64_t stopped_at = global_step_.load();
+  EXPECT_LT(stopped_at, 20);
+  ledger_.begin(2);
+  UnitDispatcher next(cluster({slow.address()}), *ps0_, 2);
+  DispatchReport rest = next.run(1, 3, 10, [](const DispatchReport&) {});
+  EXPECT_EQ(rest.units, 1);
+  EXPECT_EQ(global_step_.load(), stopped_at + 3);
 }
 
 }  // namespace
