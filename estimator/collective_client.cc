@@ -3,8 +3,13 @@
 // starts their collective; watches it; and restarts the collective when a worker fails.
 // Worker 0 writes the checkpoints, as a chief does; the client ends training once the
 // checkpoint of max_steps exists and every worker has passed the shutdown barrier.
+// Planned stops: workers that stop together (a notice to any one) pass the service's
+// planned-stop barrier after worker 0's checkpoint, and the service takes their restart for
+// a new round, not a failure; a notice to the client asks every worker for a planned stop
+// through the service and ends the client once they have stopped.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -16,8 +21,10 @@
 #include "estimator/client_evaluation.h"
 #include "estimator/client_progress.h"
 #include "estimator/coordinated_tasks.h"
+#include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 #include "strategies/cluster/coordination_service.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre::estimator_internal {
 namespace {
@@ -31,6 +38,39 @@ int64_t latest_step(Env& env, const std::string& model_dir) {
   return checkpoint::checkpoint_step(base_name(*latest), "model.ckpt").value_or(0);
 }
 
+// A planned stop of the client: asks every worker for one (they stop after the same step,
+// worker 0 saves it) and waits, within half the grace period, until they have passed the
+// planned-stop barrier (or are not training: not formed, failed, or done); then the
+// progress, and PlannedStopError. The restarted workers register with the next client.
+[[noreturn]] void stop_collective(CoordinationService& service, const StopNotice& notice,
+                                  const RunConfig& config, Env& env, const std::string& model_dir,
+                                  int64_t max_steps, ClientProgress& progress) {
+  LOG(WARNING) << notice.reason() << ": a planned stop; asking the workers to stop after the "
+               << "same step, with worker 0's checkpoint of it";
+  service.request_planned_stop();
+  auto deadline =
+      Clock::now() +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+          std::max(1.0, config.planned_stop.grace_secs / 2 - notice.seconds_since_notice())));
+  while (service.formed() && !service.stopped_as_planned() && service.failure().empty() &&
+         latest_step(env, model_dir) < max_steps && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  bool stopped = service.stopped_as_planned();
+  // The restarted workers wait for the next client (the service holds their registrations).
+  service.stop();
+  progress.checkpoint_step = latest_step(env, model_dir);
+  write_client_progress(env, model_dir, progress);
+  if (!stopped) {
+    LOG(WARNING) << "the workers did not all report their planned stop; the last checkpoint is "
+                 << "of step " << progress.checkpoint_step;
+  }
+  throw_planned_stop(
+      str_cat("a planned stop (", notice.reason(), ") at step ", progress.checkpoint_step,
+              ", worker 0's checkpoint; the same command resumes from it"),
+      progress.checkpoint_step);
+}
+
 }  // namespace
 
 TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSpec& train_spec,
@@ -42,6 +82,7 @@ TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSp
         "a client needs TrainSpec.max_steps: it ends training at that step");
   }
   const int64_t max_steps = *train_spec.max_steps;
+  StopNotice notice(config.planned_stop);
   std::shared_ptr<Env> file_system = config.file_system();
   Env& env = *file_system;
   const std::string& model_dir = estimator.model_dir();
@@ -70,6 +111,9 @@ TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSp
     }
     if (step >= max_steps) break;
     std::string failure = service->failure();
+    if (failure.empty() && notice.requested()) {
+      stop_collective(*service, notice, config, env, model_dir, max_steps, progress);
+    }
     if (failure.empty()) continue;
     if (restarts >= config.client_max_restarts) {
       throw AbortedError(str_cat("the workers' collective failed (", failure, ") after ",
@@ -118,7 +162,17 @@ int64_t train_collective_worker(Estimator& estimator, const TrainSpec& train_spe
   TrainArgs args;
   args.max_steps = train_spec.max_steps;
   args.hooks = train_spec.hooks;
-  return worker.train(train_spec.input_fn, args);
+  try {
+    return worker.train(train_spec.input_fn, args);
+  } catch (const PlannedStopError&) {
+    // Every worker stopped after the same step (worker 0's checkpoint is durable): the
+    // client's service takes their restart for a new round.
+    const double timeout_seconds = config.planned_stop.grace_secs / 2;
+    if (config.train_distribute) {
+      config.train_distribute->extended().leave_after_planned_stop(timeout_seconds);
+    }
+    throw;
+  }
 }
 
 }  // namespace cadre::estimator_internal

@@ -24,12 +24,16 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
 // collective; watches it, and on a worker's failure starts a new round, up to
 // RunConfig::client_max_restarts times, in which the workers (restarted by their supervisor)
 // resume from the last checkpoint; ends training when worker 0 has saved the checkpoint of
-// max_steps, writing the progress and the finished marker.
+// max_steps, writing the progress and the finished marker. Workers that stop at a planned
+// stop restart in a new round without counting. At its own notice it asks the workers for a
+// planned stop through the service, waits for it (half the grace period at most), writes
+// its progress and throws PlannedStopError.
 TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSpec& train_spec,
                                              const EvalSpec& eval_spec);
 
 // A worker of that collective: Estimator::train to max_steps, worker 0 writing checkpoints
-// as a chief does. Returns the global step.
+// as a chief does. Returns the global step. At a planned stop (PlannedStopError) it passes
+// the service's planned-stop barrier before the error leaves.
 int64_t train_collective_worker(Estimator& estimator, const TrainSpec& train_spec);
 
 // A worker of coordinator mode with ps tasks: serves the step service on its TF_CONFIG

@@ -109,6 +109,13 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
     if (gpus_) gpus_->abort("this worker left after an error");
     group_->collective->leave();
   }
+  void leave_after_planned_stop(double timeout_seconds) const override {
+    try {
+      group_->client->barrier(kPlannedStopBarrier, timeout_seconds);
+    } catch (const std::exception& e) {
+      LOG(WARNING) << "a planned stop: " << e.what();
+    }
+  }
   int64_t broadcast_from_chief(int64_t value) const override {
     group_->collective->broadcast(&value, sizeof value, /*root=*/0);
     return value;
@@ -139,6 +146,13 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   mutable std::vector<bool> step_sparse_;  // sparse_ as this step's buckets were laid out
   mutable std::vector<Shape> sparse_shapes_;
   IndexedSlices rows_across_workers(const Gradient& mine, size_t source) const;
+  // The signals this worker raised for the coming step, and kStop once the coordination
+  // service asked for a planned stop (a coordinator-mode client's notice).
+  unsigned signals_to_send() const {
+    unsigned raised = signal_raised_;
+    if (group_->client->planned_stop_requested()) raised |= kStop;
+    return raised;
+  }
   // The step signal as the reductions since the last take_step_signal() carried it.
   mutable std::atomic<unsigned> signal_heard_{0};
   mutable std::atomic<int64_t> reductions_{0};
@@ -199,8 +213,8 @@ void MultiWorkerMirroredExtended::cross_worker_sum(std::vector<Gradient>& values
     at += t.numel();
   }
   flat.slice(0, at, at + 2)
-      .assign(
-          Tensor::from_vector<double>({weight, encode_step_signals(signal_raised_)}).cast(dtype));
+      .assign(Tensor::from_vector<double>({weight, encode_step_signals(signals_to_send())})
+                  .cast(dtype));
   if (all_float) {
     across.sum(flat.data<float>(), static_cast<size_t>(total));
   } else {
@@ -229,7 +243,7 @@ void MultiWorkerMirroredExtended::begin_gradients(const std::vector<Tensor>& sou
     throw AbortedError(str_cat("the cluster failed: ", failure));
   }
   // The weight, the step signal and the scalars ride in the last bucket.
-  std::vector<double> extras{weight, encode_step_signals(signal_raised_)};
+  std::vector<double> extras{weight, encode_step_signals(signals_to_send())};
   extras.insert(extras.end(), scalars.begin(), scalars.end());
   // Which gradients were sparse last step (the same on every worker: one model): they go
   // as rows. The first step sums every gradient dense.
@@ -264,7 +278,8 @@ IndexedSlices MultiWorkerMirroredExtended::rows_across_workers(const Gradient& m
 }
 
 unsigned MultiWorkerMirroredExtended::take_step_signal() const {
-  unsigned raised = signal_raised_.exchange(0);
+  unsigned raised = signals_to_send();
+  signal_raised_ = 0;
   if (reductions_.exchange(0) == 0) {
     // No reduction carried them this step (nothing to train): one of their own, which every
     // worker makes alike.

@@ -62,6 +62,12 @@ class StrategyExtended {
   // service and leaves the group at once, whoever later handles the error, and the strategy
   // cannot train again in this process.
   virtual void leave_after_error(const std::string& error) const {}
+  // Training on this worker ended at a planned stop (PlannedStopError; on the chief, once
+  // its checkpoint is durable). Under MultiWorkerMirrored the worker passes the
+  // coordination service's planned-stop barrier (up to `timeout_seconds`; a failure is
+  // logged), so that a service that outlives the workers (a coordinator-mode client's)
+  // takes their restart for a new round rather than a failure.
+  virtual void leave_after_planned_stop(double timeout_seconds) const {}
   int num_replicas_in_sync() const { return num_local_replicas() * num_workers_in_sync(); }
   // Across workers, in place: sums each value over the workers, and `weight` too (every
   // worker calls it with the same values in the same order; collective). Nothing to do for

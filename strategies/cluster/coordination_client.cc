@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -57,8 +58,24 @@ class Client final : public CoordinationClient {
     LOG(INFO) << task_.to_string() << ": registering with the coordination service at " << address_
               << " (waiting up to " << timeout_seconds << " s for every task)";
     // wait_for_ready: the chief may start after this task.
-    call<pb::RegisterResponse>(&pb::Coordination::Stub::Register, request, "registration",
-                               timeout_seconds + 5, /*wait_for_ready=*/true);
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(timeout_seconds + 5));
+    while (true) {
+      pb::RegisterResponse response;
+      double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+      grpc::Status status = invoke(&pb::Coordination::Stub::Register, request, &response,
+                                   std::max(left, 0.1), /*wait_for_ready=*/true);
+      // A service that stopped while this task waited (its host's planned stop) is replaced
+      // at the same address: wait for that one (wait_for_ready), within the same time.
+      if (status.error_code() == grpc::StatusCode::UNAVAILABLE && left > 1) {
+        LOG(INFO) << task_.to_string() << ": " << status.error_message()
+                  << "; registering with its successor";
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      check(status, "registration", address_, security_);
+      break;
+    }
     heartbeats_ = std::thread([this] { beat(); });
   }
 
@@ -108,6 +125,8 @@ class Client final : public CoordinationClient {
     MutexLock lock(mutex_);
     return failure_;
   }
+
+  bool planned_stop_requested() const override { return planned_stop_.load(); }
 
   std::string failure_now(double timeout_seconds) override {
     grpc::Status status = heartbeat(timeout_seconds);
@@ -159,7 +178,11 @@ class Client final : public CoordinationClient {
     fill(request.mutable_task());
     request.set_incarnation(incarnation_);
     pb::HeartbeatResponse response;
-    return invoke(&pb::Coordination::Stub::Heartbeat, request, &response, seconds);
+    grpc::Status status = invoke(&pb::Coordination::Stub::Heartbeat, request, &response, seconds);
+    if (status.ok() && response.planned_stop() && !planned_stop_.exchange(true)) {
+      LOG(WARNING) << task_.to_string() << ": the coordination service asks for a planned stop";
+    }
+    return status;
   }
 
   // The service answers ABORTED, naming the failure, once the cluster has failed.
@@ -208,6 +231,7 @@ class Client final : public CoordinationClient {
   CondVar wake_;
   std::string failure_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
+  std::atomic<bool> planned_stop_{false};
 };
 
 }  // namespace

@@ -71,18 +71,22 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     return complete();
   }
 
+  void request_planned_stop() override {
+    MutexLock lock(mutex_);
+    if (planned_stop_requested_) return;
+    planned_stop_requested_ = true;
+    LOG(INFO) << "coordination service: asking " << names(expected_) << " for a planned stop";
+    changed_.notify_all();
+  }
+
+  bool stopped_as_planned() const override {
+    MutexLock lock(mutex_);
+    return every_task_stopped_as_planned();
+  }
+
   void begin_round() override {
     MutexLock lock(mutex_);
-    incarnation_.clear();
-    heartbeat_.clear();
-    told_.clear();
-    store_.clear();
-    barriers_.clear();
-    failure_.clear();
-    ++round_;
-    LOG(INFO) << "coordination service: round " << round_ << "; waiting for " << names(expected_)
-              << " to register again";
-    changed_.notify_all();
+    new_round();
   }
 
   void linger_after_failure(const std::string& host, double seconds) override {
@@ -119,9 +123,22 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       return {grpc::StatusCode::INVALID_ARGUMENT,
               str_cat("task ", task, " is not in the cluster (", names(expected_), ")")};
     }
+    if (planned_stop_requested_ && !is_current(task, request->incarnation())) {
+      // The host stops too: its successor (at the same address) serves the restarted task,
+      // which registers again once this service is gone.
+      while (!stopping_) changed_.wait(mutex_);
+      return {grpc::StatusCode::UNAVAILABLE,
+              "the coordination service stopped (a planned stop of its host)"};
+    }
     auto known = incarnation_.find(task);
     if (known != incarnation_.end() && known->second != request->incarnation() && complete()) {
-      fail(str_cat("task ", task, " restarted after the cluster had formed"));
+      if (every_task_stopped_as_planned()) {
+        LOG(INFO) << "coordination service: " << task << " is back after a planned stop of "
+                  << "every task; their registrations form round " << round_ + 1;
+        new_round();
+      } else {
+        fail(str_cat("task ", task, " restarted after the cluster had formed"));
+      }
     }
     incarnation_[task] = request->incarnation();
     heartbeat_[task] = Clock::now();
@@ -139,7 +156,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   }
 
   grpc::Status Heartbeat(grpc::ServerContext* context, const pb::HeartbeatRequest* request,
-                         pb::HeartbeatResponse*) override {
+                         pb::HeartbeatResponse* response) override {
     MutexLock lock(mutex_);
     std::string task = name_of(request->task());
     if (failure_.empty() && !is_current(task, request->incarnation())) {
@@ -153,6 +170,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       told_.insert(task);
       changed_.notify_all();
     }
+    response->set_planned_stop(planned_stop_requested_);
     return status_locked();
   }
 
@@ -230,7 +248,26 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   }
 
  private:
+  // Forgets every registration, heartbeat, key, barrier and the failure.
+  void new_round() CADRE_REQUIRES(mutex_) {
+    incarnation_.clear();
+    heartbeat_.clear();
+    told_.clear();
+    store_.clear();
+    barriers_.clear();
+    failure_.clear();
+    ++round_;
+    LOG(INFO) << "coordination service: round " << round_ << "; waiting for " << names(expected_)
+              << " to register again";
+    changed_.notify_all();
+  }
+
   bool complete() const CADRE_REQUIRES(mutex_) { return incarnation_.size() == expected_.size(); }
+  // Whether every task passed the planned stop's barrier in this round.
+  bool every_task_stopped_as_planned() const CADRE_REQUIRES(mutex_) {
+    auto it = barriers_.find(kPlannedStopBarrier);
+    return it != barriers_.end() && it->second.size() >= expected_.size();
+  }
   std::set<std::string> registered() const CADRE_REQUIRES(mutex_) {
     std::set<std::string> out;
     for (const auto& [task, incarnation] : incarnation_) out.insert(task);
@@ -273,7 +310,8 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                   << " to register (registered: " << names(registered()) << ")";
         last_log = now;
       }
-      if (!complete() || !failure_.empty()) continue;
+      // Tasks that stopped as planned fall silent until they are restarted.
+      if (!complete() || !failure_.empty() || every_task_stopped_as_planned()) continue;
       for (const auto& [task, last] : heartbeat_) {
         double silent = std::chrono::duration<double>(now - last).count();
         if (silent > options_.heartbeat_timeout_seconds) {
@@ -300,6 +338,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   std::map<std::string, std::set<std::string>> barriers_ CADRE_GUARDED_BY(mutex_);
   std::string failure_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
+  bool planned_stop_requested_ CADRE_GUARDED_BY(mutex_) = false;
   int round_ CADRE_GUARDED_BY(mutex_) = 1;
 };
 

@@ -9,6 +9,10 @@
 //   with AbortedError naming it, so the survivors stop instead of hanging in a collective.
 // - A key-value store for rendezvous (the client is the cluster's Store), named barriers,
 //   and a shutdown barrier (a barrier named "shutdown").
+// - Planned stops: once every task has passed the barrier kPlannedStopBarrier (they stopped
+//   together and will be restarted), silence is no failure, and a restarted task's
+//   registration begins a new round instead of failing the cluster. This matters to a
+//   service that outlives the tasks (a coordinator-mode client's).
 //
 // Errors reach callers as Cadre's typed errors: DeadlineExceededError (timeouts, naming
 // the missing tasks), AbortedError (a dead task), UnavailableError (no service at the
@@ -27,6 +31,10 @@
 #include "strategies/cluster/store.h"
 
 namespace cadre {
+
+// The barrier the training tasks pass when they stop for a planned stop (after the
+// checkpoint of the step they stopped at is durable).
+inline constexpr char kPlannedStopBarrier[] = "planned_stop";
 
 class CoordinationService {
  public:
@@ -47,6 +55,12 @@ class CoordinationService {
   virtual bool barrier_complete(const std::string& name) const = 0;
   // Whether every task has registered (in this round).
   virtual bool formed() const = 0;
+  // Asks every task for a planned stop, at its next heartbeat; from then on a task that
+  // registers anew is held until the service stops (the host is stopping too, and its
+  // successor serves the restarted tasks). Whether they all stopped: stopped_as_planned().
+  virtual void request_planned_stop() = 0;
+  // Whether every task passed kPlannedStopBarrier in this round.
+  virtual bool stopped_as_planned() const = 0;
   // A new round on the same address: registrations, heartbeats, keys, barriers and the
   // failure are forgotten, every task registers again, and the heartbeats of tasks of the
   // previous round fail with ABORTED, so that they stop.
@@ -71,6 +85,9 @@ class CoordinationClient : public Store {
   virtual void barrier(const std::string& name, double timeout_seconds) = 0;
   // Stops the heartbeats (as a process that dies would).
   virtual void stop_heartbeats() = 0;
+  // Whether the service asked for a planned stop (CoordinationService::request_planned_stop),
+  // as the heartbeats heard it.
+  virtual bool planned_stop_requested() const = 0;
   // The failure the service reported for the cluster (a dead task, or a task's own error),
   // empty while healthy.
   virtual std::string failure() const = 0;

@@ -91,6 +91,7 @@ class SoleTaskClient final : public CoordinationClient {
   void register_task(double) override {}
   void barrier(const std::string&, double) override {}
   void stop_heartbeats() override {}
+  bool planned_stop_requested() const override { return false; }
   std::string failure() const override { return ""; }  // a task's own error is its own
   std::string failure_now(double) override { return ""; }
   void report_error(const std::string&, double) override {}

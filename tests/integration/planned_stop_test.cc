@@ -300,5 +300,88 @@ TEST_F(CoordinatorStopTest, ToldAloneAWorkerHandsItsUnitOnAndComesBack) {
   expect_finished(run, dir);
 }
 
+// MultiWorkerMirrored workers driven by a client (cadre_launch --client=1 --workers=2): the
+// workers stop after the same step with worker 0's checkpoint, and every run ends bit for bit
+// as an uninterrupted one, without a restart of the collective counted against
+// client_max_restarts.
+class CollectiveClientStopTest : public PlannedStopTest {
+ protected:
+  std::string command(const std::string& dir, int64_t max_steps) {
+    return std::string(CADRE_LAUNCH) + " --client=1 --workers=2 -- " +
+           program(dir, "--strategy=multi_worker_mirrored", max_steps);
+  }
+  // Runs the job uninterrupted into path("ref").
+  void run_reference(int64_t max_steps) {
+    testing::CommandResult reference =
+        testing::run_command(command(path("ref"), max_steps) + " 2>&1");
+    ASSERT_EQ(reference.status, 0) << testing::tail(reference.output, 6000);
+  }
+  // The step both workers stopped at (checked equal, and checkpointed).
+  int64_t workers_stop(const testing::CommandResult& run, const std::string& dir,
+                       int64_t max_steps) {
+    int64_t first =
+        find_step(run.output, R"(\[worker:0\] \S+: a planned stop \([^)]*\) at step (\d+))");
+    int64_t second =
+        find_step(run.output, R"(\[worker:1\] \S+: a planned stop \([^)]*\) at step (\d+))");
+    EXPECT_GE(first, 200) << testing::tail(run.output, 6000);
+    EXPECT_LT(first, max_steps) << testing::tail(run.output, 6000);
+    EXPECT_EQ(first, second) << "the workers stopped after different steps";
+    if (first < 0) return first;
+    EXPECT_EQ(checkpoint::CheckpointReader::open(checkpoint_of(dir, first))->global_step(), first);
+    return first;
+  }
+  void expect_resumed_to_the_end(const testing::CommandResult& run, const std::string& dir,
+                                 int64_t step, int64_t max_steps) {
+    ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+    EXPECT_EQ(find_step(run.output, R"(\[worker:0\] .*resuming from \S+ at step (\d+))"), step)
+        << testing::tail(run.output, 6000);
+    EXPECT_NE(run.output.find("after 0 restart(s) of the collective"), std::string::npos)
+        << testing::tail(run.output, 6000);
+    expect_same_variables(checkpoint_of(path("ref"), max_steps), checkpoint_of(dir, max_steps));
+  }
+};
+
+// To the launcher: every task stops (the client once the workers have), exit 143, and the
+// same command resumes. To a worker alone: both stop, the launcher restarts them, and the
+// client's service takes their registration for a new round (it used to fail the cluster:
+// 'restarted after the cluster had formed').
+TEST_F(CollectiveClientStopTest, ToldByTheLauncherOrAWorkerTheWorkersStopTogether) {
+  const int64_t max_steps = kMaxSteps;
+  run_reference(max_steps);
+  for (const std::string target : {"self", "worker:1"}) {
+    SCOPED_TRACE(target);
+    std::string dir = path(target.substr(0, target.find(':')));
+    testing::CommandResult run = run_and_stop(command(dir, max_steps), target);
+    int64_t step = workers_stop(run, dir, max_steps);
+    ASSERT_GE(step, 0);
+    if (target == "self") {
+      EXPECT_EQ(run.status, kRestartExitCode) << testing::tail(run.output, 6000);
+      run = testing::run_command(command(dir, max_steps) + " 2>&1");
+    } else {
+      EXPECT_EQ(count(run.output, "started client:0 pid="), 1);
+    }
+    expect_resumed_to_the_end(run, dir, step, max_steps);
+  }
+}
+
+// To the client alone: it asks the workers for a planned stop through its service (they
+// hear it at their next heartbeat), waits for worker 0's checkpoint, and exits 143; the
+// launcher restarts it and the workers, which resume there (before, the client died at
+// once and the workers failed without a checkpoint).
+TEST_F(CollectiveClientStopTest, ToldAloneTheClientStopsItsWorkersWithACheckpoint) {
+  const int64_t max_steps = 4000;  // the workers hear the client within a heartbeat (1 s)
+  run_reference(max_steps);
+  std::string dir = path("job");
+  testing::CommandResult run = run_and_stop(command(dir, max_steps), "client:0");
+  int64_t step = workers_stop(run, dir, max_steps);
+  ASSERT_GE(step, 0);
+  EXPECT_TRUE(std::regex_search(
+      run.output, std::regex(R"(\[client:0\] \S+: a planned stop \(SIGTERM\) at step )" +
+                             std::to_string(step) + ", worker 0's checkpoint")))
+      << testing::tail(run.output, 6000);
+  EXPECT_EQ(count(run.output, "started client:0 pid="), 2);
+  expect_resumed_to_the_end(run, dir, step, max_steps);
+}
+
 }  // namespace
 }  // namespace cadre

@@ -162,6 +162,69 @@ TEST(CoordinationTest, ANewRoundAfterAFailureStopsTheOldTasksAndTakesNewOnes) {
   for (auto& client : new_round) client->stop_heartbeats();
 }
 
+// Planned stops with a service that outlives the tasks (a coordinator-mode client's): tasks
+// that all passed the planned-stop barrier fall silent without failing the cluster, and a
+// restarted one's registration begins a new round (it failed the cluster before). The
+// host's own request for a planned stop reaches every task's heartbeats, and a task that
+// registers anew meanwhile waits for the host's successor at the same address.
+TEST(CoordinationTest, TasksStoppedAsPlannedRestartInANewRoundAndTheHostCanAskForAStop) {
+  const std::vector<TaskId> tasks = {{"worker", 0}, {"worker", 1}};
+  auto service = serve("127.0.0.1:0", tasks);
+  const std::string address = service->address();
+  auto register_all = [&] {
+    std::vector<std::unique_ptr<CoordinationClient>> clients;
+    std::vector<std::future<void>> registering;
+    for (const TaskId& task : tasks) clients.push_back(join(address, task));
+    for (auto& client : clients) {
+      registering.push_back(
+          std::async(std::launch::async, [&client] { client->register_task(10); }));
+    }
+    for (auto& r : registering) r.get();
+    return clients;
+  };
+  auto first = register_all();
+  std::vector<std::future<void>> stopping;
+  for (auto& client : first) {
+    stopping.push_back(std::async(std::launch::async, [&client] {
+      client->barrier(kPlannedStopBarrier, 10);
+      client->stop_heartbeats();  // the process exits
+    }));
+  }
+  for (auto& s : stopping) s.get();
+  EXPECT_TRUE(service->stopped_as_planned());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the heartbeat timeout
+  EXPECT_EQ(service->failure(), "");
+  auto second = register_all();
+  EXPECT_EQ(service->failure(), "");
+  EXPECT_FALSE(service->stopped_as_planned());
+
+  EXPECT_FALSE(second[0]->planned_stop_requested());
+  service->request_planned_stop();
+  auto start = std::chrono::steady_clock::now();
+  while (!(second[0]->planned_stop_requested() && second[1]->planned_stop_requested()) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(second[0]->planned_stop_requested());
+  EXPECT_TRUE(second[1]->planned_stop_requested());
+  // A restarted worker:1 registers while the host stops: it is held, and registers with
+  // the service that takes the address next.
+  for (auto& client : second) client->stop_heartbeats();
+  auto late = join(address, {"worker", 1});
+  auto late_registration = std::async(std::launch::async, [&] { late->register_task(20); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  service->stop();
+  service.reset();
+  auto successor = serve(address, tasks);
+  auto worker0 = join(address, {"worker", 0});
+  worker0->register_task(20);
+  late_registration.get();
+  EXPECT_TRUE(successor->formed());
+  EXPECT_FALSE(worker0->planned_stop_requested());
+  worker0->stop_heartbeats();
+  late->stop_heartbeats();
+}
+
 TEST(CoordinationTest, TimeoutsAndBadAddressesAreNamed) {
   auto service = serve("127.0.0.1:0", {{"worker", 0}});
   auto client = join(service->address(), {"worker", 0});
