@@ -369,7 +369,7 @@ TEST_F(CollectiveClientStopTest, ToldByTheLauncherOrAWorkerTheWorkersStopTogethe
 // launcher restarts it and the workers, which resume there (before, the client died at
 // once and the workers failed without a checkpoint).
 TEST_F(CollectiveClientStopTest, ToldAloneTheClientStopsItsWorkersWithACheckpoint) {
-  const int64_t max_steps = 4000;  // the workers hear the client within a heartbeat (1 s)
+  const int64_t max_steps = 6000;  // the workers hear the client within a heartbeat (1 s)
   run_reference(max_steps);
   std::string dir = path("job");
   testing::CommandResult run = run_and_stop(command(dir, max_steps), "client:0");
