@@ -145,26 +145,31 @@ class KillTaskOnce {
 };
 
 // Kills tasks of a cadre_launch run, each once, at an output line that matches its trigger:
-// the task's latest process (restarts announce their pids in "started" lines). kInOrder
-// looks for a kill's trigger only once the kills before it are done (the same task killed
-// again after it came back); kAny for every pending kill at each line.
+// the task's latest process (restarts announce their pids in "started" lines), with SIGKILL
+// or the signal given (SIGTERM: a planned stop). Task "launcher" is cadre_launch itself, for
+// a command that prints "launcher pid=N" first (`echo "launcher pid=$$"; exec cadre_launch
+// ...`); one schedule can go on over a rerun of the command. kInOrder looks for a kill's
+// trigger only once the kills before it are done (the same task killed again after it came
+// back); kAny for every pending kill at each line.
 class KillSchedule {
  public:
   enum class Order { kAny, kInOrder };
   explicit KillSchedule(Order order = Order::kAny) : order_(order) {}
-  void add(const std::string& task, const std::string& trigger) {
-    kills_.push_back({task, std::regex(trigger)});
+  void add(const std::string& task, const std::string& trigger, int signal = SIGKILL) {
+    kills_.push_back({task, std::regex(trigger), signal});
   }
   void operator()(const std::string& line) {
     std::smatch m;
     static const std::regex started(R"(^started (\S+) pid=(\d+))");
+    static const std::regex launcher(R"(^launcher pid=(\d+))");
     if (std::regex_search(line, m, started)) pids_[m[1]] = std::stoi(m[2]);
+    if (std::regex_search(line, m, launcher)) pids_["launcher"] = std::stoi(m[1]);
     for (Kill& kill : kills_) {
       if (kill.done) continue;
       if (std::regex_search(line, kill.trigger)) {
         auto pid = pids_.find(kill.task);
         if (pid != pids_.end()) {
-          ::kill(pid->second, SIGKILL);
+          ::kill(pid->second, kill.signal);
           kill.done = true;
         }
       }
@@ -181,6 +186,7 @@ class KillSchedule {
   struct Kill {
     std::string task;
     std::regex trigger;
+    int signal = SIGKILL;
     bool done = false;
   };
   Order order_;
