@@ -134,6 +134,37 @@ TEST_F(LauncherLifecycleTest, ASecondInterruptKillsTasksThatIgnoreTheFirst) {
   EXPECT_TRUE(all_gone_within(tasks, std::chrono::seconds(2))) << output();
 }
 
+// A stop asked while a restart waits for a task to stop (within its grace period) starts
+// no new tasks only to stop them again (it did: new tasks, and another grace period for the
+// ones that had not yet installed their handlers).
+TEST_F(LauncherLifecycleTest, ASigtermDuringARestartStartsNothingMore) {
+  std::vector<std::string> args = {"--chief=1", "--workers=1", "--max_restarts=1",
+                                   "--grace_secs=3"};
+  // The worker fails after a second; the chief ignores SIGTERM, so the restart's stop of it
+  // takes the whole grace period.
+  for (const std::string& a : shell_tasks(
+           "case \"$TF_CONFIG\" in *'\"type\": \"worker\"'*) sleep 1; exit 1;; esac; "
+           "trap '' TERM; sleep 60 & wait; sleep 60")) {
+    args.push_back(a);
+  }
+  pid_t launcher = start(args);
+  ASSERT_EQ(started_pids(2).size(), 2u);
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (output().find("restarting the training tasks together") == std::string::npos &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(launcher, SIGTERM);
+  auto begin = Clock::now();
+  auto [status, cpu] = wait_launcher(launcher);
+  EXPECT_EQ(status, 143) << output();  // the chief was killed: 128 + SIGTERM
+  EXPECT_LT(Clock::now() - begin, std::chrono::seconds(5)) << output();
+  std::string text = output();
+  size_t after = text.find("restarting the training tasks together");
+  ASSERT_NE(after, std::string::npos) << text;
+  EXPECT_EQ(text.find("started ", after), std::string::npos) << text;
+}
+
 TEST_F(LauncherLifecycleTest, TasksDieWithALauncherKilledOutright) {
   std::vector<std::string> args = {"--chief=1", "--workers=1"};
   for (const std::string& a : shell_tasks("exec sleep 60")) args.push_back(a);

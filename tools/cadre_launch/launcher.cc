@@ -437,6 +437,9 @@ class Cluster {
   }
 
   void start(Child& c) {
+    // Asked to stop while a restart stopped the tasks it replaces (each within its grace
+    // period): start nothing, and shut_down ends the cluster at the next look.
+    if (g_stop_requests > 0) return;
     int fds[2];
     if (::pipe(fds) != 0) throw UnavailableError("cadre_launch: pipe failed");
     pid_t pid = ::fork();
