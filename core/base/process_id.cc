@@ -38,12 +38,9 @@ std::optional<std::string> proc_stat_of(int64_t pid) {
   }
 }
 
-// Field 22 of /proc/<pid>/stat, after the command name (which may hold spaces and
+// Field 22 of /proc/<pid>/stat's text, after the command name (which may hold spaces and
 // parentheses, so fields are counted from the last ')').
-std::optional<uint64_t> start_ticks_of(int64_t pid) {
-  std::optional<std::string> stat = proc_stat_of(pid);
-  if (!stat) return std::nullopt;
-  const std::string& text = *stat;
+std::optional<uint64_t> start_ticks_in(const std::string& text) {
   size_t close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(text.substr(close + 1));
@@ -55,6 +52,21 @@ std::optional<uint64_t> start_ticks_of(int64_t pid) {
   auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), ticks);
   if (error != std::errc() || end != field.data() + field.size()) return std::nullopt;
   return ticks;
+}
+
+std::optional<uint64_t> start_ticks_of(int64_t pid) {
+  std::optional<std::string> stat = proc_stat_of(pid);
+  if (!stat) return std::nullopt;
+  return start_ticks_in(*stat);
+}
+
+// A process that has exited and waits to be reaped (state Z, or X while it goes): it runs
+// no more, though its /proc entry stays until its parent (init, for an orphan, which may
+// take a second or more) reaps it.
+bool has_exited(const std::string& stat) {
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() &&
+         (stat[close + 2] == 'Z' || stat[close + 2] == 'X');
 }
 
 template <typename T>
@@ -108,7 +120,9 @@ std::optional<ProcessId> parse_process_token(std::string_view token) {
 
 Liveness liveness(const ProcessId& id) {
   if (id.host != this_process().host) return Liveness::kUnknown;
-  std::optional<uint64_t> ticks = start_ticks_of(id.pid);
+  std::optional<std::string> stat = proc_stat_of(id.pid);
+  if (!stat || has_exited(*stat)) return Liveness::kDead;
+  std::optional<uint64_t> ticks = start_ticks_in(*stat);
   return ticks && *ticks == id.start_ticks ? Liveness::kAlive : Liveness::kDead;
 }
 

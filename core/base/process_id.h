@@ -31,7 +31,8 @@ std::optional<ProcessId> parse_process_token(std::string_view token);
 enum class Liveness { kAlive, kDead, kUnknown };
 
 // Whether `id` still runs: kDead when it is on this host and no process with that pid and
-// start time exists; kUnknown for another host's process.
+// start time exists, or that process has exited and is not yet reaped (a zombie); kUnknown
+// for another host's process.
 Liveness liveness(const ProcessId& id);
 
 }  // namespace cadre

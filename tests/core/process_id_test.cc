@@ -35,6 +35,25 @@ TEST(ProcessIdTest, AReapedChildIsDead) {
   EXPECT_EQ(liveness(*id), Liveness::kDead);
 }
 
+// A zombie runs no more: what it left (a lease, a temporary) is a dead process's at once, not
+// once its parent reaps it (init reaps an orphan when it gets to it, which took over a
+// second here: an evaluator killed with its launcher kept its lease past its successor's exit).
+TEST(ProcessIdTest, AnExitedChildNotYetReapedIsDead) {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  std::optional<ProcessId> id = process_on_this_host(child);
+  ASSERT_TRUE(id.has_value());
+  // Until it has exited; it stays a zombie, since nothing reaps it before waitpid below.
+  Liveness seen = Liveness::kAlive;
+  for (int i = 0; i < 500 && seen == Liveness::kAlive; ++i) {
+    seen = liveness(*id);
+    if (seen == Liveness::kAlive) ::usleep(2000);
+  }
+  EXPECT_EQ(seen, Liveness::kDead);
+  EXPECT_TRUE(process_on_this_host(child).has_value()) << "a zombie is still a process";
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+}
+
 // Looking at processes while they end (a killed evaluator whose lease the chief checks):
 // reading /proc/<pid>/stat of a process reaped meanwhile fails with ESRCH, which must be
 // "no such process", never an exception.
