@@ -132,6 +132,10 @@ CallByName ps_calls(ps::ParameterServerService::Stub& stub) {
       ps::UnitsResponse response;
       return stub.Units(&context, ps::UnitsRequest(), &response);
     }
+    if (method == "PlannedStop") {
+      ps::PlannedStopResponse response;
+      return stub.PlannedStop(&context, ps::PlannedStopRequest(), &response);
+    }
     return {grpc::StatusCode::INTERNAL, "the test does not know method " + method};
   };
 }
