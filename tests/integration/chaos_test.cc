@@ -27,21 +27,11 @@
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/planned_stop.h"
 #include "tests/support/processes.h"
+#include "tests/support/same_variables.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
-
-void expect_same_variables(const std::string& calm, const std::string& storm) {
-  auto a = checkpoint::CheckpointReader::open(calm);
-  auto b = checkpoint::CheckpointReader::open(storm);
-  ASSERT_EQ(a->variables().size(), b->variables().size());
-  for (const auto& [name, info] : a->variables()) {
-    Tensor x = a->read(name), y = b->read(name);
-    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
-  }
-}
 
 // What a job that lost tasks must leave behind, as one that lost none. Its last checkpoint
 // is of max_steps, or past it where `exact` is false (asynchronous workers may step past).
@@ -166,7 +156,8 @@ TEST_F(ChaosTest, ACollectiveJobLosingEveryRoleEndsBitIdenticalToOneThatLostNone
   expect_a_clean_model_dir(path("storm"), 600);
   EXPECT_NE(final_line(storm.output, "evaluator:0").find("\"global_step\":600"), std::string::npos)
       << testing::tail(storm.output);
-  expect_same_variables(path("calm") + "/model.ckpt-600.h5", path("storm") + "/model.ckpt-600.h5");
+  testing::expect_same_variables(path("calm") + "/model.ckpt-600.h5",
+                                 path("storm") + "/model.ckpt-600.h5");
 }
 
 // One training task over two parameter servers steps in a fixed order, so a ps task lost
@@ -192,7 +183,8 @@ TEST_F(ChaosTest, AParameterServerJobLosingAPsTaskEndsBitIdenticalToOneThatLostN
   expect_a_clean_model_dir(path("storm"), 900);
   EXPECT_NE(final_line(storm.output, "evaluator:0").find("\"global_step\":900"), std::string::npos)
       << testing::tail(storm.output);
-  expect_same_variables(path("calm") + "/model.ckpt-900.h5", path("storm") + "/model.ckpt-900.h5");
+  testing::expect_same_variables(path("calm") + "/model.ckpt-900.h5",
+                                 path("storm") + "/model.ckpt-900.h5");
 }
 
 // SIGTERMs and SIGKILLs in turn, as a cluster sends them: a planned stop of the chief, a
@@ -231,7 +223,8 @@ TEST_F(ChaosTest, ACollectiveJobStoppedAndKilledInTurnLosesNoStepAndEndsBitIdent
   expect_a_clean_model_dir(path("storm"), 800);
   EXPECT_NE(final_line(rerun.output, "evaluator:0").find("\"global_step\":800"), std::string::npos)
       << testing::tail(rerun.output);
-  expect_same_variables(path("calm") + "/model.ckpt-800.h5", path("storm") + "/model.ckpt-800.h5");
+  testing::expect_same_variables(path("calm") + "/model.ckpt-800.h5",
+                                 path("storm") + "/model.ckpt-800.h5");
 }
 
 // The same under ParameterServer (chief, worker, two ps tasks), whose workers step

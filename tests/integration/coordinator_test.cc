@@ -18,21 +18,11 @@
 #include "cadre/checkpoint/reader.h"
 #include "tests/support/job_secret.h"
 #include "tests/support/processes.h"
+#include "tests/support/same_variables.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
-
-void expect_same_variables(const std::string& a_path, const std::string& b_path) {
-  auto a = checkpoint::CheckpointReader::open(a_path);
-  auto b = checkpoint::CheckpointReader::open(b_path);
-  ASSERT_EQ(a->variables().size(), b->variables().size());
-  for (const auto& [name, info] : a->variables()) {
-    Tensor x = a->read(name), y = b->read(name);
-    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
-  }
-}
 
 int count(const std::string& text, const std::string& what) {
   int n = 0;
@@ -172,8 +162,8 @@ TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
       driven.output, std::regex(R"(\[client:0\] \{"task":"client".*"global_step":400,)")))
       << testing::tail(driven.output);
 
-  expect_same_variables(path("independent") + "/model.ckpt-400.h5",
-                        path("driven") + "/model.ckpt-400.h5");
+  testing::expect_same_variables(path("independent") + "/model.ckpt-400.h5",
+                                 path("driven") + "/model.ckpt-400.h5");
 
   // The client itself killed: a new one hosts a new round, the workers of the old one are
   // told to stop, and all resume from the last checkpoint; still the same result.
@@ -186,8 +176,8 @@ TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
   ASSERT_EQ(replaced.status, 0) << testing::tail(replaced.output, 6000);
   EXPECT_EQ(client_kill.done(), 1u);
   EXPECT_EQ(count(replaced.output, "started client:0 pid="), 2);
-  expect_same_variables(path("independent") + "/model.ckpt-400.h5",
-                        path("replaced") + "/model.ckpt-400.h5");
+  testing::expect_same_variables(path("independent") + "/model.ckpt-400.h5",
+                                 path("replaced") + "/model.ckpt-400.h5");
 }
 
 TEST_F(CoordinatorTest, AClientWithoutWorkersIsOneClearError) {

@@ -21,23 +21,13 @@
 
 #include "cadre/checkpoint/reader.h"
 #include "tests/support/processes.h"
+#include "tests/support/same_variables.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
 
 constexpr int64_t kMaxSteps = 1500;
-
-void expect_same_variables(const std::string& a_path, const std::string& b_path) {
-  auto a = checkpoint::CheckpointReader::open(a_path);
-  auto b = checkpoint::CheckpointReader::open(b_path);
-  ASSERT_EQ(a->variables().size(), b->variables().size());
-  for (const auto& [name, info] : a->variables()) {
-    Tensor x = a->read(name), y = b->read(name);
-    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
-  }
-}
 
 std::string checkpoint_of(const std::string& model_dir, int64_t step) {
   return model_dir + "/model.ckpt-" + std::to_string(step) + ".h5";
@@ -134,8 +124,8 @@ TEST_F(PlannedStopTest, ALoneProgramStopsWithACheckpointAndResumesLosingNothing)
     testing::CommandResult resumed = testing::run_command(program(dir, flags) + " 2>&1");
     ASSERT_EQ(resumed.status, 0) << testing::tail(resumed.output);
     EXPECT_EQ(find_step(resumed.output, R"(resuming from \S+ at step (\d+))"), step);
-    expect_same_variables(checkpoint_of(path(name + "_ref"), kMaxSteps),
-                          checkpoint_of(dir, kMaxSteps));
+    testing::expect_same_variables(checkpoint_of(path(name + "_ref"), kMaxSteps),
+                                   checkpoint_of(dir, kMaxSteps));
   }
 }
 
@@ -169,7 +159,8 @@ TEST_F(PlannedStopTest, TwoWorkersStopAfterTheSameStepWhoeverIsToldAndLoseNothin
     }
     ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
     EXPECT_EQ(find_step(run.output, R"(\[chief:0\] .*resuming from \S+ at step (\d+))"), chief);
-    expect_same_variables(checkpoint_of(path("ref"), kMaxSteps), checkpoint_of(dir, kMaxSteps));
+    testing::expect_same_variables(checkpoint_of(path("ref"), kMaxSteps),
+                                   checkpoint_of(dir, kMaxSteps));
   }
 }
 
@@ -339,7 +330,8 @@ class CollectiveClientStopTest : public PlannedStopTest {
         << testing::tail(run.output, 6000);
     EXPECT_NE(run.output.find("after 0 restart(s) of the collective"), std::string::npos)
         << testing::tail(run.output, 6000);
-    expect_same_variables(checkpoint_of(path("ref"), max_steps), checkpoint_of(dir, max_steps));
+    testing::expect_same_variables(checkpoint_of(path("ref"), max_steps),
+                                   checkpoint_of(dir, max_steps));
   }
 };
 
