@@ -31,20 +31,9 @@ class EstimatorTest : public cadre::testing::TempDirTest {
   std::string model_dir(const std::string& name = "model") const { return path(name); }
 };
 
-// The losses of every step, from a hook.
-class LossRecorder : public Hook {
- public:
-  void after_run(Run& run, const StepResult& result, RunContext& context) override {
-    losses.push_back(result.loss);
-    steps.push_back(result.global_step);
-  }
-  std::vector<double> losses;
-  std::vector<int64_t> steps;
-};
-
 TEST_F(EstimatorTest, TrainingLowersTheLossAndReachesAccuracy) {
   Estimator estimator(classifier_fn, test_config(model_dir()));
-  auto recorder = std::make_shared<LossRecorder>();
+  auto recorder = std::make_shared<testing::LossRecorder>();
   estimator.train(train_input, {.max_steps = 300, .hooks = {recorder}});
   ASSERT_EQ(recorder->losses.size(), 300u);
   double first = (recorder->losses[0] + recorder->losses[1] + recorder->losses[2]) / 3;
@@ -142,12 +131,12 @@ TEST_F(EstimatorTest, HooksOfTheSpecRunInItsMode) {
 
 TEST_F(EstimatorTest, ResumingContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   Estimator straight(classifier_fn, test_config(model_dir("straight"), 40));
-  auto all = std::make_shared<LossRecorder>();
+  auto all = std::make_shared<testing::LossRecorder>();
   straight.train(train_input, {.max_steps = 120, .hooks = {all}});
 
   Estimator split(classifier_fn, test_config(model_dir("split"), 40));
-  auto first = std::make_shared<LossRecorder>();
-  auto second = std::make_shared<LossRecorder>();
+  auto first = std::make_shared<testing::LossRecorder>();
+  auto second = std::make_shared<testing::LossRecorder>();
   split.train(train_input, {.max_steps = 50, .hooks = {first}});  // ends with a checkpoint at 50
   split.train(train_input, {.steps = 70, .hooks = {second}});     // resumes at 50, to 120
   ASSERT_EQ(first->losses.size(), 50u);
@@ -166,7 +155,7 @@ TEST_F(EstimatorTest, ResumingContinuesExactlyWhereAnUninterruptedRunWouldBe) {
 TEST_F(EstimatorTest, TrainAtMaxStepsReturnsAtOnce) {
   Estimator estimator(classifier_fn, test_config(model_dir()));
   estimator.train(train_input, {.max_steps = 20});
-  auto recorder = std::make_shared<LossRecorder>();
+  auto recorder = std::make_shared<testing::LossRecorder>();
   estimator.train(train_input, {.max_steps = 20, .hooks = {recorder}});
   EXPECT_TRUE(recorder->losses.empty());
   EXPECT_EQ(checkpoint::CheckpointReader::open(*estimator.latest_checkpoint())->global_step(), 20);
@@ -379,7 +368,7 @@ TEST_F(EstimatorTest, WarmStartTakesTheChosenVariablesFromAnotherModel) {
   warm.ckpt_to_initialize_from = model_dir("source");
   warm.vars_to_warm_start = "hidden/.*";
   Estimator target(classifier_fn, test_config(model_dir("target")), {}, warm);
-  auto recorder = std::make_shared<LossRecorder>();
+  auto recorder = std::make_shared<testing::LossRecorder>();
   target.train(train_input, {.max_steps = 1});
   // Step 1 moved the variables a little from the warm-started values: compare loosely for
   // hidden/ and check that logits/ did not come from the source.

@@ -31,16 +31,6 @@ using testing::predict_input;
 using testing::test_config;
 using testing::train_input;
 
-class StepRecorder : public Hook {
- public:
-  void after_run(Run& run, const StepResult& result, RunContext& context) override {
-    losses.push_back(result.loss);
-    steps.push_back(result.global_step);
-  }
-  std::vector<double> losses;
-  std::vector<int64_t> steps;
-};
-
 // Every file under `dir` (recursively) by relative path, with its bytes.
 std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;
@@ -103,7 +93,7 @@ class ModelDirHealingTest : public testing::TempDirTest {
   // The losses of steps 21 to 30 of a run that was never interrupted.
   std::vector<double> straight_losses_21_to_30() {
     Estimator straight(classifier_fn, test_config(path("straight"), 10));
-    auto recorder = std::make_shared<StepRecorder>();
+    auto recorder = std::make_shared<testing::LossRecorder>();
     straight.train(train_input, {.max_steps = 30, .hooks = {recorder}});
     return std::vector<double>(recorder->losses.begin() + 20, recorder->losses.end());
   }
@@ -120,7 +110,7 @@ TEST_P(DamagedStateFileTest, TrainingResumesFromTheNewestCheckpointWithAWarningO
 
   LogCapture log;
   Estimator estimator(classifier_fn, test_config(model_dir(), 10));
-  auto recorder = std::make_shared<StepRecorder>();
+  auto recorder = std::make_shared<testing::LossRecorder>();
   estimator.train(train_input, {.max_steps = 30, .hooks = {recorder}});
   const char* problem[] = {"is empty", "line 1", "no state file",
                            "model.ckpt-25.h5, which does not exist"};
@@ -156,7 +146,7 @@ TEST_F(ModelDirHealingTest, ADamagedNewestCheckpointResumesFromTheOneBefore) {
 
     LogCapture log;
     Estimator estimator(classifier_fn, test_config(model_dir(), 10));
-    auto recorder = std::make_shared<StepRecorder>();
+    auto recorder = std::make_shared<testing::LossRecorder>();
     estimator.train(train_input, {.max_steps = 30, .hooks = {recorder}});
     ASSERT_FALSE(recorder->steps.empty());
     EXPECT_EQ(recorder->steps.front(), 11) << empty_state;

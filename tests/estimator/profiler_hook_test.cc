@@ -17,6 +17,7 @@
 #include "cadre/ops/random.h"
 #include "cadre/strategies/mirrored_strategy.h"
 #include "tests/estimator/test_model.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/mini_json.h"
 #include "tests/support/temp_dir.h"
 
@@ -44,30 +45,6 @@ Dataset mlp_input(const InputContext& context) {
       .repeat()
       .batch(context.per_replica_batch_size(64));
 }
-
-// Every INFO-or-worse line logged while it lives.
-class LogCapture : public google::LogSink {
- public:
-  LogCapture() { google::AddLogSink(this); }
-  ~LogCapture() override { google::RemoveLogSink(this); }
-  void send(google::LogSeverity, const char*, const char*, int, const google::LogMessageTime&,
-            const char* message, size_t length) override {
-    std::lock_guard lock(mutex_);
-    lines_.emplace_back(message, length);
-  }
-  std::vector<std::string> matching(const std::string& needle) {
-    std::lock_guard lock(mutex_);
-    std::vector<std::string> out;
-    for (const std::string& line : lines_) {
-      if (line.find(needle) != std::string::npos) out.push_back(line);
-    }
-    return out;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
 
 class ProfilerHookTest : public testing::TempDirTest {
  protected:
@@ -122,12 +99,12 @@ TEST_F(ProfilerHookTest, SummaryNamesThePhasesAndTheTopOps) {
   RunConfig c = config();
   c.profile_every_n_steps = 10;
   c.save_checkpoints_steps = 1000;  // only the final one, in the last step
-  LogCapture log;
+  testing::LogCapture log;
   Estimator estimator(mlp_fn, c);
   estimator.train(mlp_input, {.max_steps = 25});
 
   // Steps 1-10 (with the variables' creation), 11-20, and the last 5 when train() ends.
-  std::vector<std::string> logged = log.matching("ms per step");
+  std::vector<std::string> logged = log.matching({"ms per step"}, google::GLOG_INFO);
   ASSERT_EQ(logged.size(), 3u);
   EXPECT_NE(logged[0].find("up to global step 10, profile of 10 step(s)"), std::string::npos)
       << logged[0];
@@ -255,7 +232,7 @@ void check_trace(const Json& trace, const std::vector<std::string>& steps,
 TEST_F(ProfilerHookTest, TraceOfAWindowIsChromeJson) {
   RunConfig c = config();
   c.profile_trace_steps = {{4, 7}};
-  LogCapture log;
+  testing::LogCapture log;
   Estimator estimator(mlp_fn, c);
   estimator.train(mlp_input, {.max_steps = 12});
   std::vector<std::string> files;
@@ -265,8 +242,8 @@ TEST_F(ProfilerHookTest, TraceOfAWindowIsChromeJson) {
   ASSERT_EQ(files, std::vector<std::string>{"trace-4.json"});
   Json trace = JsonParser::parse(read_file(path("model/profile/trace-4.json")));
   check_trace(trace, {"step 4", "step 5", "step 6"}, {"training loop"});
-  EXPECT_EQ(log.matching("trace-4.json").size(), 1u);
-  EXPECT_TRUE(log.matching("ms per step").empty());  // no summaries asked for
+  EXPECT_EQ(log.matching({"trace-4.json"}, google::GLOG_INFO).size(), 1u);
+  EXPECT_TRUE(log.matching({"ms per step"}, google::GLOG_INFO).empty());  // no summaries asked for
   // The checkpoint of global step 5 (save_checkpoints_steps = 5) is in the step that made it,
   // the one run at global step 4.
   EXPECT_NE(read_file(path("model/profile/trace-4.json")).find("\"checkpoint\""),
@@ -278,12 +255,12 @@ TEST_F(ProfilerHookTest, MirroredReplicasAreThreadsWithAnAllReduce) {
   c.train_distribute = MirroredStrategy::create({Device::cpu(0), Device::cpu(1)});
   c.profile_trace_steps = {{0, 2}};
   c.profile_every_n_steps = 4;
-  LogCapture log;
+  testing::LogCapture log;
   Estimator estimator(mlp_fn, c);
   estimator.train(mlp_input, {.max_steps = 4});
   Json trace = JsonParser::parse(read_file(path("model/profile/trace-0.json")));
   check_trace(trace, {"step 0", "step 1"}, {"training loop", "replica 0", "replica 1"});
-  std::vector<std::string> logged = log.matching("ms per step");
+  std::vector<std::string> logged = log.matching({"ms per step"}, google::GLOG_INFO);
   ASSERT_EQ(logged.size(), 1u);
   EXPECT_NE(logged[0].find("all_reduce"), std::string::npos) << logged[0];
 }
@@ -294,13 +271,13 @@ TEST_F(ProfilerHookTest, OffWritesNothingAndLogsNothing) {
     profiled = profiled || profiler::enabled();
     return mlp_fn(f, l, m, p);
   };
-  LogCapture log;
+  testing::LogCapture log;
   Estimator estimator(fn, config());
   estimator.train(mlp_input, {.max_steps = 6});
   EXPECT_FALSE(profiled);
   EXPECT_FALSE(std::filesystem::exists(path("model/profile")));
-  EXPECT_TRUE(log.matching("profile").empty());
-  EXPECT_TRUE(log.matching("ms per step").empty());
+  EXPECT_TRUE(log.matching({"profile"}, google::GLOG_INFO).empty());
+  EXPECT_TRUE(log.matching({"ms per step"}, google::GLOG_INFO).empty());
 }
 
 TEST_F(ProfilerHookTest, RecordsOnlyInsideTheWindow) {

@@ -81,6 +81,17 @@ inline Dataset predict_input(const InputContext& context) {
   return Dataset::from_tensor_slices(Features{{"x", x}}).batch(8);
 }
 
+// The loss and global step of every step, from a hook.
+class LossRecorder : public Hook {
+ public:
+  void after_run(Run& run, const StepResult& result, RunContext& context) override {
+    losses.push_back(result.loss);
+    steps.push_back(result.global_step);
+  }
+  std::vector<double> losses;
+  std::vector<int64_t> steps;
+};
+
 inline RunConfig test_config(const std::string& model_dir, int64_t save_steps = 50) {
   RunConfig config;
   config.model_dir = model_dir;

@@ -12,6 +12,7 @@
 #include "cadre/cadre.h"
 #include "tests/keras/fresh_dir.h"
 #include "tests/keras/keras_test_data.h"
+#include "tests/support/log_capture.h"
 
 namespace cadre::keras {
 namespace {
@@ -134,30 +135,6 @@ TEST(FitTest, CallbacksSeeBatchesAndEpochs) {
   EXPECT_FALSE(std::filesystem::is_empty(dir + "/logs/validation"));
 }
 
-// Every WARNING-or-worse line logged while it lives.
-class WarningCapture : public google::LogSink {
- public:
-  WarningCapture() { google::AddLogSink(this); }
-  ~WarningCapture() override { google::RemoveLogSink(this); }
-  void send(google::LogSeverity severity, const char*, const char*, int,
-            const google::LogMessageTime&, const char* message, size_t length) override {
-    std::lock_guard lock(mutex_);
-    if (severity >= google::GLOG_WARNING) lines_.emplace_back(message, length);
-  }
-  std::vector<std::string> matching(const std::string& needle) {
-    std::lock_guard lock(mutex_);
-    std::vector<std::string> out;
-    for (const std::string& line : lines_) {
-      if (line.find(needle) != std::string::npos) out.push_back(line);
-    }
-    return out;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
-
 // A fresh model compiled with the model_dir of an earlier one resumes its checkpoint (as the
 // Estimator does), and says so in a warning naming the checkpoint and its step; a model that
 // goes on from its own checkpoints (a second fit) says nothing.
@@ -165,15 +142,15 @@ TEST(FitTest, AFreshModelResumingAModelDirSaysSoLoudly) {
   std::string dir = testing::fresh_dir("resumed");
   Sequential first = small_model();
   first.compile(small_compile(dir));
-  WarningCapture log;
+  cadre::testing::LogCapture log;
   first.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
   first.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
-  EXPECT_TRUE(log.matching("resumes from").empty()) << log.matching("resumes from")[0];
+  EXPECT_TRUE(log.matching({"resumes from"}).empty()) << log.matching({"resumes from"})[0];
 
   Sequential fresh = small_model();
   fresh.compile(small_compile(dir));
   fresh.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
-  std::vector<std::string> said = log.matching("resumes from " + dir + "/model.ckpt-32.h5");
+  std::vector<std::string> said = log.matching({"resumes from " + dir + "/model.ckpt-32.h5"});
   ASSERT_EQ(said.size(), 1u) << "no warning naming the checkpoint";
   EXPECT_NE(said[0].find("(global step 32)"), std::string::npos) << said[0];
   EXPECT_NE(said[0].find("new model_dir"), std::string::npos) << said[0];
