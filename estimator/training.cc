@@ -15,6 +15,7 @@
 #include "cadre/base/mutex.h"
 #include "cadre/checkpoint/manager.h"
 #include "cadre/checkpoint/restore.h"
+#include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/variables.h"
 #include "cadre/estimator/basic_hooks.h"
 #include "cadre/estimator/checkpoint_saver_hook.h"

@@ -13,6 +13,7 @@
 #include "cadre/checkpoint/manager.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/restore.h"
+#include "checkpoint/host_snapshot.h"
 #include "core/base/strings.h"
 #include "tools/cadre_bench/timing.h"
 

@@ -14,27 +14,20 @@
 // may also lose the checkpoints published since the last durable one, which readers then
 // skip as damaged (restore_latest_good) down to that one.
 //
-// A CheckpointManager is meant for one thread (the saver); its asynchronous writer is
-// internal. It must be the only writer of its model_dir.
+// A CheckpointManager is meant for one thread (the saver); the listing methods may be called
+// from others. Its asynchronous writer is internal. It must be the only writer of its
+// model_dir.
 #pragma once
 
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "cadre/base/mutex.h"
-#include "cadre/checkpoint/contents.h"
 #include "cadre/base/env.h"
-#include "cadre/checkpoint/state_file.h"
+#include "cadre/checkpoint/contents.h"
 #include "cadre/checkpoint/writer.h"
-
-namespace cadre::nn {
-class DeferredCopy;
-}
 
 namespace cadre::checkpoint {
 
@@ -113,7 +106,7 @@ class CheckpointManager {
   // reader leases any more; the manager stays usable.
   void close();
 
-  const std::string& model_dir() const { return model_dir_; }
+  const std::string& model_dir() const;
   std::string checkpoint_path(int64_t global_step) const;
   // The checkpoints retention manages (those of the state file), oldest first, after the
   // last completed save.
@@ -125,68 +118,8 @@ class CheckpointManager {
   std::vector<std::string> pending_deletions() const;
 
  private:
-  struct Entry {
-    std::string name;  // file name relative to model_dir
-    double timestamp;
-  };
-
-  void save_now(const CheckpointData& data);
-  void make_newest_durable();
-  void apply_retention(std::vector<std::string>* to_delete) CADRE_REQUIRES(mutex_);
-  CheckpointState state_to_write() const CADRE_REQUIRES(mutex_);
-  void delete_unleased(std::vector<std::string> names) CADRE_EXCLUDES(mutex_);
-  void remove_stale_temporaries();
-  void adopt_unrecorded_checkpoints() CADRE_REQUIRES(mutex_);
-  void warn_going_back(int64_t step, const std::string& path);
-  void write_in_background();
-  void copy_in_background();
-  std::string start_save(const CheckpointData& data);
-  void queue_with_deferred_copy(CheckpointData data);
-
-  std::string model_dir_;
-  CheckpointManagerOptions options_;
-  std::shared_ptr<Env> env_;
-  Mutex deleting_;  // one deletion pass at a time (the saver's, close())
-  mutable Mutex mutex_;
-  std::vector<Entry> entries_ CADRE_GUARDED_BY(mutex_);
-  std::vector<std::string> pending_ CADRE_GUARDED_BY(mutex_);
-  double last_preserved_timestamp_ CADRE_GUARDED_BY(mutex_) = 0;
-  // The newest checkpoint known to be on disk (fsynced), which retention keeps, and when.
-  std::string durable_ CADRE_GUARDED_BY(mutex_);
-  double durable_timestamp_ CADRE_GUARDED_BY(mutex_) = 0;
-  // Asynchronous saves: the writer thread takes the queued copy, writes and publishes it.
-  Mutex writer_mutex_;
-  CondVar writer_changed_;
-  std::shared_ptr<const CheckpointData> queued_ CADRE_GUARDED_BY(writer_mutex_);
-  // copy_in_background: the copy into queued_ until the copier has run it (the writer
-  // waits for that), whether the copier started it, how it failed, and the snapshot before
-  // queued_ (the copier frees it).
-  CondVar copy_requested_;
-  std::shared_ptr<nn::DeferredCopy> copy_ CADRE_GUARDED_BY(writer_mutex_);
-  bool copy_started_ CADRE_GUARDED_BY(writer_mutex_) = true;
-  std::exception_ptr copy_failure_ CADRE_GUARDED_BY(writer_mutex_);
-  std::shared_ptr<const CheckpointData> retired_ CADRE_GUARDED_BY(writer_mutex_);
-  // prepare_save(): the snapshot whose memory the writer touches, and whether it is at it.
-  std::shared_ptr<const CheckpointData> to_warm_ CADRE_GUARDED_BY(writer_mutex_);
-  bool warming_ CADRE_GUARDED_BY(writer_mutex_) = false;
-  std::exception_ptr failure_ CADRE_GUARDED_BY(writer_mutex_);
-  bool stopping_ CADRE_GUARDED_BY(writer_mutex_) = false;
-  std::thread writer_;
-  std::thread copier_;
-  // Used by one save at a time (save() waits for the writer thread before saving itself).
-  CheckpointFileWriter file_writer_;
-  // The newest checkpoint file model_dir held or this manager saved, and which (saver
-  // thread only).
-  int64_t newest_step_ = -1;
-  std::string newest_path_;
-  bool newest_is_ours_ = false;
-  // The names of the last data check_data passed (see names_fingerprint).
-  uint32_t checked_fingerprint_ = 0;
-  // The last asynchronous save's copy of the data; the next one copies into its tensors.
-  std::shared_ptr<const CheckpointData> snapshot_;
+  class Impl;
+  std::unique_ptr<Impl> impl_;
 };
-
-// A deep host copy of `data` (what an asynchronous save writes from).
-CheckpointData copy_to_host(const CheckpointData& data);
 
 }  // namespace cadre::checkpoint
