@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/event_file.h"
@@ -48,32 +51,49 @@ proto::Event make_event(int64_t step) {
 
 }  // namespace
 
+// The event file and its background flusher.
+struct SummaryWriter::Impl {
+  void flush_loop();
+
+  std::string path_;
+  SummaryWriterOptions options_;
+  std::mutex mutex_;  // guards writer_, dirty_, closing_
+  std::condition_variable wake_;
+  std::unique_ptr<TFRecordWriter> writer_;
+  bool dirty_ = false;
+  bool closing_ = false;
+  std::thread flusher_;
+};
+
 SummaryWriter::SummaryWriter(const std::string& logdir, SummaryWriterOptions options)
-    : options_(std::move(options)) {
-  if (!options_.env) options_.env = posix_env();
-  options_.env->create_dir(logdir);
-  path_ = unique_event_path(*options_.env, logdir, options_.filename_suffix);
-  writer_ = std::make_unique<TFRecordWriter>(path_, /*append=*/false, options_.env);
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options_ = std::move(options);
+  if (!impl_->options_.env) impl_->options_.env = posix_env();
+  impl_->options_.env->create_dir(logdir);
+  impl_->path_ = unique_event_path(*impl_->options_.env, logdir, impl_->options_.filename_suffix);
+  impl_->writer_ =
+      std::make_unique<TFRecordWriter>(impl_->path_, /*append=*/false, impl_->options_.env);
   proto::Event version = make_event(0);
   version.set_file_version("brain.Event:2");
   write_event(version.SerializeAsString());
   flush();  // TensorBoard recognises the file from its first record
-  flusher_ = std::thread([this] { flush_loop(); });
+  impl_->flusher_ = std::thread([impl = impl_.get()] { impl->flush_loop(); });
 }
 
 SummaryWriter::~SummaryWriter() {
   try {
     close();
   } catch (const std::exception& e) {
-    LOG(ERROR) << "closing event file " << path_ << ": " << e.what();
+    LOG(ERROR) << "closing event file " << impl_->path_ << ": " << e.what();
   }
 }
 
 void SummaryWriter::write_event(const std::string& serialized_event) {
-  std::lock_guard lock(mutex_);
-  if (!writer_) throw FailedPreconditionError(str_cat("event file ", path_, " is closed"));
-  writer_->write(serialized_event);
-  dirty_ = true;
+  std::lock_guard lock(impl_->mutex_);
+  if (!impl_->writer_)
+    throw FailedPreconditionError(str_cat("event file ", impl_->path_, " is closed"));
+  impl_->writer_->write(serialized_event);
+  impl_->dirty_ = true;
 }
 
 void SummaryWriter::scalar(std::string_view tag, double value, int64_t step) {
@@ -118,26 +138,26 @@ void SummaryWriter::text(std::string_view tag, std::string_view text, int64_t st
 }
 
 void SummaryWriter::flush() {
-  std::lock_guard lock(mutex_);
-  if (writer_) writer_->flush();
-  dirty_ = false;
+  std::lock_guard lock(impl_->mutex_);
+  if (impl_->writer_) impl_->writer_->flush();
+  impl_->dirty_ = false;
 }
 
 void SummaryWriter::close() {
   {
-    std::lock_guard lock(mutex_);
-    closing_ = true;
+    std::lock_guard lock(impl_->mutex_);
+    impl_->closing_ = true;
   }
-  wake_.notify_all();
-  if (flusher_.joinable()) flusher_.join();
-  std::lock_guard lock(mutex_);
-  if (!writer_) return;
-  std::unique_ptr<TFRecordWriter> writer = std::move(writer_);
+  impl_->wake_.notify_all();
+  if (impl_->flusher_.joinable()) impl_->flusher_.join();
+  std::lock_guard lock(impl_->mutex_);
+  if (!impl_->writer_) return;
+  std::unique_ptr<TFRecordWriter> writer = std::move(impl_->writer_);
   writer->flush();
   writer->close();
 }
 
-void SummaryWriter::flush_loop() {
+void SummaryWriter::Impl::flush_loop() {
   // Clamped so that the deadline arithmetic cannot overflow.
   auto interval = std::chrono::duration<double>(std::clamp(options_.flush_secs, 1e-3, 1e7));
   std::unique_lock lock(mutex_);
@@ -152,5 +172,7 @@ void SummaryWriter::flush_loop() {
     }
   }
 }
+
+const std::string& SummaryWriter::path() const { return impl_->path_; }
 
 }  // namespace cadre::io

@@ -4,21 +4,16 @@
 // record, as tf.summary writes them.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "cadre/base/env.h"
 #include "cadre/tensor/tensor.h"
 
 namespace cadre::io {
-
-class TFRecordWriter;
 
 struct SummaryWriterOptions {
   // Seconds between flushes to the file in the background (TensorBoard sees data no later
@@ -57,20 +52,13 @@ class SummaryWriter {
   // FailedPreconditionError.
   void close();
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const;
 
  private:
+  struct Impl;
   void write_event(const std::string& serialized_event);
-  void flush_loop();
 
-  std::string path_;
-  SummaryWriterOptions options_;
-  std::mutex mutex_;  // guards writer_, dirty_, closing_
-  std::condition_variable wake_;
-  std::unique_ptr<TFRecordWriter> writer_;
-  bool dirty_ = false;
-  bool closing_ = false;
-  std::thread flusher_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace cadre::io
