@@ -151,7 +151,8 @@ class PrefetchIterator : public IteratorNode {
   // producer would take its time from the compute threads, which wait for it all the same,
   // and a synchronous job waits for its slowest worker. So the consumer reads the input
   // itself, once the results a restore brought back are taken. A two-worker MLP job on two
-  // cores ran 8-14% faster so at batch 256, 4-5% at 2048 (docs/BENCHMARKS.md).
+  // cores ran 8-14% faster so at batch 256, 4-5% at 2048
+  // (docs/BENCHMARKS.md#distributed-scaling).
   std::optional<Element> next_inline() {
     std::optional<Element> element = input_->next();
     if (!element) {

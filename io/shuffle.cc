@@ -18,7 +18,7 @@
 namespace cadre::io {
 namespace {
 
-// The most rows a restore draws again: about 0.1 s (docs/BENCHMARKS.md,
+// The most rows a restore draws again: about 0.1 s (docs/BENCHMARKS.md#input-pipeline,
 // BM_RestoreShuffledPosition).
 constexpr int64_t kReplayRows = int64_t{1} << 21;
 

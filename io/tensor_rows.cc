@@ -28,7 +28,7 @@ bool all_on_cpu(const std::vector<const Tensor*>& rows) {
 // shuffle the rows come from all over their source, and each row's first lines miss the
 // caches: the lines of the row four ahead are asked for while one is copied, so that their
 // latencies overlap (the first 2 KiB of a row; the hardware streams the rest; 2 and 8 ahead
-// were slower, docs/BENCHMARKS.md).
+// were slower, docs/BENCHMARKS.md#input-pipeline).
 void copy_rows(std::span<const char* const> sources, size_t row_bytes, char* dst) {
   if (row_bytes == 0) return;
   constexpr size_t kAhead = 4;

@@ -3,10 +3,11 @@
 // A parallel section runs at the pace of its slowest thread, so when another process holds
 // one of the cores the section waits for a thread that is not running, and spinning
 // waiters take the core it needs: 2 threads can then run 1.4x slower than 1 (measured in
-// docs/BENCHMARKS.md). The tuner tries one thread fewer (or more, up to the budget it
-// started with) for a few steps now and then, keeps the count whose mean step is faster
-// by 5% (fewer threads) or 15% (more threads), and tries again sooner when steps slow down (a neighbour arrived) and
-// more rarely while nothing changes, so that a quiet machine pays next to nothing.
+// docs/BENCHMARKS.md#threads-under-load). The tuner tries one thread fewer (or more, up to
+// the budget it started with) for a few steps now and then, keeps the count whose mean step
+// is faster by 5% (fewer threads) or 15% (more threads), and tries again sooner when steps
+// slow down (a neighbour arrived) and more rarely while nothing changes, so that a quiet
+// machine pays next to nothing.
 //
 // The thread count never changes the result of kernels that split work by chunks
 // (parallel_for) or of oneDNN's matrix products; oneDNN's convolution gradients (the layers

@@ -70,8 +70,8 @@ EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys 
   return EstimatorSpec::train(loss, nn::optimizers::adam(params.number("learning_rate")));
 }
 
-// Raw bytes through shuffle and batch, scaled once per batch (docs/BENCHMARKS.md: the
-// fastest order; the batches are the same as scaling first).
+// Raw bytes through shuffle and batch, scaled once per batch (the fastest order,
+// docs/BENCHMARKS.md#input-pipeline; the batches are the same as scaling first).
 Dataset train_input_fn(const InputContext& context) {
   return io::fashion_mnist(FLAGS_data_dir, io::Split::kTrain, io::ImageFormat::kRawBytes)
       .shard(context.num_input_pipelines, context.input_pipeline_id)

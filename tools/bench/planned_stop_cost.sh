@@ -6,7 +6,8 @@
 #
 #   tools/bench/planned_stop_cost.sh [ROUNDS]    (from the repository root, after ./dev build)
 #
-# Prints one line per run: the model and the seconds; docs/BENCHMARKS.md has the table.
+# Prints one line per run: the model and the seconds; docs/BENCHMARKS.md#planned-stop-cost
+# has the table.
 set -euo pipefail
 rounds=${1:-5}
 build=${BUILD_DIR:-build}

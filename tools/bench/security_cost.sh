@@ -5,7 +5,8 @@
 #
 #   tools/bench/security_cost.sh [ROUNDS]    (from the repository root, after ./dev build)
 #
-# Prints one JSON line per run, prefixed with the mode; docs/BENCHMARKS.md has the table.
+# Prints one JSON line per run, prefixed with the mode; docs/BENCHMARKS.md#security-cost has
+# the figures.
 set -euo pipefail
 rounds=${1:-3}
 launch=build/tools/cadre_launch

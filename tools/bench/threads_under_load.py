@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cadre's Estimator on two threads, quiet and beside a process that spins on one core,
 with the thread tuner on and off, with and without GOMP_SPINCOUNT: the steadiness and
-contention figures of docs/BENCHMARKS.md.
+contention figures of docs/BENCHMARKS.md#threads-under-load.
 
   python3 tools/bench/threads_under_load.py --cadre_bench build/tools/cadre_bench --rounds 3
 

@@ -174,9 +174,9 @@ void backward_from(const Tensor& x, const Tensor& w, const Source& source, Tenso
 bool suits(const ConvGeometry& g) {
   // Where the products measured at least even with oneDNN's backward primitives (plus
   // their separate ReLU pass): few input channels, at least twice as many outputs, no
-  // padding in front (docs/BENCHMARKS.md, "Products against oneDNN's backward
-  // primitives"). Elsewhere oneDNN was up to 25% faster. Filters so large that fewer than 8
-  // units' sums would fit are left to oneDNN too.
+  // padding in front (docs/BENCHMARKS.md#cpu-kernels). Elsewhere oneDNN was up to 25%
+  // faster. Filters so large that fewer than 8 units' sums would fit are left to oneDNN
+  // too.
   return g.c >= 8 && g.c <= 32 && g.o >= 2 * g.c && g.ph == 0 && g.pw == 0 &&
          partial_floats(g) * static_cast<int64_t>(sizeof(float)) * 8 <= kPartialBytes;
 }

@@ -37,7 +37,8 @@ struct MultiWorkerOptions {
   // by piece, each piece sent while the next is built (the first dense layer's kernel is
   // the pass's last gradient, and often its largest). 0 (the default): whole. Building by
   // pieces costs compute (6% more for the MLP's first kernel at batch 1024), so it pays
-  // only where the network, not the cores, carries the bytes (docs/BENCHMARKS.md).
+  // only where the network, not the cores, carries the bytes
+  // (docs/BENCHMARKS.md#distributed-scaling).
   size_t piece_bytes = 0;
   CoordinationOptions coordination;
 };

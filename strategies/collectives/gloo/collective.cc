@@ -137,8 +137,8 @@ constexpr size_t kMessageBytes = 128 << 10;
 // The pairs run in Gloo's synchronous mode: the calling thread writes and reads the sockets
 // itself. Gloo's default hands every message to its event-loop thread and back, and with
 // its unbound-buffer collectives that cost about 2 ms per MiB between two processes on two
-// cores, against about 0.5 ms here (docs/BENCHMARKS.md). That mode reads a message only
-// when its receiver waits for it, into a buffer registered for its slot; so the ring
+// cores, against about 0.5 ms here (docs/BENCHMARKS.md#all-reduce). That mode reads a message
+// only when its receiver waits for it, into a buffer registered for its slot; so the ring
 // receives into one inbox, registered once on the pair to its left neighbour, and sends
 // straight from the caller's memory.
 class GlooCollective : public ProcessCollective {
