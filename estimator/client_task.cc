@@ -44,28 +44,35 @@ std::vector<nn::Variable*> trained_by(const nn::VariableStore& store, const Trai
 // Creates the model's variables on the ps tasks (the values of `variables`' creator) and
 // their optimizer state, by calling model_fn once on a batch of the training input, as a
 // chief's first step would, without applying anything.
-void create_on_ps(const Estimator& estimator, const TrainSpec& train_spec,
-                  const Strategy& strategy, DistributedVariables& variables) {
+void create_on_ps(const Estimator& estimator, const TrainSpec& train_spec, const Strategy& strategy,
+                  DistributedVariables& variables) {
   io::InputContext context;
   context.num_input_pipelines = strategy.num_workers();
   context.num_replicas_in_sync = strategy.num_replicas_in_sync();
   io::Iterator input = train_spec.input_fn(context).make_iterator();
   std::optional<io::Element> batch = input.next();
   if (!batch) {
-    throw InvalidArgumentError("the training input is empty: the client builds the model "
-                               "from its first batch");
+    throw InvalidArgumentError(
+        "the training input is empty: the client builds the model "
+        "from its first batch");
   }
   nn::VariableStoreScope store_scope(variables.primary());
   Generator generator(estimator.seed(), 0);
   GeneratorScope generator_scope(generator);
-  EstimatorSpec spec = estimator.model_fn()(batch->features, batch->labels, ModeKeys::kTrain,
-                                            estimator.params());
+  EstimatorSpec spec =
+      estimator.model_fn()(batch->features, batch->labels, ModeKeys::kTrain, estimator.params());
   spec.validate(ModeKeys::kTrain);
   static_cast<ps::PsVariables&>(variables).send_optimizer_state(
       *spec.train_op.optimizer, trained_by(variables.primary(), spec.train_op));
 }
 
 int64_t global_step_of(ps::PsClient& ps0) { return ps0.units(ps::UnitsRequest()).global_step(); }
+
+// The part of a planned stop's grace period the units running get to finish in; the rest is
+// the checkpoint's.
+double drain_seconds(const RunConfig& config, const StopNotice& notice) {
+  return std::max(0.5, config.planned_stop.grace_secs / 2 - notice.seconds_since_notice());
+}
 
 // The client's run: what it saves, and when.
 class ClientRun {
@@ -87,10 +94,11 @@ class ClientRun {
 
   // Saves a checkpoint when one is due at `step`, and logs the progress.
   void tick(int64_t step) {
-    bool due = config_.save_checkpoints_steps
-                   ? step / *config_.save_checkpoints_steps > saved_step_ / *config_.save_checkpoints_steps
-                   : std::chrono::duration<double>(Clock::now() - last_save_).count() >=
-                         config_.checkpoint_secs();
+    bool due =
+        config_.save_checkpoints_steps
+            ? step / *config_.save_checkpoints_steps > saved_step_ / *config_.save_checkpoints_steps
+            : std::chrono::duration<double>(Clock::now() - last_save_).count() >=
+                  config_.checkpoint_secs();
     if (due && step > saved_step_) save(step);
     if (step / config_.log_step_count_steps > logged_step_ / config_.log_step_count_steps) {
       double seconds = std::chrono::duration<double>(Clock::now() - last_log_).count();
@@ -132,6 +140,39 @@ class ClientRun {
 
   int64_t saved_step() const { return saved_step_; }
 
+  // Dispatches the steps from `start_step` to `max_steps` in units, saving on the way, and
+  // returns the global step reached (max_steps). A planned stop ends it with
+  // PlannedStopError once the units running are done and the checkpoint is durable.
+  int64_t train(UnitDispatcher& dispatcher, ps::PsClient& ps0, StopNotice& notice,
+                int64_t start_step, int64_t max_steps) {
+    if (notice.requested()) planned_stop(ps0, notice);
+    LOG(INFO) << "client: dispatching steps " << start_step << " to " << max_steps
+              << " in units of " << config_.steps_per_unit << " to " << strategy_->num_workers()
+              << " worker(s)";
+    DispatchReport report = dispatcher.run(1, max_steps - start_step, config_.steps_per_unit,
+                                           [&](const DispatchReport& so_far) {
+                                             progress_.units_complete = so_far.units;
+                                             progress_.lost = so_far.lost;
+                                             if (notice.requested()) {
+                                               stop_dispatching(dispatcher, ps0, notice);
+                                               return;
+                                             }
+                                             tick(global_step_of(ps0));
+                                           });
+    progress_.units_complete = report.units;
+    progress_.lost = report.lost;
+    if (report.stopped) planned_stop(ps0, notice);
+    int64_t step = landed_global_step(ps0, max_steps);
+    progress_.finished = true;
+    log_report(report, step);
+    if (saved_step_ != step) {
+      save(step);
+    } else {
+      write_client_progress(*config_.file_system(), estimator_.model_dir(), progress_);
+    }
+    return step;
+  }
+
   // A planned stop, once the dispatch has stopped and no unit is running: ps 0 refuses this
   // generation's units from here on (a unit abandoned while running cannot land a step
   // after the checkpoint), then the checkpoint of the step reached, durable, and the
@@ -157,6 +198,43 @@ class ClientRun {
   }
 
  private:
+  // A planned stop: no unit is dispatched from now on, and those running finish (their
+  // steps counted once on ps 0's ledger) or are abandoned; then the checkpoint of the step
+  // reached.
+  void stop_dispatching(UnitDispatcher& dispatcher, ps::PsClient& ps0, StopNotice& notice) {
+    double drain = drain_seconds(config_, notice);
+    LOG(WARNING) << notice.reason() << ": a planned stop at global step " << global_step_of(ps0)
+                 << ": no more units; the units running finish (within " << drain
+                 << " s), then a checkpoint of the step reached";
+    dispatcher.stop(drain);
+  }
+
+  // Every unit is complete on ps 0's ledger; its last step may still be landing on the
+  // global step (a unit run twice, by a worker that was thought lost).
+  static int64_t landed_global_step(ps::PsClient& ps0, int64_t max_steps) {
+    int64_t step = 0;
+    auto deadline = Clock::now() + std::chrono::seconds(60);
+    while ((step = global_step_of(ps0)) < max_steps && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (step != max_steps) {
+      throw InternalError(str_cat("every unit is complete but the global step is ", step,
+                                  ", not max_steps ", max_steps));
+    }
+    return step;
+  }
+
+  static void log_report(const DispatchReport& report, int64_t step) {
+    std::string by_worker;
+    for (const auto& [task, steps] : report.steps_by_worker) {
+      by_worker += str_cat(by_worker.empty() ? "" : ", ", task, " ", steps);
+    }
+    LOG(INFO) << "client: " << report.units << " units complete at global step " << step << "; "
+              << report.dispatches << " dispatches, " << report.lost
+              << " lost to workers that failed; steps applied in the units each completed: "
+              << by_worker;
+  }
+
   const Estimator& estimator_;
   const RunConfig& config_;
   std::shared_ptr<const Strategy> strategy_;
@@ -168,23 +246,13 @@ class ClientRun {
   Clock::time_point last_log_, last_save_;
 };
 
-// The part of a planned stop's grace period the units running get to finish in; the rest is
-// the checkpoint's.
-double drain_seconds(const RunConfig& config, const StopNotice& notice) {
-  return std::max(0.5, config.planned_stop.grace_secs / 2 - notice.seconds_since_notice());
-}
-
-}  // namespace
-
-TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_spec,
-                                  const EvalSpec& eval_spec) {
-  const RunConfig& config = estimator.config();
-  const ClusterConfig& cluster = *config.cluster;
+// The parameter servers of the client's strategy; throws when it cannot drive the job.
+const ps::ParameterServers& client_servers(const RunConfig& config, const TrainSpec& train_spec) {
   if (!train_spec.max_steps) {
     throw InvalidArgumentError(
         "a client needs TrainSpec.max_steps: its schedule is the steps up to it");
   }
-  std::shared_ptr<const Strategy> strategy = config.train_distribute;
+  const Strategy* strategy = config.train_distribute.get();
   const ps::ParameterServers* servers =
       strategy ? strategy->extended().parameter_servers() : nullptr;
   if (!servers) {
@@ -192,36 +260,69 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
         "a client with ps tasks drives ParameterServerStrategy: set train_distribute = "
         "ParameterServerStrategy::create(*config.cluster)");
   }
-  const int64_t max_steps = *train_spec.max_steps;
-  // Installed first: a notice while the client starts stops it before it dispatches.
-  StopNotice notice(config.planned_stop);
-  std::shared_ptr<Env> file_system = config.file_system();
-  Env& env = *file_system;
-  const std::string& model_dir = estimator.model_dir();
-  checkpoint::CheckpointManagerOptions manager_options;
-  manager_options.keep_checkpoint_max = config.keep_checkpoint_max;
-  manager_options.keep_checkpoint_every_n_hours = config.keep_checkpoint_every_n_hours;
-  manager_options.durable_every_secs = config.checkpoint_durable_secs;
-  manager_options.env = config.file_system();
-  checkpoint::CheckpointManager manager(model_dir, manager_options);
-  remove_finished_marker(env, model_dir);
-  std::optional<ClientProgress> previous = read_client_progress(env, model_dir);
+  return *servers;
+}
 
-  // A generation above every earlier client's: from here on ps 0 refuses the steps of units
-  // they dispatched, so none lands after the restore below.
-  servers->wait_until_ready();
-  ps::PsClient& ps0 = *servers->clients()[0];
+// A generation above every earlier client's: from here on ps 0 refuses the steps of units
+// they dispatched, so none lands after the client restores the checkpoint.
+int64_t begin_generation(const ps::ParameterServers& servers,
+                         const std::optional<ClientProgress>& previous) {
+  servers.wait_until_ready();
+  ps::PsClient& ps0 = *servers.clients()[0];
   ps::UnitsRequest begin;
   begin.set_begin(true);
   begin.set_generation(
       std::max(previous ? previous->generation : 0, ps0.units(ps::UnitsRequest()).generation()) +
       1);
   ps0.units(begin);
-  const int64_t generation = begin.generation();
+  return begin.generation();
+}
+
+// The variables on the ps tasks, at `resume`'s values (or initialised), with their optimizer
+// state.
+std::unique_ptr<DistributedVariables> client_variables(
+    const Estimator& estimator, const TrainSpec& train_spec, const Strategy& strategy,
+    std::shared_ptr<const checkpoint::CheckpointReader> resume) {
+  nn::VariableCreator creator =
+      resume ? checkpoint::restoring_creator(resume, checkpoint::same_names(), /*verify=*/false)
+             : nn::default_variable_creator;
+  std::unique_ptr<DistributedVariables> variables =
+      strategy.extended().create_variables(estimator.seed(), creator);
+  create_on_ps(estimator, train_spec, strategy, *variables);
+  return variables;
+}
+
+checkpoint::CheckpointManagerOptions client_manager_options(const RunConfig& config) {
+  checkpoint::CheckpointManagerOptions options;
+  options.keep_checkpoint_max = config.keep_checkpoint_max;
+  options.keep_checkpoint_every_n_hours = config.keep_checkpoint_every_n_hours;
+  options.durable_every_secs = config.checkpoint_durable_secs;
+  options.env = config.file_system();
+  return options;
+}
+
+}  // namespace
+
+TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_spec,
+                                  const EvalSpec& eval_spec) {
+  const RunConfig& config = estimator.config();
+  const ps::ParameterServers& servers = client_servers(config, train_spec);
+  std::shared_ptr<const Strategy> strategy = config.train_distribute;
+  const int64_t max_steps = *train_spec.max_steps;
+  // Installed first: a notice while the client starts stops it before it dispatches.
+  StopNotice notice(config.planned_stop);
+  std::shared_ptr<Env> file_system = config.file_system();
+  Env& env = *file_system;
+  const std::string& model_dir = estimator.model_dir();
+  checkpoint::CheckpointManager manager(model_dir, client_manager_options(config));
+  remove_finished_marker(env, model_dir);
+  std::optional<ClientProgress> previous = read_client_progress(env, model_dir);
+  const int64_t generation = begin_generation(servers, previous);
+  ps::PsClient& ps0 = *servers.clients()[0];
 
   std::shared_ptr<const checkpoint::CheckpointReader> resume =
       checkpoint::open_latest_intact(model_dir, &env);
-  int64_t start_step = resume ? resume->global_step() : 0;
+  const int64_t start_step = resume ? resume->global_step() : 0;
   if (resume) {
     LOG(INFO) << "client (generation " << generation << "): resuming from " << resume->path()
               << " at step " << start_step
@@ -231,12 +332,8 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
                            : std::string());
   }
   strategy->extended().broadcast_from_chief(start_step);  // ps 0's global step
-  nn::VariableCreator creator =
-      resume ? checkpoint::restoring_creator(resume, checkpoint::same_names(), /*verify=*/false)
-             : nn::default_variable_creator;
   std::unique_ptr<DistributedVariables> variables =
-      strategy->extended().create_variables(estimator.seed(), creator);
-  create_on_ps(estimator, train_spec, *strategy, *variables);
+      client_variables(estimator, train_spec, *strategy, resume);
 
   ClientProgress progress;
   progress.generation = generation;
@@ -248,73 +345,19 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   ClientRun run(estimator, strategy, *variables, manager, progress, evaluation, start_step);
   DispatchOptions dispatch;
   dispatch.all_lost_timeout_seconds = config.client_all_workers_lost_secs;
-  UnitDispatcher dispatcher(cluster, ps0, generation, dispatch);
+  UnitDispatcher dispatcher(*config.cluster, ps0, generation, dispatch);
   int64_t step = start_step;
-  std::string final_path;
+  std::string final_path = resume ? resume->path() : std::string();
   if (start_step < max_steps) {
-    if (notice.requested()) run.planned_stop(ps0, notice);
-    LOG(INFO) << "client: dispatching steps " << start_step << " to " << max_steps << " in units of "
-              << config.steps_per_unit << " to " << strategy->num_workers() << " worker(s)";
-    DispatchReport report = dispatcher.run(
-        1, max_steps - start_step, config.steps_per_unit, [&](const DispatchReport& so_far) {
-          progress.units_complete = so_far.units;
-          progress.lost = so_far.lost;
-          if (notice.requested()) {
-            // A planned stop: no unit is dispatched from now on, and those running finish
-            // (their steps counted once on ps 0's ledger) or are abandoned; then the
-            // checkpoint of the step reached.
-            double drain = drain_seconds(config, notice);
-            LOG(WARNING) << notice.reason() << ": a planned stop at global step "
-                         << global_step_of(ps0) << ": no more units; the units running finish "
-                         << "(within " << drain << " s), then a checkpoint of the step reached";
-            dispatcher.stop(drain);
-            return;
-          }
-          run.tick(global_step_of(ps0));
-        });
-    if (report.stopped) {
-      progress.units_complete = report.units;
-      progress.lost = report.lost;
-      run.planned_stop(ps0, notice);
-    }
-    // Every unit is complete on ps 0's ledger; its last step may still be landing on the
-    // global step (a unit run twice, by a worker that was thought lost).
-    auto deadline = Clock::now() + std::chrono::seconds(60);
-    while ((step = global_step_of(ps0)) < max_steps && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (step != max_steps) {
-      throw InternalError(str_cat("every unit is complete but the global step is ", step,
-                                  ", not max_steps ", max_steps));
-    }
-    progress.units_complete = report.units;
-    progress.lost = report.lost;
-    progress.finished = true;
-    std::string by_worker;
-    for (const auto& [task, steps] : report.steps_by_worker) {
-      by_worker += str_cat(by_worker.empty() ? "" : ", ", task, " ", steps);
-    }
-    LOG(INFO) << "client: " << report.units << " units complete at global step " << step << "; "
-              << report.dispatches << " dispatches, " << report.lost
-              << " lost to workers that failed; steps applied in the units each completed: "
-              << by_worker;
-    if (run.saved_step() != step) {
-      run.save(step);
-    } else {
-      write_client_progress(env, model_dir, progress);
-    }
+    step = run.train(dispatcher, ps0, notice, start_step, max_steps);
     final_path = *estimator.latest_checkpoint();
   } else {
     LOG(INFO) << "global step " << start_step << " has already reached max_steps " << max_steps;
-    step = start_step;
-    final_path = resume ? resume->path() : std::string();
   }
   manager.close();
   write_finished_marker(env, model_dir, {step, max_steps});
   dispatcher.finish_workers();
-
-  TrainAndEvaluateResult result = evaluation.finish(step, final_path);
-  return result;
+  return evaluation.finish(step, final_path);
 }
 
 }  // namespace cadre::estimator_internal

@@ -64,105 +64,153 @@ EvalArgs eval_args_of(const EvalSpec& eval_spec) {
   return args;
 }
 
-TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& train_spec,
-                                     const EvalSpec& eval_spec) {
-  const std::string& model_dir = estimator.model_dir();
-  if (model_dir.empty()) throw InvalidArgumentError("evaluator: RunConfig.model_dir is empty");
-  std::shared_ptr<Env> env = estimator.config().file_system();
-  TrainAndEvaluateResult result;
-  EvalArgs args = eval_args_of(eval_spec);
-  std::string eval_dir = join_path(model_dir, eval_dir_name(eval_spec.name));
-  // The durable cursor: the steps this evaluator (or an earlier run of it) recorded.
-  auto history = read_eval_history(eval_dir, "loss");
-  int64_t cursor = history.empty() ? -1 : history.back().first;
-  if (cursor >= 0)
-    LOG(INFO) << "evaluator: resuming after step " << cursor << " (" << eval_dir << ")";
-  auto final_step = [&] {
-    return final_step_of(read_finished_marker(*env, model_dir), train_spec.max_steps);
-  };
-  // The lease comes first: retention keeps what this evaluator will want from now on, also
-  // while it waits out the start delay.
-  checkpoint::WatcherOptions options;
-  options.after_step = cursor;
-  options.protect_unseen = eval_spec.evaluator_policy == EvaluatorPolicy::kAll;
-  options.env = env;
-  checkpoint::CheckpointWatcher watcher(model_dir, options);
-  // A planned stop ends the evaluator wherever it is; the watcher releases its lease on the
-  // way out, and the durable cursor tells the restarted one where to go on.
-  StopNotice notice(estimator.config().planned_stop);
-  auto stop_if_asked = [&] {
-    if (!notice.requested()) return;
-    throw_planned_stop(str_cat("evaluator: a planned stop (", notice.reason(), ") after step ",
-                               watcher.last_step(), "; a restarted evaluator goes on from there"),
-                       -1);
-  };
-  Clock::time_point start = Clock::now() + seconds(eval_spec.start_delay_secs);
-  while (Clock::now() < start && !final_step()) {
-    stop_if_asked();
-    std::this_thread::sleep_for(std::min(Clock::duration(std::chrono::seconds(1)),
-                                         start - Clock::now()));
-  }
-  Clock::time_point next_eval = Clock::now();
-  Clock::time_point last_wait_log = Clock::now();
-  while (true) {
-    stop_if_asked();
-    std::optional<int64_t> finished = final_step();
-    if (finished && watcher.last_step() >= *finished) break;
-    std::unique_ptr<checkpoint::CheckpointReader> reader = watcher.next(/*timeout_seconds=*/1);
-    if (!reader) {
-      if (Clock::now() - last_wait_log > std::chrono::seconds(30)) {
-        LOG(INFO) << "evaluator: waiting for a checkpoint after step " << watcher.last_step()
-                  << " in " << model_dir;
-        last_wait_log = Clock::now();
-      }
-      continue;
-    }
-    int64_t step = reader->global_step();
-    finished = final_step();
-    if (!wanted(eval_spec, *env, model_dir, step, finished)) {
-      LOG(INFO) << "evaluator: skipping step " << step << " per its policy";
-      continue;
-    }
-    // The throttle paces evaluations while training runs; after it, the backlog is
-    // evaluated at once.
-    while (Clock::now() < next_eval && !(finished = final_step())) {
+namespace {
+
+// The evaluator's run: a lease on model_dir's checkpoints, each wanted one evaluated (paced
+// by the throttle) and exported, until the final step is evaluated.
+class EvaluatorRun {
+ public:
+  EvaluatorRun(Estimator& estimator, const TrainSpec& train_spec, const EvalSpec& eval_spec)
+      : estimator_(estimator),
+        train_spec_(train_spec),
+        eval_spec_(eval_spec),
+        env_(estimator.config().file_system()),
+        model_dir_(estimator.model_dir()),
+        eval_dir_(join_path(model_dir_, eval_dir_name(eval_spec.name))),
+        args_(eval_args_of(eval_spec)),
+        // The lease comes first: retention keeps what this evaluator will want from now on,
+        // also while it waits out the start delay.
+        watcher_(model_dir_, watcher_options(eval_spec, recorded_step(eval_dir_), env_)),
+        // A planned stop ends the evaluator wherever it is; the watcher releases its lease
+        // on the way out, and the durable cursor tells the restarted one where to go on.
+        notice_(estimator.config().planned_stop) {}
+
+  TrainAndEvaluateResult run() {
+    sleep_until(Clock::now() + seconds(eval_spec_.start_delay_secs));
+    Clock::time_point last_wait_log = Clock::now();
+    while (true) {
       stop_if_asked();
-      std::this_thread::sleep_for(std::min(Clock::duration(std::chrono::seconds(1)),
-                                           next_eval - Clock::now()));
+      std::optional<int64_t> finished = final_step();
+      if (finished && watcher_.last_step() >= *finished) break;
+      std::unique_ptr<checkpoint::CheckpointReader> reader = watcher_.next(/*timeout_seconds=*/1);
+      if (!reader) {
+        if (Clock::now() - last_wait_log > std::chrono::seconds(30)) {
+          LOG(INFO) << "evaluator: waiting for a checkpoint after step " << watcher_.last_step()
+                    << " in " << model_dir_;
+          last_wait_log = Clock::now();
+        }
+        continue;
+      }
+      if (!wanted(eval_spec_, *env_, model_dir_, reader->global_step(), final_step())) {
+        LOG(INFO) << "evaluator: skipping step " << reader->global_step() << " per its policy";
+        continue;
+      }
+      // The throttle paces evaluations while training runs; after it, the backlog is
+      // evaluated at once.
+      sleep_until(next_eval_);
+      evaluate(*reader);
     }
-    args.checkpoint_path = reader->path();
-    LOG(INFO) << "evaluator: evaluating " << reader->path();
+    if (result_.final_eval.empty()) report_recorded();
+    LOG(INFO) << "evaluator: training finished at step " << final_step().value_or(-1)
+              << " and its last checkpoint is evaluated; exiting";
+    return result_;
+  }
+
+ private:
+  // The durable cursor: the last step this evaluator (or an earlier run of it) recorded.
+  static int64_t recorded_step(const std::string& eval_dir) {
+    auto history = read_eval_history(eval_dir, "loss");
+    int64_t cursor = history.empty() ? -1 : history.back().first;
+    if (cursor >= 0) {
+      LOG(INFO) << "evaluator: resuming after step " << cursor << " (" << eval_dir << ")";
+    }
+    return cursor;
+  }
+
+  static checkpoint::WatcherOptions watcher_options(const EvalSpec& eval_spec, int64_t cursor,
+                                                    std::shared_ptr<Env> env) {
+    checkpoint::WatcherOptions options;
+    options.after_step = cursor;
+    options.protect_unseen = eval_spec.evaluator_policy == EvaluatorPolicy::kAll;
+    options.env = std::move(env);
+    return options;
+  }
+
+  std::optional<int64_t> final_step() const {
+    return final_step_of(read_finished_marker(*env_, model_dir_), train_spec_.max_steps);
+  }
+
+  void stop_if_asked() {
+    if (!notice_.requested()) return;
+    throw_planned_stop(str_cat("evaluator: a planned stop (", notice_.reason(), ") after step ",
+                               watcher_.last_step(), "; a restarted evaluator goes on from there"),
+                       -1);
+  }
+
+  // Sleeps until `until`, or until training has finished, heeding a planned stop.
+  void sleep_until(Clock::time_point until) {
+    while (Clock::now() < until && !final_step()) {
+      stop_if_asked();
+      std::this_thread::sleep_for(
+          std::min(Clock::duration(std::chrono::seconds(1)), until - Clock::now()));
+    }
+  }
+
+  // Evaluates and exports the checkpoint; one that is missing or damaged is skipped.
+  void evaluate(const checkpoint::CheckpointReader& reader) {
+    args_.checkpoint_path = reader.path();
+    LOG(INFO) << "evaluator: evaluating " << reader.path();
     EvalResult eval;
     try {
-      eval = estimator.evaluate(eval_spec.input_fn, args);
+      eval = estimator_.evaluate(eval_spec_.input_fn, args_);
     } catch (const Error& error) {
-      if (!checkpoint_at_fault(error, *env, *reader)) throw;
-      LOG(ERROR) << "evaluator: skipping " << reader->path()
+      if (!checkpoint_at_fault(error, *env_, reader)) throw;
+      LOG(ERROR) << "evaluator: skipping " << reader.path()
                  << ", which is missing or damaged: " << error.what();
-      continue;
+      return;
     }
-    next_eval = Clock::now() + seconds(eval_spec.throttle_secs);
-    bool is_final = finished && step >= *finished;
-    for (const auto& exporter : eval_spec.exporters) {
-      std::string dir = exporter->export_model(estimator, reader->path(), eval, is_final);
-      if (!dir.empty()) result.exports.push_back(dir);
+    next_eval_ = Clock::now() + seconds(eval_spec_.throttle_secs);
+    std::optional<int64_t> finished = final_step();
+    bool is_final = finished && reader.global_step() >= *finished;
+    for (const auto& exporter : eval_spec_.exporters) {
+      std::string dir = exporter->export_model(estimator_, reader.path(), eval, is_final);
+      if (!dir.empty()) result_.exports.push_back(dir);
     }
-    result.final_eval = std::move(eval);
+    result_.final_eval = std::move(eval);
   }
-  if (result.final_eval.empty()) {
-    // Restarted after the final evaluation: report the recorded one.
+
+  // Restarted after the final evaluation: the recorded one is the result.
+  void report_recorded() {
     for (const char* tag : {"loss", "accuracy"}) {
-      auto recorded = read_eval_history(eval_dir, tag);
+      auto recorded = read_eval_history(eval_dir_, tag);
       if (!recorded.empty()) {
-        result.final_eval.set(tag, recorded.back().second);
-        result.final_eval.set("global_step", static_cast<double>(recorded.back().first));
+        result_.final_eval.set(tag, recorded.back().second);
+        result_.final_eval.set("global_step", static_cast<double>(recorded.back().first));
       }
     }
   }
-  LOG(INFO) << "evaluator: training finished at step " << final_step().value_or(-1)
-            << " and its last checkpoint is evaluated; exiting";
-  return result;
-}
 
+  Estimator& estimator_;
+  const TrainSpec& train_spec_;
+  const EvalSpec& eval_spec_;
+  const std::shared_ptr<Env> env_;
+  const std::string model_dir_;
+  const std::string eval_dir_;
+  EvalArgs args_;
+  checkpoint::CheckpointWatcher watcher_;
+  StopNotice notice_;
+  Clock::time_point next_eval_ = Clock::now();
+  TrainAndEvaluateResult result_;
+};
+
+}  // namespace
+
+TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& train_spec,
+                                     const EvalSpec& eval_spec) {
+  if (estimator.model_dir().empty()) {
+    throw InvalidArgumentError("evaluator: RunConfig.model_dir is empty");
+  }
+  return EvaluatorRun(estimator, train_spec, eval_spec).run();
+}
 
 }  // namespace cadre::estimator_internal

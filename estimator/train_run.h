@@ -1,0 +1,111 @@
+// The Run a training loop's hooks see (estimator/training.cc): the replicas' variables and
+// generators, one step of model_fn on every replica, and the chief's checkpoints with every
+// worker's input position.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cadre/base/mutex.h"
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/variables.h"
+#include "cadre/estimator/estimator.h"
+#include "cadre/estimator/hooks.h"
+#include "cadre/io/summary_writer.h"
+#include "cadre/random/generator.h"
+#include "cadre/strategies/distributed_dataset.h"
+#include "cadre/strategies/strategy.h"
+#include "estimator/model_session.h"
+#include "estimator/worker_states.h"
+
+namespace cadre::estimator_internal {
+
+class TrainRun : public Run {
+ public:
+  // Creates the variables through the strategy: restored from `resume` (verified whole when
+  // it was chosen), else warm-started from `warm` under `warm_names`, else initialised.
+  // `manager` (the chief's, else null) saves the checkpoints; `open_writer` (null: no
+  // summaries) opens the event file when a hook first asks for it.
+  TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy, int64_t start_step,
+           std::shared_ptr<const checkpoint::CheckpointReader> resume,
+           std::shared_ptr<const checkpoint::CheckpointReader> warm,
+           checkpoint::CheckpointSourceFn warm_names, checkpoint::CheckpointManager* manager,
+           std::optional<int64_t> max_steps, std::function<io::SummaryWriter*()> open_writer);
+
+  ModeKeys mode() const override { return ModeKeys::kTrain; }
+  const RunConfig& config() const override { return estimator_.config(); }
+  int64_t global_step() const override { return global_step_; }
+  std::optional<int64_t> max_steps() const override { return max_steps_; }
+  nn::VariableStore& store() override { return variables_->primary(); }
+  // Opened when first asked for (the hooks ask after a step), so that a run refused at its
+  // start (input that cannot be read, a batch too large) leaves no event file behind.
+  io::SummaryWriter* summary_writer() override;
+  void flush_summaries() {
+    if (writer_) writer_->flush();
+  }
+  Generator& generator() { return generators_[0]; }
+
+  std::string save_checkpoint() override;
+  void wait_for_checkpoints() override {
+    if (manager_) manager_->wait();
+  }
+  void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
+  void announce_checkpoint() override;
+  // After every step: the step signals any worker that steps with this one raised (this
+  // worker's own, where none does). When the chief announced a checkpoint of this step, or
+  // a worker a planned stop after it, every worker hands the chief its input position and
+  // random streams.
+  unsigned take_step_signals();
+
+  bool planned_stop() const override { return planned_stop_; }
+  void begin_planned_stop() { planned_stop_ = true; }
+
+  // One step on the replicas' inputs; returns its result (replica 0's spec stays alive in
+  // *spec). The loss reported is the replicas' losses averaged by batch size, as the loss of
+  // the global batch.
+  StepResult step(const PerReplica<io::Element>& inputs, EstimatorSpec* spec);
+
+ private:
+  // This worker's input position and its replicas' generators.
+  WorkerState own_state();
+  // variables_to_train, chosen again only when the store's trainable variables change (the
+  // regular expression is not matched against every name at every step). Replicas call it
+  // concurrently.
+  std::vector<nn::Variable*> chosen_variables(const nn::VariableStore& store, const TrainOp& op);
+  // model_fn's training step on one replica.
+  ReplicaOutput replica_step(ReplicaContext& ctx, const io::Element& batch);
+  // Each scalar summary of replica 0's spec becomes the replicas' average by batch size.
+  static void average_summaries(PerReplica<ReplicaOutput>& steps, int64_t global_batch,
+                                EstimatorSpec* spec);
+
+  const Estimator& estimator_;
+  std::shared_ptr<const Strategy> strategy_;
+  checkpoint::CheckpointManager* manager_;
+  std::optional<int64_t> max_steps_;
+  int64_t global_step_;
+  std::vector<Generator> generators_;
+  std::unique_ptr<DistributedVariables> variables_;
+  std::function<io::SummaryWriter*()> open_writer_;  // null: this run writes no summaries
+  io::SummaryWriter* writer_ = nullptr;              // the Estimator's, once opened
+  DistributedIterator* iterator_ = nullptr;
+  std::vector<WorkerState> gathered_;  // the other workers', on the chief
+  int64_t gathered_step_ = -1;
+  bool planned_stop_ = false;
+  std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves
+  struct Chosen {
+    size_t trainable = 0;
+    std::vector<nn::Variable*> variables;
+  };
+  Mutex chosen_mutex_;
+  std::map<std::pair<const nn::VariableStore*, std::string>, Chosen> chosen_
+      CADRE_GUARDED_BY(chosen_mutex_);
+};
+
+}  // namespace cadre::estimator_internal
