@@ -266,14 +266,6 @@ void AttributeWriter::write_int64(hid_t object, const std::string& name, int64_t
   create(object, name, H5T_STD_I64LE, &value);
 }
 
-void AttributeWriter::write_uint32(hid_t object, const std::string& name, uint32_t value) {
-  create(object, name, H5T_STD_U32LE, &value);
-}
-
-void AttributeWriter::write_double(hid_t object, const std::string& name, double value) {
-  create(object, name, H5T_IEEE_F64LE, &value);
-}
-
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name,
                                                  const std::string& context) {
   Handle attribute = open_attribute(object, name, context);

@@ -78,8 +78,6 @@ class AttributeWriter {
   AttributeWriter();
   void write_string(hid_t object, const std::string& name, const std::string& value);
   void write_int64(hid_t object, const std::string& name, int64_t value);
-  void write_uint32(hid_t object, const std::string& name, uint32_t value);
-  void write_double(hid_t object, const std::string& name, double value);
   // Creates scalar attribute `name` of HDF5 type `type` holding `value`, and returns it
   // open (to be overwritten later with H5Awrite).
   Handle create(hid_t object, const std::string& name, hid_t type, const void* value);
