@@ -92,95 +92,101 @@ class BatchNode : public UnaryNode<BatchNode> {
     return join_elements(elements, pad_, padding_value_, rows);
   }
 
-  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
-    class It : public IteratorNode {
-     public:
-      It(const BatchNode& n, const IteratorContext& c)
-          : IteratorNode(n.pad_ ? "padded_batch" : "batch"),
-            node_(n),
-            input_(n.input()->make_iterator(c)) {}
-      std::optional<Element> next() override {
-        if (!node_.pad_ && input_->yields_rows()) {
-          return next_of_rows();
-        }
-        elements_.clear();  // keeps its capacity from batch to batch
-        while (static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
-          auto e = input_->next();
-          if (!e) break;
-          if (elements_.empty()) check_fits(*e);
-          elements_.push_back(std::move(*e));
-        }
-        if (elements_.empty()) return std::nullopt;
-        if (node_.drop_remainder_ && static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
-          elements_.clear();
-          return std::nullopt;
-        }
-        Element out = join_elements(elements_, node_.pad_, node_.padding_value_, rows_);
-        elements_.clear();
-        return out;
-      }
-      bool skip() override {
-        if (node_.pad_ || !input_->yields_rows()) return IteratorNode::skip();
-        return pick_rows();
-      }
-      void save_state(StateWriter& w) override { input_->save(w.child("input")); }
-      void restore_state(const StateReader& r) override { input_->restore(r.child("input")); }
-
-     private:
-      // Rows of an in-memory source gathered straight into the batch: the same batch as
-      // joining the elements, without making them.
-      std::optional<Element> next_of_rows() {
-        if (!pick_rows()) return std::nullopt;
-        return node_.input()->fetch_rows(rows_of_batch_);
-      }
-
-      // The next batch's rows into rows_of_batch_; false when there is no batch.
-      bool pick_rows() {
-        rows_of_batch_.clear();
-        while (static_cast<int64_t>(rows_of_batch_.size()) < node_.batch_size_) {
-          std::optional<int64_t> row = input_->next_row();
-          if (!row) break;
-          if (rows_of_batch_.empty() && !fits_checked_) {
-            check_fits(node_.input()->fetch({&*row, 1}));
-            fits_checked_ = true;
-          }
-          rows_of_batch_.push_back(*row);
-        }
-        if (rows_of_batch_.empty()) return false;
-        return !node_.drop_remainder_ ||
-               static_cast<int64_t>(rows_of_batch_.size()) == node_.batch_size_;
-      }
-
-      // A batch the size of the first element times batch_size must fit in memory twice
-      // (the elements and the stacked batch): refused before it is gathered, since it
-      // would grow the process until the kernel killed it.
-      void check_fits(const Element& first) const {
-        double bytes = first.labels.defined() ? static_cast<double>(first.labels.nbytes()) : 0;
-        for (const auto& [name, tensor] : first.features) bytes += tensor.nbytes();
-        double needed = 2 * bytes * static_cast<double>(node_.batch_size_);
-        if (needed > static_cast<double>(memory_limit_bytes())) {
-          throw ResourceExhaustedError(str_cat(
-              "batch: ", node_.batch_size_, " elements of ", human_bytes(bytes), " need ",
-              human_bytes(needed), " to batch; this process may use ",
-              human_bytes(memory_limit_bytes()), " at most: choose a smaller batch size"));
-        }
-      }
-
-      const BatchNode& node_;
-      std::unique_ptr<IteratorNode> input_;
-      std::vector<Element> elements_;
-      std::vector<int64_t> rows_of_batch_;
-      bool fits_checked_ = false;
-      std::vector<const Tensor*> rows_;
-    };
-    return std::make_unique<It>(*this, context);
-  }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override;
 
  private:
+  friend class BatchIterator;
   int64_t batch_size_;
   bool drop_remainder_, pad_;
   double padding_value_;
 };
+
+// batch and padded_batch: elements (or, from an in-memory source, rows) gathered batch_size
+// at a time and joined.
+class BatchIterator : public IteratorNode {
+ public:
+  BatchIterator(const BatchNode& n, const IteratorContext& c)
+      : IteratorNode(n.pad_ ? "padded_batch" : "batch"),
+        node_(n),
+        input_(n.input()->make_iterator(c)) {}
+  std::optional<Element> next() override {
+    if (!node_.pad_ && input_->yields_rows()) {
+      return next_of_rows();
+    }
+    elements_.clear();  // keeps its capacity from batch to batch
+    while (static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
+      auto e = input_->next();
+      if (!e) break;
+      if (elements_.empty()) check_fits(*e);
+      elements_.push_back(std::move(*e));
+    }
+    if (elements_.empty()) return std::nullopt;
+    if (node_.drop_remainder_ && static_cast<int64_t>(elements_.size()) < node_.batch_size_) {
+      elements_.clear();
+      return std::nullopt;
+    }
+    Element out = join_elements(elements_, node_.pad_, node_.padding_value_, rows_);
+    elements_.clear();
+    return out;
+  }
+  bool skip() override {
+    if (node_.pad_ || !input_->yields_rows()) return IteratorNode::skip();
+    return pick_rows();
+  }
+  void save_state(StateWriter& w) override { input_->save(w.child("input")); }
+  void restore_state(const StateReader& r) override { input_->restore(r.child("input")); }
+
+ private:
+  // Rows of an in-memory source gathered straight into the batch: the same batch as
+  // joining the elements, without making them.
+  std::optional<Element> next_of_rows() {
+    if (!pick_rows()) return std::nullopt;
+    return node_.input()->fetch_rows(rows_of_batch_);
+  }
+
+  // The next batch's rows into rows_of_batch_; false when there is no batch.
+  bool pick_rows() {
+    rows_of_batch_.clear();
+    while (static_cast<int64_t>(rows_of_batch_.size()) < node_.batch_size_) {
+      std::optional<int64_t> row = input_->next_row();
+      if (!row) break;
+      if (rows_of_batch_.empty() && !fits_checked_) {
+        check_fits(node_.input()->fetch({&*row, 1}));
+        fits_checked_ = true;
+      }
+      rows_of_batch_.push_back(*row);
+    }
+    if (rows_of_batch_.empty()) return false;
+    return !node_.drop_remainder_ ||
+           static_cast<int64_t>(rows_of_batch_.size()) == node_.batch_size_;
+  }
+
+  // A batch the size of the first element times batch_size must fit in memory twice
+  // (the elements and the stacked batch): refused before it is gathered, since it
+  // would grow the process until the kernel killed it.
+  void check_fits(const Element& first) const {
+    double bytes = first.labels.defined() ? static_cast<double>(first.labels.nbytes()) : 0;
+    for (const auto& [name, tensor] : first.features) bytes += tensor.nbytes();
+    double needed = 2 * bytes * static_cast<double>(node_.batch_size_);
+    if (needed > static_cast<double>(memory_limit_bytes())) {
+      throw ResourceExhaustedError(
+          str_cat("batch: ", node_.batch_size_, " elements of ", human_bytes(bytes), " need ",
+                  human_bytes(needed), " to batch; this process may use ",
+                  human_bytes(memory_limit_bytes()), " at most: choose a smaller batch size"));
+    }
+  }
+
+  const BatchNode& node_;
+  std::unique_ptr<IteratorNode> input_;
+  std::vector<Element> elements_;
+  std::vector<int64_t> rows_of_batch_;
+  bool fits_checked_ = false;
+  std::vector<const Tensor*> rows_;
+};
+
+std::unique_ptr<IteratorNode> BatchNode::make_iterator(const IteratorContext& context) const {
+  return std::make_unique<BatchIterator>(*this, context);
+}
 
 class UnbatchNode : public UnaryNode<UnbatchNode> {
  public:

@@ -80,7 +80,8 @@ class EpochHook : public Hook {
 
   void before_run(Run& run, RunContext&) override {
     if (callbacks_.empty()) return;
-    for (const auto& c : callbacks_) c->on_train_batch_begin(run.global_step() - epoch_start_, logs_);
+    for (const auto& c : callbacks_)
+      c->on_train_batch_begin(run.global_step() - epoch_start_, logs_);
   }
 
   void after_run(Run& run, const StepResult& result, RunContext& context) override {
@@ -111,15 +112,15 @@ class EpochHook : public Hook {
   Logs logs_;
 };
 
-History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::Dataset>& dataset,
-                const FitOptions& o) {
-  Model::State& s = *model.state();
+// Throws for a model or options fit cannot run with, then builds the model. As
+// train_and_evaluate: every task runs the same program, and a ps task serves the variables
+// here (never returning).
+void prepare_fit(Model::State& s, const std::optional<io::Dataset>& dataset, const FitOptions& o) {
   if (!s.compiled) {
     throw FailedPreconditionError(str_cat("fit: model '", s.name,
                                           "' is not compiled; call compile({.optimizer, .loss, "
                                           ".metrics}) before fit"));
   }
-  // As train_and_evaluate: every task runs the same program, and a ps task serves.
   if (s.config.task_type == "ps") serve_parameters(s.config);
   if (o.epochs < 0 || o.initial_epoch < 0) {
     throw InvalidArgumentError(str_cat("fit: epochs (", o.epochs, ") and initial_epoch (",
@@ -136,12 +137,23 @@ History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::D
   if (!dataset && !o.steps_per_epoch) {
     throw InvalidArgumentError("fit: an input_fn needs steps_per_epoch");
   }
+}
+
+// The last BackupAndRestore among the callbacks, or null.
+const BackupAndRestore* backup_of(const Callbacks& callbacks) {
   const BackupAndRestore* backup = nullptr;
-  for (const auto& c : o.callbacks) {
+  for (const auto& c : callbacks) {
     if (auto* b = dynamic_cast<const BackupAndRestore*>(c.get())) backup = b;
   }
+  return backup;
+}
+
+// The RunConfig fit trains with: the model's, with the backup's checkpoint frequency. The
+// backup's directory becomes the model's model_dir when it had none of its own (the
+// checkpoints must outlive the process).
+RunConfig fit_config(Model::State& s, const BackupAndRestore* backup) {
   if (backup && !s.explicit_model_dir) {
-    s.config.model_dir = backup->backup_dir();  // the checkpoints must outlive the process
+    s.config.model_dir = backup->backup_dir();
     s.explicit_model_dir = true;
   }
   RunConfig config = s.config;
@@ -149,105 +161,159 @@ History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::D
     config.save_checkpoints_steps = backup->options().save_freq_steps;
     config.save_checkpoints_secs.reset();
   }
-  const Strategy* strategy = config.train_distribute.get();
-  std::shared_ptr<Env> env = config.file_system();
+  return config;
+}
 
-  // Where this fit starts, as the chief sees it (or as its backup left it).
-  FitState state;
-  if (config.is_chief) {
+// One call of fit, once checked, in its phases: where it starts (the chief's view, shared
+// with every worker), then per epoch: train, validate, share the logs, record them.
+class FitRun {
+ public:
+  FitRun(Model& model, const FitOptions& o)
+      : model_(model),
+        s_(*model.state()),
+        o_(o),
+        backup_(backup_of(o.callbacks)),
+        config_(fit_config(s_, backup_)),
+        strategy_(config_.train_distribute.get()),
+        env_(config_.file_system()),
+        callbacks_(o.callbacks) {}
+
+  History run(const InputFn& input_fn, const std::optional<io::Dataset>& dataset) {
+    FitState chief_state;
+    if (config_.is_chief) chief_state = start_on_chief(dataset);
+    state_ = internal::decode_fit_state(
+        from_chief(strategy_, internal::encode_fit_state(chief_state)), "the chief's fit state");
+    if (state_.learning_rate != model_.learning_rate()) {
+      model_.set_learning_rate(state_.learning_rate);
+    }
+    InputFn train_input = input_fn;
+    if (dataset) train_input = per_replica_input(o_.steps_per_epoch ? *dataset : dataset->repeat());
+
+    Estimator estimator(model_.model_fn(), config_);
+    s_.weights_from_this_process = true;  // the checkpoints this fit writes are the model's own
+    history_ = state_.history;
+    for (const auto& c : callbacks_) c->set_model(&model_);
+    model_.stop_training = false;
+    for (const auto& c : callbacks_) c->on_train_begin(logs_);
+    int first_epoch = state_.initial_epoch + static_cast<int>(history_.epoch.size());
+    for (int epoch = first_epoch; epoch < o_.epochs && !model_.stop_training; ++epoch) {
+      run_epoch(estimator, train_input, epoch);
+    }
+    for (const auto& c : callbacks_) c->on_train_end(logs_);
+    if (backup_ && backup_->options().delete_checkpoint && config_.is_chief) {
+      internal::remove_fit_state(*env_, backup_->backup_dir());
+    }
+    return history_;
+  }
+
+ private:
+  // Where this fit starts, as the chief sees it: where its backup left it, else a new fit
+  // from model_dir's latest checkpoint (recorded in the backup).
+  FitState start_on_chief(const std::optional<io::Dataset>& dataset) {
     std::optional<FitState> saved;
-    if (backup) saved = internal::read_fit_state(*env, backup->backup_dir());
+    if (backup_) saved = internal::read_fit_state(*env_, backup_->backup_dir());
     if (saved) {
-      state = *saved;
-      LOG(INFO) << "BackupAndRestore: resuming the fit that started at step " << state.start_step
-                << " after " << state.history.epoch.size() << " epoch(s), from "
-                << config.model_dir;
-    } else {
-      std::string resumed;
-      state.start_step = latest_step(config.model_dir, &resumed);
-      if (state.start_step > 0 && !s.weights_from_this_process) {
-        // A fresh model picks up what an earlier program left in its model_dir, as the
-        // Estimator resumes: said loudly, since a Keras user expects initial weights.
-        LOG(WARNING) << "fit: model '" << s.name << "' resumes from " << resumed
-                     << " (global step " << state.start_step << "), the checkpoint already in "
-                     << "its model_dir " << config.model_dir
-                     << ", not from its initial weights; give compile a new model_dir to "
-                        "train from scratch";
-      }
-      state.initial_epoch = o.initial_epoch;
-      state.steps_per_epoch =
-          o.steps_per_epoch ? *o.steps_per_epoch : count_batches(*dataset);
-      state.learning_rate = model.learning_rate();
-      if (backup) internal::write_fit_state(*env, backup->backup_dir(), state);
+      LOG(INFO) << "BackupAndRestore: resuming the fit that started at step " << saved->start_step
+                << " after " << saved->history.epoch.size() << " epoch(s), from "
+                << config_.model_dir;
+      return *saved;
+    }
+    FitState state;
+    std::string resumed;
+    state.start_step = latest_step(config_.model_dir, &resumed);
+    if (state.start_step > 0 && !s_.weights_from_this_process) {
+      // A fresh model picks up what an earlier program left in its model_dir, as the
+      // Estimator resumes: said loudly, since a Keras user expects initial weights.
+      LOG(WARNING) << "fit: model '" << s_.name << "' resumes from " << resumed << " (global step "
+                   << state.start_step << "), the checkpoint already in "
+                   << "its model_dir " << config_.model_dir
+                   << ", not from its initial weights; give compile a new model_dir to "
+                      "train from scratch";
+    }
+    state.initial_epoch = o_.initial_epoch;
+    state.steps_per_epoch = o_.steps_per_epoch ? *o_.steps_per_epoch : count_batches(*dataset);
+    state.learning_rate = model_.learning_rate();
+    if (backup_) internal::write_fit_state(*env_, backup_->backup_dir(), state);
+    return state;
+  }
+
+  void run_epoch(Estimator& estimator, const InputFn& train_input, int epoch) {
+    for (const auto& c : callbacks_) c->on_epoch_begin(epoch, logs_);
+    const int64_t steps = state_.steps_per_epoch;
+    int64_t epoch_start = state_.start_step + (epoch - state_.initial_epoch) * steps;
+    internal::Progbar bar(o_.output, config_.is_chief ? o_.verbose : 0, steps);
+    bar.epoch_header(epoch, o_.epochs);
+    train(estimator, train_input, epoch, epoch_start, bar);
+    bool evaluates = config_.is_chief || (strategy_ && strategy_->num_workers_in_sync() > 1);
+    if (o_.validation_data && config_.is_chief) validate(estimator);
+    if (evaluates) {
+      logs_ = internal::decode_logs(from_chief(strategy_, internal::encode_logs(logs_)));
+    }
+    history_.epoch.push_back(epoch);
+    for (const auto& [name, value] : logs_) history_.history[name].push_back(value);
+    for (const auto& c : callbacks_) c->on_epoch_end(epoch, logs_);
+    bar.finish(steps, logs_);
+    if (strategy_ && strategy_->num_workers_in_sync() > 1) {
+      model_.stop_training = strategy_->extended().broadcast_from_chief(model_.stop_training) != 0;
+    }
+    if (backup_ && config_.is_chief) {
+      state_.history = history_;
+      state_.learning_rate = model_.learning_rate();
+      internal::write_fit_state(*env_, backup_->backup_dir(), state_);
     }
   }
-  state = internal::decode_fit_state(from_chief(strategy, internal::encode_fit_state(state)),
-                                     "the chief's fit state");
-  if (state.learning_rate != model.learning_rate()) model.set_learning_rate(state.learning_rate);
-  const int64_t steps = state.steps_per_epoch;
-  InputFn train_input = input_fn;
-  if (dataset) train_input = per_replica_input(o.steps_per_epoch ? *dataset : dataset->repeat());
 
-  Estimator estimator(model.model_fn(), config);
-  s.weights_from_this_process = true;  // the checkpoints this fit writes are the model's own
-  History history = state.history;
-  Callbacks callbacks = o.callbacks;
-  for (const auto& c : callbacks) c->set_model(&model);
-  model.stop_training = false;
-  int verbose = config.is_chief ? o.verbose : 0;
-  Logs logs;
-  for (const auto& c : callbacks) c->on_train_begin(logs);
-  int first_epoch = state.initial_epoch + static_cast<int>(history.epoch.size());
-  for (int epoch = first_epoch; epoch < o.epochs && !model.stop_training; ++epoch) {
-    for (const auto& c : callbacks) c->on_epoch_begin(epoch, logs);
-    int64_t epoch_start = state.start_step + (epoch - state.initial_epoch) * steps;
-    internal::Progbar bar(o.output, verbose, steps);
-    bar.epoch_header(epoch, o.epochs);
-    auto hook = std::make_shared<EpochHook>(model, callbacks, &bar, epoch_start);
+  // Trains the epoch's steps; its logs are the running means of its batches.
+  void train(Estimator& estimator, const InputFn& train_input, int epoch, int64_t epoch_start,
+             internal::Progbar& bar) {
+    const int64_t steps = state_.steps_per_epoch;
+    auto hook = std::make_shared<EpochHook>(model_, callbacks_, &bar, epoch_start);
     TrainArgs args;
     args.max_steps = epoch_start + steps;
     args.hooks = {hook};
     int64_t reached = estimator.train(train_input, args);
-    logs = hook->logs();
-    if (reached < epoch_start + steps && !model.stop_training) {
+    logs_ = hook->logs();
+    if (reached < epoch_start + steps && !model_.stop_training) {
       LOG(WARNING) << "fit: the input ran out of data at step " << reached << " of epoch "
                    << epoch + 1 << " (" << epoch_start + steps
                    << " expected); stopping. Repeat the Dataset or lower steps_per_epoch";
-      model.stop_training = true;
-    }
-    bool evaluates = config.is_chief || (strategy && strategy->num_workers_in_sync() > 1);
-    if (o.validation_data && config.is_chief) {
-      EvalArgs eval_args;
-      eval_args.steps = o.validation_steps;
-      EvalResult val = estimator.evaluate(per_replica_input(*o.validation_data), eval_args);
-      for (const auto& [name, value] : val) {
-        if (name != "global_step") logs["val_" + name] = value;
-      }
-    }
-    if (evaluates) logs = internal::decode_logs(from_chief(strategy, internal::encode_logs(logs)));
-    history.epoch.push_back(epoch);
-    for (const auto& [name, value] : logs) history.history[name].push_back(value);
-    for (const auto& c : callbacks) c->on_epoch_end(epoch, logs);
-    bar.finish(steps, logs);
-    if (strategy && strategy->num_workers_in_sync() > 1) {
-      model.stop_training = strategy->extended().broadcast_from_chief(model.stop_training) != 0;
-    }
-    if (backup && config.is_chief) {
-      state.history = history;
-      state.learning_rate = model.learning_rate();
-      internal::write_fit_state(*env, backup->backup_dir(), state);
+      model_.stop_training = true;
     }
   }
-  for (const auto& c : callbacks) c->on_train_end(logs);
-  if (backup && backup->options().delete_checkpoint && config.is_chief) {
-    internal::remove_fit_state(*env, backup->backup_dir());
+
+  // Adds the validation data's loss and metrics to the logs ("val_" + name).
+  void validate(Estimator& estimator) {
+    EvalArgs eval_args;
+    eval_args.steps = o_.validation_steps;
+    EvalResult val = estimator.evaluate(per_replica_input(*o_.validation_data), eval_args);
+    for (const auto& [name, value] : val) {
+      if (name != "global_step") logs_["val_" + name] = value;
+    }
   }
-  return history;
+
+  Model& model_;
+  Model::State& s_;
+  const FitOptions& o_;
+  const BackupAndRestore* backup_;
+  RunConfig config_;
+  const Strategy* strategy_;
+  std::shared_ptr<Env> env_;
+  Callbacks callbacks_;
+  FitState state_;
+  History history_;
+  Logs logs_;
+};
+
+History run_fit(Model& model, const InputFn& input_fn, const std::optional<io::Dataset>& dataset,
+                const FitOptions& o) {
+  prepare_fit(*model.state(), dataset, o);
+  FitRun fit(model, o);
+  return fit.run(input_fn, dataset);
 }
 
 // The checkpoint evaluate and predict read: "" (the latest of model_dir) when there is one,
-// else (a model never fitted) the initial weights, which Keras evaluates on a model it has just built. They are
-// the weights fit starts from: the layers' initializers seeded with the compiled
+// else (a model never fitted) the initial weights, which Keras evaluates on a model it has just
+// built. They are the weights fit starts from: the layers' initializers seeded with the compiled
 // tf_random_seed (the VariableStore seeds each variable by its name, as every Estimator call
 // does), made by calling the model on the first batch of `x`. They go to
 // model_dir/initial/model.ckpt-0.h5 (rewritten by each such call, published by a rename) and
@@ -277,7 +343,8 @@ std::string weights_checkpoint(const Model::State& s, const io::Dataset& x, cons
   std::filesystem::rename(temporary, path, error);
   if (error) {
     std::filesystem::remove(temporary);
-    throw UnavailableError(str_cat(what, ": cannot publish ", path.string(), ": ", error.message()));
+    throw UnavailableError(
+        str_cat(what, ": cannot publish ", path.string(), ": ", error.message()));
   }
   return path.string();
 }
@@ -295,8 +362,8 @@ History Model::fit(const InputFn& input_fn, FitOptions options) {
 
 EvalResult Model::evaluate(const io::Dataset& x, EvaluateOptions options) {
   if (!state_->compiled) {
-    throw FailedPreconditionError(str_cat("evaluate: model '", state_->name,
-                                          "' is not compiled; call compile first"));
+    throw FailedPreconditionError(
+        str_cat("evaluate: model '", state_->name, "' is not compiled; call compile first"));
   }
   internal::ensure_built(*state_, &x);
   Estimator estimator(model_fn(), state_->config);
@@ -317,16 +384,15 @@ EvalResult Model::evaluate(const io::Dataset& x, EvaluateOptions options) {
 
 Tensor Model::predict(const io::Dataset& x, PredictOptions options) {
   if (!state_->compiled) {
-    throw FailedPreconditionError(str_cat("predict: model '", state_->name,
-                                          "' is not compiled; call compile first"));
+    throw FailedPreconditionError(
+        str_cat("predict: model '", state_->name, "' is not compiled; call compile first"));
   }
   internal::ensure_built(*state_, &x);
   Estimator estimator(model_fn(), state_->config);
   PredictArgs args;
   args.checkpoint_path = weights_checkpoint(*state_, x, "predict");
   io::Dataset input = options.steps ? x.take(*options.steps) : x;
-  Predictions predictions =
-      estimator.predict([input](const InputContext&) { return input; }, args);
+  Predictions predictions = estimator.predict([input](const InputContext&) { return input; }, args);
   const std::string key = state_->output->layer->name();
   std::vector<Tensor> rows;
   while (auto p = predictions.next()) rows.push_back(p->at(key));

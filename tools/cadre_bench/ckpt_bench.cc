@@ -49,6 +49,60 @@ double megabytes(const checkpoint::CheckpointData& data) {
   return static_cast<double>(bytes) / (1 << 20);
 }
 
+// Seconds of three synchronous saves: write, fsync, rename, fsync the directory, state file.
+// Retention is off so that deleting the previous file (housekeeping, not the save) stays out
+// of the timing. Leaves model.ckpt-3.h5.
+std::vector<double> save_seconds(const std::string& model_dir, checkpoint::CheckpointData& data) {
+  checkpoint::CheckpointManagerOptions options;
+  options.keep_checkpoint_max = 0;
+  std::vector<double> seconds;
+  checkpoint::CheckpointManager manager(model_dir, options);
+  for (int run = 0; run < 3; ++run) {
+    data.global_step = run + 1;
+    auto start = Clock::now();
+    manager.save(data);
+    seconds.push_back(seconds_since(start));
+  }
+  return seconds;
+}
+
+// Seconds of three restores of model.ckpt-3.h5 into preallocated tensors.
+std::vector<double> restore_seconds(const std::string& model_dir,
+                                    const checkpoint::RestoreTargets& targets,
+                                    const checkpoint::RestoreOptions& options) {
+  std::vector<double> seconds;
+  for (int run = 0; run < 3; ++run) {
+    auto start = Clock::now();
+    auto reader = checkpoint::CheckpointReader::open(model_dir + "/model.ckpt-3.h5");
+    checkpoint::restore(*reader, targets, options);
+    seconds.push_back(seconds_since(start));
+  }
+  return seconds;
+}
+
+// Asynchronous save: how long the caller is blocked (`block_seconds`), beside the host copy
+// alone (`copy_seconds`), three of each.
+void async_save_seconds(const std::string& model_dir, checkpoint::CheckpointData& data,
+                        std::vector<double>& copy_seconds, std::vector<double>& block_seconds) {
+  for (int run = 0; run < 3; ++run) {
+    auto start = Clock::now();
+    checkpoint::CheckpointData copy = checkpoint::copy_to_host(data);
+    copy_seconds.push_back(seconds_since(start));
+  }
+  checkpoint::CheckpointManagerOptions options;
+  options.async_save = true;
+  options.keep_checkpoint_max = 1;
+  checkpoint::CheckpointManager manager(model_dir, options);
+  for (int run = 0; run < 3; ++run) {
+    data.global_step = 10 + run;
+    manager.wait();  // the previous save is not what is measured
+    auto start = Clock::now();
+    manager.save(data);
+    block_seconds.push_back(seconds_since(start));
+  }
+  manager.close();
+}
+
 }  // namespace
 
 int run_ckpt() {
@@ -60,70 +114,23 @@ int run_ckpt() {
   checkpoint::CheckpointData data = make_data(FLAGS_mb);
   const double mb = megabytes(data);
 
-  // Save: write, fsync, rename, fsync the directory, state file. Retention is off so that
-  // deleting the previous file (housekeeping, not the save) stays out of the timing.
-  checkpoint::CheckpointManagerOptions options;
-  options.keep_checkpoint_max = 0;
-  std::vector<double> save_seconds;
-  {
-    checkpoint::CheckpointManager manager(model_dir, options);
-    for (int run = 0; run < 3; ++run) {
-      data.global_step = run + 1;
-      auto start = Clock::now();
-      manager.save(data);
-      save_seconds.push_back(seconds_since(start));
-    }
-  }
-
-  // Restore into preallocated tensors, checksums verified.
+  std::vector<double> saves = save_seconds(model_dir, data);
+  // Restores, checksums verified, then without them: what verification costs.
   std::map<std::string, Tensor> targets;
   for (const auto& [name, value] : data.variables)
     targets[name] = Tensor::empty(value.shape(), value.dtype());
   checkpoint::RestoreTargets restore_targets = checkpoint::whole_targets(targets);
-  std::vector<double> restore_seconds;
-  for (int run = 0; run < 3; ++run) {
-    auto start = Clock::now();
-    auto reader = checkpoint::CheckpointReader::open(model_dir + "/model.ckpt-3.h5");
-    checkpoint::restore(*reader, restore_targets);
-    restore_seconds.push_back(seconds_since(start));
-  }
-
-  // The same without checksums: what verification costs.
+  std::vector<double> restores = restore_seconds(model_dir, restore_targets, {});
   checkpoint::RestoreOptions unverified;
   unverified.verify_checksums = false;
-  std::vector<double> unverified_seconds;
-  for (int run = 0; run < 3; ++run) {
-    auto start = Clock::now();
-    auto reader = checkpoint::CheckpointReader::open(model_dir + "/model.ckpt-3.h5");
-    checkpoint::restore(*reader, restore_targets, unverified);
-    unverified_seconds.push_back(seconds_since(start));
-  }
-
-  // Asynchronous save: how long the caller is blocked, beside the host copy alone.
+  std::vector<double> unverified_restores = restore_seconds(model_dir, restore_targets, unverified);
   std::vector<double> copy_seconds, block_seconds;
-  {
-    for (int run = 0; run < 3; ++run) {
-      auto start = Clock::now();
-      checkpoint::CheckpointData copy = checkpoint::copy_to_host(data);
-      copy_seconds.push_back(seconds_since(start));
-    }
-    options.async_save = true;
-    options.keep_checkpoint_max = 1;
-    checkpoint::CheckpointManager manager(model_dir, options);
-    for (int run = 0; run < 3; ++run) {
-      data.global_step = 10 + run;
-      manager.wait();  // the previous save is not what is measured
-      auto start = Clock::now();
-      manager.save(data);
-      block_seconds.push_back(seconds_since(start));
-    }
-    manager.close();
-  }
+  async_save_seconds(model_dir, data, copy_seconds, block_seconds);
   std::filesystem::remove_all(model_dir);
 
-  double save = mb / median(save_seconds), restore = mb / median(restore_seconds);
+  double save = mb / median(saves), restore = mb / median(restores);
   LOG(INFO) << "ckpt: " << mb << " MiB; save " << save << " MiB/s, restore " << restore
-            << " MiB/s (" << mb / median(unverified_seconds)
+            << " MiB/s (" << mb / median(unverified_restores)
             << " MiB/s without checksums); async save blocked " << median(block_seconds) * 1e3
             << " ms, host copy " << median(copy_seconds) * 1e3 << " ms";
   std::printf(

@@ -82,8 +82,7 @@ EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys 
 }
 
 Dataset input_fn(const InputContext& context) {
-  Dataset images =
-      io::fashion_mnist(FLAGS_data_dir, io::Split::kTrain, io::ImageFormat::kRawBytes);
+  Dataset images = io::fashion_mnist(FLAGS_data_dir, io::Split::kTrain, io::ImageFormat::kRawBytes);
   // --shard_input: each worker reads its own share of the examples (TensorFlow's advice for
   // speed), instead of the auto-sharding that keeps every other batch of one pipeline.
   if (FLAGS_shard_input) {
@@ -140,13 +139,12 @@ class StepTimesCallback : public keras::Callback {
 keras::Sequential keras_model(const std::string& model) {
   using namespace keras;
   if (model == "mlp") {
-    return Sequential({InputLayer({784}, {.name = "image"}), Dense(256, "relu"),
-                       Dense(256, "relu"), Dense(10)});
+    return Sequential(
+        {InputLayer({784}, {.name = "image"}), Dense(256, "relu"), Dense(256, "relu"), Dense(10)});
   }
   return Sequential({InputLayer({784}, {.name = "image"}), Reshape({28, 28, 1}),
-                     Conv2D(32, {3, 3}, "relu"), MaxPooling2D({2, 2}),
-                     Conv2D(64, {3, 3}, "relu"), MaxPooling2D({2, 2}), Flatten(),
-                     Dense(128, "relu"), Dense(10)});
+                     Conv2D(32, {3, 3}, "relu"), MaxPooling2D({2, 2}), Conv2D(64, {3, 3}, "relu"),
+                     MaxPooling2D({2, 2}), Flatten(), Dense(128, "relu"), Dense(10)});
 }
 
 // Trains as the flags say through the API named by --api; returns the last checkpoint (none
@@ -211,18 +209,164 @@ PlainCopies plain_copies(const std::string& checkpoint) {
   return {median(warm), median(cold)};
 }
 
-}  // namespace
-
-int run_estimator() {
+void check_flags() {
   examples::check_model_name(FLAGS_model);
   if (FLAGS_api != "estimator" && FLAGS_api != "keras") {
-    throw InvalidArgumentError(str_cat("unknown --api '", FLAGS_api,
-                                       "'; expected estimator or keras"));
+    throw InvalidArgumentError(
+        str_cat("unknown --api '", FLAGS_api, "'; expected estimator or keras"));
   }
   if (FLAGS_batch_size <= 0 || FLAGS_train_steps <= 2 * kUntimedSteps || FLAGS_save_every < 0) {
     throw InvalidArgumentError(str_cat("--batch_size must be positive, --train_steps above ",
                                        2 * kUntimedSteps, " and --save_every 0 or more"));
   }
+}
+
+// --strategy (with the multi-worker options the flags give) for the cluster of `config`.
+void set_strategy(RunConfig& config) {
+  if (FLAGS_strategy != "multi_worker_mirrored" || !config.cluster) {
+    // one_device too, so that --devices=gpu:0 trains there.
+    config.train_distribute = strategy_from_flags(FLAGS_strategy, FLAGS_devices,
+                                                  config.cluster ? &*config.cluster : nullptr);
+    return;
+  }
+  if (FLAGS_transport != "auto" && FLAGS_transport != "gloo") {
+    throw InvalidArgumentError(str_cat("--transport=", FLAGS_transport, ": expected auto or gloo"));
+  }
+  MultiWorkerOptions options;
+  options.shared_memory = FLAGS_transport == "auto";
+  options.overlap_gradients = FLAGS_overlap;
+  if (FLAGS_first_bucket_bytes <= 0 || FLAGS_bucket_bytes <= 0 || FLAGS_piece_bytes < 0) {
+    throw InvalidArgumentError(str_cat("--first_bucket_bytes=", FLAGS_first_bucket_bytes,
+                                       ", --bucket_bytes=", FLAGS_bucket_bytes,
+                                       ", --piece_bytes=", FLAGS_piece_bytes,
+                                       ": expected positive byte counts (0 also for "
+                                       "--piece_bytes)"));
+  }
+  options.first_bucket_bytes = static_cast<size_t>(FLAGS_first_bucket_bytes);
+  options.bucket_bytes = static_cast<size_t>(FLAGS_bucket_bytes);
+  options.piece_bytes = static_cast<size_t>(FLAGS_piece_bytes);
+  config.train_distribute =
+      MultiWorkerMirroredStrategy::create(*config.cluster, parse_devices(FLAGS_devices), options);
+}
+
+// The run's configuration: the cluster of TF_CONFIG if any, the strategy, and the flags'
+// checkpoint settings, with logging and summaries out of the way.
+RunConfig bench_config(const std::string& model_dir) {
+  RunConfig config;
+  if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
+    ClusterConfig cluster = parse_tf_config(tf_config);
+    cluster.security = ClusterSecurity::from_environment();
+    config = RunConfig::for_cluster(cluster);
+  }
+  set_strategy(config);
+  config.model_dir = model_dir;
+  config.tf_random_seed = 0;
+  config.save_checkpoints_steps = FLAGS_save_every > 0 ? FLAGS_save_every : int64_t{1} << 40;
+  config.async_checkpoint = !FLAGS_sync_save;
+  config.checkpoint_durable_secs = FLAGS_durable_secs;
+  config.intra_op_autotune = FLAGS_autotune;
+  config.save_summary_steps = 0;
+  config.log_step_count_steps = int64_t{1} << 40;
+  config.progress_line = RunConfig::ProgressLine::kOff;
+  config.profile_every_n_steps = FLAGS_profile_every_n_steps;
+  return config;
+}
+
+// What the step times say, over the steps after kUntimedSteps.
+struct StepStats {
+  double rate = 0;                        // examples per second
+  double window_min = 0, window_max = 0;  // the slowest and fastest of 7 windows
+  double step_ms_median = 0;              // end to end, steps that did not save
+  size_t saves_timed = 0;
+  double blocked_ms = 0;    // how much longer a saving step's hooks took than the median
+  double extra_ms = 0;      // the same, end to end (the background write's interference)
+  double save_cost_ms = 0;  // see save_cost_ms()
+};
+
+// What a save costs training in all: the time the steps from the saving one through the
+// next kSaveCostSteps took beyond as many median steps (the write's interference lasts a
+// few steps), the median over saves. Within one run, so the machine's mood between runs
+// does not enter it.
+double save_cost_ms(const StepTimes& times, size_t first, double typical_ms) {
+  constexpr size_t kSaveCostSteps = 20;
+  const auto& steps = times.steps;
+  std::vector<double> save_costs;
+  for (size_t i = first + 1; i + kSaveCostSteps < steps.size(); ++i) {
+    if (steps[i - 1] % FLAGS_save_every != 0) continue;
+    double cost = 0;
+    for (size_t j = i; j <= i + kSaveCostSteps; ++j) {
+      cost += ms_between(times.ends[j - 1], times.ends[j]) - typical_ms;
+    }
+    save_costs.push_back(cost);
+  }
+  return save_costs.empty() ? 0 : median(save_costs);
+}
+
+StepStats step_stats(const StepTimes& times) {
+  // For the steps that saved, how much longer than the median step their hooks took
+  // (training blocked) and the interval to the next step end (blocked, plus the background
+  // write's interference).
+  std::vector<double> gaps, saved_gaps, intervals, saved_intervals;
+  size_t first = 0;
+  const auto& steps = times.steps;
+  while (first < steps.size() && steps[first] < kUntimedSteps) ++first;
+  for (size_t i = first + 1; i < steps.size(); ++i) {
+    bool saved = FLAGS_save_every > 0 && steps[i - 1] % FLAGS_save_every == 0;
+    (saved ? saved_gaps : gaps).push_back(ms_between(times.ends[i - 1], times.begins[i]));
+    (saved ? saved_intervals : intervals).push_back(ms_between(times.ends[i - 1], times.ends[i]));
+  }
+  StepStats stats;
+  size_t last = steps.size() - 1;
+  stats.rate = static_cast<double>(steps[last] - steps[first]) * FLAGS_batch_size * 1e3 /
+               ms_between(times.ends[first], times.ends[last]);
+  // Window-to-window steadiness: the timed steps in 7 windows of equal step counts.
+  constexpr int kWindows = 7;
+  std::vector<double> window_rates;
+  size_t per_window = (last - first) / kWindows;
+  for (int w = 0; w < kWindows && per_window > 0; ++w) {
+    size_t a = first + w * per_window, b = a + per_window;
+    window_rates.push_back(static_cast<double>(steps[b] - steps[a]) * FLAGS_batch_size * 1e3 /
+                           ms_between(times.ends[a], times.ends[b]));
+  }
+  auto [slowest, fastest] = std::minmax_element(window_rates.begin(), window_rates.end());
+  stats.window_min = *slowest;
+  stats.window_max = *fastest;
+  stats.step_ms_median = median(intervals);
+  stats.saves_timed = saved_gaps.size();
+  stats.blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
+  stats.extra_ms = saved_intervals.empty() ? 0 : median(saved_intervals) - median(intervals);
+  if (FLAGS_save_every > 0 && !intervals.empty()) {
+    stats.save_cost_ms = save_cost_ms(times, first, median(intervals));
+  }
+  return stats;
+}
+
+// One JSON line of the run's figures.
+void print_result(const StepStats& stats, double fence_ms, const PlainCopies& copies,
+                  const checkpoint::CheckpointSizes& sizes, double peak_rss_mb) {
+  std::printf(
+      "{\"api\":\"%s\",\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,"
+      "\"async\":%s,\"durable_secs\":%g,\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_"
+      "max\":%.0f,"
+      "\"step_ms_median\":%.3f,\"saves_timed\":%zu,"
+      "\"save_blocked_ms\":%.3f,\"save_fence_ms\":%.4f,\"save_step_extra_ms\":%.3f,\"save_cost_"
+      "ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
+      "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
+      "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f,\"profile_every_n_steps\":%lld}\n",
+      FLAGS_api.c_str(), FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
+      static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true",
+      FLAGS_durable_secs, stats.rate, stats.window_min, stats.window_max, stats.step_ms_median,
+      stats.saves_timed, stats.blocked_ms, fence_ms, stats.extra_ms, stats.save_cost_ms,
+      copies.warm_ms, copies.cold_ms, static_cast<unsigned long long>(sizes.file),
+      static_cast<unsigned long long>(sizes.variables),
+      static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input),
+      peak_rss_mb, static_cast<long long>(FLAGS_profile_every_n_steps));
+}
+
+}  // namespace
+
+int run_estimator() {
+  check_flags();
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
   set_float32_precision(parse_float32_precision(FLAGS_float32_precision));
   set_gpu_convolution(parse_gpu_convolution(FLAGS_gpu_convolution));
@@ -241,94 +385,9 @@ int run_estimator() {
       if (!path.empty()) std::filesystem::remove_all(path, ignored);
     }
   } removed_at_exit{temporary ? model_dir : std::string()};
-  RunConfig config;
-  if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
-    ClusterConfig cluster = parse_tf_config(tf_config);
-    cluster.security = ClusterSecurity::from_environment();
-    config = RunConfig::for_cluster(cluster);
-  }
-  if (FLAGS_strategy == "multi_worker_mirrored" && config.cluster) {
-    if (FLAGS_transport != "auto" && FLAGS_transport != "gloo") {
-      throw InvalidArgumentError(str_cat("--transport=", FLAGS_transport, ": expected auto or gloo"));
-    }
-    MultiWorkerOptions options;
-    options.shared_memory = FLAGS_transport == "auto";
-    options.overlap_gradients = FLAGS_overlap;
-    if (FLAGS_first_bucket_bytes <= 0 || FLAGS_bucket_bytes <= 0 || FLAGS_piece_bytes < 0) {
-      throw InvalidArgumentError(str_cat("--first_bucket_bytes=", FLAGS_first_bucket_bytes,
-                                         ", --bucket_bytes=", FLAGS_bucket_bytes,
-                                         ", --piece_bytes=", FLAGS_piece_bytes,
-                                         ": expected positive byte counts (0 also for "
-                                         "--piece_bytes)"));
-    }
-    options.first_bucket_bytes = static_cast<size_t>(FLAGS_first_bucket_bytes);
-    options.bucket_bytes = static_cast<size_t>(FLAGS_bucket_bytes);
-    options.piece_bytes = static_cast<size_t>(FLAGS_piece_bytes);
-    config.train_distribute = MultiWorkerMirroredStrategy::create(
-        *config.cluster, parse_devices(FLAGS_devices), options);
-  } else {
-    // one_device too, so that --devices=gpu:0 trains there.
-    config.train_distribute = strategy_from_flags(FLAGS_strategy, FLAGS_devices,
-                                                  config.cluster ? &*config.cluster : nullptr);
-  }
-  config.model_dir = model_dir;
-  config.tf_random_seed = 0;
-  config.save_checkpoints_steps = FLAGS_save_every > 0 ? FLAGS_save_every : int64_t{1} << 40;
-  config.async_checkpoint = !FLAGS_sync_save;
-  config.checkpoint_durable_secs = FLAGS_durable_secs;
-  config.intra_op_autotune = FLAGS_autotune;
-  config.save_summary_steps = 0;
-  config.log_step_count_steps = int64_t{1} << 40;
-  config.progress_line = RunConfig::ProgressLine::kOff;
-  config.profile_every_n_steps = FLAGS_profile_every_n_steps;
   StepTimes times;
-  std::string latest = train(config, times);
-
-  // Steps after kUntimedSteps: the rate; and for the steps that saved, how much longer than
-  // the median step their hooks took (training blocked) and the interval to the next step
-  // end (blocked, plus the background write's interference).
-  std::vector<double> gaps, saved_gaps, intervals, saved_intervals;
-  size_t first = 0;
-  const auto& steps = times.steps;
-  while (first < steps.size() && steps[first] < kUntimedSteps) ++first;
-  for (size_t i = first + 1; i < steps.size(); ++i) {
-    bool saved = FLAGS_save_every > 0 && steps[i - 1] % FLAGS_save_every == 0;
-    (saved ? saved_gaps : gaps).push_back(ms_between(times.ends[i - 1], times.begins[i]));
-    (saved ? saved_intervals : intervals).push_back(ms_between(times.ends[i - 1], times.ends[i]));
-  }
-  size_t last = steps.size() - 1;
-  double rate = static_cast<double>(steps[last] - steps[first]) * FLAGS_batch_size * 1e3 /
-                ms_between(times.ends[first], times.ends[last]);
-  // Window-to-window steadiness: the timed steps in 7 windows of equal step counts.
-  constexpr int kWindows = 7;
-  std::vector<double> window_rates;
-  size_t per_window = (last - first) / kWindows;
-  for (int w = 0; w < kWindows && per_window > 0; ++w) {
-    size_t a = first + w * per_window, b = a + per_window;
-    window_rates.push_back(static_cast<double>(steps[b] - steps[a]) * FLAGS_batch_size * 1e3 /
-                           ms_between(times.ends[a], times.ends[b]));
-  }
-  auto [slowest, fastest] = std::minmax_element(window_rates.begin(), window_rates.end());
-  double blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
-  double extra_ms = saved_intervals.empty() ? 0 : median(saved_intervals) - median(intervals);
-  // What a save costs training in all: the time the steps from the saving one through the
-  // next kSaveCostSteps took beyond as many median steps (the write's interference lasts a
-  // few steps), the median over saves. Within one run, so the machine's mood between runs
-  // does not enter it.
-  constexpr size_t kSaveCostSteps = 20;
-  std::vector<double> save_costs;
-  if (FLAGS_save_every > 0 && !intervals.empty()) {
-    double typical = median(intervals);
-    for (size_t i = first + 1; i + kSaveCostSteps < steps.size(); ++i) {
-      if (steps[i - 1] % FLAGS_save_every != 0) continue;
-      double cost = 0;
-      for (size_t j = i; j <= i + kSaveCostSteps; ++j) {
-        cost += ms_between(times.ends[j - 1], times.ends[j]) - typical;
-      }
-      save_costs.push_back(cost);
-    }
-  }
-  double save_cost_ms = save_costs.empty() ? 0 : median(save_costs);
+  std::string latest = train(bench_config(model_dir), times);
+  StepStats stats = step_stats(times);
   // Training also waits where an update reaches a variable before the background copy of
   // a save did (nn::finish_deferred_copies): that time per save, counted with the blocking.
   int64_t saves = FLAGS_save_every > 0 ? FLAGS_train_steps / FLAGS_save_every : 0;
@@ -345,20 +404,7 @@ int run_estimator() {
     sizes = checkpoint::CheckpointReader::open(latest)->sizes();
     copies = plain_copies(latest);
   }
-  std::printf(
-      "{\"api\":\"%s\",\"model\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"save_every\":%lld,"
-      "\"async\":%s,\"durable_secs\":%g,\"examples_per_sec\":%.0f,\"window_min\":%.0f,\"window_max\":%.0f,"
-      "\"step_ms_median\":%.3f,\"saves_timed\":%zu,"
-      "\"save_blocked_ms\":%.3f,\"save_fence_ms\":%.4f,\"save_step_extra_ms\":%.3f,\"save_cost_ms\":%.3f,\"copy_warm_ms\":%.3f,\"copy_cold_ms\":%.3f,"
-      "\"checkpoint_bytes\":%llu,\"variables_bytes\":%llu,\"slots_bytes\":%llu,"
-      "\"input_bytes\":%llu,\"peak_rss_mb\":%.0f,\"profile_every_n_steps\":%lld}\n",
-      FLAGS_api.c_str(), FLAGS_model.c_str(), FLAGS_batch_size, current_thread_budget(),
-      static_cast<long long>(FLAGS_save_every), FLAGS_sync_save ? "false" : "true",
-      FLAGS_durable_secs, rate, *slowest, *fastest, median(intervals), saved_gaps.size(),
-      blocked_ms, fence_ms, extra_ms, save_cost_ms, copies.warm_ms, copies.cold_ms,
-      static_cast<unsigned long long>(sizes.file), static_cast<unsigned long long>(sizes.variables),
-      static_cast<unsigned long long>(sizes.slots), static_cast<unsigned long long>(sizes.input),
-      peak_rss_mb, static_cast<long long>(FLAGS_profile_every_n_steps));
+  print_result(stats, fence_ms, copies, sizes, peak_rss_mb);
   return 0;
 }
 

@@ -115,6 +115,76 @@ double train_step_seconds(Iterator& it, MlpTrainer& trainer, int steps) {
   return seconds_since(start) / steps;
 }
 
+// A CPU-heavy map (about 200 us per element) with 1 and 2 parallel calls: elements per
+// second of each.
+std::pair<double, double> heavy_map_rates(const Dataset& scaled) {
+  Element example = *scaled.make_iterator().next();
+  int64_t heavy_work = calibrate_burn(example, 200e-6);
+  auto heavy = [&](int parallel) {
+    Iterator it =
+        scaled.repeat()
+            .map([heavy_work](Element e) { return burn(std::move(e), heavy_work); }, parallel)
+            .batch(32)
+            .make_iterator();
+    pull(it);
+    return median_rate([&] { return pull(it); }, parallel == 1 ? "heavy map x1" : "heavy map x2");
+  };
+  double heavy1 = heavy(1), heavy2 = heavy(2);
+  return {heavy1, heavy2};
+}
+
+// Seconds per step: training alone, the map alone, and the two in turn and overlapped.
+struct PrefetchTimes {
+  double train_s = 0, map_s = 0, in_turn_s = 0, overlapped_s = 0;
+};
+
+// A map costing about one training step, applied per batch, feeding the MLP: in turn a step
+// costs input + map + train; with prefetch the input and the map run on their own thread and
+// a step costs about the larger of the two. Training gets one thread so that the pipeline
+// has the other core (`threads` restored after).
+PrefetchTimes prefetch_overlap(const Dataset& scaled, int64_t batch_size, int threads) {
+  PrefetchTimes t;
+  set_intra_op_threads(1);
+  MlpTrainer trainer;
+  Dataset batches = scaled.shuffle(10'000, 42).repeat().batch(batch_size);
+  Element batch = *batches.make_iterator().next();
+  // The training step alone, on one batch held in memory.
+  for (int i = 0; i < 5; ++i) trainer.step(batch);
+  auto train_start = Clock::now();
+  for (int i = 0; i < 50; ++i) trainer.step(batch);
+  t.train_s = seconds_since(train_start) / 50;
+  int64_t step_work = calibrate_burn(batch, t.train_s);
+  auto map_fn = [step_work](Element e) { return burn(std::move(e), step_work); };
+  std::vector<double> map_times;
+  for (int i = 0; i < 7; ++i) {
+    auto map_start = Clock::now();
+    burn(batch, step_work);
+    map_times.push_back(seconds_since(map_start));
+  }
+  t.map_s = median(map_times);
+  Iterator in_turn = batches.map(map_fn).make_iterator();
+  t.in_turn_s = train_step_seconds(in_turn, trainer, 50);
+  Iterator overlapped = batches.map(map_fn).prefetch(2).make_iterator();
+  t.overlapped_s = train_step_seconds(overlapped, trainer, 50);
+  set_intra_op_threads(threads);
+  return t;
+}
+
+// --input_experiments: the heavy map and the prefetch overlap, as JSON fields (each with a
+// leading comma).
+std::string input_experiments(const Dataset& scaled, int64_t batch_size, int threads) {
+  auto [heavy1, heavy2] = heavy_map_rates(scaled);
+  PrefetchTimes t = prefetch_overlap(scaled, batch_size, threads);
+  char buffer[512];
+  std::snprintf(buffer, sizeof(buffer),
+                ",\"heavy_map_elements_per_sec_1\":%.0f,\"heavy_map_elements_per_sec_2\":%.0f,"
+                "\"heavy_map_speedup\":%.2f,\"train_step_ms\":%.3f,\"map_ms\":%.3f,"
+                "\"step_ms_without_prefetch\":%.3f,\"step_ms_with_prefetch\":%.3f",
+                heavy1, heavy2, heavy2 / heavy1, 1e3 * t.train_s, 1e3 * t.map_s, 1e3 * t.in_turn_s,
+                1e3 * t.overlapped_s);
+  return buffer;
+}
+
 }  // namespace
 
 int run_input() {
@@ -148,58 +218,7 @@ int run_input() {
       "scaled per element");
 
   std::string experiments;
-  if (FLAGS_input_experiments) {
-    // A CPU-heavy map (about 200 us per element) with 1 and 2 parallel calls.
-    Element example = *scaled.make_iterator().next();
-    int64_t heavy_work = calibrate_burn(example, 200e-6);
-    auto heavy = [&](int parallel) {
-      Iterator it =
-          scaled.repeat()
-              .map([heavy_work](Element e) { return burn(std::move(e), heavy_work); }, parallel)
-              .batch(32)
-              .make_iterator();
-      pull(it);
-      return median_rate([&] { return pull(it); }, parallel == 1 ? "heavy map x1" : "heavy map x2");
-    };
-    double heavy1 = heavy(1), heavy2 = heavy(2);
-
-    // A map costing about one training step, applied per batch, feeding the MLP: in turn
-    // a step costs input + map + train; with prefetch the input and the map run on their
-    // own thread and a step costs about the larger of the two. Training gets one thread so
-    // that the pipeline has the other core.
-    set_intra_op_threads(1);
-    MlpTrainer trainer;
-    Dataset batches = scaled.shuffle(10'000, 42).repeat().batch(batch_size);
-    Element batch = *batches.make_iterator().next();
-    // The training step alone, on one batch held in memory.
-    for (int i = 0; i < 5; ++i) trainer.step(batch);
-    auto train_start = Clock::now();
-    for (int i = 0; i < 50; ++i) trainer.step(batch);
-    double train_s = seconds_since(train_start) / 50;
-    int64_t step_work = calibrate_burn(batch, train_s);
-    auto map_fn = [step_work](Element e) { return burn(std::move(e), step_work); };
-    std::vector<double> map_times;
-    for (int i = 0; i < 7; ++i) {
-      auto map_start = Clock::now();
-      burn(batch, step_work);
-      map_times.push_back(seconds_since(map_start));
-    }
-    double map_s = median(map_times);
-    Iterator in_turn = batches.map(map_fn).make_iterator();
-    double in_turn_s = train_step_seconds(in_turn, trainer, 50);
-    Iterator overlapped = batches.map(map_fn).prefetch(2).make_iterator();
-    double overlapped_s = train_step_seconds(overlapped, trainer, 50);
-    set_intra_op_threads(threads);
-
-    char buffer[512];
-    std::snprintf(buffer, sizeof(buffer),
-                  ",\"heavy_map_elements_per_sec_1\":%.0f,\"heavy_map_elements_per_sec_2\":%.0f,"
-                  "\"heavy_map_speedup\":%.2f,\"train_step_ms\":%.3f,\"map_ms\":%.3f,"
-                  "\"step_ms_without_prefetch\":%.3f,\"step_ms_with_prefetch\":%.3f",
-                  heavy1, heavy2, heavy2 / heavy1, 1e3 * train_s, 1e3 * map_s, 1e3 * in_turn_s,
-                  1e3 * overlapped_s);
-    experiments = buffer;
-  }
+  if (FLAGS_input_experiments) experiments = input_experiments(scaled, batch_size, threads);
   std::printf(
       "{\"batch_size\":%lld,\"threads\":%d,\"elements_per_sec_scaled_at_load\":%.0f,"
       "\"elements_per_sec_scaled_per_element\":%.0f%s,\"elements_per_sec\":%.0f}\n",
