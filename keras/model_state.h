@@ -73,6 +73,9 @@ void ensure_built(Model::State& state, const io::Dataset* dataset);
 // sigmoid (undefined otherwise).
 Tensor forward(const Model::State& state, const io::Features& features, bool training,
                Tensor* logits);
+// An input_fn for the Estimator from a Dataset of global batches: the Dataset as it is on
+// one replica, else re-batched to the replica's share of the global batch (keras/fit.cc).
+InputFn per_replica_input(io::Dataset dataset);
 
 }  // namespace internal
 }  // namespace cadre::keras

@@ -27,6 +27,7 @@
 #include "cadre/strategies/strategy_from_flags.h"
 #include "core/base/strings.h"
 #include "examples/fashion_mnist/models.h"
+#include "tools/cadre_bench/step_times.h"
 #include "tools/cadre_bench/timing.h"
 
 DECLARE_string(model);
@@ -96,14 +97,6 @@ Dataset input_fn(const InputContext& context) {
   return FLAGS_prefetch == 0 ? batches : batches.prefetch(FLAGS_prefetch);
 }
 
-// When each step began and ended, as a hook ahead of the checkpoint saver sees it: the
-// time from a step's end to the next one's start is the other hooks' (a save's blocking
-// included), the time from end to end also counts a background write's interference.
-struct StepTimes {
-  std::vector<int64_t> steps;
-  std::vector<Clock::time_point> begins, ends;
-};
-
 class StepTimesHook : public Hook {
  public:
   explicit StepTimesHook(StepTimes& times) : times_(times) {}
@@ -171,10 +164,6 @@ std::string train(const RunConfig& config, StepTimes& times) {
                        .callbacks = {std::make_shared<StepTimesCallback>(times)},
                        .verbose = 0});
   return checkpoint::latest_checkpoint(config.model_dir).value_or("");
-}
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return 1e3 * std::chrono::duration<double>(b - a).count();
 }
 
 // Plain copies of every variable and slot (medians of 21 rounds): memcpy into memory that
@@ -272,75 +261,6 @@ RunConfig bench_config(const std::string& model_dir) {
   return config;
 }
 
-// What the step times say, over the steps after kUntimedSteps.
-struct StepStats {
-  double rate = 0;                        // examples per second
-  double window_min = 0, window_max = 0;  // the slowest and fastest of 7 windows
-  double step_ms_median = 0;              // end to end, steps that did not save
-  size_t saves_timed = 0;
-  double blocked_ms = 0;    // how much longer a saving step's hooks took than the median
-  double extra_ms = 0;      // the same, end to end (the background write's interference)
-  double save_cost_ms = 0;  // see save_cost_ms()
-};
-
-// What a save costs training in all: the time the steps from the saving one through the
-// next kSaveCostSteps took beyond as many median steps (the write's interference lasts a
-// few steps), the median over saves. Within one run, so the machine's mood between runs
-// does not enter it.
-double save_cost_ms(const StepTimes& times, size_t first, double typical_ms) {
-  constexpr size_t kSaveCostSteps = 20;
-  const auto& steps = times.steps;
-  std::vector<double> save_costs;
-  for (size_t i = first + 1; i + kSaveCostSteps < steps.size(); ++i) {
-    if (steps[i - 1] % FLAGS_save_every != 0) continue;
-    double cost = 0;
-    for (size_t j = i; j <= i + kSaveCostSteps; ++j) {
-      cost += ms_between(times.ends[j - 1], times.ends[j]) - typical_ms;
-    }
-    save_costs.push_back(cost);
-  }
-  return save_costs.empty() ? 0 : median(save_costs);
-}
-
-StepStats step_stats(const StepTimes& times) {
-  // For the steps that saved, how much longer than the median step their hooks took
-  // (training blocked) and the interval to the next step end (blocked, plus the background
-  // write's interference).
-  std::vector<double> gaps, saved_gaps, intervals, saved_intervals;
-  size_t first = 0;
-  const auto& steps = times.steps;
-  while (first < steps.size() && steps[first] < kUntimedSteps) ++first;
-  for (size_t i = first + 1; i < steps.size(); ++i) {
-    bool saved = FLAGS_save_every > 0 && steps[i - 1] % FLAGS_save_every == 0;
-    (saved ? saved_gaps : gaps).push_back(ms_between(times.ends[i - 1], times.begins[i]));
-    (saved ? saved_intervals : intervals).push_back(ms_between(times.ends[i - 1], times.ends[i]));
-  }
-  StepStats stats;
-  size_t last = steps.size() - 1;
-  stats.rate = static_cast<double>(steps[last] - steps[first]) * FLAGS_batch_size * 1e3 /
-               ms_between(times.ends[first], times.ends[last]);
-  // Window-to-window steadiness: the timed steps in 7 windows of equal step counts.
-  constexpr int kWindows = 7;
-  std::vector<double> window_rates;
-  size_t per_window = (last - first) / kWindows;
-  for (int w = 0; w < kWindows && per_window > 0; ++w) {
-    size_t a = first + w * per_window, b = a + per_window;
-    window_rates.push_back(static_cast<double>(steps[b] - steps[a]) * FLAGS_batch_size * 1e3 /
-                           ms_between(times.ends[a], times.ends[b]));
-  }
-  auto [slowest, fastest] = std::minmax_element(window_rates.begin(), window_rates.end());
-  stats.window_min = *slowest;
-  stats.window_max = *fastest;
-  stats.step_ms_median = median(intervals);
-  stats.saves_timed = saved_gaps.size();
-  stats.blocked_ms = saved_gaps.empty() ? 0 : median(saved_gaps) - median(gaps);
-  stats.extra_ms = saved_intervals.empty() ? 0 : median(saved_intervals) - median(intervals);
-  if (FLAGS_save_every > 0 && !intervals.empty()) {
-    stats.save_cost_ms = save_cost_ms(times, first, median(intervals));
-  }
-  return stats;
-}
-
 // One JSON line of the run's figures.
 void print_result(const StepStats& stats, double fence_ms, const PlainCopies& copies,
                   const checkpoint::CheckpointSizes& sizes, double peak_rss_mb) {
@@ -387,7 +307,7 @@ int run_estimator() {
   } removed_at_exit{temporary ? model_dir : std::string()};
   StepTimes times;
   std::string latest = train(bench_config(model_dir), times);
-  StepStats stats = step_stats(times);
+  StepStats stats = step_stats(times, kUntimedSteps, FLAGS_save_every, FLAGS_batch_size);
   // Training also waits where an update reaches a variable before the background copy of
   // a save did (nn::finish_deferred_copies): that time per save, counted with the blocking.
   int64_t saves = FLAGS_save_every > 0 ? FLAGS_train_steps / FLAGS_save_every : 0;

@@ -13,6 +13,10 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+inline double ms_between(Clock::time_point a, Clock::time_point b) {
+  return 1e3 * std::chrono::duration<double>(b - a).count();
+}
+
 inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
