@@ -1,8 +1,9 @@
 // Every differentiable op's gradient against central finite differences in float64, on
-// random inputs, broadcasting edge cases included (convolution and pooling:
-// conv_grad_test.cc).
+// random inputs, broadcasting edge cases included (convolution: conv_grad_test.cc).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <random>
 #include <string>
 
 #include "cadre/ops/indexing.h"
@@ -214,6 +215,76 @@ TEST(GradTest, CrossEntropies) {
   expect_gradients_match(
       [](const Inputs& v) { return sigmoid_cross_entropy_with_logits(v[0], v[1]); },
       {targets, logits});
+}
+
+TEST(GradTest, Pooling) {
+  Tensor x = random_tensor({2, 5, 6, 3}, 80);
+  for (Padding p : {Padding::kValid, Padding::kSame}) {
+    expect_gradients_match(
+        [p](const Inputs& v) {
+          return max_pool2d(v[0], {2, 2}, {2, 2}, p);
+        },
+        {x});
+    expect_gradients_match(
+        [p](const Inputs& v) {
+          return avg_pool2d(v[0], {3, 2}, {2, 1}, p);
+        },
+        {x});
+  }
+  // Windows that tile the image (strides equal to the window), with input rows and columns
+  // that no window covers under VALID padding and partial windows under SAME.
+  Tensor odd = random_tensor({2, 7, 8, 3}, 81);
+  for (Padding p : {Padding::kValid, Padding::kSame}) {
+    expect_gradients_match(
+        [p](const Inputs& v) {
+          return max_pool2d(v[0], {2, 3}, {2, 3}, p);
+        },
+        {odd});
+    expect_gradients_match(
+        [p](const Inputs& v) {
+          return max_pool2d(v[0], {3, 3}, {1, 2}, p);
+        },
+        {x});
+  }
+}
+
+// Random geometries through the float32 pooling loops (8-lane vectors where the channels
+// allow, tiled windows) against the float64 ones checked above.
+TEST(GradTest, PoolingFloat32MatchesFloat64OnRandomGeometries) {
+  std::mt19937 rng(1126);
+  auto pick = [&rng](std::vector<int64_t> from) { return from[rng() % from.size()]; };
+  for (int i = 0; i < 40; ++i) {
+    Shape shape{pick({1, 3}), pick({2, 5, 9}), pick({3, 8}), pick({1, 5, 8, 16, 24})};
+    std::array<int64_t, 2> window{pick({1, 2, 3}), pick({1, 2, 3})};
+    std::array<int64_t, 2> strides =
+        pick({0, 1}) ? window : std::array<int64_t, 2>{pick({1, 2}), pick({1, 2})};
+    Padding padding = pick({0, 1}) ? Padding::kSame : Padding::kValid;
+    bool max = pick({0, 1});
+    if (padding == Padding::kValid && (window[0] > shape[1] || window[1] > shape[2])) continue;
+    SCOPED_TRACE(shape.to_string() + (max ? " max" : " avg") + " window " +
+                 std::to_string(window[0]) + "x" + std::to_string(window[1]) + " strides " +
+                 std::to_string(strides[0]) + "," + std::to_string(strides[1]) +
+                 (padding == Padding::kSame ? " SAME" : " VALID"));
+    auto run = [&](DType dtype) {
+      Tensor x = random_tensor(shape, 90 + i).cast(dtype);
+      GradientTape tape;
+      tape.watch(x);
+      Tensor y =
+          max ? max_pool2d(x, window, strides, padding) : avg_pool2d(x, window, strides, padding);
+      Tensor r = random_tensor(y.shape(), 91 + i, 0.5, 1.5).cast(dtype);
+      Tensor dx = tape.gradient(sum(mul(y, r)), x).to_dense();
+      return std::vector<std::vector<double>>{y.cast(DType::kFloat64).to_vector<double>(),
+                                              dx.cast(DType::kFloat64).to_vector<double>()};
+    };
+    auto got = run(DType::kFloat32), want = run(DType::kFloat64);
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].size(), want[k].size());
+      for (size_t e = 0; e < got[k].size(); ++e) {
+        ASSERT_NEAR(got[k][e], want[k][e], 1e-5 * std::max(1.0, std::abs(want[k][e])))
+            << (k == 0 ? "output" : "input gradient") << " element " << e;
+      }
+    }
+  }
 }
 
 TEST(GradTest, BatchNorm) {
