@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "cadre/runtime/precision.h"
 #include "cadre/tensor/tensor.h"
 #include "core/tensor/device_backend.h"
 #include "tests/core/portable_test_util.h"
@@ -103,5 +104,11 @@ inline double max_abs(const Tensor& t) {
 inline double ulps(DType dtype, double n = 4) {
   return n * (dtype == DType::kFloat64 ? 2.220446049250313e-16 : 1.1920929e-07);
 }
+
+// Restores float32 products when a test ends.
+struct PrecisionScope {
+  explicit PrecisionScope(Float32Precision p) { set_float32_precision(p); }
+  ~PrecisionScope() { set_float32_precision(Float32Precision::kFloat32); }
+};
 
 }  // namespace cadre::testing
