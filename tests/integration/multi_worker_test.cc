@@ -1,20 +1,19 @@
 // A chief and a worker as two processes on 127.0.0.1 (TF_CONFIG each, the coordination
 // service on the chief's port, Gloo between them) train as one process does on the same
-// global batch; the chief alone writes model_dir; a worker that dies is named to the chief.
+// global batch; the chief alone writes model_dir (a job that fails:
+// multi_worker_failure_test.cc).
+#include "tests/integration/multi_worker_test.h"
+
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
+#include <string>
 
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
-#include "cadre/io/event_file.h"
 #include "tests/support/job_secret.h"
 #include "tests/support/processes.h"
 #include "tests/support/temp_dir.h"
@@ -24,134 +23,10 @@ namespace {
 
 using testing::free_port;
 using testing::read_log;
-
-pid_t start(const std::string& tf_config, const std::string& model_dir, int steps,
-            const std::string& log, const char* strategy = "", const char* input = "",
-            const char* seed = "", std::vector<std::pair<std::string, std::string>> more_env = {}) {
-  std::vector<std::pair<std::string, std::string>> env{{"HELPER_STRATEGY", strategy},
-                                                       {"HELPER_INPUT", input},
-                                                       {"HELPER_SEED", seed},
-                                                       testing::job_secret_env()};
-  env.insert(env.end(), more_env.begin(), more_env.end());
-  if (!tf_config.empty()) env.emplace_back("TF_CONFIG", tf_config);
-  return testing::spawn({CADRE_MULTI_WORKER_HELPER, model_dir, std::to_string(steps)}, env, log);
-}
-
 using testing::wait_for;
-
-std::string cluster_json(int chief_port, int worker_port) {
-  return "\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(chief_port) +
-         "\"], \"worker\": [\"127.0.0.1:" + std::to_string(worker_port) + "\"]}";
-}
-
-class MultiWorkerTest : public cadre::testing::TempDirTest {
- protected:
-  // A chief whose training throws at step 30 (with `chief_env` besides) and a worker, in
-  // model_dir "m<transport>", over `transport` ("" for shared memory, or "gloo").
-  std::pair<pid_t, pid_t> start_failing_chief(
-      const std::string& transport, std::vector<std::pair<std::string, std::string>> chief_env) {
-    std::string dir = path("m" + transport);
-    std::string cluster = cluster_json(free_port(), free_port());
-    chief_env.emplace_back("HELPER_TRANSPORT", transport);
-    chief_env.emplace_back("HELPER_FAIL_AT_STEP", "30");
-    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 1000000,
-                        path("chief.log"), "", "", "", chief_env);
-    pid_t worker =
-        start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 1000000,
-              path("worker.log"), "", "", "", {{"HELPER_TRANSPORT", transport}});
-    return {chief, worker};
-  }
-
-  // A chief and a worker train to step 20 in `dir`; every variable then equals a single
-  // process's after 20 steps of the same global batches.
-  void expect_two_workers_match_one_process(
-      const std::string& dir, const char* input, const char* worker_seed = "",
-      std::vector<std::pair<std::string, std::string>> env = {}) {
-    ASSERT_EQ(wait_for(start("", path("single"), 20, path("single.log"), "", "", "", env)), 0)
-        << read_log(path("single.log"));
-    std::string cluster = cluster_json(free_port(), free_port());
-    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", dir, 20,
-                        path("chief.log"), "", input, "", env);
-    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", dir, 20,
-                         path("worker.log"), "", input, worker_seed, env);
-    EXPECT_EQ(wait_for(worker), 0) << read_log(path("worker.log"));
-    EXPECT_EQ(wait_for(chief), 0) << read_log(path("chief.log"));
-
-    auto single = checkpoint::CheckpointReader::open(path("single") + "/model.ckpt-20.h5");
-    auto multi = checkpoint::CheckpointReader::open(dir + "/model.ckpt-20.h5");
-    ASSERT_EQ(single->variables().size(), multi->variables().size());
-    for (const auto& [name, info] : single->variables()) {
-      std::vector<double> a = single->read(name).to_vector<double>();
-      std::vector<double> b = multi->read(name).to_vector<double>();
-      ASSERT_EQ(a.size(), b.size()) << name;
-      for (size_t i = 0; i < a.size(); ++i) {
-        EXPECT_NEAR(a[i], b[i], 1e-5) << name << "[" << i << "]";
-      }
-    }
-    // Only the chief wrote checkpoints and summaries (the worker's copy is the chief's files).
-    EXPECT_EQ(multi->attributes().at("strategy"), "multi_worker_mirrored");
-    // The chief's training loss is the global batch's, as one process computes it, not
-    // the loss of its own half.
-    std::map<int64_t, float> one = training_losses(path("single")), two = training_losses(dir);
-    ASSERT_FALSE(one.empty());
-    EXPECT_EQ(one.size(), two.size());
-    for (const auto& [step, loss] : one) {
-      ASSERT_TRUE(two.count(step)) << "no loss for step " << step;
-      EXPECT_NEAR(two[step], loss, 1e-5 * std::abs(loss)) << "step " << step;
-    }
-  }
-
-  // Starts a chief and a worker training in model_dir "m" (emptied first) and returns
-  // their pids once the chief has saved step 10.
-  std::pair<pid_t, pid_t> start_training(
-      const std::vector<std::pair<std::string, std::string>>& env) {
-    std::filesystem::remove_all(path("m"));
-    std::string cluster = cluster_json(free_port(), free_port());
-    pid_t chief = start("{" + cluster + R"(, "task": {"type": "chief", "index": 0}})", path("m"),
-                        1000000, path("chief.log"), "", "", "", env);
-    pid_t worker = start("{" + cluster + R"(, "task": {"type": "worker", "index": 0}})", path("m"),
-                         1000000, path("worker.log"), "", "", "", env);
-    auto start_time = std::chrono::steady_clock::now();
-    while (!std::filesystem::exists(path("m") + "/model.ckpt-10.h5") &&
-           std::chrono::steady_clock::now() - start_time < std::chrono::seconds(60)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return {chief, worker};
-  }
-
-  // A chief and a worker train until the worker is SIGKILLed: the chief names it and exits
-  // with status 1 within `seconds`, without waiting for the heartbeat timeout (5 s).
-  void expect_a_worker_that_dies_is_named_and_the_chief_stops(
-      const std::vector<std::pair<std::string, std::string>>& env, double seconds) {
-    auto [chief, worker] = start_training(env);
-    ::kill(worker, SIGKILL);
-    wait_for(worker);
-    auto killed = std::chrono::steady_clock::now();
-    EXPECT_EQ(wait_for(chief), 1);
-    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-    EXPECT_LT(took, seconds);
-    std::string log = read_log(path("chief.log"));
-    // Named by the collective that lost it: by its pid over shared memory, as the peer
-    // whose connection broke over Gloo.
-    bool named = log.find("worker:0 (rank 1, pid") != std::string::npos ||
-                 log.find("a peer is gone (worker:0)") != std::string::npos;
-    EXPECT_TRUE(named) << testing::tail(log, 2000);
-  }
-
-  // The "loss" summaries of model_dir's training event files, by step.
-  static std::map<int64_t, float> training_losses(const std::string& model_dir) {
-    std::map<int64_t, float> losses;
-    for (const auto& entry : std::filesystem::directory_iterator(model_dir)) {
-      if (entry.path().filename().string().rfind("events.out.tfevents", 0) != 0) continue;
-      for (const io::Event& event : io::read_event_file(entry.path().string())) {
-        for (const io::SummaryValue& v : event.values) {
-          if (v.tag == "loss" && v.scalar) losses[event.step] = *v.scalar;
-        }
-      }
-    }
-    return losses;
-  }
-};
+using testing::multi_worker::cluster_json;
+using testing::multi_worker::MultiWorkerTest;
+using testing::multi_worker::start;
 
 // Gradient buckets summed while the backward pass runs give the same bits as the same
 // buckets summed after it, over Gloo's ring (whose sums depend on where an element sits in
@@ -243,17 +118,18 @@ TEST_F(MultiWorkerTest, AChiefAloneTrainsWithoutASecretOrAService) {
   testing::CommandResult run = testing::run_command(
       "TF_CONFIG='" + tf_config + "' HOME=" + path("home") +
       " CADRE_JOB_SECRET= CADRE_JOB_SECRET_FILE= CADRE_INSECURE= CADRE_NUM_THREADS=1"
-      " timeout 120 " CADRE_FASHION_MNIST " --model_dir=" + path("m") +
+      " timeout 120 " CADRE_FASHION_MNIST " --model_dir=" +
+      path("m") +
       " --strategy=multi_worker_mirrored --max_steps=20 --save_checkpoints_steps=10"
       " --eval_steps=1 --batch_size=32 2>&1");
   ASSERT_EQ(run.status, 0) << testing::tail(run.output);
   EXPECT_NE(run.output.find("MultiWorkerMirroredStrategy: worker 0 of 1 (chief:0)"),
             std::string::npos)
       << testing::tail(run.output);
-  EXPECT_NE(run.output.find(R"({"task":"chief","model":"mlp","global_step":20)"),
-            std::string::npos)
+  EXPECT_NE(run.output.find(R"({"task":"chief","model":"mlp","global_step":20)"), std::string::npos)
       << testing::tail(run.output);
-  EXPECT_EQ(run.output.find("coordination service"), std::string::npos) << testing::tail(run.output);
+  EXPECT_EQ(run.output.find("coordination service"), std::string::npos)
+      << testing::tail(run.output);
   EXPECT_FALSE(std::filesystem::exists(path("home") + "/.cadre"));
 }
 
@@ -354,105 +230,6 @@ TEST_F(MultiWorkerTest, AWorkerThatCannotSeeTheCheckpointsTakesTheChiefsStep) {
   EXPECT_NE(read_log(path("worker.log")).find("has already reached max_steps 20"),
             std::string::npos)
       << read_log(path("worker.log"));
-}
-
-TEST_F(MultiWorkerTest, AWorkerThatDiesIsNamedAndTheChiefStops) {
-  expect_a_worker_that_dies_is_named_and_the_chief_stops({}, 3.0);
-}
-
-// Three times: a worker killed right after sending a message leaves the chief's next write
-// to raise SIGPIPE (about one kill in three did, killing the chief with status 141, before
-// the collective blocked it).
-TEST_F(MultiWorkerTest, AWorkerThatDiesOverGlooIsNamedAndTheChiefStops) {
-  for (int round = 0; round < 3; ++round) {
-    SCOPED_TRACE(round);
-    expect_a_worker_that_dies_is_named_and_the_chief_stops({{"HELPER_TRANSPORT", "gloo"}}, 3.0);
-  }
-}
-
-// A worker that hangs (SIGSTOP: its connections stay open, as with a host that lost power
-// or its network) over Gloo: the chief's read would wait for the collective's timeout (60 s
-// here); the coordination service declares the worker dead at the heartbeat timeout (5 s)
-// and the chief's all-reduce ends then, naming it.
-TEST_F(MultiWorkerTest, AWorkerThatHangsOverGlooIsNamedAtTheHeartbeatTimeout) {
-  auto [chief, worker] = start_training({{"HELPER_TRANSPORT", "gloo"}});
-  ::kill(worker, SIGSTOP);
-  auto stopped = std::chrono::steady_clock::now();
-  EXPECT_EQ(wait_for(chief), 1);
-  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-  ::kill(worker, SIGKILL);
-  wait_for(worker);
-  std::string log = read_log(path("chief.log"));
-  EXPECT_LT(seconds, 20.0) << testing::tail(log, 2000);
-  EXPECT_NE(log.find("the cluster failed: task worker:0 has sent no heartbeat"), std::string::npos)
-      << testing::tail(log, 2000);
-}
-
-// The chief fails by itself (its training throws) while the worker waits for it in an
-// all-reduce: the chief leaves without waiting at the shutdown barrier (30 s), and the
-// worker stops right after it, not at the heartbeat timeout (5 s).
-TEST_F(MultiWorkerTest, AChiefThatFailsByItselfStopsTheJobAtOnce) {
-  for (const char* transport : {"", "gloo"}) {
-    SCOPED_TRACE(*transport ? transport : "shared memory");
-    using Clock = std::chrono::steady_clock;
-    auto began = Clock::now();
-    auto [chief, worker] = start_failing_chief(transport, {});
-    EXPECT_EQ(wait_for(chief), 1) << read_log(path("chief.log"));
-    auto chief_ended = Clock::now();
-    EXPECT_EQ(wait_for(worker), 1) << read_log(path("worker.log"));
-    auto worker_ended = Clock::now();
-    std::string chief_log = read_log(path("chief.log")), worker_log = read_log(path("worker.log"));
-    EXPECT_LT(std::chrono::duration<double>(chief_ended - began).count(), 20.0)
-        << testing::tail(chief_log, 2000);
-    EXPECT_LT(std::chrono::duration<double>(worker_ended - chief_ended).count(), 3.0)
-        << testing::tail(worker_log, 2000);
-    EXPECT_NE(chief_log.find("failing at step 30"), std::string::npos)
-        << testing::tail(chief_log, 2000);
-    // The worker names the chief as the peer it lost.
-    auto has = [&](const char* text) { return worker_log.find(text) != std::string::npos; };
-    bool named = has("chief:0 (rank 0) gave up on the collective") || has("chief:0 (rank 0, pid") ||
-                 has("a peer is gone (chief:0)");
-    EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
-    // And the error the chief reported to the coordination service.
-    EXPECT_TRUE(has("task chief:0 failed: HELPER_FAIL_AT_STEP: failing at step 30"))
-        << testing::tail(worker_log, 2000) << "\nthe chief's log:\n"
-        << testing::tail(chief_log, 2000);
-  }
-}
-
-// The same chief, in a program that catches the error and lives on with its strategy:
-// train() leaves the worker group as the error leaves it, so the worker does not wait for
-// the chief's process to end.
-TEST_F(MultiWorkerTest, AChiefThatCatchesItsTrainingErrorStillLetsTheWorkerGo) {
-  for (const char* transport : {"", "gloo"}) {
-    SCOPED_TRACE(*transport ? transport : "shared memory");
-    using Clock = std::chrono::steady_clock;
-    auto began = Clock::now();
-    auto [chief, worker] = start_failing_chief(transport, {{"HELPER_KEEP_AFTER_FAILURE", "30"}});
-    EXPECT_EQ(wait_for(worker, 25), 1) << read_log(path("worker.log"));
-    double worker_seconds = std::chrono::duration<double>(Clock::now() - began).count();
-    // The chief says it caught the error after train() has left the group.
-    std::string chief_log;
-    for (int i = 0; i < 500; ++i) {
-      chief_log = read_log(path("chief.log"));
-      if (chief_log.find("living on") != std::string::npos) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::string worker_log = read_log(path("worker.log"));
-    EXPECT_NE(chief_log.find("living on"), std::string::npos) << testing::tail(chief_log, 2000);
-    EXPECT_EQ(::kill(chief, 0), 0) << "the chief should still be living on";
-    ::kill(chief, SIGKILL);
-    wait_for(chief);
-    EXPECT_LT(worker_seconds, 15.0) << testing::tail(worker_log, 2000);
-    auto has = [&](const char* text) { return worker_log.find(text) != std::string::npos; };
-    bool named = has("chief:0 (rank 0) gave up on the collective") ||
-                 has("a peer is gone (chief:0)") || has("chief:0 (rank 0, pid");
-    EXPECT_TRUE(named) << testing::tail(worker_log, 2000);
-    // And the error the chief reported to the coordination service.
-    EXPECT_TRUE(has("task chief:0 failed: HELPER_FAIL_AT_STEP: failing at step 30"))
-        << testing::tail(worker_log, 2000) << "\nthe chief's log:\n"
-        << testing::tail(chief_log, 2000);
-  }
 }
 
 }  // namespace
