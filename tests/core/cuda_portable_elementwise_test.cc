@@ -27,12 +27,12 @@ using kernels::Activation;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
 using testing::host_ptr;
+using testing::kCpu;
 using testing::poisoned;
 using testing::random_values;
 using testing::run_on_host;
 using testing::same_bytes;
 
-const Device kCpu = Device::cpu(0);
 const DType kNumeric[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,
                           DType::kInt64,   DType::kUInt8,   DType::kBool};
 

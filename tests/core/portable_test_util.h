@@ -16,6 +16,9 @@
 
 namespace cadre::testing {
 
+// Where the CPU kernels that the portable rules are compared with run.
+inline const Device kCpu = Device::cpu(0);
+
 // What a grid-stride loop does on the GPU, on one host thread.
 template <typename F>
 void run_on_host(int64_t n, const F& f) {
