@@ -1,6 +1,6 @@
-# Keeps the strategies' files small enough to read in one sitting (docs/ARCHITECTURE.md): no
-# source or header under strategies/ longer than 400 lines. Run by CTest as
-# LayoutTest.StrategyFilesStayUnder400Lines, or by hand:
+# Keeps every file small enough to read in one sitting (docs/ARCHITECTURE.md): no source or
+# header (.cc, .h, .cu) under the project's folders longer than 400 lines, outside the short
+# list of exemptions below. Run by CTest as LayoutTest.FilesStayUnder400Lines, or by hand:
 #   cmake -DSOURCE_DIR=. -P cmake/CheckFileSizes.cmake
 cmake_minimum_required(VERSION 3.25)
 if(NOT SOURCE_DIR)
@@ -8,10 +8,26 @@ if(NOT SOURCE_DIR)
 endif()
 get_filename_component(SOURCE_DIR ${SOURCE_DIR} ABSOLUTE)
 set(limit 400)
-file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/strategies/*.cc
-     ${SOURCE_DIR}/strategies/*.h ${SOURCE_DIR}/include/cadre/strategies/*.h)
+set(folders include core io checkpoint strategies estimator keras tools examples tests)
+# Files past the limit that are being split now (#48); each leaves this list with its split.
+set(exempt
+    core/ops/nn.cc
+    core/ops/math.cc
+    core/backend/cuda/cudnn_conv.cc
+    core/backend/cpu/conv_one_channel.cc
+    core/backend/cpu/conv_kernels.cc)
+set(patterns "")
+foreach(folder ${folders})
+  foreach(extension cc h cu)
+    list(APPEND patterns ${SOURCE_DIR}/${folder}/*.${extension})
+  endforeach()
+endforeach()
+file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR} ${patterns})
 set(too_long "")
 foreach(file ${files})
+  if(file IN_LIST exempt)
+    continue()
+  endif()
   file(READ ${SOURCE_DIR}/${file} text)
   string(REGEX MATCHALL "\n" newlines "${text}")
   list(LENGTH newlines count)
@@ -24,4 +40,6 @@ if(too_long)
   message(FATAL_ERROR "files past ${limit} lines (split them by what they do):\n  ${listed}")
 endif()
 list(LENGTH files checked)
-message(STATUS "${checked} files under strategies/, none past ${limit} lines")
+list(JOIN folders ", " listed_folders)
+message(STATUS "${checked} files under ${listed_folders}: none past ${limit} lines but the "
+               "exempt ones")
