@@ -50,7 +50,7 @@ void ProfilerHook::begin(Run& run) {
 }
 
 void ProfilerHook::before_run(Run& run, RunContext& context) {
-  int64_t now = profiler::internal::now_ns();
+  int64_t now = profiler::now_ns();
   if (step_start_ns_ >= 0) close_step(run, now);
   step_ = run.global_step();
   if (!wants(step_) || unavailable_) {
@@ -67,7 +67,7 @@ void ProfilerHook::before_run(Run& run, RunContext& context) {
     }
   }
   if (summarized_steps_ == 0) first_summarized_ = step_;
-  step_start_ns_ = profiler::internal::now_ns();
+  step_start_ns_ = profiler::now_ns();
 }
 
 // The step that began at before_run ends at the next before_run (or at end), so that its
@@ -126,7 +126,7 @@ void ProfilerHook::write_trace(Run& run) {
 }
 
 void ProfilerHook::end(Run& run) {
-  if (step_start_ns_ >= 0) close_step(run, profiler::internal::now_ns());
+  if (step_start_ns_ >= 0) close_step(run, profiler::now_ns());
   if (summarized_steps_ > 0) log_summary();
   if (!trace_done_ && first_traced_ >= 0) write_trace(run);
   session_.reset();

@@ -14,7 +14,8 @@
 #include "cadre/tensor/dtype.h"
 #include "cadre/tensor/tensor.h"
 
-namespace cadre::keras::internal {
+namespace cadre::keras {
+namespace internal {
 
 // A shape with -1 for an unknown dimension (the batch).
 using Dims = std::vector<int64_t>;
@@ -29,11 +30,17 @@ struct WeightInfo {
   bool trainable = true;
 };
 
-class LayerImpl {
+}  // namespace internal
+
+class Layer::Impl {
  public:
-  explicit LayerImpl(std::string kind, std::string name = "")
+  using Dims = internal::Dims;
+  using Config = internal::Config;
+  using WeightInfo = internal::WeightInfo;
+
+  explicit Impl(std::string kind, std::string name = "")
       : kind_(std::move(kind)), name_(std::move(name)) {}
-  virtual ~LayerImpl() = default;
+  virtual ~Impl() = default;
 
   const std::string& kind() const { return kind_; }
   const std::string& name() const { return name_; }
@@ -58,6 +65,20 @@ class LayerImpl {
   std::string name_;
 };
 
+// A layer call in a model's graph (or a model input, without a layer).
+struct KerasTensor::Node {
+  std::shared_ptr<Layer::Impl> layer;
+  std::vector<std::shared_ptr<Node>> inbound;
+  internal::Dims shape;
+  DType dtype = DType::kFloat32;
+  std::string input_name;  // an input's feature
+};
+
+namespace internal {
+
+using LayerImpl = Layer::Impl;
+using Node = KerasTensor::Node;
+
 // The layer of `kind` from its saved config; DataLossError for an unknown kind or a bad value.
 std::shared_ptr<LayerImpl> layer_from_config(const std::string& kind, const std::string& name,
                                              const Config& config);
@@ -66,19 +87,11 @@ std::shared_ptr<LayerImpl> layer_from_config(const std::string& kind, const std:
 bool is_input_layer(const LayerImpl& layer);
 std::pair<Dims, InputOptions> input_layer_spec(const LayerImpl& layer);
 
-// A layer call in a model's graph (or a model input, without a layer).
-struct Node {
-  std::shared_ptr<LayerImpl> layer;
-  std::vector<std::shared_ptr<Node>> inbound;
-  Dims shape;
-  DType dtype = DType::kFloat32;
-  std::string input_name;  // an input's feature
-};
-
 // The node of `layer` called on `inbound`, its shape checked (InvalidArgumentError naming
 // both layers and shapes).
 std::shared_ptr<Node> call_layer(const std::shared_ptr<LayerImpl>& layer,
                                  std::vector<std::shared_ptr<Node>> inbound);
 std::shared_ptr<Node> input_node(Dims shape, std::string name, DType dtype);
 
-}  // namespace cadre::keras::internal
+}  // namespace internal
+}  // namespace cadre::keras

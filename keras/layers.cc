@@ -24,12 +24,12 @@ std::string dims_string(const Dims& dims) {
   return out + ")";
 }
 
-std::string LayerImpl::describe() const {
+}  // namespace internal
+
+std::string Layer::Impl::describe() const {
   return name_.empty() ? str_cat("a ", kind_, " layer")
                        : str_cat("layer '", name_, "' (", kind_, ")");
 }
-
-}  // namespace internal
 
 namespace {
 

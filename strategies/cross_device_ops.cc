@@ -8,6 +8,7 @@
 #include "cadre/ops/math.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
+#include "core/runtime/parallel_for.h"
 #include "strategies/collectives/nccl/collective.h"
 #include "strategies/collectives/nccl/local_group.h"
 

@@ -9,6 +9,7 @@
 #include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
+#include "core/runtime/compute_elsewhere.h"
 #include "core/tensor/transfer.h"
 
 namespace cadre {

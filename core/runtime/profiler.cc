@@ -18,17 +18,9 @@
 
 namespace cadre::profiler {
 
-namespace internal {
-std::atomic<bool> recording{false};
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace internal
-
 namespace {
+
+std::atomic<bool> recording{false};
 
 // Events a thread keeps between two collects (about 12 MB); later ones are dropped and
 // counted, so that a session nobody collects (a run that failed with its hook's session
@@ -94,7 +86,14 @@ bool event_order(const Event& a, const Event& b) {
 
 }  // namespace
 
-namespace internal {
+bool enabled() { return recording.load(std::memory_order_relaxed); }
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void record(std::string_view name, std::string_view category, int64_t start_ns, int64_t end_ns) {
   if (!recording.load(std::memory_order_relaxed)) return;  // the session ended meanwhile
   ThreadBuffer& buffer = thread_buffer();
@@ -105,7 +104,6 @@ void record(std::string_view name, std::string_view category, int64_t start_ns, 
   }
   buffer.events.push_back({name, category, buffer.tid, start_ns, end_ns - start_ns});
 }
-}  // namespace internal
 
 std::string_view intern(std::string_view text) {
   static std::mutex* mutex = new std::mutex;
@@ -132,7 +130,7 @@ void Profile::append(Profile other) {
 }
 
 ProfilerSession::ProfilerSession()
-    : origin_ns_(internal::now_ns()),
+    : origin_ns_(now_ns()),
       origin_unix_us_(std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()) {}
@@ -152,14 +150,14 @@ std::unique_ptr<ProfilerSession> ProfilerSession::start() {
   std::unique_ptr<ProfilerSession> session(new ProfilerSession());
   r.origin_ns.store(session->origin_ns_, std::memory_order_relaxed);
   r.session_active = true;
-  internal::recording.store(true, std::memory_order_relaxed);
+  recording.store(true, std::memory_order_relaxed);
   return session;
 }
 
 ProfilerSession::~ProfilerSession() {
   Recorder& r = recorder();
   std::lock_guard lock(r.mutex);
-  internal::recording.store(false, std::memory_order_relaxed);
+  recording.store(false, std::memory_order_relaxed);
   r.session_active = false;
   std::erase_if(r.buffers, [](const std::shared_ptr<ThreadBuffer>& buffer) {
     std::lock_guard buffer_lock(buffer->mutex);

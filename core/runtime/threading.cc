@@ -13,6 +13,8 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "core/runtime/compute_elsewhere.h"
+#include "core/runtime/parallel_for.h"
 
 namespace cadre {
 namespace {
@@ -129,8 +131,6 @@ ReplicaThreadScope::~ReplicaThreadScope() {
   refresh();
 }
 
-namespace internal {
-
 void parallel_for_impl(int64_t begin, int64_t end, int64_t grain, int threads, RangeFn fn) {
   int64_t chunks = (end - begin + grain - 1) / grain;
   int team = static_cast<int>(std::min<int64_t>(threads, chunks));
@@ -145,5 +145,4 @@ void parallel_for_impl(int64_t begin, int64_t end, int64_t grain, int threads, R
   }
 }
 
-}  // namespace internal
 }  // namespace cadre

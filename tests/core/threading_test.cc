@@ -18,6 +18,7 @@
 #include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
 #include "core/runtime/background_thread.h"
+#include "core/runtime/parallel_for.h"
 
 namespace cadre {
 namespace {

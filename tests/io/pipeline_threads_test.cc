@@ -13,6 +13,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
 #include "cadre/runtime/threading.h"
+#include "core/runtime/compute_elsewhere.h"
 
 namespace cadre::io {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "cadre/runtime/threading.h"
+#include "core/runtime/parallel_for.h"
 #include "cadre/tensor/tensor.h"
 
 namespace cadre::backend::cpu {

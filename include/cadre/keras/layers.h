@@ -28,11 +28,6 @@
 
 namespace cadre::keras {
 
-namespace internal {
-class LayerImpl;
-struct Node;
-}  // namespace internal
-
 // A layer's activation, by Keras name ("relu", "softmax", "linear", ...) or as
 // cadre::Activation (nn::relu). An unknown name is an InvalidArgumentError listing the
 // known ones, raised by the layer's constructor.
@@ -52,16 +47,18 @@ class ActivationArg {
 // dimension, and the layer call that produced it.
 class KerasTensor {
  public:
-  explicit KerasTensor(std::shared_ptr<internal::Node> node);
+  struct Node;  // the layer call behind it (private to Cadre: keras/layer_impl.h)
+
+  explicit KerasTensor(std::shared_ptr<Node> node);
   // [-1, ...]: the batch first.
   const std::vector<int64_t>& shape() const;
   DType dtype() const;
   // The layer that produced it ("" for an input: then the input's feature name).
   std::string name() const;
-  const std::shared_ptr<internal::Node>& node() const { return node_; }
+  const std::shared_ptr<Node>& node() const { return node_; }
 
  private:
-  std::shared_ptr<internal::Node> node_;
+  std::shared_ptr<Node> node_;
 };
 
 struct InputOptions {
@@ -75,7 +72,9 @@ KerasTensor Input(std::vector<int64_t> shape, InputOptions options = {});
 
 class Layer {
  public:
-  explicit Layer(std::shared_ptr<internal::LayerImpl> impl);
+  class Impl;  // what the layer is and computes (private to Cadre: keras/layer_impl.h)
+
+  explicit Layer(std::shared_ptr<Impl> impl);
   // The layer's name ("" until a model names it).
   const std::string& name() const;
   // The Keras class name: "Dense", "Conv2D", ...
@@ -83,10 +82,10 @@ class Layer {
   KerasTensor operator()(const KerasTensor& input) const;
   // Layers of several inputs (Add, Concatenate).
   KerasTensor operator()(const std::vector<KerasTensor>& inputs) const;
-  const std::shared_ptr<internal::LayerImpl>& impl() const { return impl_; }
+  const std::shared_ptr<Impl>& impl() const { return impl_; }
 
  private:
-  std::shared_ptr<internal::LayerImpl> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 // The first element of a Sequential: the shape of one example (and its feature name).

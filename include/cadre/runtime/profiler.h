@@ -3,8 +3,8 @@
 // Code marks spans of time with a profiler::Scope; every kernel call and every gradient
 // function is one (core), as are the phases of a training step (the Estimator). While a
 // ProfilerSession is recording, each scope appends (name, category, start, duration) to a
-// buffer of its own thread; collect() takes them out. While none is, a scope costs one
-// relaxed atomic load and a branch, so profiling stays compiled in.
+// buffer of its own thread; collect() takes them out. While none is, a scope costs a call
+// to enabled() and a branch, so profiling stays compiled in.
 //
 //   auto session = profiler::ProfilerSession::start();
 //   { profiler::Scope scope("my_loss", "user"); ... }
@@ -35,14 +35,16 @@ inline constexpr std::string_view kOp = "op";        // one kernel call, named b
 inline constexpr std::string_view kGrad = "grad";    // one gradient function of the tape
 inline constexpr std::string_view kUser = "user";
 
-namespace internal {
-extern std::atomic<bool> recording;
+// Whether a session is recording: one relaxed atomic load.
+bool enabled();
+// The profiler's clock: steady, in nanoseconds. Spans are measured on it; a session's events
+// come out relative to its origin_ns().
 int64_t now_ns();
+// Appends the span [start_ns, end_ns) of now_ns()'s clock to the calling thread's events
+// while a session records, and does nothing otherwise: what a Scope does when it closes, for
+// a span that no scope brackets (one that opens and closes in different calls). `name` and
+// `category` must outlive the session, as a Scope's must.
 void record(std::string_view name, std::string_view category, int64_t start_ns, int64_t end_ns);
-}  // namespace internal
-
-// Whether a session is recording: one relaxed load.
-inline bool enabled() { return internal::recording.load(std::memory_order_relaxed); }
 
 // A string with the lifetime of the process, equal to `text`: scopes keep names by view,
 // so a name built at run time goes through here (once per distinct name; takes a lock).
@@ -61,12 +63,12 @@ class Scope {
     if (enabled()) [[unlikely]] {
       name_ = name;
       category_ = category;
-      start_ns_ = internal::now_ns();
+      start_ns_ = now_ns();
     }
   }
   ~Scope() {
     if (start_ns_ >= 0) [[unlikely]]
-      internal::record(name_, category_, start_ns_, internal::now_ns());
+      record(name_, category_, start_ns_, now_ns());
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -90,7 +92,7 @@ class Phases {
     end();
     if (enabled()) [[unlikely]] {
       name_ = name;
-      start_ns_ = internal::now_ns();
+      start_ns_ = now_ns();
     }
   }
   Phases(const Phases&) = delete;
@@ -100,7 +102,7 @@ class Phases {
   void end() {
     if (start_ns_ < 0) [[likely]]
       return;
-    internal::record(name_, kPhase, start_ns_, internal::now_ns());
+    record(name_, kPhase, start_ns_, now_ns());
     start_ns_ = -1;
   }
   std::string_view name_;
@@ -142,7 +144,7 @@ class ProfilerSession {
   // Everything recorded since start() or the previous collect(), removed from the buffers.
   // Scopes still open are not in it yet.
   Profile collect();
-  // The session's origin, on the clock of internal::now_ns().
+  // The session's origin, on now_ns()'s clock.
   int64_t origin_ns() const { return origin_ns_; }
 
  private:

@@ -1,8 +1,8 @@
 // One budget of intra-op threads for the whole process.
 //
-// Kernels parallelise with parallel_for, and oneDNN with the same OpenMP runtime, so a
-// single pool of workers serves both. The budget defaults to the cores this process may
-// run on (its affinity mask), capped by the environment variable CADRE_NUM_THREADS or by
+// Kernels parallelise with OpenMP, and oneDNN with the same OpenMP runtime, so a single
+// pool of workers serves both. The budget defaults to the cores this process may run on
+// (its affinity mask), capped by the environment variable CADRE_NUM_THREADS or by
 // set_intra_op_threads(). Threads that run replicas side by side split it with a
 // ReplicaThreadScope, so that N replicas use budget/N threads each and the process never
 // runs more busy threads than the budget. OpenBLAS keeps its own pool; Cadre sets it to
@@ -10,9 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <algorithm>
-#include <type_traits>
-#include <utility>
 
 namespace cadre {
 
@@ -41,25 +38,9 @@ int current_thread_budget();
 void set_processes_sharing_cores(int processes);
 // Whether the cores have room for a helper thread beside the compute threads: the budget
 // times the processes sharing the cores is under hardware_threads(), or the calling
-// thread computes elsewhere (ComputeElsewhereScope). An autotuned prefetch reads its input
-// on the consumer's thread when they have none.
+// thread's computation runs elsewhere (its replicas are on GPUs). An autotuned prefetch
+// reads its input on the consumer's thread when they have none.
 bool spare_core();
-
-// For its lifetime, the calling thread's computation runs elsewhere (its replicas' kernels
-// on GPUs), so that the compute threads the budget counts are idle: spare_core() is then
-// true wherever this host has more than one core. DistributedDataset makes its iterators
-// under it when every replica is on a GPU, so that an autotuned prefetch reads ahead on a
-// thread of its own instead of on the thread that launches the kernels.
-class ComputeElsewhereScope {
- public:
-  ComputeElsewhereScope();
-  ~ComputeElsewhereScope();
-  ComputeElsewhereScope(const ComputeElsewhereScope&) = delete;
-  ComputeElsewhereScope& operator=(const ComputeElsewhereScope&) = delete;
-
- private:
-  bool previous_;
-};
 
 // For the lifetime of the scope, the calling thread (a replica) uses its share of the
 // budget: max(1, budget / num_replicas) threads.
@@ -73,41 +54,5 @@ class ReplicaThreadScope {
  private:
   int previous_divisor_;
 };
-
-namespace internal {
-// A non-owning reference to a callable, cheaper than std::function for a hot call.
-class RangeFn {
- public:
-  template <typename F>
-  RangeFn(F& fn)  // NOLINT: implicit by design
-      : object_(&fn), call_([](void* o, int64_t b, int64_t e) { (*static_cast<F*>(o))(b, e); }) {}
-  void operator()(int64_t begin, int64_t end) const { call_(object_, begin, end); }
-
- private:
-  void* object_;
-  void (*call_)(void*, int64_t, int64_t);
-};
-void parallel_for_impl(int64_t begin, int64_t end, int64_t grain, int threads, RangeFn fn);
-}  // namespace internal
-
-// Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end), each at
-// least `grain` long (but the last), on up to current_thread_budget() threads. Chunk
-// boundaries depend only on the range and the grain, never on the thread count, so that
-// kernels that combine per-chunk partial results give the same bits with any budget.
-// fn must not throw.
-template <typename F>
-void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
-  if (end <= begin) return;
-  if (end - begin <= grain) {
-    fn(begin, end);
-    return;
-  }
-  int threads = current_thread_budget();
-  if (threads <= 1) {
-    for (int64_t b = begin; b < end; b += grain) fn(b, std::min(end, b + grain));
-    return;
-  }
-  internal::parallel_for_impl(begin, end, grain, threads, fn);
-}
 
 }  // namespace cadre
