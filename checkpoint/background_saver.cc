@@ -3,8 +3,8 @@
 #include <cstring>
 #include <utility>
 
-#include "cadre/nn/deferred_copy.h"
 #include "checkpoint/host_snapshot.h"
+#include "core/nn/deferred_copy.h"
 #include "core/runtime/background_thread.h"
 
 namespace cadre::checkpoint {

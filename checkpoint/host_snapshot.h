@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cadre/checkpoint/contents.h"
-#include "cadre/nn/deferred_copy.h"
+#include "core/nn/deferred_copy.h"
 
 namespace cadre::checkpoint {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "cadre/nn/deferred_copy.h"
 #include "cadre/runtime/profiler.h"
+#include "core/nn/deferred_copy.h"
 
 namespace cadre {
 

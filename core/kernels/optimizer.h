@@ -3,15 +3,15 @@
 // All tensors are contiguous float32 or float64; gradient i matches variable i.
 //
 // copy_out (CPU kernels only; empty on other devices): tensors whose old values a
-// checkpoint's deferred copy still needs (cadre/nn/deferred_copy.h). A kernel copies each
+// checkpoint's deferred copy still needs (core/kernels/copy_out.h). A kernel copies each
 // chunk of such a tensor out just before its rule overwrites that chunk, and any it does
 // not write before it returns.
 #pragma once
 
 #include <span>
 
-#include "cadre/nn/deferred_copy.h"
 #include "cadre/tensor/tensor.h"
+#include "core/kernels/copy_out.h"
 #include "core/kernels/registry.h"
 
 namespace cadre::kernels {
@@ -20,19 +20,19 @@ struct SgdParams {
   double learning_rate = 0.01;
   double momentum = 0;  // 0: plain SGD, no slot
   bool nesterov = false;
-  std::span<const nn::CopyOut> copy_out = {};
+  std::span<const CopyOut> copy_out = {};
 };
 struct AdamParams {
   double learning_rate = 0.001;  // already bias-corrected: lr * sqrt(1-b2^t) / (1-b1^t)
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-7;  // added to sqrt(v), scaled like TensorFlow's epsilon-hat
-  std::span<const nn::CopyOut> copy_out = {};
+  std::span<const CopyOut> copy_out = {};
 };
 struct AdagradParams {
   double learning_rate = 0.001;
   double epsilon = 1e-7;
-  std::span<const nn::CopyOut> copy_out = {};
+  std::span<const CopyOut> copy_out = {};
 };
 struct RmsPropParams {
   double learning_rate = 0.001;
@@ -40,7 +40,7 @@ struct RmsPropParams {
   double momentum = 0;
   double epsilon = 1e-7;
   bool centered = false;
-  std::span<const nn::CopyOut> copy_out = {};
+  std::span<const CopyOut> copy_out = {};
 };
 
 // Dense updates. Slots are those the optimizer uses (momentum: accum; Adam: m, v; Adagrad:

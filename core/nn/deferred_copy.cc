@@ -1,4 +1,4 @@
-#include "cadre/nn/deferred_copy.h"
+#include "core/nn/deferred_copy.h"
 
 #include <algorithm>
 #include <chrono>

@@ -6,13 +6,13 @@
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/nn/clipping.h"
-#include "cadre/nn/deferred_copy.h"
 #include "cadre/nn/variable_store.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/math.h"
 #include "cadre/ops/reduce.h"
 #include "core/base/strings.h"
+#include "core/nn/deferred_copy.h"
 #include "core/nn/optimizer_config.h"
 
 namespace cadre::nn {

@@ -8,6 +8,7 @@
 #include "cadre/ops/math.h"
 #include "core/base/strings.h"
 #include "core/kernels/optimizer.h"
+#include "core/nn/deferred_copy.h"
 #include "core/nn/optimizer_config.h"
 
 namespace cadre::nn::optimizers {

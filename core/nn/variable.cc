@@ -2,9 +2,9 @@
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
-#include "cadre/nn/deferred_copy.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
+#include "core/nn/deferred_copy.h"
 
 namespace cadre::nn {
 

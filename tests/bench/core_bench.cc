@@ -114,7 +114,7 @@ void BM_AdamUpdateAfterASave(benchmark::State& state) {
       for (const Tensor& t : *list) set.push_back(Tensor::zeros(t.shape()));
     }
   }
-  std::vector<nn::CopyOut> outs;
+  std::vector<kernels::CopyOut> outs;
   size_t round = 0;
   for (auto _ : state) {
     const std::vector<Tensor>& to = snapshots[round++ % snapshots.size()];
@@ -124,7 +124,7 @@ void BM_AdamUpdateAfterASave(benchmark::State& state) {
       for (const Tensor& t : *list) outs.push_back({t.raw_data(), to[k++].raw_data(), t.nbytes()});
     }
     if (mode == 1) {
-      for (const nn::CopyOut& out : outs) std::memcpy(out.to, out.from, out.bytes);
+      for (const kernels::CopyOut& out : outs) std::memcpy(out.to, out.from, out.bytes);
     }
     kernels::AdamParams p;
     if (mode == 2) p.copy_out = outs;

@@ -21,7 +21,7 @@
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/restore.h"
 #include "cadre/checkpoint/state_file.h"
-#include "cadre/nn/deferred_copy.h"
+#include "cadre/nn/variable.h"
 #include "core/base/strings.h"
 #include "tests/checkpoint/manager_test.h"
 #include "tests/checkpoint/test_util.h"

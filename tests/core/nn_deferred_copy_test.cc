@@ -10,11 +10,11 @@
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
-#include "cadre/nn/deferred_copy.h"
 #include "cadre/nn/nn.h"
 #include "cadre/ops/math.h"
 #include "cadre/ops/reduce.h"
 #include "core/kernels/optimizer.h"
+#include "core/nn/deferred_copy.h"
 
 namespace cadre {
 namespace {

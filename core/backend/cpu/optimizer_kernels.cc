@@ -29,10 +29,10 @@ struct CopiesOut {
   T* b = nullptr;
   T* c = nullptr;
 
-  CopiesOut(std::span<const nn::CopyOut> copy_out, std::vector<bool>& made, const T* w_from,
+  CopiesOut(std::span<const kernels::CopyOut> copy_out, std::vector<bool>& made, const T* w_from,
             const T* a_from, const T* b_from, const T* c_from, int64_t n) {
     for (size_t k = 0; k < copy_out.size(); ++k) {
-      const nn::CopyOut& out = copy_out[k];
+      const kernels::CopyOut& out = copy_out[k];
       if (made[k] || out.bytes != static_cast<size_t>(n) * sizeof(T)) continue;
       T* to = static_cast<T*>(out.to);
       if (out.from == w_from) {
@@ -85,7 +85,7 @@ void apply(const Rule& rule, T* w, const T* g, T* a, T* b, T* c, int64_t n,
 // the rule wrote no such tensor.
 template <typename MakeRule>
 void fused(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> s0,
-           std::span<Tensor> s1, std::span<Tensor> s2, std::span<const nn::CopyOut> copy_out,
+           std::span<Tensor> s1, std::span<Tensor> s2, std::span<const kernels::CopyOut> copy_out,
            const char* what, MakeRule&& make_rule) {
   std::vector<bool> made(copy_out.size(), false);
   for (size_t k = 0; k < vars.size(); ++k) {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "cadre/autodiff/gradient.h"
-#include "cadre/nn/deferred_copy.h"
 #include "cadre/nn/schedules.h"
 #include "cadre/nn/variable.h"
 
@@ -21,6 +20,7 @@ class GradientTape;
 namespace cadre::nn {
 
 struct OptimizerConfig;
+class ClaimedCopies;  // internal: what a checkpoint's deferred copy leaves to an update
 
 struct OptimizerOptions {
   double global_clipnorm = 0;  // > 0: clip all gradients together by this global norm
@@ -76,9 +76,10 @@ class Optimizer {
   virtual void apply_dense(std::span<Tensor> vars, std::span<const Tensor> grads,
                            std::vector<std::vector<Tensor>>& slots, double lr, int64_t step) = 0;
   // The same update while a checkpoint still needs the old values of some vars and slots:
-  // each of claimed.copies() is made before its tensor is overwritten. The default makes
+  // each of the claimed copies is made before its tensor is overwritten. The default makes
   // them all, reports them done, then calls apply_dense (which may write variables any way
-  // it likes); the built-in optimizers copy chunk by chunk inside their update pass.
+  // it likes), which serves any optimizer; the built-in ones override it to copy chunk by
+  // chunk inside their update pass (ClaimedCopies is internal to Cadre).
   virtual void apply_dense_copying_out(std::span<Tensor> vars, std::span<const Tensor> grads,
                                        std::vector<std::vector<Tensor>>& slots, double lr,
                                        int64_t step, ClaimedCopies& claimed);

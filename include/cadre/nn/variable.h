@@ -64,8 +64,7 @@ class Variable {
   // rows are brought up to date (the others may be stale).
   Tensor read_rows(const Tensor& ids) const;
   // The value without watching (optimizers, checkpoints, metrics). Before writing into its
-  // buffer, call finish_deferred_copies() (cadre/nn/deferred_copy.h): a checkpoint may
-  // still be copying it.
+  // buffer, call finish_deferred_copies() (below): a checkpoint may still be copying it.
   Tensor& tensor() { return value_; }
   const Tensor& tensor() const { return value_; }
   // Copies `value` in (same shape; converted to this variable's dtype and device).
@@ -81,5 +80,12 @@ class Variable {
   Tensor value_;
   std::shared_ptr<RemoteSource> remote_;
 };
+
+// Finishes the copies that asynchronous checkpoints still take of variables (their values
+// at the moment of the save), on the calling thread if need be. Call it before writing into
+// a variable's buffer in place (Variable::tensor()), as assign() and the optimizers do. One
+// atomic load when no copy is pending. Thread-safe. A copy that fails fails its checkpoint,
+// not the caller.
+void finish_deferred_copies();
 
 }  // namespace cadre::nn

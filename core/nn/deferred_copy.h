@@ -4,12 +4,14 @@
 // finish_deferred_copies() and takes over whatever is not copied yet, so the copy always
 // holds the values of the moment it was deferred. An update that reads what it writes
 // claims those copies instead (claim_deferred_copies) and makes them in its own pass.
+//
+// Internal: checkpoints and optimizers use it. Users see only finish_deferred_copies()
+// (cadre/nn/variable.h), for code that writes a variable's buffer itself.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -18,7 +20,9 @@
 #include <vector>
 
 #include "cadre/base/mutex.h"
+#include "cadre/nn/variable.h"
 #include "cadre/tensor/tensor.h"
+#include "core/kernels/copy_out.h"
 
 namespace cadre::nn {
 
@@ -74,17 +78,8 @@ class DeferredCopy {
   std::exception_ptr error_ CADRE_GUARDED_BY(mutex_);
 };
 
-// A copy that the thread about to overwrite its source makes in the same pass: `bytes` of
-// `from` go to `to` before any of them is written; a claim names each source once. (An
-// optimizer's fused update copies each chunk out just before its rule writes it, while the
-// chunk is in cache.)
-struct CopyOut {
-  const void* from;
-  void* to;
-  size_t bytes;
-
-  void make() const { std::memcpy(to, from, bytes); }
-};
+// A copy that a writer makes of what it is about to overwrite (core/kernels/copy_out.h).
+using kernels::CopyOut;
 
 // The copies a writer has taken over from deferred copies (claim_deferred_copies).
 class ClaimedCopies {
@@ -121,9 +116,8 @@ void defer_copy(std::shared_ptr<DeferredCopy> copy);
 // Whether a deferred copy is still in progress: one atomic load.
 bool deferred_copies_pending();
 
-// Runs every deferred copy still in progress (see DeferredCopy::run). One atomic load when
-// there is none. Call before writing a variable's buffer in place.
-void finish_deferred_copies();
+// finish_deferred_copies(), which runs every deferred copy still in progress, is public
+// (cadre/nn/variable.h): code that writes a variable's buffer in place calls it first.
 
 // finish_deferred_copies() for a writer that copies out what it overwrites: the copies of
 // those `targets` (contiguous host tensors it is about to write whole) that no thread has
