@@ -3,6 +3,15 @@
 #
 #   core <- io, checkpoint <- strategies (core, io) <- estimator <- keras <- tools, examples
 #
+# and, inside core (core/X and include/cadre/X are layer X):
+#
+#   base <- runtime, random <- tensor <- kernels <- backend <- autodiff <- ops <- nn
+#
+# built as the libraries cadre_base, cadre_tensor (runtime, random, tensor), cadre_kernels
+# (kernels, backend), cadre_autodiff, cadre_ops and cadre_nn (core/CMakeLists.txt). backend/
+# implements the dispatch tables that kernels/ declares; the layers above call kernels
+# through those tables, never a backend's own headers.
+#
 # - A file may include project headers only from its own layer and the layers below it.
 # - Public headers (include/cadre) include only other public headers: they are installed,
 #   and what they include must be installed too.
@@ -19,15 +28,26 @@ get_filename_component(SOURCE_DIR ${SOURCE_DIR} ABSOLUTE)
 # The layer a repository path belongs to ("" for paths outside the library layers).
 function(layer_of path out)
   set(layer "")
-  if(path MATCHES "^include/cadre/(base|runtime|tensor|autodiff|ops|random|nn)/")
+  if(path MATCHES "^(include/)?cadre/(base|runtime|tensor|autodiff|ops|random|nn)/")
     set(layer core)
-  elseif(path MATCHES "^include/cadre/(io|checkpoint|strategies|estimator|keras)/")
-    set(layer ${CMAKE_MATCH_1})
+  elseif(path MATCHES "^(include/)?cadre/(io|checkpoint|strategies|estimator|keras)/")
+    set(layer ${CMAKE_MATCH_2})
   elseif(path MATCHES "^(core|io|checkpoint|strategies|estimator|keras)/")
     set(layer ${CMAKE_MATCH_1})
   elseif(path MATCHES "^tests/(core|io|checkpoint|strategies|estimator|keras)/")
     set(layer test_${CMAKE_MATCH_1})
   elseif(path MATCHES "^(tools|examples)/")
+    set(layer ${CMAKE_MATCH_1})
+  endif()
+  set(${out} ${layer} PARENT_SCOPE)
+endfunction()
+
+# The layer inside core of a core file or of an included core header ("" for others).
+function(core_layer_of path out)
+  set(layer "")
+  if(path MATCHES "^(include/)?cadre/(base|runtime|random|tensor|autodiff|ops|nn)/")
+    set(layer ${CMAKE_MATCH_2})
+  elseif(path MATCHES "^core/(base|runtime|random|tensor|kernels|backend|autodiff|ops|nn)/")
     set(layer ${CMAKE_MATCH_1})
   endif()
   set(${out} ${layer} PARENT_SCOPE)
@@ -41,6 +61,16 @@ set(allowed_estimator core io checkpoint strategies estimator)
 set(allowed_keras core io checkpoint strategies estimator keras)
 set(allowed_tools core io checkpoint strategies estimator keras tools examples)
 
+set(core_allowed_base base)
+set(core_allowed_runtime base runtime)
+set(core_allowed_random base random)
+set(core_allowed_tensor base runtime random tensor)
+set(core_allowed_kernels ${core_allowed_tensor} kernels)
+set(core_allowed_backend ${core_allowed_kernels} backend)
+set(core_allowed_autodiff ${core_allowed_kernels} autodiff)
+set(core_allowed_ops ${core_allowed_autodiff} ops)
+set(core_allowed_nn ${core_allowed_ops} nn)
+
 file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/include/*.h
   ${SOURCE_DIR}/core/*.h ${SOURCE_DIR}/core/*.cc ${SOURCE_DIR}/core/*.cu
@@ -52,6 +82,32 @@ file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/tools/*.h ${SOURCE_DIR}/tools/*.cc
   ${SOURCE_DIR}/examples/*.h ${SOURCE_DIR}/examples/*.cc
   ${SOURCE_DIR}/tests/*.h ${SOURCE_DIR}/tests/*.cc)
+
+# Sets `out` to why `file` (in `layer`) may not include `target`, or leaves it empty.
+function(check_layers file layer target out)
+  layer_of(${target} target_layer)
+  if(target MATCHES "^cadre/cadre.h$")
+    set(target_layer keras)
+  endif()
+  set(own_layer ${layer})
+  if(layer MATCHES "^test_(.*)")
+    set(own_layer ${CMAKE_MATCH_1})
+  endif()
+  if(own_layer STREQUAL "examples")
+    set(own_layer tools)
+  endif()
+  if(own_layer AND target_layer AND NOT target_layer IN_LIST allowed_${own_layer})
+    set(${out} "${own_layer} may not include ${target_layer}" PARENT_SCOPE)
+  elseif(layer STREQUAL "core")
+    core_layer_of(${file} own_core_layer)
+    core_layer_of(${target} target_core_layer)
+    if(own_core_layer AND target_core_layer AND
+       NOT target_core_layer IN_LIST core_allowed_${own_core_layer})
+      set(${out} "core's ${own_core_layer} may not include core's ${target_core_layer}"
+          PARENT_SCOPE)
+    endif()
+  endif()
+endfunction()
 
 set(violations "")
 set(checked 0)
@@ -65,6 +121,8 @@ foreach(file IN LISTS files)
     if(file MATCHES "^include/cadre/")
       if(NOT target MATCHES "^cadre/")
         set(why "a public header includes a private one")
+      else()
+        check_layers("${file}" "${layer}" "${target}" why)
       endif()
     elseif(file MATCHES "^(examples|tests/install)/")
       if(NOT target MATCHES "^(cadre|examples)/")
@@ -84,20 +142,7 @@ foreach(file IN LISTS files)
           endif()
         endif()
       else()
-        layer_of(${target} target_layer)
-        if(target MATCHES "^cadre/cadre.h$")
-          set(target_layer keras)
-        endif()
-        set(own_layer ${layer})
-        if(layer MATCHES "^test_(.*)")
-          set(own_layer ${CMAKE_MATCH_1})
-        endif()
-        if(own_layer STREQUAL "examples")
-          set(own_layer tools)
-        endif()
-        if(own_layer AND target_layer AND NOT target_layer IN_LIST allowed_${own_layer})
-          set(why "${own_layer} may not include ${target_layer}")
-        endif()
+        check_layers("${file}" "${layer}" "${target}" why)
       endif()
     endif()
     if(why)

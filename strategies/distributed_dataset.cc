@@ -9,8 +9,8 @@
 #include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
+#include "core/kernels/transfer.h"
 #include "core/runtime/compute_elsewhere.h"
-#include "core/tensor/transfer.h"
 
 namespace cadre {
 

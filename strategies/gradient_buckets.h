@@ -35,7 +35,7 @@
 #include "cadre/autodiff/gradient.h"
 #include "cadre/base/mutex.h"
 #include "cadre/tensor/tensor.h"
-#include "core/tensor/transfer.h"
+#include "core/kernels/transfer.h"
 #include "strategies/collectives/collective.h"
 #include "strategies/collectives/nccl/collective.h"
 

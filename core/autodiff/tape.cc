@@ -4,7 +4,6 @@
 #include <unordered_map>
 
 #include "cadre/base/errors.h"
-#include "cadre/ops/math.h"
 #include "cadre/runtime/profiler.h"
 #include "core/base/strings.h"
 
@@ -20,6 +19,12 @@ std::string_view grad_event_name(const char* op) {
   auto [it, inserted] = names.try_emplace(op);
   if (inserted) it->second = profiler::intern(std::string(op) + "_grad");
   return it->second;
+}
+
+// A tensor like `x` (shape, dtype, device) filled with `value`: ones_like and zeros_like are
+// ops, a layer above the tape.
+Tensor filled_like(const Tensor& x, double value) {
+  return Tensor::full(x.shape(), value, x.dtype(), x.device());
 }
 
 }  // namespace
@@ -112,7 +117,7 @@ void GradientTape::run(const Tensor& target, const std::vector<Tensor>& sources,
   }
 
   std::unordered_map<uint64_t, Gradient> grads;
-  grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
+  grads[target.id()] = output_gradient.defined() ? output_gradient : filled_like(target, 1);
   auto result_for = [&](size_t i) {
     auto it = grads.find(sources[i].id());
     if (it != grads.end()) {
@@ -122,7 +127,7 @@ void GradientTape::run(const Tensor& target, const std::vector<Tensor>& sources,
       }
       return it->second;
     }
-    if (unconnected == UnconnectedGradients::kZero) return Gradient(zeros_like(sources[i]));
+    if (unconnected == UnconnectedGradients::kZero) return Gradient(filled_like(sources[i], 0));
     return Gradient();
   };
   auto announce = [&](size_t r) {

@@ -1,12 +1,20 @@
 #include "core/backend/backends.h"
 
-namespace cadre::backend {
+#include "core/kernels/registry.h"
 
-void register_all() {
+namespace cadre {
+
+void backend::register_all() {
   cpu::register_backend();
 #if CADRE_WITH_CUDA
   cuda::register_backend();
 #endif
 }
 
-}  // namespace cadre::backend
+// The backends know which of them are built, so the registry's entry point is theirs.
+void kernels::ensure_backends_registered() {
+  static const bool registered = (backend::register_all(), true);
+  (void)registered;
+}
+
+}  // namespace cadre

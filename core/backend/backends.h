@@ -3,8 +3,8 @@
 
 namespace cadre::backend {
 
-// Registers the CPU backend and, when built with CUDA, the CUDA backend: device backends
-// and kernels. Called once, through kernels::ensure_backends_registered().
+// Fills the kernel slots of the CPU backend and, when built with CUDA, of the CUDA backend.
+// Called once, through kernels::ensure_backends_registered().
 void register_all();
 
 namespace cpu {

@@ -2,7 +2,6 @@
 // outputs are contiguous unless stated otherwise. All operands share one device.
 #pragma once
 
-#include "cadre/ops/activation.h"
 #include "cadre/tensor/tensor.h"
 #include "core/kernels/registry.h"
 
@@ -18,9 +17,11 @@ enum class BinaryOp {
   kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr,
 };
 
-// Activation gradients are computed from the activation's output y (kRelu, kSigmoid,
-// kTanh, kElu) or from its input x (kGelu, kLeakyRelu, kSoftplus).
-using cadre::Activation;
+// The activations of cadre/ops/activation.h, alone or fused into matmul and conv2d (the ops
+// translate: core/ops/kernel_activation.h). Their gradients are computed from the
+// activation's output y (kRelu, kSigmoid, kTanh, kElu) or from its input x (kGelu,
+// kLeakyRelu, kSoftplus).
+enum class Activation { kNone, kRelu, kSigmoid, kTanh, kGelu, kElu, kLeakyRelu, kSoftplus };
 
 inline bool activation_uses_output(Activation act) {
   return act != Activation::kGelu && act != Activation::kLeakyRelu &&

@@ -3,15 +3,9 @@
 #include <string>
 
 #include "cadre/base/errors.h"
-#include "core/backend/backends.h"
 #include "core/base/strings.h"
 
 namespace cadre::kernels {
-
-void ensure_backends_registered() {
-  static const bool registered = (backend::register_all(), true);
-  (void)registered;
-}
 
 void throw_missing_kernel(std::string_view kernel, Device device) {
   throw UnimplementedError(

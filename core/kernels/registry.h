@@ -18,7 +18,9 @@
 
 namespace cadre::kernels {
 
-// Registers every built backend once per process; cheap after the first call.
+// Registers every built backend once per process; cheap after the first call. Defined by the
+// backends (core/backend/backends.cc), which this interface does not name: the tables are
+// declared here, and the backends fill them.
 void ensure_backends_registered();
 [[noreturn]] void throw_missing_kernel(std::string_view kernel, Device device);
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "cadre/base/errors.h"
-#include "core/tensor/transfer.h"
+#include "core/kernels/transfer.h"
 
 namespace cadre::nn {
 namespace {

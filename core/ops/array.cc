@@ -1,16 +1,15 @@
 #include "cadre/ops/array.h"
 
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/ops/reduce.h"
 #include "core/base/strings.h"
+#include "core/kernels/copies.h"
 #include "core/kernels/elementwise.h"
 #include "core/ops/checks.h"
-#include "core/tensor/device_backend.h"
 #include "core/tensor/views.h"
 
 namespace cadre {
@@ -25,30 +24,6 @@ std::vector<int> inverse_permutation(const std::vector<int>& perm) {
   return inverse;
 }
 
-// A raw copy into a new contiguous tensor on the same device, not recorded.
-Tensor copy_raw(const Tensor& x) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  kernels::copy.call(x.device(), x, out);
-  return out;
-}
-
-void copy_across_devices(const Tensor& src, Tensor& dst) {
-  size_t bytes = src.nbytes();
-  if (bytes == 0) return;
-  Device from = src.device(), to = dst.device();
-  if (from.is_cpu() && to.is_cpu()) {
-    std::memcpy(dst.raw_data(), src.raw_data(), bytes);
-  } else if (from.is_cpu()) {
-    device_backend(to.type)->copy_from_host(to.index, src.raw_data(), dst.raw_data(), bytes);
-  } else if (to.is_cpu()) {
-    device_backend(from.type)->copy_to_host(from.index, src.raw_data(), dst.raw_data(), bytes);
-  } else {  // between two GPUs: stage through the host
-    Tensor host = Tensor::empty(src.shape(), src.dtype(), Device::cpu(0));
-    copy_across_devices(src, host);
-    copy_across_devices(host, dst);
-  }
-}
-
 }  // namespace
 
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& dims) {
@@ -56,7 +31,7 @@ Tensor reshape(const Tensor& x, const std::vector<int64_t>& dims) {
   Shape shape = views::infer_shape(dims, x.numel(), "reshape");
   if (shape == x.shape()) return x;
   Tensor y = views::reshape(x, shape);
-  if (!y.defined()) y = views::reshape(copy_raw(x), shape);
+  if (!y.defined()) y = views::reshape(kernels::clone_raw(x), shape);
   if (autodiff::should_record({&x})) {
     autodiff::record("reshape", {x}, {y}, [in = x.shape()](const BackwardContext& c) {
       return std::vector<Gradient>{reshape(c.grad(), in.to_vector())};
@@ -210,7 +185,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 Tensor contiguous(const Tensor& x) {
   checks::defined("contiguous", x);
   if (x.is_contiguous()) return x;
-  Tensor y = copy_raw(x);
+  Tensor y = kernels::clone_raw(x);
   if (autodiff::should_record({&x})) {
     autodiff::record("contiguous", {x}, {y}, [](const BackwardContext& c) {
       return std::vector<Gradient>{c.grad()};
@@ -221,7 +196,7 @@ Tensor contiguous(const Tensor& x) {
 
 Tensor clone(const Tensor& x) {
   checks::defined("clone", x);
-  Tensor y = copy_raw(x);
+  Tensor y = kernels::clone_raw(x);
   if (autodiff::should_record({&x})) {
     autodiff::record("clone", {x}, {y}, [](const BackwardContext& c) {
       return std::vector<Gradient>{c.grad()};
@@ -240,7 +215,7 @@ Tensor to_device(const Tensor& x, Device device) {
     src = contiguous(x);
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), device);
-  copy_across_devices(src, y);
+  kernels::copy_across_devices(src, y);
   if (autodiff::should_record({&x})) {
     autodiff::record("to", {x}, {y}, [from = x.device()](const BackwardContext& c) {
       return std::vector<Gradient>{to_device(c.grad(), from)};

@@ -8,12 +8,12 @@
 #include "core/base/strings.h"
 #include "core/kernels/linalg.h"
 #include "core/ops/checks.h"
+#include "core/ops/kernel_activation.h"
 #include "core/tensor/views.h"
 
 namespace cadre {
 
 using autodiff::BackwardContext;
-using kernels::Activation;
 using kernels::MatmulParams;
 
 namespace {
@@ -32,7 +32,8 @@ std::pair<Tensor, bool> operand(const Tensor& x, bool transposed) {
 
 // out = act(a·b + bias) for contiguous 2-D or 3-D operands; not recorded.
 Tensor product(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb,
-               const Tensor& bias = Tensor(), Activation act = Activation::kNone,
+               const Tensor& bias = Tensor(),
+               kernels::Activation act = kernels::Activation::kNone,
                double alpha = 0) {
   auto [a, fa] = operand(a_in, ta);
   auto [b, fb] = operand(b_in, tb);
@@ -160,8 +161,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation a
     }
   }
   // Activations whose gradient needs the input are applied as a separate op.
-  bool fuse = kernels::activation_uses_output(activation);
-  Activation fused = fuse ? activation : Activation::kNone;
+  bool fuse = kernels::activation_uses_output(kernel_activation(activation));
+  kernels::Activation fused = fuse ? kernel_activation(activation) : kernels::Activation::kNone;
 
   Tensor x2;
   {
@@ -186,7 +187,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation a
                                        : contiguous(reshape(c.grad(), y2.shape().to_vector()));
       Tensor dz = dy;
       Tensor db;
-      if (fused != Activation::kNone || (has_bias && c.needs_grad(2))) {
+      if (fused != kernels::Activation::kNone || (has_bias && c.needs_grad(2))) {
         dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
         if (has_bias && c.needs_grad(2)) db = Tensor::empty(Shape{dy.shape()[1]}, dy.dtype(), dy.device());
         Tensor grad_bias = db;

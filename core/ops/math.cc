@@ -9,6 +9,7 @@
 #include "core/base/strings.h"
 #include "core/kernels/elementwise.h"
 #include "core/ops/checks.h"
+#include "core/ops/kernel_activation.h"
 #include "core/tensor/views.h"
 
 namespace cadre {
@@ -119,7 +120,8 @@ Gradient grad_b(const BackwardContext& c, const BinarySaved& s, const Tensor& g)
   return c.needs_grad(1) ? Gradient(reduce_to_shape(g, s.b_shape)) : Gradient();
 }
 
-Tensor activation_op(Activation act, double alpha, const char* name, const Tensor& x) {
+Tensor activation_op(Activation activation, double alpha, const char* name, const Tensor& x) {
+  const kernels::Activation act = kernel_activation(activation);
   checks::defined(name, x);
   checks::floating(name, x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());

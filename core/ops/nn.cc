@@ -13,12 +13,12 @@
 #include "core/kernels/nn.h"
 #include "core/kernels/random.h"
 #include "core/ops/checks.h"
+#include "core/ops/kernel_activation.h"
 #include "core/tensor/views.h"
 
 namespace cadre {
 
 using autodiff::BackwardContext;
-using kernels::Activation;
 
 namespace {
 
@@ -261,7 +261,7 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
                                        " with VALID padding"));
   }
   bool fuse = activation == Activation::kRelu || activation == Activation::kNone;
-  params.activation = fuse ? activation : Activation::kNone;
+  params.activation = fuse ? kernel_activation(activation) : kernels::Activation::kNone;
   Tensor xc = contiguous(x), wc = contiguous(filters);
   Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
   const Shape out_shape{x.shape()[0], out[0], out[1], out_channels};
@@ -277,7 +277,7 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
   }
   if (autodiff::should_record({&x, &filters, &bias})) {
     // The output is kept only for the fused activation's gradient.
-    Tensor saved = params.activation == Activation::kNone ? Tensor() : y;
+    Tensor saved = params.activation == kernels::Activation::kNone ? Tensor() : y;
     autodiff::record(op, {x, filters, bias}, {y}, [xc, wc, saved, params, has_bias = bias.defined(),
                                                    out_shape = y.shape()](const BackwardContext& c) {
       // An empty batch, or no filters, has zero gradients (and oneDNN refuses such shapes).

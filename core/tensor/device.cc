@@ -8,7 +8,6 @@
 #include "cadre/base/errors.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
-#include "core/kernels/registry.h"
 #include "core/tensor/device_backend.h"
 
 namespace cadre {
@@ -45,7 +44,6 @@ std::ostream& operator<<(std::ostream& out, const Device& device) {
 }
 
 int num_gpus() {
-  kernels::ensure_backends_registered();
   DeviceBackend* backend = device_backend(DeviceType::kGPU);
   return backend == nullptr ? 0 : backend->device_count();
 }
@@ -75,7 +73,6 @@ void check_device(const Device& device) {
     }
     return;
   }
-  kernels::ensure_backends_registered();
   if (device_backend(DeviceType::kGPU) == nullptr) {
     throw_unknown(device.to_string(), "Cadre was built without CUDA");
   }

@@ -2,14 +2,27 @@
 
 #include <array>
 
-#include "core/kernels/registry.h"
 #include "core/tensor/caching_allocator.h"
+#include "core/tensor/cpu/device_backend.h"
+#if CADRE_WITH_CUDA
+#include "core/tensor/cuda/device_backend.h"
+#endif
 
 namespace cadre {
 namespace {
 
-std::array<std::unique_ptr<DeviceBackend>, kNumDeviceTypes>& backends() {
-  static auto* table = new std::array<std::unique_ptr<DeviceBackend>, kNumDeviceTypes>();
+using Backends = std::array<std::unique_ptr<DeviceBackend>, kNumDeviceTypes>;
+
+// Never destroyed: tensors in static storage return their memory to these allocators.
+Backends& backends() {
+  static Backends* table = [] {
+    auto* t = new Backends();
+    (*t)[static_cast<int>(DeviceType::kCPU)] = backend::cpu::make_device_backend();
+#if CADRE_WITH_CUDA
+    (*t)[static_cast<int>(DeviceType::kGPU)] = backend::cuda::make_device_backend();
+#endif
+    return t;
+  }();
   return *table;
 }
 
@@ -35,14 +48,7 @@ std::unique_ptr<CopyEvent> DeviceBackend::copy_to_host_async(int index, const vo
 
 Allocator& DeviceBackend::pinned_host_allocator() { return cpu_allocator(); }
 
-DeviceBackend* device_backend(DeviceType type) {
-  kernels::ensure_backends_registered();
-  return backends()[static_cast<int>(type)].get();
-}
-
-void register_device_backend(DeviceType type, std::unique_ptr<DeviceBackend> backend) {
-  backends()[static_cast<int>(type)] = std::move(backend);
-}
+DeviceBackend* device_backend(DeviceType type) { return backends()[static_cast<int>(type)].get(); }
 
 AllocatorStats memory_stats(Device device) {
   check_device(device);

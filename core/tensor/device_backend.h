@@ -1,6 +1,7 @@
 // The seam between device-independent code and a device type's implementation: memory,
-// copies to and from the host, and synchronisation. CPU is always registered; CUDA is
-// registered when Cadre is built with it (whether or not a GPU is present).
+// copies to and from the host, and synchronisation. CPU is always there (cpu/); CUDA when
+// Cadre is built with it (cuda/), whether or not a GPU is present. Computation on a device
+// is the kernels layer's (core/kernels); devices are listed and their memory used without it.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@
 
 namespace cadre {
 
-// The completion of an asynchronous copy (see core/tensor/transfer.h). Thread-safe.
+// The completion of an asynchronous copy (core/kernels/transfer.h makes them). Thread-safe.
 class CopyEvent {
  public:
   virtual ~CopyEvent() = default;
@@ -55,10 +56,9 @@ class DeviceBackend {
   virtual Allocator& pinned_host_allocator();
 };
 
-// The backend for `type`, or null when Cadre was built without it.
+// The backend for `type`, or null when Cadre was built without it. The backends are made on
+// the first call (a GPU's asks the driver how many devices there are).
 DeviceBackend* device_backend(DeviceType type);
-// Called once by each backend's registration function.
-void register_device_backend(DeviceType type, std::unique_ptr<DeviceBackend> backend);
 
 // The statistics of `device`'s allocator (every cpu:N shares the host's); peak and current
 // bytes in use. Throws InvalidArgumentError listing the devices when `device` does not exist.

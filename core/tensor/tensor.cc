@@ -1,14 +1,14 @@
+// The tensor layer's part of Tensor: creation of uninitialised or copied-in tensors, views
+// and metadata. The methods that compute are defined where computation is: those that fill,
+// write or read values run kernels (core/kernels/tensor_methods.cc), and the differentiable
+// transformations are ops (core/ops/tensor_methods.cc).
 #include "cadre/tensor/tensor.h"
 
 #include <atomic>
 #include <cstring>
-#include <iomanip>
-#include <sstream>
 
 #include "cadre/base/errors.h"
-#include "cadre/ops/array.h"
 #include "core/base/strings.h"
-#include "core/kernels/elementwise.h"
 #include "core/runtime/memory.h"
 #include "core/tensor/device_backend.h"
 
@@ -66,33 +66,16 @@ Tensor Tensor::empty_deferred(const Shape& shape, DType dtype, Device device,
   return view_of(std::move(buffer), shape, shape.contiguous_strides(), 0, dtype);
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  return full(shape, 0.0, dtype, default_device());
-}
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  return full(shape, 0.0, dtype, device);
-}
-Tensor Tensor::ones(const Shape& shape, DType dtype) {
-  return full(shape, 1.0, dtype, default_device());
-}
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
-  return full(shape, 1.0, dtype, device);
-}
-Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
-  return full(shape, value, dtype, default_device());
-}
-
-Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor out = empty(shape, dtype, device);
-  kernels::fill.call(device, out, value);
-  return out;
-}
-
 Tensor Tensor::from_bytes(const void* data, const Shape& shape, DType dtype) {
-  Tensor out = empty(shape, dtype, Device::cpu(0));
-  if (out.nbytes() > 0) std::memcpy(out.raw_data(), data, out.nbytes());
-  Device target = default_device();
-  return target == out.device() ? out : out.to(target);
+  Device device = default_device();
+  Tensor out = empty(shape, dtype, device);
+  if (out.nbytes() == 0) return out;
+  if (device.is_cpu()) {
+    std::memcpy(out.raw_data(), data, out.nbytes());
+  } else {
+    device_backend(device.type)->copy_from_host(device.index, data, out.raw_data(), out.nbytes());
+  }
+  return out;
 }
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,
@@ -150,91 +133,6 @@ void Tensor::throw_cannot_fill(size_t values, const Shape& shape) {
 void Tensor::throw_not_scalar() const {
   throw InvalidArgumentError(
       str_cat("item: tensor of shape ", shape(), " has ", numel(), " elements, not 1"));
-}
-
-Tensor Tensor::to_host_contiguous() const {
-  Tensor t = *this;
-  if (t.dtype() == DType::kBFloat16 || t.dtype() == DType::kFloat16)
-    t = cadre::cast(t, DType::kFloat32);
-  if (!t.device().is_cpu()) t = cadre::to_device(t, Device::cpu(0));
-  return cadre::contiguous(t);
-}
-
-Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
-  return cadre::reshape(*this, dims);
-}
-Tensor Tensor::transpose(const std::vector<int>& perm) const {
-  return cadre::transpose(*this, perm);
-}
-Tensor Tensor::t() const {
-  if (rank() != 2) {
-    throw InvalidArgumentError(str_cat("t: expected a 2-D tensor, got shape ", shape()));
-  }
-  return cadre::transpose(*this, {1, 0});
-}
-Tensor Tensor::slice(int axis, int64_t start, int64_t end, int64_t step) const {
-  return cadre::slice(*this, axis, start, end, step);
-}
-Tensor Tensor::expand_dims(int axis) const { return cadre::expand_dims(*this, axis); }
-Tensor Tensor::squeeze(int axis) const { return cadre::squeeze(*this, axis); }
-Tensor Tensor::broadcast_to(const Shape& shape) const { return cadre::broadcast_to(*this, shape); }
-Tensor Tensor::contiguous() const { return cadre::contiguous(*this); }
-Tensor Tensor::clone() const { return cadre::clone(*this); }
-Tensor Tensor::to(Device device) const { return cadre::to_device(*this, device); }
-Tensor Tensor::cast(DType dtype) const { return cadre::cast(*this, dtype); }
-
-void Tensor::assign(const Tensor& source) {
-  if (source.shape() != shape()) {
-    throw InvalidArgumentError(
-        str_cat("assign: source shape ", source.shape(), " differs from the target's ", shape()));
-  }
-  Tensor src = source;
-  if (src.dtype() != dtype()) src = cadre::cast(src, dtype());
-  if (src.device() != device()) src = cadre::to_device(src, device());
-  if (src.shares_buffer_with(*this)) {
-    if (src.offset() == offset() && src.strides() == strides()) return;
-    src = cadre::clone(src);  // another view of this memory: the copy must not overlap itself
-  }
-  kernels::copy.call(device(), src, *this);
-}
-
-std::string Tensor::to_string(int64_t max_elements) const {
-  if (!defined()) return "Tensor(undefined)";
-  std::ostringstream out;
-  out << "Tensor(shape=" << shape() << ", dtype=" << dtype() << ", device=" << device();
-  int64_t n = numel();
-  if (n <= max_elements) {
-    std::vector<double> values = to_vector<double>();
-    out << ", values=";
-    // Nested brackets row by row.
-    Shape s = shape();
-    std::vector<int64_t> counters(s.rank(), 0);
-    out << std::setprecision(6);
-    for (int d = 0; d < s.rank(); ++d) out << '[';
-    for (int64_t i = 0; i < n; ++i) {
-      out << values[i];
-      int closed = 0;
-      for (int d = s.rank() - 1; d >= 0; --d) {
-        if (++counters[d] < s[d]) break;
-        counters[d] = 0;
-        ++closed;
-      }
-      for (int c = 0; c < closed; ++c) out << ']';
-      if (i + 1 < n) out << (closed > 0 ? ", " : " ");
-      if (closed > 0 && i + 1 < n) {
-        for (int c = 0; c < closed; ++c) out << '[';
-      }
-    }
-    if (s.rank() > 0 && n == 0) {
-      for (int d = 0; d < s.rank(); ++d) out << ']';
-    }
-  }
-  out << ")";
-  return out.str();
-}
-
-std::ostream& operator<<(std::ostream& out, const Tensor& tensor) {
-  return out << tensor.to_string();
 }
 
 }  // namespace cadre

@@ -195,6 +195,34 @@ TEST(AutodiffTest, EmbeddingGradientIsSparse) {
   EXPECT_EQ(g3.dense().to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 1, 1}));
 }
 
+// The tape sums and densifies gradients with the kernels, below the ops: the sums are the
+// ops' sums, and a sparse gradient's indices are checked as scatter_add checks them.
+TEST(AutodiffTest, GradientsAddUpAndDensifyBelowTheOps) {
+  IndexedSlices a{Tensor::from_vector<int32_t>({0, 2}),
+                  Tensor::from_vector<float>({1, 2, 3, 4}, Shape{2, 2}), Shape{3, 2}};
+  IndexedSlices b{Tensor::from_vector<int64_t>({2}), Tensor::from_vector<float>({10, 20}, Shape{1, 2}),
+                  Shape{3, 2}};
+  Gradient both = add_gradients(a, b);
+  ASSERT_TRUE(both.is_sparse());
+  EXPECT_EQ(both.sparse().indices.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 2}));
+  EXPECT_EQ(both.to_dense().to_vector<float>(), (std::vector<float>{1, 2, 0, 0, 13, 24}));
+  Tensor ones = Tensor::ones(Shape{3, 2});
+  EXPECT_EQ(add_gradients(ones, b).dense().to_vector<float>(),
+            (std::vector<float>{1, 1, 1, 1, 11, 21}));
+  EXPECT_EQ(add_gradients(ones, ones).dense().to_vector<float>(), std::vector<float>(6, 2));
+  EXPECT_EQ(ones.to_vector<float>(), std::vector<float>(6, 1));  // sums are new tensors
+
+  IndexedSlices outside{Tensor::from_vector<int64_t>({1, 3}), Tensor::zeros(Shape{2, 2}), Shape{3, 2}};
+  try {
+    Gradient(outside).to_dense();
+    FAIL() << "an index outside the dense shape was scattered";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("indices[1] = 3 is not in [0, 3)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(add_gradients(ones, Tensor::ones(Shape{2, 3})), InvalidArgumentError);
+}
+
 TEST(AutodiffTest, NothingOutlivesTheTape) {
   std::weak_ptr<Buffer> saved;
   {

@@ -14,8 +14,8 @@
 #include "core/kernels/nn.h"
 #include "core/kernels/optimizer.h"
 #include "core/kernels/random.h"
+#include "core/kernels/transfer.h"
 #include "core/tensor/device_backend.h"
-#include "core/tensor/transfer.h"
 #include "tests/core/portable_test_util.h"
 
 namespace cadre {

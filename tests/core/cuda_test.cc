@@ -14,7 +14,7 @@
 #include "cadre/ops/nn.h"
 #include "cadre/ops/reduce.h"
 #include "cadre/runtime/precision.h"
-#include "core/tensor/transfer.h"
+#include "core/kernels/transfer.h"
 #include "tests/core/cuda_test_util.h"
 
 namespace cadre {

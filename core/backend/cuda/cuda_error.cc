@@ -5,15 +5,6 @@
 
 namespace cadre::backend::cuda {
 
-void check(cudaError_t status, std::string_view call) {
-  if (status == cudaSuccess) return;
-  cudaGetLastError();  // clear the sticky error state of non-fatal failures
-  std::string message =
-      str_cat(call, " failed: ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
-  if (status == cudaErrorMemoryAllocation) throw ResourceExhaustedError(message);
-  throw InternalError(message);
-}
-
 void check(cublasStatus_t status, std::string_view call) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   std::string message = str_cat(call, " failed: ", cublasGetStatusName(status), " (",

@@ -10,7 +10,7 @@
 #include "cadre/tensor/device.h"
 #include "cadre/tensor/tensor.h"
 #include "core/backend/cuda/cuda_error.h"
-#include "core/backend/cuda/device_runtime.h"
+#include "core/tensor/cuda/device_runtime.h"
 #include "core/kernels/elementwise.h"
 
 namespace cadre::backend::cuda {

@@ -2,9 +2,14 @@
 //
 // Copying a Tensor copies the handle, not the data: both handles see the same elements.
 // Views (reshape of a contiguous tensor, transpose, slice, broadcast_to) share the buffer;
-// everything else allocates. Operations on tensors are free functions (core/ops/...); the
+// everything else allocates. Operations on tensors are free functions (cadre/ops/...); the
 // methods here that build new tensors are differentiable and record on an active
 // GradientTape like the free functions do.
+//
+// The class spans three of core's layers, each defining what it can: the tensor layer the
+// handle, creation and metadata; the kernels layer the methods that fill, write or read
+// values; the ops layer the differentiable transformations (core/tensor/tensor.cc names the
+// files). Cadre's libraries link all three (cadre_core); no lower layer calls an upper one's.
 //
 // A Tensor is not synchronised: one thread may write it while others only read other
 // tensors, or many threads may read it.

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "cadre/base/errors.h"
-#include "core/backend/cuda/device_runtime.h"
+#include "core/tensor/cuda/device_runtime.h"
 #include "core/base/strings.h"
 #include "strategies/collectives/nccl/status.h"
 

@@ -1,10 +1,10 @@
-#include "core/backend/cuda/device_runtime.h"
+#include "core/tensor/cuda/device_runtime.h"
 
 #include <glog/logging.h>
 
 #include <memory>
 
-#include "core/backend/cuda/cuda_error.h"
+#include "core/tensor/cuda/cuda_error.h"
 
 namespace cadre::backend::cuda {
 namespace {

@@ -1,10 +1,13 @@
 // Per-GPU execution state: a compute stream on which every kernel, library call and
 // device-side copy of the device runs in order, a copy stream for transfers that overlap
-// with computation (core/tensor/transfer.h), and a pool of events that order the two.
+// with computation (core/kernels/transfer.h), and a pool of events that order the two.
 //
 // One compute stream per device keeps the caching allocator simple and safe: memory freed
 // by a tensor is reused only by work queued later on the same stream, which runs after
 // every earlier use. Work on the copy stream is ordered against it with events.
+//
+// Part of the tensor layer (the GPU's memory and copies need it), used by the CUDA kernels
+// (core/backend/cuda) and the NCCL collectives above it.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,11 +1,10 @@
-#include "core/tensor/transfer.h"
+#include "core/kernels/transfer.h"
 
 #include <cstring>
 
-#include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
-#include "cadre/ops/array.h"
 #include "core/base/strings.h"
+#include "core/kernels/copies.h"
 #include "core/tensor/caching_allocator.h"
 
 namespace cadre {
@@ -35,11 +34,7 @@ AsyncCopy to_device_async(const Tensor& src, Device device) {
         str_cat("to_device_async: the source must be on the host, not ", src.device()));
   }
   check_device(device);
-  Tensor host;
-  {
-    NoGradScope no_grad;
-    host = contiguous(src);
-  }
+  Tensor host = kernels::contiguous_raw(src);
   Tensor out = Tensor::empty(src.shape(), src.dtype(), device);
   if (out.nbytes() == 0) return {out, Transfer()};
   std::unique_ptr<CopyEvent> event =
@@ -62,11 +57,7 @@ Transfer to_host_async(const Tensor& src, const Tensor& dst) {
     throw InvalidArgumentError(str_cat("to_host_async: source ", src.dtype(), src.shape(),
                                        " does not fit destination ", dst.dtype(), dst.shape()));
   }
-  Tensor from;
-  {
-    NoGradScope no_grad;
-    from = contiguous(src);  // on src's device, queued before the copy
-  }
+  Tensor from = kernels::contiguous_raw(src);  // on src's device, queued before the copy
   if (dst.nbytes() == 0) return Transfer();
   Device device = from.device();
   if (device.is_cpu()) {

@@ -4,7 +4,8 @@
 //
 // On a GPU the copies run on the device's copy stream from page-locked ("pinned") host
 // memory; the device orders them against its computation with events, so the host never
-// waits for them unless it asks to. On CPU devices they are plain synchronous copies.
+// waits for them unless it asks to. On CPU devices they are plain synchronous copies. (In
+// the kernels layer: a source that is not contiguous is made so by the copy kernel.)
 //
 //   // prefetch thread:
 //   Tensor staged = empty_pinned(batch.shape(), batch.dtype());
