@@ -1,23 +1,16 @@
 #include "estimator/client_evaluation.h"
 
 #include "cadre/estimator/estimator.h"
+#include "core/base/clock.h"
 #include "estimator/evaluator_task.h"
 
 namespace cadre::estimator_internal {
-namespace {
-
-std::chrono::steady_clock::duration seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(s));
-}
-
-}  // namespace
 
 ClientEvaluation::ClientEvaluation(Estimator& estimator, const EvalSpec& spec)
     : estimator_(estimator),
       spec_(spec),
       inline_(!estimator.config().cluster->has_job("evaluator")),
-      next_(std::chrono::steady_clock::now() + seconds(spec.start_delay_secs)) {}
+      next_(std::chrono::steady_clock::now() + from_seconds(spec.start_delay_secs)) {}
 
 void ClientEvaluation::checkpoint_saved(const std::string& path) {
   if (inline_ && std::chrono::steady_clock::now() >= next_) evaluate(path, /*is_final=*/false);
@@ -42,7 +35,7 @@ void ClientEvaluation::evaluate(const std::string& path, bool is_final) {
   }
   result_.final_eval = std::move(eval);
   evaluated_ = path;
-  next_ = std::chrono::steady_clock::now() + seconds(spec_.throttle_secs);
+  next_ = std::chrono::steady_clock::now() + from_seconds(spec_.throttle_secs);
 }
 
 }  // namespace cadre::estimator_internal

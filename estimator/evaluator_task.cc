@@ -10,6 +10,7 @@
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/watcher.h"
 #include "cadre/estimator/early_stopping.h"
+#include "core/base/clock.h"
 #include "core/base/strings.h"
 #include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
@@ -18,10 +19,6 @@ namespace cadre::estimator_internal {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
 
 // Whether `step` is to be evaluated under the policy; the final step always is.
 bool wanted(const EvalSpec& spec, Env& env, const std::string& model_dir, int64_t step,
@@ -86,7 +83,7 @@ class EvaluatorRun {
         notice_(estimator.config().planned_stop) {}
 
   TrainAndEvaluateResult run() {
-    sleep_until(Clock::now() + seconds(eval_spec_.start_delay_secs));
+    sleep_until(Clock::now() + from_seconds(eval_spec_.start_delay_secs));
     Clock::time_point last_wait_log = Clock::now();
     while (true) {
       stop_if_asked();
@@ -169,7 +166,7 @@ class EvaluatorRun {
                  << ", which is missing or damaged: " << error.what();
       return;
     }
-    next_eval_ = Clock::now() + seconds(eval_spec_.throttle_secs);
+    next_eval_ = Clock::now() + from_seconds(eval_spec_.throttle_secs);
     std::optional<int64_t> finished = final_step();
     bool is_final = finished && reader.global_step() >= *finished;
     for (const auto& exporter : eval_spec_.exporters) {

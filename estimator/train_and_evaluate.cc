@@ -9,6 +9,7 @@
 #include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/state_file.h"
+#include "core/base/clock.h"
 #include "core/base/strings.h"
 #include "estimator/coordinated_tasks.h"
 #include "estimator/evaluator_task.h"
@@ -33,7 +34,7 @@ class EvaluateOnSave : public CheckpointSaverListener {
   EvaluateOnSave(Estimator& estimator, const EvalSpec& spec, EvalArgs args,
                  TrainAndEvaluateResult* result)
       : estimator_(estimator), spec_(spec), args_(std::move(args)), result_(result) {
-    next_eval_ = Clock::now() + seconds(spec.start_delay_secs);
+    next_eval_ = Clock::now() + from_seconds(spec.start_delay_secs);
   }
 
   bool after_save(int64_t global_step, const std::string& path) override {
@@ -56,10 +57,6 @@ class EvaluateOnSave : public CheckpointSaverListener {
   }
 
  private:
-  static Clock::duration seconds(double s) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-  }
-
   void evaluate(const std::string& path, bool is_final) {
     args_.checkpoint_path = path;
     EvalResult eval = estimator_.evaluate(spec_.input_fn, args_);
@@ -69,7 +66,7 @@ class EvaluateOnSave : public CheckpointSaverListener {
     }
     result_->final_eval = std::move(eval);
     evaluated_ = path;
-    next_eval_ = Clock::now() + seconds(spec_.throttle_secs);
+    next_eval_ = Clock::now() + from_seconds(spec_.throttle_secs);
   }
 
   Estimator& estimator_;
@@ -185,8 +182,9 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
     // client sends (ps tasks) or joins the collective the client starts.
     bool collective = config.num_ps_replicas == 0;
     if (config.task_type == "client") {
-      return collective ? estimator_internal::run_collective_client(estimator, train_spec, eval_spec)
-                        : estimator_internal::run_client(estimator, train_spec, eval_spec);
+      return collective
+                 ? estimator_internal::run_collective_client(estimator, train_spec, eval_spec)
+                 : estimator_internal::run_client(estimator, train_spec, eval_spec);
     }
     TrainAndEvaluateResult result;
     int64_t step = collective ? estimator_internal::train_collective_worker(estimator, train_spec)
@@ -216,8 +214,8 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
   std::shared_ptr<EvaluateOnSave> listener;
   if (!config.cluster) {
     // Local mode evaluates in this process; in a cluster the evaluator task does.
-    listener =
-        std::make_shared<EvaluateOnSave>(estimator, eval_spec, estimator_internal::eval_args_of(eval_spec), &result);
+    listener = std::make_shared<EvaluateOnSave>(
+        estimator, eval_spec, estimator_internal::eval_args_of(eval_spec), &result);
     train_args.saving_listeners = {listener};
   }
   int64_t step = estimator.train(train_spec.input_fn, train_args);

@@ -4,15 +4,12 @@
 
 #include <cmath>
 
+#include "core/base/clock.h"
 #include "core/base/strings.h"
 
 namespace cadre::keras::internal {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 std::string duration(double secs) {
   if (secs >= 3600) {
@@ -62,9 +59,12 @@ std::string format_logs(const Logs& logs) {
 }
 
 Progbar::Progbar(std::FILE* out, int verbose, int64_t target)
-    : out_(out), verbose_(verbose), target_(target),
+    : out_(out),
+      verbose_(verbose),
+      target_(target),
       terminal_(out != nullptr && ::isatty(::fileno(out))),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 void Progbar::epoch_header(int epoch, int epochs) {
   if (verbose_ == 0) return;

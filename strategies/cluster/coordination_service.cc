@@ -9,6 +9,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/base/mutex.h"
+#include "core/base/clock.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/coordination.grpc.pb.h"
 #include "strategies/cluster/grpc_security.h"
@@ -20,10 +21,6 @@ namespace pb = cadre::coordination;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
 
 std::string name_of(const pb::Task& task) { return str_cat(task.type(), ":", task.index()); }
 
@@ -143,7 +140,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     incarnation_[task] = request->incarnation();
     heartbeat_[task] = Clock::now();
     changed_.notify_all();
-    auto deadline = Clock::now() + seconds(request->timeout_seconds());
+    auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
     while (!complete() && failure_.empty() && !stopping_) {
       if (!changed_.wait_until(mutex_, deadline) && !complete()) {
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
@@ -162,8 +159,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     if (failure_.empty() && !is_current(task, request->incarnation())) {
       // A task of an earlier round (begin_round), or replaced by a restarted one: it stops.
       return {grpc::StatusCode::ABORTED,
-              str_cat("task ", task, " is not registered in this round of the coordination "
-                                     "service (the collective was restarted)")};
+              str_cat("task ", task,
+                      " is not registered in this round of the coordination "
+                      "service (the collective was restarted)")};
     }
     heartbeat_[task] = Clock::now();
     if (!failure_.empty()) {
@@ -185,10 +183,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   grpc::Status GetKey(grpc::ServerContext* context, const pb::GetKeyRequest* request,
                       pb::GetKeyResponse* response) override {
     MutexLock lock(mutex_);
-    auto deadline = Clock::now() + seconds(request->timeout_seconds());
+    auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
     while (!store_.count(request->key()) && failure_.empty() && !stopping_) {
-      if (!changed_.wait_until(mutex_, deadline) &&
-          !store_.count(request->key())) {
+      if (!changed_.wait_until(mutex_, deadline) && !store_.count(request->key())) {
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
                 str_cat("key '", request->key(), "' was not set within ",
                         request->timeout_seconds(), " s")};
@@ -207,8 +204,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     std::string task = name_of(request->task());
     if (!is_current(task, request->incarnation())) {
       return {grpc::StatusCode::FAILED_PRECONDITION,
-              str_cat("task ", task, " is not registered in this round of the coordination "
-                                     "service")};
+              str_cat("task ", task,
+                      " is not registered in this round of the coordination "
+                      "service")};
     }
     // Bounded: it goes into every task's log and error.
     constexpr size_t kMaxMessage = 2000;
@@ -225,16 +223,16 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     if (failure_.empty() && !incarnation_.count(task)) {
       // A task of an earlier round (begin_round) must not count toward this round's barrier.
       return {grpc::StatusCode::ABORTED,
-              str_cat("task ", task, " is not registered in this round of the coordination "
-                                     "service (the collective was restarted)")};
+              str_cat("task ", task,
+                      " is not registered in this round of the coordination "
+                      "service (the collective was restarted)")};
     }
     std::set<std::string>& arrived = barriers_[request->name()];
     arrived.insert(task);
     changed_.notify_all();
-    auto deadline = Clock::now() + seconds(request->timeout_seconds());
+    auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
     while (arrived.size() < expected_.size() && failure_.empty() && !stopping_) {
-      if (!changed_.wait_until(mutex_, deadline) &&
-          arrived.size() < expected_.size()) {
+      if (!changed_.wait_until(mutex_, deadline) && arrived.size() < expected_.size()) {
         std::set<std::string> absent;
         for (const std::string& t : expected_) {
           if (!arrived.count(t)) absent.insert(t);
@@ -305,7 +303,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       changed_.wait_for(mutex_, std::chrono::milliseconds(200));
       auto now = Clock::now();
       if (!complete() && !incarnation_.empty() &&
-          now - last_log > seconds(options_.log_every_seconds)) {
+          now - last_log > from_seconds(options_.log_every_seconds)) {
         LOG(INFO) << "coordination service: waiting for " << names(missing())
                   << " to register (registered: " << names(registered()) << ")";
         last_log = now;

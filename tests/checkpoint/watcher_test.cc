@@ -8,19 +8,16 @@
 #include <thread>
 
 #include "cadre/checkpoint/manager.h"
+#include "core/base/clock.h"
 #include "core/base/strings.h"
-#include "tests/support/fault_env.h"
 #include "tests/checkpoint/test_util.h"
+#include "tests/support/fault_env.h"
 
 namespace cadre::checkpoint {
 namespace {
 
 using testing::small_model;
 using testing::TempDir;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 TEST(WatcherTest, YieldsEachCheckpointOnceInStepOrderThenTimesOut) {
   for (bool inotify : {true, false}) {

@@ -13,7 +13,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
 #include "cadre/runtime/threading.h"
-#include "core/runtime/compute_elsewhere.h"
+#include "core/base/clock.h"
 
 namespace cadre::io {
 namespace {
@@ -25,10 +25,6 @@ int thread_count() {
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
     ++n;
   return n;
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 Dataset::MapFn failing_at(int64_t bad) {
@@ -189,7 +185,8 @@ TEST(PipelineThreadsTest, AnAutotunedPrefetchReadsInlineWhenNoCoreIsSpare) {
                       .make_iterator();
     for (int i = 0; i < 20; ++i) values.push_back(it.next()->value().item<int64_t>());
     IteratorState state = it.save();
-    Iterator resumed = Dataset::range(40).map([](Element e) { return e; }).prefetch().make_iterator();
+    Iterator resumed =
+        Dataset::range(40).map([](Element e) { return e; }).prefetch().make_iterator();
     resumed.restore(state);
     while (auto e = resumed.next()) values.push_back(e->value().item<int64_t>());
     std::vector<int64_t> expected(40);

@@ -1,17 +1,15 @@
-// Timing helpers the benchmark subcommands share.
+// Timing helpers the benchmark subcommands share (seconds_since: core/base/clock.h).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
+#include "core/base/clock.h"
+
 namespace cadre::bench {
 
 using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 inline double ms_between(Clock::time_point a, Clock::time_point b) {
   return 1e3 * std::chrono::duration<double>(b - a).count();

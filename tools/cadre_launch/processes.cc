@@ -13,6 +13,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/estimator/planned_stop.h"
+#include "core/base/clock.h"
 #include "core/base/strings.h"
 #include "tools/cadre_launch/stop_signals.h"
 
@@ -65,8 +66,7 @@ Processes::Processes(std::vector<Child> children, std::vector<std::string> comma
 Processes::~Processes() { stop_all(); }
 
 Processes::Clock::time_point Processes::deadline_after(double secs) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs));
+  return Clock::now() + from_seconds(secs);
 }
 
 void Processes::start(Child& c) {
