@@ -14,6 +14,7 @@
 #include "cadre/io/dataset.h"
 #include "cadre/runtime/threading.h"
 #include "core/base/clock.h"
+#include "core/runtime/compute_elsewhere.h"
 
 namespace cadre::io {
 namespace {
