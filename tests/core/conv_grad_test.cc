@@ -11,7 +11,7 @@
 #include "cadre/runtime/profiler.h"
 #include "cadre/runtime/threading.h"
 #include "core/backend/cpu/conv_one_channel.h"
-#include "tests/core/grad_check.h"
+#include "tests/support/grad_check.h"
 
 namespace cadre {
 namespace {
@@ -188,6 +188,36 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64OnRandomGeometries) {
   }
 }
 
+struct ConvPoolCase {
+  Shape x, w;
+  Activation act;
+  std::array<int64_t, 2> window;
+  Padding pool_padding;
+  bool fused;  // both passes taken (with the filters and bias only)
+};
+
+// A convolution then a max pooling (`through_product`: with a multiplication by one between
+// them): the pooled output, the gradients of the filters and bias (and input), then the
+// convolution's output (read last); and the kernels that ran.
+std::pair<std::vector<std::vector<double>>, std::set<std::string>> conv_then_pool(
+    const ConvPoolCase& c, bool with_input, bool through_product, DType dtype) {
+  GradientTape tape;
+  auto [x, w, b, sources] = watched_conv_inputs(c.x, c.w, 170, dtype, with_input, tape);
+  auto session = profiler::ProfilerSession::start();
+  Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, c.act);
+  Tensor pooled =
+      max_pool2d(through_product ? mul(y, ones_like(y)) : y, c.window, c.window, c.pool_padding);
+  Tensor r = random_tensor(pooled.shape(), 173, -1.5, 1.5).cast(dtype);
+  std::vector<Gradient> grads = tape.gradient(sum(mul(pooled, r)), sources);
+  std::set<std::string> kernels;
+  for (const profiler::Event& e : session->collect().events) kernels.emplace(e.name);
+  std::vector<std::vector<double>> out{pooled.cast(DType::kFloat64).to_vector<double>()};
+  for (const Gradient& g : grads)
+    out.push_back(g.dense().cast(DType::kFloat64).to_vector<double>());
+  out.push_back(y.cast(DType::kFloat64).to_vector<double>());
+  return {out, kernels};
+}
+
 // A convolution whose output only a max pooling with tiling windows reads: where the
 // backend has the passes (kernels::conv2d_max_pool, conv2d_grad_from_max_pool), the pooling
 // is computed with the convolution, whose output is then written only when read, and the
@@ -197,14 +227,7 @@ TEST(GradTest, Conv2DFloat32MatchesFloat64OnRandomGeometries) {
 // gradient of one channel, a 5x5 filter of one channel, float64), the ops run one after the
 // other and the result is the same.
 TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheOpsOneAfterTheOther) {
-  struct Case {
-    Shape x, w;
-    Activation act;
-    std::array<int64_t, 2> window;
-    Padding pool_padding;
-    bool fused;  // both passes taken (with the filters and bias only)
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ConvPoolCase> cases = {
       // An odd number of windows per row (the forward pass takes two at a time).
       {{5, 12, 12, 1}, {3, 3, 1, 32}, Activation::kRelu, {2, 2}, Padding::kValid, true},
       // Rows and columns of the convolution's output that no window covers.
@@ -217,28 +240,12 @@ TEST(GradTest, Conv2DThenMaxPoolingHasTheBitsOfTheOpsOneAfterTheOther) {
       {{2, 10, 12, 8}, {3, 3, 8, 20}, Activation::kRelu, {2, 3}, Padding::kValid, false},
       {{2, 9, 9, 1}, {5, 5, 1, 8}, Activation::kRelu, {2, 2}, Padding::kValid, false},
   };
-  for (const Case& c : cases) {
+  for (const ConvPoolCase& c : cases) {
     for (bool with_input : {false, true}) {
       SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() +
                    (with_input ? ", input gradient too" : ""));
-      // The pooled output, the gradients of the filters and bias (and input), then the
-      // convolution's output (read last); and the kernels that ran.
       auto run = [&](bool through_product, DType dtype) {
-        GradientTape tape;
-        auto [x, w, b, sources] = watched_conv_inputs(c.x, c.w, 170, dtype, with_input, tape);
-        auto session = profiler::ProfilerSession::start();
-        Tensor y = conv2d(x, w, b, {1, 1}, Padding::kValid, {1, 1}, c.act);
-        Tensor pooled = max_pool2d(through_product ? mul(y, ones_like(y)) : y, c.window, c.window,
-                                   c.pool_padding);
-        Tensor r = random_tensor(pooled.shape(), 173, -1.5, 1.5).cast(dtype);
-        std::vector<Gradient> grads = tape.gradient(sum(mul(pooled, r)), sources);
-        std::set<std::string> kernels;
-        for (const profiler::Event& e : session->collect().events) kernels.emplace(e.name);
-        std::vector<std::vector<double>> out{pooled.cast(DType::kFloat64).to_vector<double>()};
-        for (const Gradient& g : grads)
-          out.push_back(g.dense().cast(DType::kFloat64).to_vector<double>());
-        out.push_back(y.cast(DType::kFloat64).to_vector<double>());
-        return std::pair{out, kernels};
+        return conv_then_pool(c, with_input, through_product, dtype);
       };
       auto [fused, kernels] = run(false, DType::kFloat32);
       auto [reference, reference_kernels] = run(true, DType::kFloat32);

@@ -9,7 +9,7 @@
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/nn.h"
-#include "tests/core/grad_check.h"
+#include "tests/support/grad_check.h"
 
 namespace cadre {
 namespace {

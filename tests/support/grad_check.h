@@ -1,4 +1,5 @@
-// Gradient checks against central finite differences, in float64.
+// Gradient checks against central finite differences, in float64 (the ops' tests in
+// tests/core, the Keras layers' in tests/keras).
 #pragma once
 
 #include <gtest/gtest.h>
