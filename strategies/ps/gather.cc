@@ -57,8 +57,8 @@ std::vector<std::map<std::string, Tensor>> read_values(
 // The whole of a variable of `spec`'s shape and dtype from its slices' parts, which are
 // values[s.ps] under part_name(s).
 template <typename NameOf>
-Tensor join(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
-            const std::vector<std::map<std::string, Tensor>>& values, NameOf part_name) {
+Tensor joined_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
+                     const std::vector<std::map<std::string, Tensor>>& values, NameOf part_name) {
   Tensor whole = Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
   for (const Slice& s : slices) {
     write_rows(whole, values[static_cast<size_t>(s.ps)].at(part_name(s)),
@@ -78,7 +78,8 @@ void add_variable(nn::VariableStore& store, const RemoteVariable& variable,
   const nn::VariableSpec& spec = variable.spec;
   nn::VariableSpec logical = spec;
   logical.row_access = false;
-  add(store, logical, join(spec, variable.slices, values, [](const Slice& s) { return s.name; }));
+  add(store, logical,
+      joined_slices(spec, variable.slices, values, [](const Slice& s) { return s.name; }));
   const Slice& first = variable.slices.front();
   for (const auto& [slot_name, t] : held[static_cast<size_t>(first.ps)]) {
     if (t.slot_of() != first.name) continue;
@@ -89,8 +90,9 @@ void add_variable(nn::VariableStore& store, const RemoteVariable& variable,
     slot.dtype = spec.dtype;
     slot.trainable = false;
     slot.slot_of = spec.name;
-    add(store, slot,
-        join(spec, variable.slices, values, [&](const Slice& s) { return s.name + suffix; }));
+    add(store, slot, joined_slices(spec, variable.slices, values, [&](const Slice& s) {
+          return s.name + suffix;
+        }));
   }
 }
 
