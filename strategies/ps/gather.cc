@@ -7,6 +7,7 @@
 
 #include "cadre/autodiff/tape.h"
 #include "core/runtime/in_parallel.h"
+#include "strategies/ps/message_budget.h"
 #include "strategies/ps/rows.h"
 #include "strategies/ps/tensor_data.h"
 
@@ -25,31 +26,29 @@ std::vector<Listing> list_held(const std::vector<std::unique_ptr<PsClient>>& cli
   return held;
 }
 
-// The values of everything `held` lists, read in batches under the message limit.
+// The values of everything `held` lists, read in batches under the message limit
+// (message_budget.h).
 std::vector<std::map<std::string, Tensor>> read_values(
     const std::vector<std::unique_ptr<PsClient>>& clients, int64_t max_message_bytes,
     const std::vector<Listing>& held) {
   std::vector<std::map<std::string, Tensor>> values(clients.size());
   in_parallel(static_cast<int>(clients.size()), [&](int p) {
-    ReadRequest batch;
-    int64_t bytes = 0;
-    auto flush = [&] {
-      if (batch.names().empty()) return;
+    std::vector<const std::string*> names;
+    std::vector<int64_t> costs;
+    for (const auto& [name, t] : held[static_cast<size_t>(p)]) {
+      int64_t size = static_cast<int64_t>(dtype_size(checked_dtype(t.value().dtype(), name)));
+      for (int64_t d : t.value().shape()) size *= d;
+      names.push_back(&name);
+      costs.push_back(item_cost(size, name));
+    }
+    for (auto [begin, end] : batches(costs, max_batch_bytes(max_message_bytes))) {
+      ReadRequest batch;
+      for (size_t i = begin; i < end; ++i) batch.add_names(*names[i]);
       ReadResponse response = clients[static_cast<size_t>(p)]->read(batch);
       for (const NamedTensor& t : response.variables()) {
         values[static_cast<size_t>(p)][t.name()] = from_proto(t.value(), t.name());
       }
-      batch.clear_names();
-      bytes = 0;
-    };
-    for (const auto& [name, t] : held[static_cast<size_t>(p)]) {
-      int64_t size = static_cast<int64_t>(dtype_size(checked_dtype(t.value().dtype(), name)));
-      for (int64_t d : t.value().shape()) size *= d;
-      if (bytes + size > max_message_bytes / 2) flush();
-      batch.add_names(name);
-      bytes += size;
     }
-    flush();
   });
   return values;
 }

@@ -21,8 +21,8 @@ struct RemoteVariable {
 // `variables` whole (in their order, row_access cleared), each with the optimizer slots
 // its first slice has on the ps (named after the logical variable), and each optimizer's
 // step counter ("<optimizer>/iterations": every ps task counts the pushes it applied; the
-// most advanced is the optimizer's). Reads in batches of at most half of
-// `max_message_bytes`, from every ps task at once.
+// most advanced is the optimizer's). Reads in batches under `max_message_bytes`
+// (message_budget.h), from every ps task at once.
 std::shared_ptr<nn::VariableStore> gather_variables(
     const std::vector<std::unique_ptr<PsClient>>& clients, int64_t max_message_bytes,
     const std::vector<RemoteVariable>& variables);

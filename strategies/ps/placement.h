@@ -1,6 +1,7 @@
-// Where a parameter-server cluster keeps each variable, as PlacementOptions (public) say.
-// Every worker computes the same plan, since every worker creates the same variables in
-// the same order (the same model_fn).
+// Where a parameter-server cluster keeps each variable, as PlacementOptions (public) say,
+// in slices small enough for a message (message_budget.h). Every worker computes the same
+// plan, since every worker creates the same variables in the same order (the same
+// model_fn).
 #pragma once
 
 #include <cstdint>
@@ -26,18 +27,24 @@ struct Slice {
 // Not thread-safe.
 class Placement {
  public:
-  // Throws InvalidArgumentError for no ps tasks or negative options.
-  Placement(int num_ps, PlacementOptions options = {});
-  // The slices of the next variable; whole variables (and scalars) are one slice.
+  // `max_slice_bytes` > 0: no slice is larger, whatever `options` say (a row larger than
+  // that is a slice alone), however many slices per ps task that takes. Throws
+  // InvalidArgumentError for no ps tasks or negative options.
+  Placement(int num_ps, PlacementOptions options = {}, int64_t max_slice_bytes = 0);
+  // The slices of the next variable, in row order; whole variables (and scalars) are one
+  // slice. A variable's slices go to different ps tasks while there are ps tasks it has
+  // none on.
   std::vector<Slice> place(const std::string& name, const Shape& shape, DType dtype);
   // The plan so far, a line per ps task: its variables and bytes.
   std::string describe() const;
 
  private:
   int pick(const std::vector<bool>& taken);
+  int64_t count_slices(const Shape& shape, int64_t row_bytes) const;
 
   int num_ps_;
   PlacementOptions options_;
+  int64_t max_slice_bytes_;
   std::vector<int64_t> bytes_;
   std::vector<std::vector<std::string>> names_;
   int next_ = 0;  // round robin

@@ -16,6 +16,23 @@ namespace {
 // Slack for calls that wait on the server for their own timeout.
 constexpr double kMargin = 10;
 
+// "'<first>'" or "'<first>' and <n> more": what a request is about, for its errors.
+template <typename Names>
+std::string subject(const Names& names) {
+  if (names.empty()) return "nothing";
+  std::string out = str_cat("'", names[0], "'");
+  if (names.size() > 1) out += str_cat(" and ", names.size() - 1, " more");
+  return out;
+}
+
+std::string subject_of(const PushRequest& request) {
+  std::vector<std::string> names;
+  for (const PushItem& item : request.items()) names.push_back(item.name());
+  for (const NamedTensor& t : request.slots()) names.push_back(t.name());
+  for (const NamedTensor& t : request.deltas()) names.push_back(t.name());
+  return subject(names);
+}
+
 }  // namespace
 
 PsClient::PsClient(int index, std::string address, ClientOptions options)
@@ -47,15 +64,16 @@ void PsClient::wait_until_ready(double timeout_seconds) {
 }
 
 template <typename Request, typename Response, typename Method>
-Response PsClient::call(const char* what, const Request& request, Method method,
+Response PsClient::call(const std::string& what, const Request& request, Method method,
                         double timeout_seconds) {
   int64_t size = static_cast<int64_t>(request.ByteSizeLong());
   if (size > options_.max_message_bytes) {
-    throw ResourceExhaustedError(
-        str_cat(what, " to parameter server ", name_, ": ", size,
-                " bytes, over the message limit of ", options_.max_message_bytes,
-                " (ParameterServerOptions.max_message_bytes; partition large variables with "
-                "smaller PlacementOptions.min_slice_bytes)"));
+    // Variables are sliced and transfers batched to fit (message_budget.h): only a single
+    // row larger than the limit, or a bug, comes here.
+    throw InternalError(str_cat(what, " to parameter server ", name_, ": a request of ", size,
+                                " bytes, over the message limit of ", options_.max_message_bytes,
+                                " bytes that Cadre cuts its requests to fit (is one row of the "
+                                "variable larger than ParameterServerOptions.max_message_bytes?)"));
   }
   grpc::ClientContext context;
   context.set_deadline(deadline_after(timeout_seconds));
@@ -83,14 +101,17 @@ Response PsClient::call(const char* what, const Request& request, Method method,
 CreateResponse PsClient::create(const CreateRequest& request) {
   double timeout = request.has_initial_value() ? options_.rpc_timeout_seconds
                                                : request.timeout_seconds() + kMargin;
-  return call<CreateRequest, CreateResponse>("creating a variable", request,
-                                             &ParameterServerService::Stub::Create, timeout);
+  return call<CreateRequest, CreateResponse>(
+      str_cat("creating variable '", request.variable().name(), "'"), request,
+      &ParameterServerService::Stub::Create, timeout);
 }
 
 PullResponse PsClient::pull(const PullRequest& request) {
-  PullResponse response = call<PullRequest, PullResponse>("pulling variables", request,
-                                                          &ParameterServerService::Stub::Pull,
-                                                          options_.rpc_timeout_seconds);
+  std::vector<std::string_view> names;
+  for (const PullItem& item : request.items()) names.push_back(item.name());
+  PullResponse response = call<PullRequest, PullResponse>(
+      str_cat("pulling ", subject(names)), request, &ParameterServerService::Stub::Pull,
+      options_.rpc_timeout_seconds);
   bytes_pulled_ += static_cast<int64_t>(response.ByteSizeLong());
   if (response.planned_stop()) planned_stop_heard_ = true;
   return response;
@@ -98,7 +119,7 @@ PullResponse PsClient::pull(const PullRequest& request) {
 
 PushResponse PsClient::push(const PushRequest& request) {
   PushResponse response = call<PushRequest, PushResponse>(
-      "pushing gradients", request, &ParameterServerService::Stub::Push,
+      str_cat("pushing to ", subject_of(request)), request, &ParameterServerService::Stub::Push,
       std::max(options_.rpc_timeout_seconds, request.timeout_seconds() + kMargin));
   bytes_pushed_ += static_cast<int64_t>(request.ByteSizeLong());
   if (response.planned_stop()) planned_stop_heard_ = true;
@@ -117,8 +138,9 @@ int64_t PsClient::global_step(std::optional<int64_t> set, double timeout_seconds
 }
 
 ReadResponse PsClient::read(const ReadRequest& request) {
-  return call<ReadRequest, ReadResponse>("reading variables", request,
-                                         &ParameterServerService::Stub::Read,
+  std::string what = request.names().empty() ? std::string("listing the variables")
+                                             : str_cat("reading ", subject(request.names()));
+  return call<ReadRequest, ReadResponse>(what, request, &ParameterServerService::Stub::Read,
                                          options_.rpc_timeout_seconds);
 }
 

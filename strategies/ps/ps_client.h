@@ -1,5 +1,5 @@
 // One parameter-server task as a worker sees it: its RPCs with deadlines, message-size
-// checks, and errors that name the task. Thread-safe.
+// checks, and errors that name the task and the variables. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -16,7 +16,8 @@
 namespace cadre::ps {
 
 struct ClientOptions {
-  // Requests larger than this fail before they are sent (ResourceExhaustedError).
+  // Requests larger than this fail before they are sent (InternalError naming what they
+  // carry: the callers cut theirs to fit, message_budget.h).
   int64_t max_message_bytes = int64_t{256} << 20;
   // For calls that do not wait for the chief.
   double rpc_timeout_seconds = 60;
@@ -60,7 +61,8 @@ class PsClient {
 
  private:
   template <typename Request, typename Response, typename Method>
-  Response call(const char* what, const Request& request, Method method, double timeout_seconds);
+  Response call(const std::string& what, const Request& request, Method method,
+                double timeout_seconds);
 
   std::string address_, name_;
   ClientOptions options_;

@@ -95,7 +95,9 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     return guarded([&] {
       *response = shard_.pull(*request);
       response->set_planned_stop(planned_stop());
-      check_size(*response, str_cat(options_.task, ": the pulled values"));
+      check_size(*response, str_cat(options_.task, ": the pulled values of ", request->items_size(),
+                                    " variable(s) from '",
+                                    request->items_size() ? request->items(0).name() : "", "'"));
     });
   }
 
@@ -141,20 +143,23 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
       *response = shard_.read(*request);
       // A listing carries no values; values are read in batches under the limit.
       if (!request->names().empty()) {
-        check_size(*response, str_cat(options_.task, ": the values read"));
+        check_size(*response, str_cat(options_.task, ": the values of ", request->names_size(),
+                                      " variable(s) from '", request->names(0), "'"));
       }
     });
   }
 
  private:
+  // Workers slice variables and batch their requests so that answers fit
+  // (message_budget.h): only a single row larger than the limit, or a bug, fails here.
   template <typename Message>
   void check_size(const Message& message, const std::string& what) const {
     int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
     if (bytes > options_.max_message_bytes) {
-      throw ResourceExhaustedError(str_cat(
-          what, " take ", bytes, " bytes, over the message limit of ", options_.max_message_bytes,
-          " (ParameterServerOptions.max_message_bytes; partition large variables with "
-          "smaller PlacementOptions.min_slice_bytes)"));
+      throw InternalError(str_cat(what, " take ", bytes, " bytes, over the message limit of ",
+                                  options_.max_message_bytes,
+                                  " bytes that workers cut their requests to fit (is one row "
+                                  "larger than ParameterServerOptions.max_message_bytes?)"));
     }
   }
 

@@ -15,7 +15,8 @@
 namespace cadre::ps {
 
 struct ServerOptions {
-  // The largest message accepted or sent; larger ones fail with RESOURCE_EXHAUSTED.
+  // The largest message accepted (larger ones fail with RESOURCE_EXHAUSTED) or sent (an
+  // answer that would be larger fails with INTERNAL): workers cut theirs to fit both.
   int64_t max_message_bytes = int64_t{256} << 20;
   // How often the server logs what it holds and how busy it is.
   double log_every_seconds = 30;

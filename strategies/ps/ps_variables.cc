@@ -4,14 +4,16 @@
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
-#include "cadre/ops/indexing.h"
 #include "cadre/ops/math.h"
 #include "cadre/ops/reduce.h"
 #include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
-#include "strategies/ps/gather.h"
 #include "core/runtime/in_parallel.h"
+#include "strategies/ps/gather.h"
+#include "strategies/ps/gradient_items.h"
+#include "strategies/ps/message_budget.h"
 #include "strategies/ps/optimizer_proto.h"
+#include "strategies/ps/push_parts.h"
 #include "strategies/ps/row_cache.h"
 #include "strategies/ps/rows.h"
 #include "strategies/ps/tensor_data.h"
@@ -45,44 +47,6 @@ CreateRequest create_request(const nn::VariableSpec& spec, const Slice& s) {
   return request;
 }
 
-void add_dense(const Tensor& gradient, const std::vector<Slice>& slices,
-               std::vector<PushRequest>& requests) {
-  Tensor dense = host(gradient);
-  for (const Slice& s : slices) {
-    PushItem* item = requests[static_cast<size_t>(s.ps)].add_items();
-    item->set_name(s.name);
-    to_proto(rows_of(dense, s), item->mutable_dense());
-  }
-}
-
-// The rows of `gradient` each slice holds, as row ids within the slice.
-void add_sparse(const IndexedSlices& gradient, const std::vector<Slice>& slices,
-                std::vector<PushRequest>& requests) {
-  IndexedSlices sparse = nn::deduplicate(gradient);
-  std::vector<int64_t> ids = ids_of(sparse.indices);
-  Tensor values = host(sparse.values);
-  for (const Slice& s : slices) {
-    std::vector<int64_t> positions, local;
-    for (size_t j = 0; j < ids.size(); ++j) {
-      if (ids[j] >= s.first_row && ids[j] < s.first_row + s.rows) {
-        positions.push_back(static_cast<int64_t>(j));
-        local.push_back(ids[j] - s.first_row);
-      }
-    }
-    if (positions.empty()) continue;
-    PushItem* item = requests[static_cast<size_t>(s.ps)].add_items();
-    item->set_name(s.name);
-    item->set_sparse(true);
-    to_proto(Tensor::from_vector(local), item->mutable_indices());
-    to_proto(cadre::gather(values, Tensor::from_vector(positions), 0), item->mutable_values());
-  }
-}
-
-bool carries_anything(const PushRequest& r) {
-  return r.items_size() > 0 || r.deltas_size() > 0 || r.slots_size() > 0 ||
-         r.has_initial_iterations();
-}
-
 }  // namespace
 
 PsVariables::PsVariables(const ParameterServers& servers, bool chief, uint64_t seed,
@@ -95,7 +59,8 @@ PsVariables::PsVariables(const ParameterServers& servers, bool chief, uint64_t s
       chief_(chief),
       seed_(seed),
       base_(std::move(base)),
-      placement_(static_cast<int>(clients_.size()), options_.placement) {}
+      placement_(static_cast<int>(clients_.size()), options_.placement,
+                 max_slice_bytes(options_.max_message_bytes)) {}
 
 PsVariables::~PsVariables() = default;
 
@@ -145,23 +110,33 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
   return variable;
 }
 
+// A ps task's slices one after another (so that at most a slice per task is in flight),
+// the tasks concurrently.
 void PsVariables::create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
                                 Tensor& value) {
-  in_parallel(static_cast<int>(slices.size()), [&](int k) {
-    const Slice& s = slices[static_cast<size_t>(k)];
-    CreateRequest request = create_request(spec, s);
-    if (chief_) to_proto(rows_of(value, s), request.mutable_initial_value());
-    request.set_want_value(!chief_ && !spec.row_access);
-    request.set_timeout_seconds(options_.init_timeout_seconds);
-    CreateResponse response = clients_[static_cast<size_t>(s.ps)]->create(request);
-    if (request.want_value()) {
-      write_rows(value, from_proto(response.value(), s.name), value.rank() == 0 ? 0 : s.first_row);
+  std::vector<std::vector<const Slice*>> by_ps(clients_.size());
+  for (const Slice& s : slices) by_ps[static_cast<size_t>(s.ps)].push_back(&s);
+  std::vector<int> which;
+  for (size_t p = 0; p < by_ps.size(); ++p) {
+    if (!by_ps[p].empty()) which.push_back(static_cast<int>(p));
+  }
+  in_parallel(which, [&](int p) {
+    for (const Slice* s : by_ps[static_cast<size_t>(p)]) {
+      CreateRequest request = create_request(spec, *s);
+      if (chief_) to_proto(rows_of(value, *s), request.mutable_initial_value());
+      request.set_want_value(!chief_ && !spec.row_access);
+      request.set_timeout_seconds(options_.init_timeout_seconds);
+      CreateResponse response = clients_[static_cast<size_t>(p)]->create(request);
+      if (request.want_value()) {
+        write_rows(value, from_proto(response.value(), s->name),
+                   value.rank() == 0 ? 0 : s->first_row);
+      }
     }
   });
 }
 
 void PsVariables::pull() {
-  std::vector<PullRequest> requests(clients_.size());
+  // Each task's slices, pulled in batches under the message limit.
   std::vector<std::vector<std::pair<nn::Variable*, const Slice*>>> targets(clients_.size());
   {
     MutexLock lock(mutex_);
@@ -172,7 +147,6 @@ void PsVariables::pull() {
         continue;
       }
       for (const Slice& s : r.slices) {
-        requests[static_cast<size_t>(s.ps)].add_items()->set_name(s.name);
         targets[static_cast<size_t>(s.ps)].emplace_back(r.variable.get(), &s);
       }
     }
@@ -183,13 +157,22 @@ void PsVariables::pull() {
   }
   if (which.empty()) return;
   in_parallel(which, [&](int p) {
-    PullResponse response =
-        clients_[static_cast<size_t>(p)]->pull(requests[static_cast<size_t>(p)]);
     const auto& mine = targets[static_cast<size_t>(p)];
-    for (size_t i = 0; i < mine.size(); ++i) {
-      auto [variable, slice] = mine[i];
-      Tensor value = from_proto(response.values(static_cast<int>(i)), slice->name);
-      write_rows(variable->tensor(), value, variable->tensor().rank() == 0 ? 0 : slice->first_row);
+    std::vector<int64_t> costs;
+    for (auto [variable, slice] : mine) {
+      int64_t bytes = static_cast<int64_t>(row_bytes(variable->tensor())) * slice->rows;
+      costs.push_back(item_cost(bytes, slice->name));
+    }
+    for (auto [begin, end] : batches(costs, max_batch_bytes(options_.max_message_bytes))) {
+      PullRequest request;
+      for (size_t i = begin; i < end; ++i) request.add_items()->set_name(mine[i].second->name);
+      PullResponse response = clients_[static_cast<size_t>(p)]->pull(request);
+      for (size_t i = begin; i < end; ++i) {
+        auto [variable, slice] = mine[i];
+        Tensor value = from_proto(response.values(static_cast<int>(i - begin)), slice->name);
+        write_rows(variable->tensor(), value,
+                   variable->tensor().rank() == 0 ? 0 : slice->first_row);
+      }
     }
   });
   MutexLock lock(mutex_);
@@ -289,32 +272,24 @@ void PsVariables::add_optimizer_state(nn::Optimizer& optimizer,
   }
 }
 
-PushResponse PsVariables::send(const std::vector<PushRequest>& requests) {
+PushResponse PsVariables::send(std::vector<PushRequest> requests) {
   std::vector<int> which{0};
   for (size_t p = 1; p < clients_.size(); ++p) {
     if (carries_anything(requests[p])) which.push_back(static_cast<int>(p));
   }
-  std::vector<PushResponse> responses(clients_.size());
-  auto send_to = [&](int p) {
-    responses[static_cast<size_t>(p)] =
-        clients_[static_cast<size_t>(p)]->push(requests[static_cast<size_t>(p)]);
-  };
-  if (options_.max_staleness == 0 && requests[0].unit() == 0) {
-    in_parallel(which, send_to);
-    return responses[0];
-  }
-  send_to(0);
-  if (responses[0].unit_closed()) {
-    LOG(INFO) << "a step of unit " << requests[0].unit()
+  int64_t unit = requests[0].unit(), pulled_step = requests[0].pulled_step();
+  bool first_decides = options_.max_staleness != 0 || unit != 0;
+  PushResponse first = send_push(clients_, std::move(requests), which,
+                                 max_batch_bytes(options_.max_message_bytes), first_decides);
+  if (first.unit_closed()) {
+    LOG(INFO) << "a step of unit " << unit
               << " was not applied: the unit is complete or its coordinator was replaced";
-  } else if (responses[0].dropped()) {
-    LOG_EVERY_N(INFO, 100) << "gradients from step " << requests[0].pulled_step()
-                           << " were too stale at step " << responses[0].global_step()
-                           << " (max_staleness " << options_.max_staleness << "); dropped";
-  } else if (which.size() > 1) {
-    in_parallel(std::vector<int>(which.begin() + 1, which.end()), send_to);
+  } else if (first.dropped()) {
+    LOG_EVERY_N(INFO, 100) << "gradients from step " << pulled_step << " were too stale at step "
+                           << first.global_step() << " (max_staleness " << options_.max_staleness
+                           << "); dropped";
   }
-  return responses[0];
+  return first;
 }
 
 void PsVariables::push(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
@@ -330,10 +305,9 @@ void PsVariables::push(nn::Optimizer& optimizer, std::vector<Gradient> gradients
     requests[0].set_unit_steps(unit->steps);
     requests[0].set_unit_generation(unit->generation);
   }
-  PushResponse first = send(requests);
+  PushResponse first = send(std::move(requests));
   if (unit) {
-    work_unit_.record(
-        {unit->id, first.unit_applied(), first.unit_closed(), first.global_step()});
+    work_unit_.record({unit->id, first.unit_applied(), first.unit_closed(), first.global_step()});
   }
   MutexLock lock(mutex_);
   global_step_ = first.global_step();
@@ -354,9 +328,8 @@ void PsVariables::send_optimizer_state(nn::Optimizer& optimizer,
   for (size_t p = 0; p < clients_.size(); ++p) {
     if (carries_anything(requests[p])) which.push_back(static_cast<int>(p));
   }
-  in_parallel(which, [&](int p) {
-    clients_[static_cast<size_t>(p)]->push(requests[static_cast<size_t>(p)]);
-  });
+  send_push(clients_, std::move(requests), which, max_batch_bytes(options_.max_message_bytes),
+            /*first_decides=*/false);
   MutexLock lock(mutex_);
   if (!plan_logged_) {
     LOG(INFO) << "parameter-server placement:\n" << placement_.describe();

@@ -74,11 +74,11 @@ class PsVariables : public DistributedVariables {
   // The chief's optimizer state for the targets whose state it has not sent yet.
   void add_optimizer_state(nn::Optimizer& optimizer, const std::vector<nn::Variable*>& targets,
                            std::vector<PushRequest>& requests);
-  // Sends the requests that carry anything (ps 0's always: it counts the global step).
-  // With a staleness bound ps 0 judges first, and a dropped push goes nowhere else.
-  // A push of a coordinator's unit also goes to ps 0 first: a step its ledger refuses goes
-  // nowhere else.
-  PushResponse send(const std::vector<PushRequest>& requests);
+  // Sends the requests that carry anything (ps 0's always: it counts the global step), in
+  // parts under the message limit (push_parts.h). With a staleness bound ps 0 judges first,
+  // and the gradients of a dropped push go nowhere else. A push of a coordinator's unit
+  // also goes to ps 0 first: the gradients of a step its ledger refuses go nowhere else.
+  PushResponse send(std::vector<PushRequest> requests);
 
   const std::vector<std::unique_ptr<PsClient>>& clients_;
   const ParameterServerOptions& options_;

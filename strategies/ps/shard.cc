@@ -148,7 +148,8 @@ int64_t Shard::global_step(const GlobalStepRequest& request) {
     changed_.notify_all();
   } else {
     wait_for(
-        request.timeout_seconds(), [&]() CADRE_REQUIRES(mutex_) { return global_step_.has_value(); },
+        request.timeout_seconds(),
+        [&]() CADRE_REQUIRES(mutex_) { return global_step_.has_value(); },
         str_cat(task_, ": the chief has not set the global step"));
   }
   return *global_step_;
@@ -214,8 +215,9 @@ PushResponse Shard::apply_push(const PushRequest& request, const std::vector<Ent
                   "' has not come from the chief"));
     }
     optimizer = state.optimizer;
-    if (!request.items().empty()) step = ++state.iterations;
+    if (!request.items().empty()) step = request.step() > 0 ? request.step() : ++state.iterations;
   }
+  response.set_step(step);
   if (!entries.empty()) apply(*optimizer, entries, gradients, step);
   for (const NamedTensor& delta : request.deltas()) add_delta(delta);
   if (request.increment_global_step()) {

@@ -45,7 +45,8 @@ class Shard {
   CreateResponse create(const CreateRequest& request);
   // The values of the items, whole or the rows they name.
   PullResponse pull(const PullRequest& request);
-  // Applies the gradients (after the chief's optimizer state, which it may carry), adds
+  // Applies the gradients (after the chief's optimizer state, which it may carry) at the
+  // next optimizer step, or at the request's step for a later part of a split push; adds
   // the deltas to non-trainable variables, and counts the global step when asked. A push
   // staler than its bound is dropped whole.
   PushResponse push(const PushRequest& request);
@@ -67,8 +68,7 @@ class Shard {
 
  private:
   template <typename Pred>
-  void wait_for(double timeout_seconds, Pred ready, const std::string& what)
-      CADRE_REQUIRES(mutex_);
+  void wait_for(double timeout_seconds, Pred ready, const std::string& what) CADRE_REQUIRES(mutex_);
   Entry& entry_for(const VariableDef& def, const std::string& what) CADRE_REQUIRES(mutex_);
   // The part of push() after the staleness and unit checks.
   PushResponse apply_push(const PushRequest& request, const std::vector<Entry*>& entries,

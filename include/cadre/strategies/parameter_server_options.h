@@ -10,12 +10,15 @@ namespace ps {
 
 // Where each variable goes: on the least-loaded ps task by bytes (greedy) or round robin;
 // a variable large enough is cut into row slices on several ps tasks (TensorFlow's
-// min_max_variable_partitioner).
+// min_max_variable_partitioner). Whatever these say, no slice is larger than a quarter of
+// ParameterServerOptions.max_message_bytes: a larger variable gets as many slices as that
+// takes, several per ps task when needed, so that variables of any size train.
 struct PlacementOptions {
   enum class Policy { kGreedy, kRoundRobin };
   Policy policy = Policy::kGreedy;
   // A variable is cut into row slices of at least this many bytes each, one per ps task at
-  // most (and at most max_shards; 0: no limit but the ps count).
+  // most (and at most max_shards; 0: no limit but the ps count), unless it needs more to
+  // fit messages.
   int64_t min_slice_bytes = 256 << 10;
   int max_shards = 0;
 };
@@ -24,7 +27,9 @@ struct PlacementOptions {
 
 struct ParameterServerOptions {
   ps::PlacementOptions placement;
-  // The largest message to or from a ps task (larger ones fail with ResourceExhaustedError).
+  // The largest message to or from a ps task: a transport detail, since variables are
+  // sliced and transfers batched to fit. Only a single row of a variable larger than about
+  // this does not fit (InternalError naming the variable).
   int64_t max_message_bytes = int64_t{256} << 20;
   double connect_timeout_seconds = 300;  // for every ps task to answer at start-up
   double init_timeout_seconds = 300;     // for the chief's variables and optimizer state
