@@ -107,6 +107,32 @@ class PosixWritableFile : public WritableFile {
   uint64_t size_ = 0;
 };
 
+class PosixRandomAccessFile : public RandomAccessFile {
+ public:
+  explicit PosixRandomAccessFile(std::string path) : path_(std::move(path)), fd_(path_, O_RDONLY) {
+    if (fd_.get() < 0) throw_file_error("cannot open", path_, errno);
+  }
+
+  std::string_view read(uint64_t offset, size_t n, char* scratch) const override {
+    size_t got = 0;
+    while (got < n) {  // pread may return less than asked before the end of the file
+      ssize_t r = ::pread(fd_.get(), scratch + got, n - got, static_cast<off_t>(offset + got));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        throw_file_error(str_cat("cannot read ", n, " bytes at offset ", offset, " of"), path_,
+                         errno);
+      }
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return std::string_view(scratch, got);
+  }
+
+ private:
+  std::string path_;
+  FileDescriptor fd_;
+};
+
 class PosixEnv : public Env {
  public:
   bool file_exists(const std::string& path) override {
@@ -153,6 +179,10 @@ class PosixEnv : public Env {
       contents.append(buffer, static_cast<size_t>(got));
     }
     return contents;
+  }
+
+  std::unique_ptr<RandomAccessFile> new_random_access_file(const std::string& path) override {
+    return std::make_unique<PosixRandomAccessFile>(path);
   }
 
   void write_file(const std::string& path, std::string_view contents) override {

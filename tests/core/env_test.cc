@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "cadre/base/errors.h"
@@ -87,6 +90,49 @@ TEST(EnvTest, AWritableFileBuffersUntilFlushAndAppendsWhenAsked) {
   EXPECT_EQ(env->read_file(dir.file("unclosed")), "kept");
 }
 
+TEST(EnvTest, ARandomAccessFileReadsAtAnyOffsetAndSeesTheFileGrow) {
+  TempDir dir;
+  auto env = posix_env();
+  const std::string path = dir.file("r");
+  env->write_file(path, "hello world");
+  std::unique_ptr<RandomAccessFile> file = env->new_random_access_file(path);
+  env.reset();  // the file outlives its Env
+  char scratch[64];
+  EXPECT_EQ(file->read(6, 5, scratch), "world");
+  EXPECT_EQ(file->read(0, 5, scratch), "hello");
+  EXPECT_EQ(file->read(6, 64, scratch), "world");  // short only at the end
+  EXPECT_EQ(file->read(11, 4, scratch), "");
+  EXPECT_EQ(file->read(1000, 4, scratch), "");
+  EXPECT_EQ(file->read(3, 0, scratch), "");
+  auto appending = posix_env()->new_writable_file(path, /*append=*/true);
+  appending->append("!");
+  appending->close();
+  EXPECT_EQ(file->read(6, 64, scratch), "world!");
+}
+
+TEST(EnvTest, ARandomAccessFileServesThreadsAtOnce) {
+  TempDir dir;
+  auto env = posix_env();
+  const std::string path = dir.file("big");
+  std::string big(300'000, '\0');  // larger than a read of either side, every byte value
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13 + i / 256);
+  env->write_file(path, big);
+  std::unique_ptr<RandomAccessFile> file = env->new_random_access_file(path);
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::string scratch(70'000, '\0');
+      for (uint64_t offset = t * 1000; offset < big.size(); offset += 50'000) {
+        std::string_view got = file->read(offset, scratch.size(), scratch.data());
+        if (got != std::string_view(big).substr(offset, scratch.size())) ++mismatches[t];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
 TEST(EnvTest, CreatesListsRenamesAndRemoves) {
   TempDir dir;
   auto env = posix_env();
@@ -124,6 +170,7 @@ TEST(EnvTest, MissingFilesAreNotFoundErrorsNamingThePath) {
   expect_error_naming<NotFoundError>([&] { env->read_file(missing); }, missing);
   expect_error_naming<NotFoundError>([&] { env->file_size(missing); }, missing);
   expect_error_naming<NotFoundError>([&] { env->modified_seconds(missing); }, missing);
+  expect_error_naming<NotFoundError>([&] { env->new_random_access_file(missing); }, missing);
   expect_error_naming<NotFoundError>([&] { env->list_dir(missing); }, missing);
   expect_error_naming<NotFoundError>([&] { env->truncate_file(missing, 0); }, missing);
   expect_error_naming<NotFoundError>([&] { env->sync_file(missing); }, missing);
@@ -142,6 +189,12 @@ TEST(EnvTest, OtherFailuresAreTypedErrorsNamingThePath) {
   env->write_file(file, "x");
   // A directory where a file is expected, and a file where a directory is.
   expect_error_naming<UnavailableError>([&] { env->read_file(dir.path()); }, dir.path());
+  expect_error_naming<UnavailableError>(
+      [&] {
+        char scratch[4];
+        env->new_random_access_file(dir.path())->read(0, 4, scratch);  // EISDIR
+      },
+      dir.path());
   expect_error_naming<NotFoundError>([&] { env->list_dir(file); }, file);  // ENOTDIR
   expect_error_naming<NotFoundError>([&] { env->sync_dir(file); }, file);
   const std::string under_file = file + "/child";

@@ -1,16 +1,20 @@
 // An Env over the real file system that records every mutating call (a writable file's
 // open, appends, syncs and close included), can fail the n-th one (as a crash or a full disk
 // would stop a publish there), can refuse every write as a read-only file system does (tests
-// run as root, for whom permissions are no obstacle), and has a clock tests set.
+// run as root, for whom permissions are no obstacle), can fail the reads of one file past
+// a byte offset (as a bad disk sector does), and has a clock tests set.
 #pragma once
 
+#include <cerrno>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "cadre/base/errors.h"
 #include "cadre/base/env.h"
+#include "cadre/base/errors.h"
 #include "cadre/base/mutex.h"
+#include "core/base/file_errors.h"
 #include "core/base/strings.h"
 
 namespace cadre::testing {
@@ -34,6 +38,19 @@ class FaultEnv : public Env {
   void set_read_only(bool read_only) {
     MutexLock lock(mutex_);
     read_only_ = read_only;
+  }
+  // From now on a read that would return a byte at or past `from_offset` of the file named
+  // `name` (a base name) throws the UnavailableError of EIO naming the path; reads before
+  // that offset, and opening the file, still work. An empty name: no read fails.
+  void fail_reads(const std::string& name, uint64_t from_offset = 0) {
+    MutexLock lock(mutex_);
+    failing_read_name_ = name;
+    failing_read_offset_ = from_offset;
+  }
+  // Reads made so far: read_file() calls and reads of random-access files.
+  int reads() {
+    MutexLock lock(mutex_);
+    return reads_;
   }
   std::vector<std::string> refused() {
     MutexLock lock(mutex_);
@@ -64,7 +81,14 @@ class FaultEnv : public Env {
   std::vector<std::string> list_dir(const std::string& dir) override {
     return base_->list_dir(dir);
   }
-  std::string read_file(const std::string& path) override { return base_->read_file(path); }
+  std::string read_file(const std::string& path) override {
+    std::string contents = base_->read_file(path);
+    check_read(path, 0, contents.size());
+    return contents;
+  }
+  std::unique_ptr<RandomAccessFile> new_random_access_file(const std::string& path) override {
+    return std::make_unique<ReadFile>(*this, path, base_->new_random_access_file(path));
+  }
   void write_file(const std::string& path, std::string_view contents) override {
     mutate("write " + base_name(path));
     base_->write_file(path, contents);
@@ -133,6 +157,33 @@ class FaultEnv : public Env {
     std::unique_ptr<WritableFile> base_;
   };
 
+  class ReadFile : public RandomAccessFile {
+   public:
+    ReadFile(FaultEnv& env, std::string path, std::unique_ptr<RandomAccessFile> base)
+        : env_(env), path_(std::move(path)), base_(std::move(base)) {}
+    std::string_view read(uint64_t offset, size_t n, char* scratch) const override {
+      std::string_view got = base_->read(offset, n, scratch);
+      env_.check_read(path_, offset, got.size());
+      return got;
+    }
+
+   private:
+    FaultEnv& env_;
+    std::string path_;
+    std::unique_ptr<RandomAccessFile> base_;
+  };
+
+  // Counts a read of `size` bytes at `offset` of `path`, failing it as fail_reads() asks.
+  void check_read(const std::string& path, uint64_t offset, size_t size) {
+    MutexLock lock(mutex_);
+    ++reads_;
+    if (failing_read_name_.empty() || base_name(path) != failing_read_name_) return;
+    if (offset + size > failing_read_offset_) {
+      throw_file_error(str_cat("cannot read ", size, " bytes at offset ", offset, " of"), path,
+                       EIO);
+    }
+  }
+
   void refuse_if_read_only(const std::string& what) {
     MutexLock lock(mutex_);
     if (!read_only_ || what.starts_with("sync")) return;
@@ -159,6 +210,9 @@ class FaultEnv : public Env {
   bool read_only_ CADRE_GUARDED_BY(mutex_) = false;
   std::vector<std::string> refused_ CADRE_GUARDED_BY(mutex_);
   double now_ CADRE_GUARDED_BY(mutex_) = 1.7e9;
+  std::string failing_read_name_ CADRE_GUARDED_BY(mutex_);
+  uint64_t failing_read_offset_ CADRE_GUARDED_BY(mutex_) = 0;
+  int reads_ CADRE_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace cadre::testing

@@ -1,16 +1,18 @@
 // Every file the framework writes or publishes goes through an Env (as leveldb's): the
 // checkpoint state, leases, exports, the evaluator's cursor, the training-finished marker,
-// TensorBoard event files, TFRecord files and the dataset file cache. Tests substitute an Env
-// that records each call and fails the n-th one, to check that a crash between any two
-// steps of a publish leaves the previous file intact.
+// TensorBoard event files, TFRecord files and the dataset file cache; so do the data files
+// the io readers read (TFRecord, CSV, IDX). Tests substitute an Env that records each call
+// and fails the n-th one, to check that a crash between any two steps of a publish leaves
+// the previous file intact, or that fails reads, to check what a reader makes of an I/O
+// error.
 //
 // HDF5 writes and reads checkpoint files through its own POSIX driver; an Env covers
 // everything around that: syncing, renaming, listing, the clock.
 //
 // Failures throw Cadre's typed errors naming the path and the system's reason: NotFoundError
 // (ENOENT), PermissionDeniedError, ResourceExhaustedError (ENOSPC, EDQUOT), UnavailableError
-// (anything else). An Env is safe for concurrent use from several threads; a WritableFile is
-// used by one thread at a time.
+// (anything else). An Env is safe for concurrent use from several threads, and so is a
+// RandomAccessFile; a WritableFile is used by one thread at a time.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,19 @@ class WritableFile {
   virtual uint64_t size() const = 0;
 };
 
+// A file open for reading at any offset (pread(2)). Safe for concurrent use from several
+// threads. It sees what the file holds at the time of each read: a file that grows shows
+// the new bytes to later reads.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to `n` bytes at `offset`. Returns them as a view of `scratch` (which must hold
+  // `n` bytes) or of memory the file owns, valid until the next read or the file's end of
+  // life; fewer than `n` bytes only where the file ends (none at or past its end). Throws
+  // the Env's typed error naming the path when the read fails.
+  virtual std::string_view read(uint64_t offset, size_t n, char* scratch) const = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -47,6 +62,9 @@ class Env {
   // Names (not paths) of the entries of `dir`, without "." and "..", in no particular order.
   virtual std::vector<std::string> list_dir(const std::string& dir) = 0;
   virtual std::string read_file(const std::string& path) = 0;
+  // Opens `path` for reading (NotFoundError when it does not exist). The file may outlive
+  // the Env.
+  virtual std::unique_ptr<RandomAccessFile> new_random_access_file(const std::string& path) = 0;
   // Creates or truncates `path` and writes `contents`; does not sync.
   virtual void write_file(const std::string& path, std::string_view contents) = 0;
   // Creates or truncates `path` (with `append`, keeps what is there and writes after it).
