@@ -132,7 +132,7 @@ class FileCacheIterator : public IteratorNode {
         context_(context),
         partial_(node.filename_ + ".partial") {
     if (env().file_exists(node_.filename_)) {
-      reader_ = std::make_unique<TFRecordReader>(node_.filename_);
+      reader_ = std::make_unique<TFRecordReader>(node_.filename_, node_.env_);
     } else {
       // The writer opens (truncating the partial file) at the first element, so that a
       // restore before it can still continue a partial file.
@@ -187,12 +187,11 @@ class FileCacheIterator : public IteratorNode {
     input_.reset();
     if (offset < 0) return;
     if (r.read_int("reading") != 0 || env().file_exists(node_.filename_)) {
-      reader_ = std::make_unique<TFRecordReader>(node_.filename_);
+      reader_ = std::make_unique<TFRecordReader>(node_.filename_, node_.env_);
       reader_->seek(static_cast<uint64_t>(offset));
       return;
     }
-    if (!env().file_exists(partial_) ||
-        env().file_size(partial_) < static_cast<uint64_t>(offset)) {
+    if (!env().file_exists(partial_) || env().file_size(partial_) < static_cast<uint64_t>(offset)) {
       throw FailedPreconditionError(str_cat("cache: cannot resume writing ", partial_,
                                             ": it is missing or shorter than the saved ", offset,
                                             " bytes"));

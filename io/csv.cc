@@ -1,13 +1,12 @@
 #include "cadre/io/csv.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <filesystem>
+#include <memory>
+#include <string_view>
 
 #include "cadre/base/errors.h"
-#include "core/base/file_errors.h"
 #include "core/base/strings.h"
 #include "io/dataset_node.h"
 
@@ -30,16 +29,12 @@ std::string_view type_name(CsvType type) {
   return "?";
 }
 
-// Splits a file into records of fields, tracking byte offsets and line numbers.
+// Splits a file into records of fields, tracking byte offsets and line numbers. Reads the
+// file through an Env in chunks.
 class CsvReader {
  public:
-  CsvReader(const std::string& path, char delimiter) : path_(path), delimiter_(delimiter) {
-    file_ = std::fopen(path.c_str(), "rb");
-    if (file_ == nullptr) throw_file_error("cannot open CSV file", path, errno);
-  }
-  ~CsvReader() { std::fclose(file_); }
-  CsvReader(const CsvReader&) = delete;
-  CsvReader& operator=(const CsvReader&) = delete;
+  CsvReader(Env& env, const std::string& path, char delimiter)
+      : path_(path), delimiter_(delimiter), file_(env.new_random_access_file(path)) {}
 
   // The fields of the next record; false at the end of the file.
   bool read(std::vector<std::string>& fields) {
@@ -92,30 +87,40 @@ class CsvReader {
   uint64_t offset() const { return offset_; }
   int64_t line() const { return line_; }
   void seek(uint64_t offset, int64_t line) {
-    if (std::fseek(file_, static_cast<long>(offset), SEEK_SET) != 0) {
-      throw_file_error("cannot seek in CSV file", path_, errno);
-    }
     offset_ = offset;
     line_ = line;
+    chunk_ = {};
+    next_ = 0;
   }
 
  private:
+  static constexpr size_t kChunkBytes = 64 * 1024;
+
+  // The next byte (as getc returns it), or EOF.
   int get() {
-    int c = std::getc(file_);
-    if (c != EOF) ++offset_;
-    return c;
+    if (next_ == chunk_.size()) {
+      if (scratch_.empty()) scratch_.resize(kChunkBytes);
+      chunk_ = file_->read(offset_, kChunkBytes, scratch_.data());
+      next_ = 0;
+      if (chunk_.empty()) return EOF;
+    }
+    ++offset_;
+    return static_cast<unsigned char>(chunk_[next_++]);
   }
 
   std::string path_;
   char delimiter_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<RandomAccessFile> file_;
+  std::string scratch_;
+  std::string_view chunk_;  // read from the file, ending at offset_ + chunk_.size() - next_
+  size_t next_ = 0;         // in chunk_
   uint64_t offset_ = 0;
   int64_t line_ = 1;         // of the next character
   int64_t record_line_ = 1;  // where the record being read started
 };
 
 template <typename T>
-Tensor parse_number(const CsvReader& reader, const CsvColumn& column, std::string_view text) {
+Tensor parse_scalar(const CsvReader& reader, const CsvColumn& column, std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   T value{};
@@ -137,13 +142,13 @@ Tensor parse_field(const CsvReader& reader, const CsvColumn& column, const std::
   }
   switch (column.type) {
     case CsvType::kFloat32:
-      return parse_number<float>(reader, column, *text);
+      return parse_scalar<float>(reader, column, *text);
     case CsvType::kFloat64:
-      return parse_number<double>(reader, column, *text);
+      return parse_scalar<double>(reader, column, *text);
     case CsvType::kInt32:
-      return parse_number<int32_t>(reader, column, *text);
+      return parse_scalar<int32_t>(reader, column, *text);
     case CsvType::kInt64:
-      return parse_number<int64_t>(reader, column, *text);
+      return parse_scalar<int64_t>(reader, column, *text);
     case CsvType::kString:
       return bytes_tensor(*text);
   }
@@ -233,7 +238,7 @@ class CsvIterator : public IteratorNode {
   void open() {
     const CsvOptions& options = node_.options_;
     const std::string& path = node_.filenames_[file_index_];
-    reader_ = std::make_unique<CsvReader>(path, options.delimiter);
+    reader_ = std::make_unique<CsvReader>(*options.env, path, options.delimiter);
     positions_.clear();
     if (!options.header) {
       expected_fields_ = options.columns.size();
@@ -288,8 +293,9 @@ Element CsvNode::fetch(std::span<const int64_t> origin) const {
 }  // namespace
 
 Dataset csv_dataset(std::vector<std::string> filenames, CsvOptions options) {
+  if (!options.env) options.env = posix_env();
   for (const std::string& f : filenames) {
-    if (!std::filesystem::exists(f)) throw NotFoundError(str_cat("CSV file not found: ", f));
+    if (!options.env->file_exists(f)) throw NotFoundError(str_cat("CSV file not found: ", f));
   }
   return Dataset(std::make_shared<CsvNode>(std::move(filenames), std::move(options)));
 }

@@ -57,8 +57,8 @@ Histogram make_histogram(std::span<const double> values) {
   return h;
 }
 
-std::vector<Event> read_event_file(const std::string& path) {
-  TFRecordReader reader(path);
+std::vector<Event> read_event_file(const std::string& path, const std::shared_ptr<Env>& env) {
+  TFRecordReader reader(path, env);
   std::vector<Event> out;
   while (auto record = reader.read()) {
     proto::Event e;

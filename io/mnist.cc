@@ -86,8 +86,8 @@ class MnistNode : public DatasetNode {
   bool can_fetch() const override { return true; }
   Element fetch(std::span<const int64_t> origin) const override {
     if (origin.size() != 1 || origin[0] < 0 || origin[0] >= images_.dim(0)) {
-      throw DataLossError(str_cat("mnist: no image at origin [", join(origin), "]; the set has ",
-                                  images_.dim(0)));
+      throw DataLossError(
+          str_cat("mnist: no image at origin [", join(origin), "]; the set has ", images_.dim(0)));
     }
     return row(origin[0]);
   }
@@ -113,12 +113,14 @@ class MnistNode : public DatasetNode {
 
 }  // namespace
 
-Dataset mnist(const std::string& directory, Split split, ImageFormat format) {
-  return Dataset(std::make_shared<MnistNode>(read_mnist(directory, split), format));
+Dataset mnist(const std::string& directory, Split split, ImageFormat format,
+              const std::shared_ptr<Env>& env) {
+  return Dataset(std::make_shared<MnistNode>(read_mnist(directory, split, env), format));
 }
 
-Dataset fashion_mnist(const std::string& directory, Split split, ImageFormat format) {
-  return mnist(directory, split, format);
+Dataset fashion_mnist(const std::string& directory, Split split, ImageFormat format,
+                      const std::shared_ptr<Env>& env) {
+  return mnist(directory, split, format, env);
 }
 
 Tensor scale_pixels(const Tensor& pixels) {

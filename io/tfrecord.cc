@@ -1,15 +1,11 @@
 #include "cadre/io/tfrecord.h"
 
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
-#include <filesystem>
 
 #include "cadre/base/errors.h"
-#include "core/base/file_errors.h"
-#include "core/base/strings.h"
 #include "core/base/crc32c.h"
+#include "core/base/strings.h"
 #include "io/dataset_node.h"
 #include "io/masked_crc.h"
 
@@ -18,6 +14,7 @@ namespace {
 
 constexpr size_t kHeaderBytes = 12;  // length + its CRC
 constexpr size_t kFooterBytes = 4;   // the data's CRC
+constexpr size_t kReadAheadBytes = 64 * 1024;
 
 void put_u64(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
@@ -86,31 +83,40 @@ void TFRecordWriter::close() {
   file->close();
 }
 
-TFRecordReader::TFRecordReader(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "rb");
-  if (file_ == nullptr) throw_file_error("cannot open TFRecord file", path, errno);
-}
+TFRecordReader::TFRecordReader(const std::string& path, const std::shared_ptr<Env>& env)
+    : path_(path), env_(env ? env : posix_env()), file_(env_->new_random_access_file(path)) {}
 
-TFRecordReader::~TFRecordReader() {
-  if (file_ != nullptr) std::fclose(file_);
+TFRecordReader::~TFRecordReader() = default;
+
+size_t TFRecordReader::read_exactly(uint64_t position, void* out, size_t n) {
+  std::string_view got = file_->read(position, n, static_cast<char*>(out));
+  if (!got.empty() && got.data() != out) std::memcpy(out, got.data(), got.size());
+  return got.size();
 }
 
 size_t TFRecordReader::read_at(uint64_t position, void* out, size_t n) {
-  if (position != file_position_) {
-    if (std::fseek(file_, static_cast<long>(position), SEEK_SET) != 0) {
-      throw_file_error("cannot seek in TFRecord file", path_, errno);
-    }
-    file_position_ = position;
+  if (position >= window_offset_ && position + n <= window_offset_ + window_.size()) {
+    if (n > 0) std::memcpy(out, window_.data() + (position - window_offset_), n);
+    return n;
   }
-  size_t got = std::fread(out, 1, n, file_);
-  file_position_ += got;
-  if (got < n && std::ferror(file_)) throw_file_error("cannot read TFRecord file", path_, errno);
+  window_ = {};
+  if (n >= kReadAheadBytes) return read_exactly(position, out, n);
+  read_ahead_.resize(kReadAheadBytes);
+  try {
+    window_ = file_->read(position, kReadAheadBytes, read_ahead_.data());
+  } catch (const Error&) {
+    // Bytes past the ones asked for may be what cannot be read: the error is theirs to
+    // report, when a record needs them.
+    return read_exactly(position, out, n);
+  }
+  window_offset_ = position;
+  size_t got = std::min(n, window_.size());
+  if (got > 0) std::memcpy(out, window_.data(), got);
   return got;
 }
 
 std::optional<std::string> TFRecordReader::read() {
   unsigned char header[kHeaderBytes];
-  std::clearerr(file_);  // the file may have grown since an earlier end
   size_t got = read_at(offset_, header, kHeaderBytes);
   if (got == 0) return std::nullopt;
   if (got < kHeaderBytes) {
@@ -127,9 +133,8 @@ std::optional<std::string> TFRecordReader::read() {
   uint64_t data_offset = offset_ + kHeaderBytes;
   auto fits = [&] { return length <= size_ && data_offset + length + kFooterBytes <= size_; };
   if (!fits()) {
-    std::error_code ec;
-    size_ = std::filesystem::file_size(path_, ec);  // the file may have grown
-    if (!ec && !fits()) {
+    size_ = env_->file_size(path_);  // the file may have grown
+    if (!fits()) {
       throw DataLossError(str_cat("TFRecord file ", path_, " is truncated at byte offset ", size_,
                                   ": the record at offset ", offset_, " declares ", length,
                                   " bytes of data"));
@@ -153,26 +158,31 @@ std::optional<std::string> TFRecordReader::read() {
   return data;
 }
 
-void TFRecordReader::seek(uint64_t offset) { offset_ = offset; }
+void TFRecordReader::seek(uint64_t offset) {
+  offset_ = offset;
+  window_ = {};  // what was read ahead may have changed since
+}
 
 namespace {
 
 class TFRecordNode : public FileSourceNode {
  public:
-  explicit TFRecordNode(std::vector<std::string> filenames) : filenames_(std::move(filenames)) {}
+  TFRecordNode(std::vector<std::string> filenames, std::shared_ptr<Env> env)
+      : filenames_(std::move(filenames)), env_(std::move(env)) {}
   std::string_view kind() const override { return "tfrecord"; }
   const std::vector<std::string>& files() const override { return filenames_; }
   NodePtr with_files(std::vector<std::string> files) const override {
-    return std::make_shared<TFRecordNode>(std::move(files));
+    return std::make_shared<TFRecordNode>(std::move(files), env_);
   }
 
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext&) const override {
     class It : public IteratorNode {
      public:
-      explicit It(const std::vector<std::string>& f) : IteratorNode("tfrecord"), files_(f) {}
+      explicit It(const TFRecordNode& node)
+          : IteratorNode("tfrecord"), files_(node.filenames_), env_(node.env_) {}
       std::optional<Element> next() override {
         while (file_index_ < files_.size()) {
-          if (!reader_) reader_ = std::make_unique<TFRecordReader>(files_[file_index_]);
+          if (!reader_) reader_ = std::make_unique<TFRecordReader>(files_[file_index_], env_);
           auto offset = static_cast<int64_t>(reader_->offset());
           if (auto record = reader_->read()) {
             Element e(bytes_tensor(*record));
@@ -199,16 +209,17 @@ class TFRecordNode : public FileSourceNode {
                                              " but file ", file_index_, " is now ",
                                              files_[file_index_]));
         }
-        reader_ = std::make_unique<TFRecordReader>(files_[file_index_]);
+        reader_ = std::make_unique<TFRecordReader>(files_[file_index_], env_);
         reader_->seek(static_cast<uint64_t>(r.read_int("offset")));
       }
 
      private:
       const std::vector<std::string>& files_;
+      const std::shared_ptr<Env>& env_;
       size_t file_index_ = 0;
       std::unique_ptr<TFRecordReader> reader_;
     };
-    return std::make_unique<It>(filenames_);
+    return std::make_unique<It>(*this);
   }
 
   // Origins are (file index, byte offset) of a record.
@@ -219,12 +230,13 @@ class TFRecordNode : public FileSourceNode {
       throw DataLossError(str_cat("tfrecord: origin [", join(origin),
                                   "] names no record (file index, byte offset)"));
     }
-    TFRecordReader reader(filenames_[origin[0]]);
+    TFRecordReader reader(filenames_[origin[0]], env_);
     reader.seek(static_cast<uint64_t>(origin[1]));
     std::optional<std::string> record = reader.read();
     if (!record) {
-      throw DataLossError(str_cat("tfrecord: ", filenames_[origin[0]], " has no record at byte offset ",
-                                  origin[1], ": has the file changed?"));
+      throw DataLossError(str_cat("tfrecord: ", filenames_[origin[0]],
+                                  " has no record at byte offset ", origin[1],
+                                  ": has the file changed?"));
     }
     Element e(bytes_tensor(*record));
     e.origin = {origin[0], origin[1]};
@@ -233,15 +245,17 @@ class TFRecordNode : public FileSourceNode {
 
  private:
   std::vector<std::string> filenames_;
+  std::shared_ptr<Env> env_;
 };
 
 }  // namespace
 
-Dataset tfrecord_dataset(std::vector<std::string> filenames) {
+Dataset tfrecord_dataset(std::vector<std::string> filenames, std::shared_ptr<Env> env) {
+  if (!env) env = posix_env();
   for (const std::string& f : filenames) {
-    if (!std::filesystem::exists(f)) throw NotFoundError(str_cat("TFRecord file not found: ", f));
+    if (!env->file_exists(f)) throw NotFoundError(str_cat("TFRecord file not found: ", f));
   }
-  return Dataset(std::make_shared<TFRecordNode>(std::move(filenames)));
+  return Dataset(std::make_shared<TFRecordNode>(std::move(filenames), std::move(env)));
 }
 
 }  // namespace cadre::io

@@ -2,11 +2,13 @@
 // double quotes may hold the delimiter, newlines and doubled quotes).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cadre/base/env.h"
 #include "cadre/io/dataset.h"
 
 namespace cadre::io {
@@ -33,12 +35,15 @@ struct CsvOptions {
   char delimiter = ',';
   // A column moved from the features into the labels; empty for none.
   std::string label_column;
+  // What the files are read through; null: the real file system.
+  std::shared_ptr<Env> env;
 };
 
 // One element per record (empty lines skipped): a scalar of the column's type per column,
 // strings as uint8 [n]. Throws NotFoundError naming a missing file (when the dataset is
 // made); a malformed record is an InvalidArgumentError naming the file, line and column,
-// raised by the iterator at that record. Iterator state holds the file and byte offset.
+// raised by the iterator at that record, a failed read the Env's typed error naming the file.
+// Iterator state holds the file and byte offset.
 Dataset csv_dataset(std::vector<std::string> filenames, CsvOptions options);
 
 }  // namespace cadre::io

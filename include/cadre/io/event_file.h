@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "cadre/base/env.h"
 
 namespace cadre::io {
 
@@ -37,9 +40,10 @@ struct Event {
   std::vector<SummaryValue> values;
 };
 
-// Every event in the file, in order. Throws NotFoundError naming a missing file,
-// DataLossError naming the file and offset of a damaged record, InvalidArgumentError when
-// a record is not an Event.
-std::vector<Event> read_event_file(const std::string& path);
+// Every event in the file, in order, read through `env` (the real file system when null).
+// Throws NotFoundError naming a missing file, DataLossError naming the file and offset of a
+// damaged record, InvalidArgumentError when a record is not an Event.
+std::vector<Event> read_event_file(const std::string& path,
+                                   const std::shared_ptr<Env>& env = nullptr);
 
 }  // namespace cadre::io

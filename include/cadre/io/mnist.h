@@ -1,6 +1,7 @@
 // The MNIST family (MNIST, Fashion-MNIST) as Datasets, read from IDX files.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "cadre/io/dataset.h"
@@ -21,12 +22,15 @@ enum class ImageFormat {
 // decompressed and (for kScaledFloat) converted when the dataset is made: NotFoundError
 // names a missing file, DataLossError a damaged one and the byte offset. Elements are views
 // of the decoded array (float32: 188 MB for the training set; uint8: 47 MB), which the
-// dataset's iterators share.
+// dataset's iterators share. The files are read through `env` (the real file system when
+// null).
 Dataset fashion_mnist(const std::string& directory = kFashionMnistDirectory,
-                      Split split = Split::kTrain, ImageFormat format = ImageFormat::kScaledFloat);
+                      Split split = Split::kTrain, ImageFormat format = ImageFormat::kScaledFloat,
+                      const std::shared_ptr<Env>& env = nullptr);
 // The same for the original MNIST digits (same file names and layout).
 Dataset mnist(const std::string& directory, Split split = Split::kTrain,
-              ImageFormat format = ImageFormat::kScaledFloat);
+              ImageFormat format = ImageFormat::kScaledFloat,
+              const std::shared_ptr<Env>& env = nullptr);
 
 // uint8 pixels (any shape) as float32 of the same shape, pixel / 255: bit for bit what
 // float division gives, computed faster.

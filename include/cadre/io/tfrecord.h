@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,15 +49,17 @@ class TFRecordWriter {
 // Reads records of a file in order. Not thread-safe.
 class TFRecordReader {
  public:
-  // Throws NotFoundError naming the path when it does not exist.
-  explicit TFRecordReader(const std::string& path);
+  // Opens `path` through `env` (the real file system when null). Throws NotFoundError
+  // naming the path when it does not exist.
+  explicit TFRecordReader(const std::string& path, const std::shared_ptr<Env>& env = nullptr);
   ~TFRecordReader();
   TFRecordReader(const TFRecordReader&) = delete;
   TFRecordReader& operator=(const TFRecordReader&) = delete;
 
   // The next record, or nullopt at the end of the file. A record cut short or failing its
-  // CRC throws DataLossError naming the file and the byte offset of the damage; the reader
-  // stays before that record.
+  // CRC throws DataLossError naming the file and the byte offset of the damage, a failed
+  // read the Env's typed error naming the file; either way the reader stays before that
+  // record.
   std::optional<std::string> read();
   // Offset of the next record; seek() to an offset that offset() returned resumes there.
   uint64_t offset() const { return offset_; }
@@ -68,19 +69,25 @@ class TFRecordReader {
  private:
   // Reads n bytes at `position`, or fewer at the end of the file.
   size_t read_at(uint64_t position, void* out, size_t n);
+  size_t read_exactly(uint64_t position, void* out, size_t n);
 
   std::string path_;
-  std::FILE* file_ = nullptr;
+  std::shared_ptr<Env> env_;  // asked for the file's size
+  std::unique_ptr<RandomAccessFile> file_;
   uint64_t offset_ = 0;
-  uint64_t file_position_ = 0;  // where the FILE's cursor is
-  uint64_t size_ = 0;           // the file's size when last looked at
+  uint64_t size_ = 0;  // the file's size when last looked at
+  // Bytes read ahead: small records cost a copy, not a read each.
+  std::string read_ahead_;
+  std::string_view window_;  // the file's bytes from window_offset_ on
+  uint64_t window_offset_ = 0;
 };
 
 // A dataset of the records of `filenames`, file after file, as byte-string elements
-// (uint8 [n], feature "value"). Iterator state holds the file index and byte offset.
+// (uint8 [n], feature "value"), read through `env` (the real file system when null). Throws
+// NotFoundError naming a missing file. Iterator state holds the file index and byte offset.
 // To read many files at once, interleave per-file datasets:
 //   Dataset::from_strings(files).interleave(
 //       [](const Element& f) { return tfrecord_dataset({tensor_bytes(f.value())}); }, 4)
-Dataset tfrecord_dataset(std::vector<std::string> filenames);
+Dataset tfrecord_dataset(std::vector<std::string> filenames, std::shared_ptr<Env> env = nullptr);
 
 }  // namespace cadre::io
