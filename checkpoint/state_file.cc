@@ -1,7 +1,7 @@
 #include "cadre/checkpoint/state_file.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "cadre/base/errors.h"
@@ -50,14 +50,12 @@ std::string unquote(std::string_view value, const std::string& source, int line)
   return out;
 }
 
+// A timestamp, which other tools may write too: one beyond a double's range saturates (to
+// infinity or zero) rather than making the whole state file unreadable.
 double parse_number(std::string_view value, const std::string& source, int line) {
-  std::string text(value);
-  char* end = nullptr;
-  double number = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size()) {
-    bad_line(source, line, str_cat("expected a number, got '", value, "'"));
-  }
-  return number;
+  std::optional<double> number = parse_double(value, OutOfRange::kSaturate);
+  if (!number) bad_line(source, line, str_cat("expected a number, got '", value, "'"));
+  return *number;
 }
 
 std::string_view trim(std::string_view text) {

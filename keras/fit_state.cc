@@ -1,5 +1,6 @@
 #include "keras/fit_state.h"
 
+#include <optional>
 #include <sstream>
 
 #include "cadre/base/errors.h"
@@ -15,14 +16,12 @@ std::string number(double v) {
   return buffer;
 }
 
+// A number this file wrote (with %.17g, so never out of a double's range): anything else,
+// an out-of-range one included, means the file is damaged.
 double parse_number(const std::string& text, const std::string& source) {
-  try {
-    size_t used = 0;
-    double v = std::stod(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw DataLossError(str_cat(source, ": '", text, "' is not a number"));
+  std::optional<double> value = parse_double(text, OutOfRange::kReject);
+  if (!value) throw DataLossError(str_cat(source, ": '", text, "' is not a number"));
+  return *value;
 }
 
 }  // namespace

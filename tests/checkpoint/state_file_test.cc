@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <vector>
+
 #include "cadre/base/errors.h"
 #include "tests/checkpoint/test_util.h"
 
@@ -44,6 +47,18 @@ TEST(StateFileTest, MalformedTextIsADataLossErrorNamingTheFileAndLine) {
       EXPECT_NE(std::string(error.what()).find("/run/checkpoint"), std::string::npos);
     }
   }
+}
+
+// Timestamps may come from other tools: one out of a double's range saturates (strtod's
+// value) instead of making the file unreadable.
+TEST(StateFileTest, ATimestampOutOfADoublesRangeSaturates) {
+  CheckpointState state = parse_state(
+      "model_checkpoint_path: \"a\"\nall_model_checkpoint_paths: \"a\"\n"
+      "all_model_checkpoint_timestamps: 1e400\nlast_preserved_timestamp: 1e-400\n",
+      "test");
+  EXPECT_EQ(state.all_model_checkpoint_timestamps,
+            std::vector<double>{std::numeric_limits<double>::infinity()});
+  EXPECT_EQ(state.last_preserved_timestamp, 0.0);
 }
 
 TEST(StateFileTest, CheckpointNamesAndSteps) {
