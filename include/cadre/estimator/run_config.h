@@ -39,7 +39,7 @@ struct RunConfig {
   // variables and slots, the file, its checksums and syncs. A background thread copies the
   // variables while the next step's forward pass runs; an update that reaches a variable
   // before the copy does makes the copy itself, the built-in optimizers in the same pass
-  // as the update (cadre/nn/deferred_copy.h), so the checkpoint holds the values of its
+  // as the update (core/nn/deferred_copy.h), so the checkpoint holds the values of its
   // step. A save due while the previous one is still
   // being written waits for it. Saving listeners see each checkpoint only once it is
   // published. false: every save blocks training until the checkpoint is published.
