@@ -29,7 +29,7 @@ ps::NamedTensor named(const std::string& name, int64_t floats) {
   return t;
 }
 
-TEST(SplitPushTest, PartsFitTheBudgetAndTheStateAndTheOnceFieldsComeFirst) {
+TEST(PsPushPartsTest, SplitPartsFitTheBudgetAndTheStateAndTheOnceFieldsComeFirst) {
   auto adam = nn::optimizers::adam(0.1);
   ps::PushRequest request = testing::push_request(*adam, /*from_chief=*/true);
   request.set_pulled_step(7);
@@ -91,7 +91,7 @@ std::vector<std::unique_ptr<ps::ParameterServer>> start_servers(int count, int64
 
 // A push split into parts on two ps tasks counts one optimizer step on each and one global
 // step; a stale one, judged by ps 0's first part, changes nothing anywhere.
-TEST(SendPushTest, APushInPartsCountsOneStepAndAStaleOneChangesNothing) {
+TEST(PsPushPartsTest, APushInPartsCountsOneStepAndAStaleOneChangesNothing) {
   auto servers = start_servers(2, kLimit);
   std::vector<std::unique_ptr<ps::PsClient>> clients;
   ps::ClientOptions options;
