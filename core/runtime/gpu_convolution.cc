@@ -8,7 +8,7 @@
 namespace cadre {
 namespace {
 
-std::atomic<GpuConvolution>& setting() {
+std::atomic<GpuConvolution>& convolution_setting() {
   static std::atomic<GpuConvolution> value{GpuConvolution::kAutotune};
   return value;
 }
@@ -16,10 +16,10 @@ std::atomic<GpuConvolution>& setting() {
 }  // namespace
 
 void set_gpu_convolution(GpuConvolution choice) {
-  setting().store(choice, std::memory_order_relaxed);
+  convolution_setting().store(choice, std::memory_order_relaxed);
 }
 
-GpuConvolution gpu_convolution() { return setting().load(std::memory_order_relaxed); }
+GpuConvolution gpu_convolution() { return convolution_setting().load(std::memory_order_relaxed); }
 
 GpuConvolution parse_gpu_convolution(std::string_view name) {
   if (name == "autotune") return GpuConvolution::kAutotune;

@@ -8,7 +8,7 @@
 namespace cadre {
 namespace {
 
-std::atomic<Float32Precision>& setting() {
+std::atomic<Float32Precision>& precision_setting() {
   static std::atomic<Float32Precision> value{Float32Precision::kFloat32};
   return value;
 }
@@ -16,10 +16,10 @@ std::atomic<Float32Precision>& setting() {
 }  // namespace
 
 void set_float32_precision(Float32Precision precision) {
-  setting().store(precision, std::memory_order_relaxed);
+  precision_setting().store(precision, std::memory_order_relaxed);
 }
 
-Float32Precision float32_precision() { return setting().load(std::memory_order_relaxed); }
+Float32Precision float32_precision() { return precision_setting().load(std::memory_order_relaxed); }
 
 Float32Precision parse_float32_precision(std::string_view name) {
   if (name == "float32") return Float32Precision::kFloat32;

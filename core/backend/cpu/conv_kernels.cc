@@ -3,8 +3,8 @@
 // conv_one_channel.h); float32 gradients through
 // matrix products (conv_gemm.h) when there are enough channels, else through oneDNN's
 // backward primitives (the filter gradient of one input channel through conv_one_channel.h);
-// float64 through direct loops (used by gradient checks). A gradient that comes from a max
-// pooling over the output is read in the pooling's form where products or the one-channel
+// float64 through direct loops (conv_direct.h, used by gradient checks). A gradient that comes from
+// a max pooling over the output is read in the pooling's form where products or the one-channel
 // filter gradient take it (conv_output_grad.h).
 #include <algorithm>
 #include <cstring>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cadre/runtime/threading.h"
+#include "core/backend/cpu/conv_direct.h"
 #include "core/backend/cpu/conv_gemm.h"
 #include "core/backend/cpu/conv_one_channel.h"
 #include "core/backend/cpu/kernels.h"
@@ -52,7 +53,9 @@ struct Key {
 struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = 0;
-    auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    auto mix = [&h](int64_t v) {
+      h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    };
     for (int64_t v : {k.g.n, k.g.h, k.g.w, k.g.c, k.g.kh, k.g.kw, k.g.o, k.g.oh, k.g.ow}) mix(v);
     for (int i = 0; i < 2; ++i) {
       mix(k.p.strides[i]);
@@ -115,16 +118,17 @@ Conv& conv_for(const Key& key) {
     if (key.p.activation == Activation::kRelu) {
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     }
-    auto desc = key.bias ? dnnl::convolution_forward::desc(
-                               dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                               conv.src, any_weights, conv.bias, conv.dst, strides_of(key.p),
-                               dilates_of(key.p), pad_l(key.p), pad_r(key.p))
-                         : dnnl::convolution_forward::desc(
-                               dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                               conv.src, any_weights, conv.dst, strides_of(key.p),
-                               dilates_of(key.p), pad_l(key.p), pad_r(key.p));
-    conv.fwd_pd = dnnl::convolution_forward::primitive_desc(desc, onednn::attributes(ops),
-                                                            onednn::engine());
+    auto desc =
+        key.bias ? dnnl::convolution_forward::desc(
+                       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                       conv.src, any_weights, conv.bias, conv.dst, strides_of(key.p),
+                       dilates_of(key.p), pad_l(key.p), pad_r(key.p))
+                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                   dnnl::algorithm::convolution_direct, conv.src,
+                                                   any_weights, conv.dst, strides_of(key.p),
+                                                   dilates_of(key.p), pad_l(key.p), pad_r(key.p));
+    conv.fwd_pd =
+        dnnl::convolution_forward::primitive_desc(desc, onednn::attributes(ops), onednn::engine());
     conv.fwd = dnnl::convolution_forward(conv.fwd_pd);
     conv.fwd_weights_reorder = reorder_if_needed(conv.user_weights, conv.fwd_pd.weights_desc());
   } catch (const dnnl::error& e) {
@@ -235,18 +239,20 @@ void conv2d_grad_f32(const Tensor& x, const Tensor& w, const Tensor& dy_out, con
   }
   if (!own_filter_grad && (dw.defined() || db.defined())) {
     auto dwmd = conv.bwd_weights_pd.diff_weights_desc();
-    Tensor raw_dw = conv.bwd_weights_reorder || !dw.defined()
-                        ? Tensor::empty(Shape{static_cast<int64_t>(dwmd.get_size() / sizeof(float))},
-                                        DType::kFloat32, Device::cpu(0))
-                        : dw;
-    Tensor raw_db = db.defined() ? db
-                                 : Tensor::empty(Shape{key.g.o}, DType::kFloat32, Device::cpu(0));
-    onednn::execute(conv.bwd_weights,
-                    {{DNNL_ARG_SRC, onednn::wrap(conv.src, x)},
-                     {DNNL_ARG_DIFF_DST, onednn::wrap(conv.dst, dy)},
-                     {DNNL_ARG_DIFF_WEIGHTS, onednn::wrap(dwmd, raw_dw)},
-                     {DNNL_ARG_DIFF_BIAS, onednn::wrap(conv.bwd_weights_pd.diff_bias_desc(), raw_db)}},
-                    conv.bwd_weights_pd.scratchpad_desc(), "conv2d backward (filters)");
+    Tensor raw_dw =
+        conv.bwd_weights_reorder || !dw.defined()
+            ? Tensor::empty(Shape{static_cast<int64_t>(dwmd.get_size() / sizeof(float))},
+                            DType::kFloat32, Device::cpu(0))
+            : dw;
+    Tensor raw_db =
+        db.defined() ? db : Tensor::empty(Shape{key.g.o}, DType::kFloat32, Device::cpu(0));
+    onednn::execute(
+        conv.bwd_weights,
+        {{DNNL_ARG_SRC, onednn::wrap(conv.src, x)},
+         {DNNL_ARG_DIFF_DST, onednn::wrap(conv.dst, dy)},
+         {DNNL_ARG_DIFF_WEIGHTS, onednn::wrap(dwmd, raw_dw)},
+         {DNNL_ARG_DIFF_BIAS, onednn::wrap(conv.bwd_weights_pd.diff_bias_desc(), raw_db)}},
+        conv.bwd_weights_pd.scratchpad_desc(), "conv2d backward (filters)");
     if (dw.defined() && conv.bwd_weights_reorder) {
       onednn::execute(*conv.bwd_weights_reorder,
                       {{DNNL_ARG_FROM, onednn::wrap(dwmd, raw_dw)},
@@ -256,106 +262,10 @@ void conv2d_grad_f32(const Tensor& x, const Tensor& w, const Tensor& dy_out, con
   }
 }
 
-// --- float64: direct loops ---
-
-// Calls fn(input_offset, filter_offset) for each tap of output pixel (n, oy, ox) that
-// falls inside the image (padding contributes nothing).
-template <typename Fn>
-void for_each_tap(const Geometry& g, const Conv2DParams& p, int64_t n, int64_t oy, int64_t ox,
-                  Fn&& fn) {
-  for (int64_t ky = 0; ky < g.kh; ++ky) {
-    int64_t iy = oy * p.strides[0] - p.pad_begin[0] + ky * p.dilations[0];
-    if (iy < 0 || iy >= g.h) continue;
-    for (int64_t kx = 0; kx < g.kw; ++kx) {
-      int64_t ix = ox * p.strides[1] - p.pad_begin[1] + kx * p.dilations[1];
-      if (ix < 0 || ix >= g.w) continue;
-      fn(((n * g.h + iy) * g.w + ix) * g.c, (ky * g.kw + kx) * g.c * g.o);
-    }
-  }
-}
-
-template <typename T>
-void conv2d_direct(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-                   const Conv2DParams& p) {
-  Geometry g = geometry(x, w, y.shape(), p);
-  const T* px = typed<T>(x);
-  const T* pw = typed<T>(w);
-  const T* pb = bias.defined() ? typed<T>(bias) : nullptr;
-  T* py = typed_mut<T>(y);
-  parallel_for(0, g.n * g.oh, 1, [&](int64_t b, int64_t e) {
-    for (int64_t row = b; row < e; ++row) {
-      int64_t n = row / g.oh, oy = row % g.oh;
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        T* out = py + ((n * g.oh + oy) * g.ow + ox) * g.o;
-        for (int64_t o = 0; o < g.o; ++o) out[o] = pb != nullptr ? pb[o] : T(0);
-        for_each_tap(g, p, n, oy, ox, [&](int64_t in, int64_t filt) {
-          for (int64_t c = 0; c < g.c; ++c) {
-            for (int64_t o = 0; o < g.o; ++o) out[o] += px[in + c] * pw[filt + c * g.o + o];
-          }
-        });
-        if (p.activation == Activation::kRelu) {
-          for (int64_t o = 0; o < g.o; ++o) out[o] = out[o] > T(0) ? out[o] : T(0);
-        }
-      }
-    }
-  });
-}
-
-template <typename T>
-void conv2d_grad_direct(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                        Tensor& dw, Tensor& db, const Conv2DParams& p) {
-  Geometry g = geometry(x, w, dy.shape(), p);
-  const T* px = typed<T>(x);
-  const T* pw = typed<T>(w);
-  const T* pg = typed<T>(dy);
-  // fn(output_offset, input_offset, filter_offset) for every in-image tap of image n.
-  auto for_each_image_tap = [&](int64_t n, auto&& fn) {
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.o;
-        for_each_tap(g, p, n, oy, ox, [&](int64_t in, int64_t filt) { fn(out, in, filt); });
-      }
-    }
-  };
-  if (dx.defined()) {
-    T* pdx = typed_mut<T>(dx);
-    std::fill(pdx, pdx + dx.numel(), T(0));
-    parallel_for(0, g.n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t n = b; n < e; ++n) {
-        for_each_image_tap(n, [&](int64_t out, int64_t in, int64_t filt) {
-          for (int64_t c = 0; c < g.c; ++c) {
-            T acc = 0;
-            for (int64_t o = 0; o < g.o; ++o) acc += pg[out + o] * pw[filt + c * g.o + o];
-            pdx[in + c] += acc;
-          }
-        });
-      }
-    });
-  }
-  if (dw.defined()) {
-    T* pdw = typed_mut<T>(dw);
-    std::fill(pdw, pdw + dw.numel(), T(0));
-    for (int64_t n = 0; n < g.n; ++n) {
-      for_each_image_tap(n, [&](int64_t out, int64_t in, int64_t filt) {
-        for (int64_t c = 0; c < g.c; ++c) {
-          for (int64_t o = 0; o < g.o; ++o) pdw[filt + c * g.o + o] += px[in + c] * pg[out + o];
-        }
-      });
-    }
-  }
-  if (db.defined()) {
-    T* pdb = typed_mut<T>(db);
-    std::fill(pdb, pdb + g.o, T(0));
-    for (int64_t i = 0; i < dy.numel() / g.o; ++i) {
-      for (int64_t o = 0; o < g.o; ++o) pdb[o] += pg[i * g.o + o];
-    }
-  }
-}
-
 void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
             const Conv2DParams& p) {
   if (x.dtype() == DType::kFloat32) return conv2d_f32(x, w, bias, y, p);
-  if (x.dtype() == DType::kFloat64) return conv2d_direct<double>(x, w, bias, y, p);
+  if (x.dtype() == DType::kFloat64) return conv2d_f64(x, w, bias, y, p);
   throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
 }
 
@@ -363,7 +273,7 @@ void conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, const Tenso
                  Tensor& dw, Tensor& db, const Conv2DParams& p) {
   if (x.dtype() == DType::kFloat32) return conv2d_grad_f32(x, w, dy, y, dx, dw, db, p);
   if (x.dtype() == DType::kFloat64) {
-    return conv2d_grad_direct<double>(x, w, through_activation(p.activation, y, dy), dx, dw, db, p);
+    return conv2d_grad_f64(x, w, through_activation(p.activation, y, dy), dx, dw, db, p);
   }
   throw_unsupported_dtype("conv2d", x.dtype(), "float32, float64");
 }
