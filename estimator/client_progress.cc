@@ -9,12 +9,12 @@
 namespace cadre::estimator_internal {
 namespace {
 
-constexpr char kFile[] = "client_progress";
+constexpr char kProgressFile[] = "client_progress";
 
 }  // namespace
 
 std::optional<ClientProgress> read_client_progress(Env& env, const std::string& model_dir) {
-  std::string path = join_path(model_dir, kFile);
+  std::string path = join_path(model_dir, kProgressFile);
   if (!env.file_exists(path)) return std::nullopt;
   std::istringstream text(env.read_file(path));
   std::map<std::string, int64_t*> numbers;
@@ -30,7 +30,8 @@ std::optional<ClientProgress> read_client_progress(Env& env, const std::string& 
   while (std::getline(text, line)) {
     if (line.empty()) continue;
     size_t colon = line.find(": ");
-    std::string key = line.substr(0, colon), value = colon == std::string::npos ? "" : line.substr(colon + 2);
+    std::string key = line.substr(0, colon),
+                value = colon == std::string::npos ? "" : line.substr(colon + 2);
     if (key == "finished" && (value == "true" || value == "false")) {
       progress.finished = value == "true";
       continue;
@@ -55,12 +56,12 @@ std::optional<ClientProgress> read_client_progress(Env& env, const std::string& 
 }
 
 void write_client_progress(Env& env, const std::string& model_dir, const ClientProgress& p) {
-  std::string text = str_cat("generation: ", p.generation, "\nmax_steps: ", p.max_steps,
-                             "\nsteps_per_unit: ", p.steps_per_unit,
-                             "\ncheckpoint_step: ", p.checkpoint_step,
-                             "\nunits_complete: ", p.units_complete, "\nlost: ", p.lost,
-                             "\nfinished: ", p.finished ? "true" : "false", "\n");
-  write_file_atomically(env, join_path(model_dir, kFile), text);
+  std::string text =
+      str_cat("generation: ", p.generation, "\nmax_steps: ", p.max_steps,
+              "\nsteps_per_unit: ", p.steps_per_unit, "\ncheckpoint_step: ", p.checkpoint_step,
+              "\nunits_complete: ", p.units_complete, "\nlost: ", p.lost,
+              "\nfinished: ", p.finished ? "true" : "false", "\n");
+  write_file_atomically(env, join_path(model_dir, kProgressFile), text);
 }
 
 }  // namespace cadre::estimator_internal

@@ -10,12 +10,12 @@ namespace cadre {
 namespace estimator_internal {
 namespace {
 
-constexpr char kFile[] = "training_finished";
+constexpr char kFinishedFile[] = "training_finished";
 
 }  // namespace
 
 std::optional<TrainingFinished> read_finished_marker(Env& env, const std::string& model_dir) {
-  std::string path = join_path(model_dir, kFile);
+  std::string path = join_path(model_dir, kFinishedFile);
   if (!env.file_exists(path)) return std::nullopt;
   std::string text = env.read_file(path);
   long long step = 0, max_steps = 0;
@@ -33,11 +33,11 @@ std::optional<TrainingFinished> read_finished_marker(Env& env, const std::string
 void write_finished_marker(Env& env, const std::string& model_dir, const TrainingFinished& marker) {
   std::string text = str_cat("training finished at step ", marker.step);
   if (marker.max_steps) text += str_cat(" (max_steps ", *marker.max_steps, ")");
-  write_file_atomically(env, join_path(model_dir, kFile), text + "\n");
+  write_file_atomically(env, join_path(model_dir, kFinishedFile), text + "\n");
 }
 
 void remove_finished_marker(Env& env, const std::string& model_dir) {
-  env.remove_file(join_path(model_dir, kFile));
+  env.remove_file(join_path(model_dir, kFinishedFile));
 }
 
 std::optional<int64_t> final_step_of(const std::optional<TrainingFinished>& marker,

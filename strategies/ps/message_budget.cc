@@ -6,7 +6,7 @@ namespace cadre::ps {
 namespace {
 
 // A name's field and a TensorData's dtype, shape and length prefixes: well under this.
-constexpr int64_t kFraming = 64;
+constexpr int64_t kItemFraming = 64;
 
 }  // namespace
 
@@ -19,7 +19,7 @@ int64_t max_batch_bytes(int64_t max_message_bytes) {
 }
 
 int64_t item_cost(int64_t bytes, const std::string& name) {
-  return bytes + static_cast<int64_t>(name.size()) + kFraming;
+  return bytes + static_cast<int64_t>(name.size()) + kItemFraming;
 }
 
 std::vector<std::pair<size_t, size_t>> batches(const std::vector<int64_t>& costs, int64_t budget) {

@@ -6,11 +6,11 @@ namespace cadre::ps {
 namespace {
 
 // A field's tag and length prefix, at most.
-constexpr int64_t kFraming = 16;
+constexpr int64_t kPartFraming = 16;
 
 template <typename Message>
 int64_t cost(const Message& m) {
-  return static_cast<int64_t>(m.ByteSizeLong()) + kFraming;
+  return static_cast<int64_t>(m.ByteSizeLong()) + kPartFraming;
 }
 
 // Parts being filled: each starts as `common` and takes items while they fit.

@@ -11,6 +11,7 @@
 #include "core/kernels/reduction.h"
 #include "core/tensor/views.h"
 #include "tests/core/cuda_test_util.h"
+#include "tests/core/portable_test_util.h"
 
 namespace cadre {
 namespace {
@@ -28,8 +29,7 @@ using testing::random_both;
 using testing::ulps;
 using testing::view;
 
-const DType kNumeric[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,
-                          DType::kInt64,   DType::kUInt8,   DType::kBool};
+using testing::kNumeric;
 const DType kAll[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,    DType::kInt64,
                       DType::kUInt8,   DType::kBool,    DType::kBFloat16, DType::kFloat16};
 

@@ -33,8 +33,7 @@ using testing::random_values;
 using testing::run_on_host;
 using testing::same_bytes;
 
-const DType kNumeric[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,
-                          DType::kInt64,   DType::kUInt8,   DType::kBool};
+using testing::kNumeric;
 
 // [5, 7] views of x's values: contiguous, transposed, strided (every other column) and
 // broadcast along rows.

@@ -16,6 +16,10 @@
 
 namespace cadre::testing {
 
+// The dtypes with arithmetic, for kernels that compute in each.
+inline constexpr DType kNumeric[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,
+                                     DType::kInt64,   DType::kUInt8,   DType::kBool};
+
 // Where the CPU kernels that the portable rules are compared with run.
 inline const Device kCpu = Device::cpu(0);
 

@@ -15,7 +15,7 @@
 namespace cadre::io {
 namespace {
 
-using testing::values_of;
+using test_helpers::values_of;
 using V = std::vector<int64_t>;
 
 // The records of every worker's part, as strings.

@@ -13,10 +13,10 @@
 namespace cadre::io {
 namespace {
 
-using testing::deep_copy;
-using testing::drain;
-using testing::element_entries;
-using testing::expect_compact_exact_resume;
+using test_helpers::deep_copy;
+using test_helpers::drain;
+using test_helpers::element_entries;
+using test_helpers::expect_compact_exact_resume;
 
 // The entry that ends with `suffix`, as bytes ("" when there is none).
 std::string entry_ending(const IteratorState& state, std::string_view suffix) {
@@ -36,7 +36,7 @@ std::vector<std::string> drain_with_origins(Iterator& it, size_t limit) {
     if (!e) break;
     std::string origin;
     for (int64_t word : e->origin) origin += std::to_string(word) + ",";
-    out.push_back(testing::bytes_of(*e) + "|" + origin);
+    out.push_back(test_helpers::bytes_of(*e) + "|" + origin);
   }
   return out;
 }

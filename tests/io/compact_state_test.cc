@@ -23,11 +23,11 @@
 namespace cadre::io {
 namespace {
 
-using testing::drain;
+using test_helpers::drain;
 
-using testing::deep_copy;
-using testing::element_entries;
-using testing::expect_compact_exact_resume;
+using test_helpers::deep_copy;
+using test_helpers::element_entries;
+using test_helpers::expect_compact_exact_resume;
 
 // A map whose output depends on its input only, as map functions must.
 Dataset::MapFn scale_and_tag() {

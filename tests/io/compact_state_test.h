@@ -14,7 +14,7 @@
 #include "cadre/io/dataset.h"
 #include "tests/io/dataset_helpers.h"
 
-namespace cadre::io::testing {
+namespace cadre::io::test_helpers {
 
 inline size_t state_bytes(const IteratorState& state) {
   size_t bytes = 0;
@@ -75,4 +75,4 @@ inline void expect_compact_exact_resume(const std::function<Dataset()>& make, si
       << "the iterator restored a second time yields other elements";
 }
 
-}  // namespace cadre::io::testing
+}  // namespace cadre::io::test_helpers

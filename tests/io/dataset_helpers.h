@@ -8,7 +8,7 @@
 #include "cadre/io/dataset.h"
 #include "io/element_codec.h"
 
-namespace cadre::io::testing {
+namespace cadre::io::test_helpers {
 
 // The single int64 value of each element, up to `limit` elements.
 inline std::vector<int64_t> values_of(const Dataset& dataset, size_t limit = 100000) {
@@ -39,4 +39,4 @@ inline std::vector<std::string> drain(Iterator& it, size_t limit) {
   return out;
 }
 
-}  // namespace cadre::io::testing
+}  // namespace cadre::io::test_helpers

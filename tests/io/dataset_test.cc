@@ -18,7 +18,7 @@
 namespace cadre::io {
 namespace {
 
-using testing::values_of;
+using test_helpers::values_of;
 using V = std::vector<int64_t>;
 
 V iota(int64_t n, int64_t start = 0) {

@@ -13,6 +13,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/io/summary_writer.h"
 #include "cadre/io/tfrecord.h"
+#include "tests/support/bytes.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre::io {
@@ -22,11 +23,7 @@ using Clock = std::chrono::system_clock;
 
 double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
-std::string bytes(std::initializer_list<int> values) {
-  std::string out;
-  for (int v : values) out.push_back(static_cast<char>(v));
-  return out;
-}
+using cadre::testing::bytes;
 
 // An Event record: field 1 (wall_time, wire type 1: 8 little-endian bytes) first, then the
 // rest. Returns the wall time and leaves the rest in `tail`.

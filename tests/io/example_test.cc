@@ -6,16 +6,13 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/io/tfrecord.h"
+#include "tests/support/bytes.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
 
-std::string bytes(std::initializer_list<int> values) {
-  std::string out;
-  for (int v : values) out.push_back(static_cast<char>(v));
-  return out;
-}
+using cadre::testing::bytes;
 
 // Example{features{feature{"a": int64 [1, 300]}, {"b": float [1.5]}, {"c": bytes ["hi"]}}}.
 // Tags are (field << 3) | wire type, with wire type 2 (length-delimited) throughout; map

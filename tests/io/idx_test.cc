@@ -1,3 +1,5 @@
+#include "cadre/io/idx.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -5,7 +7,6 @@
 #include <fstream>
 
 #include "cadre/base/errors.h"
-#include "cadre/io/idx.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre::io {
@@ -20,15 +21,17 @@ class IdxTest : public cadre::testing::TempDirTest {
       gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
       gzclose(f);
     } else {
-      std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                  static_cast<std::streamsize>(bytes.size()));
+      std::ofstream(path, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()),
+                 static_cast<std::streamsize>(bytes.size()));
     }
     return path;
   }
 };
 
 // Header of a 2x3 uint8 tensor, then its bytes.
-const std::vector<unsigned char> kMatrix = {0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6};
+const std::vector<unsigned char> kMatrix = {0, 0, 0x08, 2, 0, 0, 0, 2, 0,
+                                            0, 0, 3,    1, 2, 3, 4, 5, 6};
 
 TEST_F(IdxTest, ReadsPlainAndGzipFiles) {
   for (bool gzip : {false, true}) {
@@ -40,7 +43,8 @@ TEST_F(IdxTest, ReadsPlainAndGzipFiles) {
 }
 
 TEST_F(IdxTest, ReadsBigEndianInt32) {
-  std::vector<unsigned char> bytes = {0, 0, 0x0C, 1, 0, 0, 0, 2, 0, 0, 1, 2, 0xFF, 0xFF, 0xFF, 0xFE};
+  std::vector<unsigned char> bytes = {0, 0, 0x0C, 1, 0,    0,    0,    2,
+                                      0, 0, 1,    2, 0xFF, 0xFF, 0xFF, 0xFE};
   EXPECT_EQ(read_idx(write("i", bytes, false)).to_vector<int>(), (std::vector<int>{258, -2}));
 }
 

@@ -15,7 +15,7 @@
 namespace cadre::io {
 namespace {
 
-using testing::drain;
+using test_helpers::drain;
 
 // Copies every tensor, as a checkpoint round trip would.
 IteratorState deep_copy(const IteratorState& state) {

@@ -1,5 +1,5 @@
-// The masked CRCs and TFRecord framing against bytes worked out from the format definition, and damage
-// detection.
+// The masked CRCs and TFRecord framing against bytes worked out from the format definition, and
+// damage detection.
 #include "cadre/io/tfrecord.h"
 
 #include <gtest/gtest.h>
@@ -7,17 +7,14 @@
 #include "cadre/base/errors.h"
 #include "core/base/crc32c.h"
 #include "io/masked_crc.h"
+#include "tests/support/bytes.h"
 #include "tests/support/fault_env.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre::io {
 namespace {
 
-std::string bytes(std::initializer_list<int> values) {
-  std::string out;
-  for (int v : values) out.push_back(static_cast<char>(v));
-  return out;
-}
+using cadre::testing::bytes;
 
 TEST(MaskedCrcTest, IsTheRotationPlusTheTFRecordConstant) {
   EXPECT_EQ(mask_crc(0), 0xA282EAD8u);
@@ -79,9 +76,9 @@ TEST_F(TFRecordTest, TheWriterWritesThroughItsEnvAndReportsItsFailures) {
     writer.close();
   }
   EXPECT_EQ(read_file(file), kAbcFrame);
-  EXPECT_EQ(env->log(), (std::vector<std::string>{"open b.tfrecord", "append b.tfrecord",
-                                                   "append b.tfrecord", "append b.tfrecord",
-                                                   "sync b.tfrecord", "close b.tfrecord"}));
+  EXPECT_EQ(env->log(),
+            (std::vector<std::string>{"open b.tfrecord", "append b.tfrecord", "append b.tfrecord",
+                                      "append b.tfrecord", "sync b.tfrecord", "close b.tfrecord"}));
   TFRecordWriter appending(file, /*append=*/true, env);
   EXPECT_EQ(appending.offset(), kAbcFrame.size());
   env->fail_from(0);

@@ -20,7 +20,7 @@ using cadre::testing::read_log;
 using cadre::testing::tail;
 
 constexpr char kCluster[] = R"("cluster": {"chief": ["127.0.0.1:1"]})";
-constexpr double kTaskSeconds = 120;
+constexpr double kEvaluatorTaskSeconds = 120;
 
 pid_t start(const std::string& type, const std::string& root) {
   std::string tf_config =
@@ -37,11 +37,11 @@ TEST(EvaluatorFitTest, ModelToEstimatorTrainsOnTheChiefAndTheEvaluatorFollowsIt)
   // The evaluator first: it waits for the chief's checkpoints.
   pid_t evaluator = children.add(start("evaluator", root));
   pid_t chief = children.add(start("chief", root));
-  ASSERT_EQ(children.wait(chief, kTaskSeconds), 0) << tail(read_log(root + "/chief.log"));
-  ASSERT_EQ(children.wait(evaluator, kTaskSeconds), 0) << tail(read_log(root + "/evaluator.log"));
+  ASSERT_EQ(children.wait(chief, kEvaluatorTaskSeconds), 0) << tail(read_log(root + "/chief.log"));
+  ASSERT_EQ(children.wait(evaluator, kEvaluatorTaskSeconds), 0)
+      << tail(read_log(root + "/evaluator.log"));
   EXPECT_EQ(read_training_finished(dir), 30);
-  EXPECT_EQ(cadre::testing::evaluations(dir),
-            (std::map<int64_t, int>{{10, 1}, {20, 1}, {30, 1}}));
+  EXPECT_EQ(cadre::testing::evaluations(dir), (std::map<int64_t, int>{{10, 1}, {20, 1}, {30, 1}}));
   // The evaluator's final evaluation is the Keras model's own on the chief's last checkpoint.
   Sequential model({InputLayer({8}, {.name = "x"}), Dense(16, "relu"), Dense(4)});
   RunConfig config;

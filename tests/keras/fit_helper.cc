@@ -95,10 +95,11 @@ int main(int argc, char** argv) {
     if (const char* pace = std::getenv("HELPER_STEP_SLEEP_MS"); pace && *pace) {
       callbacks.push_back(std::make_shared<Pace>(std::atoi(pace)));
     }
-    History h = model.fit(testing::blobs().repeat(),
-                          {.epochs = 3, .steps_per_epoch = 10,
-                           .validation_data = testing::blobs(64), .callbacks = callbacks,
-                           .verbose = 2});
+    History h = model.fit(testing::blobs().repeat(), {.epochs = 3,
+                                                      .steps_per_epoch = 10,
+                                                      .validation_data = testing::blobs(64),
+                                                      .callbacks = callbacks,
+                                                      .verbose = 2});
     std::printf("{\"task\":\"%s\",\"val_loss\":%.9g,\"val_accuracy\":%.9g}\n",
                 config.task_type.c_str(), h.last("val_loss"), h.last("val_accuracy"));
     // The whole History, for the tests to compare: "EPOCH NAME VALUE" per line.

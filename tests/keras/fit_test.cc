@@ -21,7 +21,8 @@ Sequential small_model() {
   return Sequential({InputLayer({8}, {.name = "x"}), Dense(16, "relu"), Dense(4)});
 }
 
-CompileOptions small_compile(const std::string& dir, std::shared_ptr<const Strategy> strategy = nullptr) {
+CompileOptions small_compile(const std::string& dir,
+                             std::shared_ptr<const Strategy> strategy = nullptr) {
   CompileOptions o;
   o.optimizer = nn::optimizers::adam(0.01);
   o.loss = SparseCategoricalCrossentropy({.from_logits = true});
@@ -36,8 +37,9 @@ TEST(FitTest, SequentialLearnsAndReportsPerEpochHistory) {
   Sequential model = small_model();
   model.compile(small_compile(testing::fresh_dir("history")));
   std::FILE* out = std::tmpfile();
-  History h = model.fit(testing::blobs(), {.epochs = 3, .validation_data = testing::blobs(64),
-                                           .verbose = 1, .output = out});
+  History h =
+      model.fit(testing::blobs(),
+                {.epochs = 3, .validation_data = testing::blobs(64), .verbose = 1, .output = out});
   ASSERT_EQ(h.epoch, (std::vector<int>{0, 1, 2}));
   ASSERT_EQ(h.history.at("loss").size(), 3u);
   EXPECT_LT(h.history.at("loss")[2], h.history.at("loss")[0]);
@@ -47,7 +49,8 @@ TEST(FitTest, SequentialLearnsAndReportsPerEpochHistory) {
   char buffer[8192] = {};
   std::fread(buffer, 1, sizeof buffer - 1, out);
   std::string text = buffer;
-  EXPECT_NE(text.find("Epoch 1/3\n16/16 [==============================] - "), std::string::npos) << text;
+  EXPECT_NE(text.find("Epoch 1/3\n16/16 [==============================] - "), std::string::npos)
+      << text;
   EXPECT_NE(text.find("/step - loss: "), std::string::npos) << text;
   EXPECT_NE(text.find(" - accuracy: "), std::string::npos) << text;
   EXPECT_NE(text.find(" - val_loss: "), std::string::npos) << text;
@@ -89,8 +92,8 @@ TEST(FitTest, StrategiesGiveTheSameMetrics) {
     StrategyScope scope(strategy);
     Sequential model = small_model();
     model.compile(small_compile(testing::fresh_dir("strategy_" + name)));
-    results[name] = model.fit(testing::blobs(), {.epochs = 2, .validation_data = testing::blobs(64),
-                                                 .verbose = 0});
+    results[name] = model.fit(testing::blobs(),
+                              {.epochs = 2, .validation_data = testing::blobs(64), .verbose = 0});
   }
   for (const auto& [name, h] : results) {
     EXPECT_NEAR(h.last("val_loss"), results["one_device"].last("val_loss"), 1e-3) << name;
@@ -120,10 +123,14 @@ TEST(FitTest, CallbacksSeeBatchesAndEpochs) {
   model.compile(small_compile(dir + "/model"));
   auto recorder = std::make_shared<Recorder>();
   auto checkpoint = std::make_shared<ModelCheckpoint>(
-      dir + "/best-{epoch}", ModelCheckpointOptions{.monitor = "val_accuracy", .save_best_only = true});
+      dir + "/best-{epoch}",
+      ModelCheckpointOptions{.monitor = "val_accuracy", .save_best_only = true});
   auto board = std::make_shared<TensorBoard>(dir + "/logs");
-  model.fit(testing::blobs(), {.epochs = 2, .steps_per_epoch = 5, .validation_data = testing::blobs(64),
-                               .callbacks = {recorder, checkpoint, board}, .verbose = 0});
+  model.fit(testing::blobs(), {.epochs = 2,
+                               .steps_per_epoch = 5,
+                               .validation_data = testing::blobs(64),
+                               .callbacks = {recorder, checkpoint, board},
+                               .verbose = 0});
   EXPECT_EQ(recorder->events, (std::vector<std::string>{"train_begin", "epoch_begin", "epoch_end",
                                                         "epoch_begin", "epoch_end", "train_end"}));
   EXPECT_EQ(recorder->batches, 10);
@@ -205,8 +212,9 @@ TEST(FitTest, EarlyStoppingAndReduceLrOnPlateau) {
       EarlyStoppingOptions{.monitor = "loss", .min_delta = 100, .patience = 1});
   auto reduce = std::make_shared<ReduceLROnPlateau>(
       ReduceLROnPlateauOptions{.monitor = "loss", .factor = 0.5, .patience = 1, .min_delta = 100});
-  History h = model.fit(testing::blobs(), {.epochs = 10, .steps_per_epoch = 2,
-                                           .callbacks = {stop, reduce}, .verbose = 0});
+  History h =
+      model.fit(testing::blobs(),
+                {.epochs = 10, .steps_per_epoch = 2, .callbacks = {stop, reduce}, .verbose = 0});
   EXPECT_EQ(h.epoch.size(), 3u);
   EXPECT_EQ(stop->stopped_epoch(), 2);
   EXPECT_DOUBLE_EQ(model.learning_rate(), 0.01 * 0.5 * 0.5);
@@ -223,7 +231,8 @@ TEST(FitTest, SaveAndLoadRoundTrip) {
   EXPECT_EQ(loaded.summary_string(), model.summary_string());
   Tensor a = model.predict(testing::blobs(64)), b = loaded.predict(testing::blobs(64));
   EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
-  EXPECT_DOUBLE_EQ(loaded.evaluate(testing::blobs(64))["loss"], model.evaluate(testing::blobs(64))["loss"]);
+  EXPECT_DOUBLE_EQ(loaded.evaluate(testing::blobs(64))["loss"],
+                   model.evaluate(testing::blobs(64))["loss"]);
   // Training goes on from the saved step.
   History h = loaded.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
   EXPECT_EQ(loaded.evaluate(testing::blobs(64))["global_step"], 32);
@@ -243,9 +252,7 @@ TEST(FitTest, ATemporaryModelDirGoesWithTheModel) {
     EXPECT_FALSE(std::filesystem::is_empty(temporary));
     Model copy = model;
     model.save(saved);
-    {
-      Sequential gone = std::move(model);
-    }
+    { Sequential gone = std::move(model); }
     EXPECT_TRUE(std::filesystem::exists(temporary)) << "a copy of the model still uses it";
     EXPECT_EQ(copy.evaluate(testing::blobs(64))["global_step"], 16);
   }
@@ -261,12 +268,15 @@ TEST(FitTest, ModelToEstimatorCheckpointsWorkBothWays) {
   Estimator estimator = model_to_estimator(model);
   InputFn input = [](const InputContext&) { return testing::blobs().repeat(); };
   EXPECT_EQ(estimator.train(input, {.steps = 10}), 26);
-  EvalResult from_estimator = estimator.evaluate([](const InputContext&) { return testing::blobs(64); });
+  EvalResult from_estimator =
+      estimator.evaluate([](const InputContext&) { return testing::blobs(64); });
   EvalResult from_model = model.evaluate(testing::blobs(64));
   EXPECT_DOUBLE_EQ(from_estimator["loss"], from_model["loss"]);
   EXPECT_EQ(from_model["global_step"], 26);
   model.fit(testing::blobs(), {.epochs = 1, .verbose = 0});
-  EXPECT_EQ(estimator.evaluate([](const InputContext&) { return testing::blobs(64); })["global_step"], 42);
+  EXPECT_EQ(
+      estimator.evaluate([](const InputContext&) { return testing::blobs(64); })["global_step"],
+      42);
 }
 
 // As Keras, a model never fitted evaluates and predicts with its initial weights: those fit
@@ -287,7 +297,8 @@ TEST(FitTest, EvaluateAndPredictBeforeFitUseTheSeededInitialWeights) {
   o.optimizer = nn::optimizers::sgd(1e-30);
   twin.compile(o);
   twin.fit(testing::blobs(), {.epochs = 1, .steps_per_epoch = 1, .verbose = 0});
-  std::vector<float> a = predicted.to_vector<float>(), b = twin.predict(testing::blobs(64)).to_vector<float>();
+  std::vector<float> a = predicted.to_vector<float>(),
+                     b = twin.predict(testing::blobs(64)).to_vector<float>();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << i;
   EXPECT_NEAR(twin.evaluate(testing::blobs(64))["loss"], before["loss"], 1e-6);
@@ -317,7 +328,8 @@ TEST(FitTest, BackupAndRestoreResumesMidEpochExactly) {
     Sequential model = small_model();
     CompileOptions o = small_compile("");
     model.compile(o);
-    Callbacks callbacks{std::make_shared<BackupAndRestore>(backup, BackupAndRestoreOptions{.save_freq_steps = 4})};
+    Callbacks callbacks{
+        std::make_shared<BackupAndRestore>(backup, BackupAndRestoreOptions{.save_freq_steps = 4})};
     if (crash) callbacks.push_back(crash);
     model.fit(testing::blobs().repeat(),
               {.epochs = 3, .steps_per_epoch = 10, .callbacks = callbacks, .verbose = 0});
@@ -330,7 +342,8 @@ TEST(FitTest, BackupAndRestoreResumesMidEpochExactly) {
   Model resumed = run(crashed, nullptr);
   EXPECT_FALSE(std::filesystem::exists(crashed + "/fit_state"));
   for (const std::string& name : reference.weight_names()) {
-    EXPECT_EQ(reference.get_weight(name).to_vector<float>(), resumed.get_weight(name).to_vector<float>())
+    EXPECT_EQ(reference.get_weight(name).to_vector<float>(),
+              resumed.get_weight(name).to_vector<float>())
         << name;
   }
 }

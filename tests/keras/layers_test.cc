@@ -19,9 +19,9 @@ namespace cadre::keras {
 namespace {
 
 using Impl = Layer::Impl;
+using cadre::testing::expect_gradients_match;
+using cadre::testing::random_tensor;
 using internal::Dims;
-using testing::expect_gradients_match;
-using testing::random_tensor;
 
 Tensor doubles(std::vector<double> values, Shape shape) {
   return Tensor::from_vector(values, std::move(shape));

@@ -51,7 +51,8 @@ TEST(ModelTest, FunctionalCnnShapesAndNonTrainableParams) {
   Model model(x, Dense(10, "softmax")(h), "cnn");
   EXPECT_EQ(model.get_layer("conv2d").kind(), "Conv2D");
   std::string summary = model.summary_string();
-  EXPECT_NE(summary.find("image (InputLayer)          [(None, 784)]"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("image (InputLayer)          [(None, 784)]"), std::string::npos)
+      << summary;
   EXPECT_NE(summary.find(" conv2d (Conv2D)             (None, 26, 26, 8)         80"),
             std::string::npos)
       << summary;
@@ -110,8 +111,9 @@ TEST(ModelTest, FitBeforeCompileSaysSo) {
 }
 
 TEST(ModelTest, DuplicateLayerNamesAreRefused) {
-  EXPECT_THROW(Sequential({InputLayer({4}), Dense(3, {}, {.name = "a"}), Dense(3, {}, {.name = "a"})}),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      Sequential({InputLayer({4}), Dense(3, {}, {.name = "a"}), Dense(3, {}, {.name = "a"})}),
+      InvalidArgumentError);
 }
 
 TEST(ModelTest, AddThatFailsItsShapeCheckLeavesTheModelUnchanged) {

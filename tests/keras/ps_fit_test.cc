@@ -21,9 +21,9 @@ using cadre::testing::free_port;
 using cadre::testing::read_log;
 using cadre::testing::tail;
 
-constexpr double kTaskSeconds = 120;
+constexpr double kPsTaskSeconds = 120;
 
-pid_t start(const std::string& tf_config, const std::string& dir, const std::string& log) {
+pid_t start_task(const std::string& tf_config, const std::string& dir, const std::string& log) {
   std::vector<std::pair<std::string, std::string>> env{cadre::testing::job_secret_env()};
   if (!tf_config.empty()) env.emplace_back("TF_CONFIG", tf_config);
   return cadre::testing::spawn({CADRE_KERAS_FIT_HELPER, dir}, env, log);
@@ -44,8 +44,8 @@ TEST(PsFitTest, AChiefAndTwoPsTasksEndWithTheHistoryOfOneDevice) {
   std::string root = testing::fresh_dir("ps_fit");
   cadre::testing::Children children;
   std::filesystem::create_directories(root + "/single");
-  pid_t single = children.add(start("", root + "/single", root + "/single.log"));
-  ASSERT_EQ(children.wait(single, kTaskSeconds), 0) << tail(read_log(root + "/single.log"));
+  pid_t single = children.add(start_task("", root + "/single", root + "/single.log"));
+  ASSERT_EQ(children.wait(single, kPsTaskSeconds), 0) << tail(read_log(root + "/single.log"));
 
   std::string dir = root + "/ps";
   std::filesystem::create_directories(dir);
@@ -53,14 +53,14 @@ TEST(PsFitTest, AChiefAndTwoPsTasksEndWithTheHistoryOfOneDevice) {
                         "\"], \"ps\": [\"127.0.0.1:" + std::to_string(free_port()) +
                         "\", \"127.0.0.1:" + std::to_string(free_port()) + "\"]}";
   auto tf_config = [&](const std::string& type, int index) {
-    return "{" + cluster + ", \"task\": {\"type\": \"" + type + "\", \"index\": " +
-           std::to_string(index) + "}}";
+    return "{" + cluster + ", \"task\": {\"type\": \"" + type +
+           "\", \"index\": " + std::to_string(index) + "}}";
   };
   for (int i = 0; i < 2; ++i) {
-    children.add(start(tf_config("ps", i), dir, dir + "/ps" + std::to_string(i) + ".log"));
+    children.add(start_task(tf_config("ps", i), dir, dir + "/ps" + std::to_string(i) + ".log"));
   }
-  pid_t chief = children.add(start(tf_config("chief", 0), dir, dir + "/chief.log"));
-  ASSERT_EQ(children.wait(chief, kTaskSeconds), 0) << tail(read_log(dir + "/chief.log"));
+  pid_t chief = children.add(start_task(tf_config("chief", 0), dir, dir + "/chief.log"));
+  ASSERT_EQ(children.wait(chief, kPsTaskSeconds), 0) << tail(read_log(dir + "/chief.log"));
   children.stop();  // the ps tasks serve until stopped
   std::string log = read_log(dir + "/chief.log");
   EXPECT_NE(log.find("dense/kernel/part_1"), std::string::npos) << "sliced over both ps tasks";

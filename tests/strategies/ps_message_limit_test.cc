@@ -144,7 +144,7 @@ TEST(PsPushPartsTest, APushInPartsCountsOneStepAndAStaleOneChangesNothing) {
 
 // ---------------------------------------------------------------- the strategy
 
-struct Cluster {
+struct LimitedCluster {
   std::vector<std::unique_ptr<ps::ParameterServer>> servers;
   int64_t limit;
 
@@ -163,7 +163,9 @@ struct Cluster {
   }
 };
 
-Cluster start_cluster(int64_t limit) { return Cluster{start_servers(2, limit), limit}; }
+LimitedCluster start_cluster(int64_t limit) {
+  return LimitedCluster{start_servers(2, limit), limit};
+}
 
 constexpr int64_t kVocab = 4096, kDim = 16, kHidden = 1024;  // 256 KiB each
 
@@ -186,7 +188,7 @@ Tensor loss_of(int step) {
   return nn::mean_squared_error(y, nn::dense("out", h, 1)) + mean(square(e - 0.5));
 }
 
-void train(const Strategy& strategy, DistributedVariables& variables, int steps, int offset) {
+void train_steps(const Strategy& strategy, DistributedVariables& variables, int steps, int offset) {
   auto adam = nn::optimizers::adam(0.01);
   for (int step = offset; step < offset + steps; ++step) {
     strategy.run_replicas(variables, [&](ReplicaContext& ctx) {
@@ -198,16 +200,16 @@ void train(const Strategy& strategy, DistributedVariables& variables, int steps,
 }
 
 // The chief trains, then a worker that takes the chief's values; the checkpoint's view.
-std::shared_ptr<const nn::VariableStore> train_and_gather(const Cluster& cluster,
+std::shared_ptr<const nn::VariableStore> train_and_gather(const LimitedCluster& cluster,
                                                           Tensor* worker_pulled) {
   auto chief = cluster.strategy("chief");
   auto variables = chief->create_variables(11);
   chief->extended().broadcast_from_chief(0);
-  train(*chief, *variables, 3, 0);
+  train_steps(*chief, *variables, 3, 0);
   auto worker = cluster.strategy("worker");
   auto worker_variables = worker->create_variables(99);
   worker->extended().broadcast_from_chief(-1);
-  train(*worker, *worker_variables, 2, 3);
+  train_steps(*worker, *worker_variables, 2, 3);
   // One more step's pull brings the worker every update.
   worker->run_replicas(*worker_variables, [&](ReplicaContext&) { loss_of(0); });
   *worker_pulled = worker_variables->primary().find("h/kernel")->tensor().clone();
@@ -221,8 +223,8 @@ void expect_near(const Tensor& expected, const Tensor& got, const std::string& n
 }
 
 TEST(PsMessageLimitTest, VariablesFourTimesTheLimitTrainAsWithTheDefaultLimit) {
-  Cluster small = start_cluster(kLimit),
-          roomy = start_cluster(ParameterServerOptions().max_message_bytes);
+  LimitedCluster small = start_cluster(kLimit),
+                 roomy = start_cluster(ParameterServerOptions().max_message_bytes);
   Tensor small_pulled, roomy_pulled;
   std::shared_ptr<const nn::VariableStore> got = train_and_gather(small, &small_pulled);
   std::shared_ptr<const nn::VariableStore> expected = train_and_gather(roomy, &roomy_pulled);
