@@ -49,14 +49,13 @@ ModelDirCheckpoints find_checkpoints(Env& env, const std::string& model_dir,
   }
   if (found.state) {
     if (found.state->model_checkpoint_path.empty()) {
-      found.state_problem = str_cat("checkpoint state file ", state_path,
-                                    " names no latest checkpoint");
+      found.state_problem =
+          str_cat("checkpoint state file ", state_path, " names no latest checkpoint");
     } else {
       latest = resolve_checkpoint_path(model_dir, found.state->model_checkpoint_path);
       if (!env.file_exists(latest)) {
         found.state_problem = str_cat("checkpoint state file ", state_path, " names ",
-                                      found.state->model_checkpoint_path,
-                                      ", which does not exist");
+                                      found.state->model_checkpoint_path, ", which does not exist");
       }
     }
   }
@@ -85,8 +84,7 @@ ModelDirCheckpoints find_checkpoints(Env& env, const std::string& model_dir,
 
 std::optional<CheckpointState> rebuilt_state(Env& env, const std::string& model_dir,
                                              const ModelDirCheckpoints& found,
-                                             int keep_checkpoint_max,
-                                             const std::string& basename) {
+                                             int keep_checkpoint_max, const std::string& basename) {
   std::unique_ptr<CheckpointReader> newest;
   try {
     newest = open_latest_intact(model_dir, &env, basename);

@@ -219,10 +219,9 @@ std::unique_ptr<CheckpointReader> first_good(
   const std::vector<std::string>& candidates = found.candidates;
   if (!found.state_problem.empty()) {
     LOG(WARNING) << found.state_problem << "; "
-                 << (candidates.empty()
-                         ? "model_dir holds no checkpoint file either"
-                         : str_cat("trying the checkpoint files in ", model_dir,
-                                   ", the newest first"));
+                 << (candidates.empty() ? "model_dir holds no checkpoint file either"
+                                        : str_cat("trying the checkpoint files in ", model_dir,
+                                                  ", the newest first"));
   }
   std::vector<std::string> failures;
   for (const std::string& path : candidates) {

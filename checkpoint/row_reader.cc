@@ -6,11 +6,11 @@
 #include <cstring>
 
 #include "cadre/base/errors.h"
-#include "core/base/crc32c.h"
-#include "core/runtime/in_parallel.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/row_writer.h"
+#include "core/base/crc32c.h"
 #include "core/base/strings.h"
+#include "core/runtime/in_parallel.h"
 
 namespace cadre::checkpoint::internal {
 RowReader::RowReader(hid_t file, hid_t dataset, hid_t memory_type, const Shape& shape,
@@ -81,7 +81,7 @@ std::vector<uint32_t> RowReader::read(const std::vector<Block>& blocks, bool che
       read_one(blocks[i]);
       if (checksum) {
         crcs[i] = crc32c::value(blocks[i].target,
-                         static_cast<size_t>(blocks[i].end - blocks[i].begin) * row_bytes_);
+                                static_cast<size_t>(blocks[i].end - blocks[i].begin) * row_bytes_);
       }
     }
   };

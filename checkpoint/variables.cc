@@ -69,18 +69,17 @@ CheckpointSourceFn warm_start_names(const WarmStartOptions& options) {
 nn::VariableCreator restoring_creator(std::shared_ptr<const CheckpointReader> reader,
                                       CheckpointSourceFn source, bool verify,
                                       nn::VariableCreator base) {
-  return [reader = std::move(reader), source = std::move(source), verify,
-          base = std::move(base)](const nn::VariableSpec& spec,
-                                  uint64_t seed) -> std::shared_ptr<nn::Variable> {
+  return [reader = std::move(reader), source = std::move(source), verify, base = std::move(base)](
+             const nn::VariableSpec& spec, uint64_t seed) -> std::shared_ptr<nn::Variable> {
     std::optional<std::string> from = source(spec);
     if (!from) return base(spec, seed);
     auto found = reader->variables().find(*from);
     if (found == reader->variables().end()) {
-      throw InvalidArgumentError(str_cat(
-          "variable '", spec.name, "' is not in checkpoint ", reader->path(),
-          *from == spec.name ? "" : str_cat(" (looked for '", *from, "')"),
-          ": the checkpoint holds another model (", reader->variables().size(),
-          " variables), or the model changed"));
+      throw InvalidArgumentError(
+          str_cat("variable '", spec.name, "' is not in checkpoint ", reader->path(),
+                  *from == spec.name ? "" : str_cat(" (looked for '", *from, "')"),
+                  ": the checkpoint holds another model (", reader->variables().size(),
+                  " variables), or the model changed"));
     }
     const VariableInfo& info = found->second;
     if (info.shape != spec.shape || info.dtype != spec.dtype) {

@@ -180,8 +180,7 @@ void StepCounterHook::after_run(Run& run, const StepResult& result, RunContext& 
 namespace {
 
 double monotonic_secs() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace

@@ -78,8 +78,7 @@ TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSp
   const RunConfig& config = estimator.config();
   const ClusterConfig& cluster = *config.cluster;
   if (!train_spec.max_steps) {
-    throw InvalidArgumentError(
-        "a client needs TrainSpec.max_steps: it ends training at that step");
+    throw InvalidArgumentError("a client needs TrainSpec.max_steps: it ends training at that step");
   }
   const int64_t max_steps = *train_spec.max_steps;
   StopNotice notice(config.planned_stop);
@@ -116,8 +115,8 @@ TrainAndEvaluateResult run_collective_client(Estimator& estimator, const TrainSp
     }
     if (failure.empty()) continue;
     if (restarts >= config.client_max_restarts) {
-      throw AbortedError(str_cat("the workers' collective failed (", failure, ") after ",
-                                 restarts, " restart(s), RunConfig::client_max_restarts"));
+      throw AbortedError(str_cat("the workers' collective failed (", failure, ") after ", restarts,
+                                 " restart(s), RunConfig::client_max_restarts"));
     }
     ++restarts;
     progress.lost = restarts;

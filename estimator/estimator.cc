@@ -6,8 +6,8 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/logging.h"
-#include "estimator/eval_writers.h"
 #include "core/base/strings.h"
+#include "estimator/eval_writers.h"
 
 namespace cadre {
 

@@ -12,10 +12,10 @@ double EvalResult::at(const std::string& name) const {
   if (it != metrics_.end()) return it->second;
   std::vector<std::string> names;
   for (const auto& [present, value] : metrics_) names.push_back(present);
-  throw NotFoundError(str_cat(
-      "EvalResult has no metric '", name, "'; it has: ",
-      names.empty() ? std::string("nothing (in a cluster, the evaluator task evaluates)")
-                    : join(names)));
+  throw NotFoundError(
+      str_cat("EvalResult has no metric '", name, "'; it has: ",
+              names.empty() ? std::string("nothing (in a cluster, the evaluator task evaluates)")
+                            : join(names)));
 }
 
 std::optional<double> EvalResult::get(const std::string& name) const {

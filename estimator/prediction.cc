@@ -1,10 +1,9 @@
 // Estimator::predict (a lazy stream of per-example predictions) and Estimator::export_model.
 #include <glog/logging.h>
 
-
 #include "cadre/autodiff/tape.h"
-#include "cadre/base/errors.h"
 #include "cadre/base/env.h"
+#include "cadre/base/errors.h"
 #include "cadre/checkpoint/variables.h"
 #include "cadre/checkpoint/writer.h"
 #include "cadre/estimator/estimator.h"

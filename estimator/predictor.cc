@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "cadre/autodiff/tape.h"
-#include "cadre/base/errors.h"
 #include "cadre/base/env.h"
+#include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "estimator/export_format.h"
 #include "estimator/model_session.h"
@@ -30,8 +30,7 @@ std::unique_ptr<Predictor> Predictor::load(const std::string& export_dir, ModelF
   if (!std::filesystem::is_directory(export_dir)) {
     throw NotFoundError(str_cat("Predictor::load: no exported model at ", export_dir));
   }
-  std::string description_path =
-      join_path(export_dir, estimator_internal::kExportDescriptionFile);
+  std::string description_path = join_path(export_dir, estimator_internal::kExportDescriptionFile);
   std::string json = posix_env()->read_file(description_path);
   auto model = std::make_unique<ExportedModel>(
       estimator_internal::parse_export_description(json, description_path));

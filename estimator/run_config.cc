@@ -46,10 +46,9 @@ RunConfig RunConfig::from_environment() {
   if (std::getenv("SLURM_PROCID") != nullptr && std::getenv("SLURM_NTASKS") != nullptr &&
       std::string(std::getenv("SLURM_NTASKS")) != "1") {
     std::map<std::string, std::string> env;
-    for (const char* name :
-         {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
-          "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "CADRE_SLURM_JOBS",
-          "CADRE_SLURM_PORT_BASE"}) {
+    for (const char* name : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NODELIST",
+                             "SLURM_JOB_NODELIST", "SLURM_STEP_TASKS_PER_NODE",
+                             "SLURM_TASKS_PER_NODE", "CADRE_SLURM_JOBS", "CADRE_SLURM_PORT_BASE"}) {
       if (const char* value = std::getenv(name)) env[name] = value;
     }
     ClusterConfig cluster = cluster_from_slurm(env);
@@ -117,7 +116,8 @@ void RunConfig::validate() const {
   if (steps_per_unit <= 0) fail("steps_per_unit", steps_per_unit, "a positive number of steps");
   if (client_max_restarts < 0) fail("client_max_restarts", client_max_restarts, ">= 0");
   if (!(client_all_workers_lost_secs > 0)) {
-    fail("client_all_workers_lost_secs", client_all_workers_lost_secs, "a positive number of seconds");
+    fail("client_all_workers_lost_secs", client_all_workers_lost_secs,
+         "a positive number of seconds");
   }
   if (task_id < 0) fail("task_id", task_id, ">= 0");
   if (num_worker_replicas < 0) fail("num_worker_replicas", num_worker_replicas, ">= 0");

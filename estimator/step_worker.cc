@@ -79,8 +79,7 @@ int64_t serve_steps(Estimator& estimator, const TrainSpec& train_spec) {
   std::string model_dir = estimator.model_dir();
   std::optional<int64_t> max_steps = train_spec.max_steps;
   auto finished = [env, model_dir, max_steps] {
-    std::optional<TrainingFinished> marker =
-        read_finished_marker(*env, model_dir);
+    std::optional<TrainingFinished> marker = read_finished_marker(*env, model_dir);
     return marker && (!max_steps || marker->step >= *max_steps);
   };
   // The training loop has its own notice; the gate's stops the wait for a unit.

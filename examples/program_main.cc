@@ -42,7 +42,8 @@ void print_program_help(const char* usage) {
   gflags::GetAllFlags(&flags);  // sorted by file, then name
   for (const auto& flag : flags) {
     if (library.count(directory_of(flag.filename)) != 0) continue;
-    std::string value = flag.type == "string" ? "\"" + flag.default_value + "\"" : flag.default_value;
+    std::string value =
+        flag.type == "string" ? "\"" + flag.default_value + "\"" : flag.default_value;
     std::cout << "  --" << flag.name << "  " << flag.description << " (" << flag.type
               << ", default " << value << ")\n";
   }

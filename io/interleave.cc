@@ -36,7 +36,8 @@ class InterleaveNode : public UnaryNode<InterleaveNode> {
     }
     NodePtr dataset = fn_(input_->fetch(origin.subspan(1, words))).node();
     if (!dataset->can_fetch()) {
-      throw DataLossError("interleave: the dataset made of an input element cannot fetch by origin");
+      throw DataLossError(
+          "interleave: the dataset made of an input element cannot fetch by origin");
     }
     Element e = dataset->fetch(origin.subspan(1 + words));
     e.origin.assign(origin.begin(), origin.end());

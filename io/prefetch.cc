@@ -97,7 +97,7 @@ class PrefetchIterator : public IteratorNode {
   void prepare_save() override {
     std::unique_lock lock(mutex_);
     if (!producer_.joinable() || end_) return;  // nothing runs in the background
-    snapshot_ = Snapshot{};  // requested; the producer takes it
+    snapshot_ = Snapshot{};                     // requested; the producer takes it
     bool wake = producer_waiting_;
     lock.unlock();
     if (wake) has_room_.notify_one();
@@ -272,7 +272,7 @@ class PrefetchIterator : public IteratorNode {
   const PrefetchNode& node_;
   std::unique_ptr<IteratorNode> input_;  // used by the producer, or by save/restore while
                                          // the producer is paused or stopped
-  const bool fetchable_;  // results are saved as origins (see saved_elements.h)
+  const bool fetchable_;                 // results are saved as origins (see saved_elements.h)
   const bool autotune_;
   const bool inline_;  // see next_inline()
 

@@ -12,8 +12,8 @@ namespace {
 // varints, zigzag-coded so that a negative value (a range counting down) stays short:
 // a buffer of 10,000 rows of a 60,000-row source takes about 30 KB.
 //
-// put_varint writes into memory with room for it (kMaxVarint bytes); returns the end. A save encodes
-// thousands of origins on the training thread, where a string's push_back per byte costs
+// put_varint writes into memory with room for it (kMaxVarint bytes); returns the end. A save
+// encodes thousands of origins on the training thread, where a string's push_back per byte costs
 // more than the encoding.
 constexpr size_t kMaxVarint = 10;
 char* put_varint(char* out, uint64_t v) {
@@ -25,7 +25,9 @@ char* put_varint(char* out, uint64_t v) {
   return out;
 }
 
-uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+uint64_t zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
 
 // The words of an origin, zigzag-coded varints (room: kMaxVarint bytes a word).
 char* put_words(char* out, std::span<const int64_t> origin) {
@@ -47,8 +49,8 @@ class VarintReader {
       v |= uint64_t{byte & 0x7fu} << shift;
       if ((byte & 0x80) == 0) return v;
     }
-    throw DataLossError(str_cat(what_, " holds a number longer than 64 bits at byte offset ",
-                                offset_));
+    throw DataLossError(
+        str_cat(what_, " holds a number longer than 64 bits at byte offset ", offset_));
   }
   // A count of things each taking at least one more byte: bounded by what is left, so that
   // a damaged count cannot ask for a huge allocation.
@@ -123,8 +125,8 @@ void save_elements(StateWriter& writer, std::string_view key,
   size_t room = 2 * kMaxVarint;
   for (size_t i = 0; i < elements.size(); ++i) {
     const std::string* bytes = skipped(i) ? nullptr : ahead(i);
-    room += kMaxVarint + (bytes ? bytes->size()
-                                : (skipped(i) ? 0 : elements[i]->origin.size()) * kMaxVarint);
+    room += kMaxVarint +
+            (bytes ? bytes->size() : (skipped(i) ? 0 : elements[i]->origin.size()) * kMaxVarint);
   }
   std::string bytes(room, '\0');
   char* out = put_varint(bytes.data(), elements.size());
@@ -166,9 +168,10 @@ std::vector<Element> restore_elements(const StateReader& reader, std::string_vie
   if (!reader.contains(okey)) return reader.read_elements(key);
   std::string what = str_cat("the origins of iterator state entry '", okey, "'");
   if (!source.can_fetch()) {
-    throw InvalidArgumentError(str_cat(what, " need a '", source.kind(),
-                                       "' stage that fetches elements by origin; this pipeline's "
-                                       "cannot: restore the state into the pipeline that saved it"));
+    throw InvalidArgumentError(
+        str_cat(what, " need a '", source.kind(),
+                "' stage that fetches elements by origin; this pipeline's "
+                "cannot: restore the state into the pipeline that saved it"));
   }
   std::string bytes = reader.read_string(okey);
   VarintReader in(bytes, what);

@@ -25,7 +25,10 @@ constexpr int64_t kReplayRows = int64_t{1} << 21;
 class ShuffleNode : public PassingNode<ShuffleNode> {
  public:
   ShuffleNode(NodePtr input, int64_t buffer_size, uint64_t seed, bool reshuffle)
-      : PassingNode(std::move(input)), buffer_size_(buffer_size), seed_(seed), reshuffle_(reshuffle) {
+      : PassingNode(std::move(input)),
+        buffer_size_(buffer_size),
+        seed_(seed),
+        reshuffle_(reshuffle) {
     if (buffer_size <= 0) {
       throw InvalidArgumentError(
           str_cat("shuffle: buffer_size is ", buffer_size, "; expected a positive number"));

@@ -240,8 +240,8 @@ class GeneratorNode : public DatasetNode {
 Element string_element(std::string_view kind, const std::vector<std::string>& strings,
                        std::span<const int64_t> origin) {
   if (origin.size() != 1 || origin[0] < 0 || origin[0] >= static_cast<int64_t>(strings.size())) {
-    throw DataLossError(str_cat(kind, ": no string at origin [", join(origin), "]; there are ",
-                                strings.size()));
+    throw DataLossError(
+        str_cat(kind, ": no string at origin [", join(origin), "]; there are ", strings.size()));
   }
   Element e(bytes_tensor(strings[origin[0]]));
   e.origin = {origin[0]};

@@ -21,7 +21,8 @@ bool higher_is_better(const std::string& monitor, const std::string& mode) {
     throw InvalidArgumentError(str_cat("mode '", mode, "'; expected auto, min or max"));
   }
   return monitor.find("acc") != std::string::npos || monitor.find("auc") != std::string::npos ||
-         monitor.find("precision") != std::string::npos || monitor.find("recall") != std::string::npos;
+         monitor.find("precision") != std::string::npos ||
+         monitor.find("recall") != std::string::npos;
 }
 
 double monitored(const Logs& logs, const std::string& monitor, const char* who) {
@@ -53,7 +54,8 @@ std::string with_epoch(const std::string& pattern, int epoch) {
 }  // namespace
 
 Model& Callback::model() const {
-  if (!model_) throw FailedPreconditionError("Callback::model: the callback is not attached to a fit");
+  if (!model_)
+    throw FailedPreconditionError("Callback::model: the callback is not attached to a fit");
   return *model_;
 }
 
@@ -100,7 +102,8 @@ void EarlyStopping::on_train_begin(const Logs&) {
 void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
   if (epoch < options_.start_from_epoch) return;
   double value = monitored(logs, options_.monitor, "EarlyStopping");
-  if (improves(value, best_, higher_is_better(options_.monitor, options_.mode), options_.min_delta)) {
+  if (improves(value, best_, higher_is_better(options_.monitor, options_.mode),
+               options_.min_delta)) {
     best_ = value;
     wait_ = 0;
     return;
@@ -116,8 +119,8 @@ void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
 ReduceLROnPlateau::ReduceLROnPlateau(ReduceLROnPlateauOptions options)
     : options_(std::move(options)) {
   if (!(options_.factor > 0 && options_.factor < 1)) {
-    throw InvalidArgumentError(str_cat("ReduceLROnPlateau: factor ", options_.factor,
-                                       " must be in (0, 1)"));
+    throw InvalidArgumentError(
+        str_cat("ReduceLROnPlateau: factor ", options_.factor, " must be in (0, 1)"));
   }
   higher_is_better(options_.monitor, options_.mode);
 }
@@ -134,7 +137,8 @@ void ReduceLROnPlateau::on_epoch_end(int epoch, const Logs& logs) {
     --cooldown_left_;
     wait_ = 0;
   }
-  if (improves(value, best_, higher_is_better(options_.monitor, options_.mode), options_.min_delta)) {
+  if (improves(value, best_, higher_is_better(options_.monitor, options_.mode),
+               options_.min_delta)) {
     best_ = value;
     wait_ = 0;
     return;
@@ -144,8 +148,8 @@ void ReduceLROnPlateau::on_epoch_end(int epoch, const Logs& logs) {
   double new_lr = std::max(old_lr * options_.factor, options_.min_lr);
   if (new_lr < old_lr) {
     model().set_learning_rate(new_lr);
-    LOG(INFO) << "ReduceLROnPlateau: epoch " << epoch + 1 << ": learning rate " << old_lr
-              << " -> " << new_lr;
+    LOG(INFO) << "ReduceLROnPlateau: epoch " << epoch + 1 << ": learning rate " << old_lr << " -> "
+              << new_lr;
   }
   cooldown_left_ = options_.cooldown;
   wait_ = 0;

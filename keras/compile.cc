@@ -26,8 +26,8 @@ std::shared_ptr<nn::Optimizer> optimizer_by_name(const std::string& name) {
   if (name == "sgd") return nn::optimizers::sgd();
   if (name == "rmsprop") return nn::optimizers::rmsprop();
   if (name == "adagrad") return nn::optimizers::adagrad();
-  throw InvalidArgumentError(str_cat("unknown optimizer '", name,
-                                     "'; known optimizers: adam, sgd, rmsprop, adagrad"));
+  throw InvalidArgumentError(
+      str_cat("unknown optimizer '", name, "'; known optimizers: adam, sgd, rmsprop, adagrad"));
 }
 
 std::string new_temporary_model_dir() {
@@ -132,8 +132,7 @@ ModelFn Model::model_fn() const {
   require_compiled(*state_, "model_fn");
   if (!state_->built()) internal::ensure_built(*state_, nullptr);
   std::shared_ptr<const State> state = state_;
-  return [state](const io::Features& features, const Tensor& labels, ModeKeys mode,
-                 const Params&) {
+  return [state](const io::Features& features, const Tensor& labels, ModeKeys mode, const Params&) {
     Tensor logits;
     Tensor outputs = internal::forward(*state, features, mode == ModeKeys::kTrain, &logits);
     if (mode == ModeKeys::kPredict) {

@@ -99,8 +99,9 @@ void assign_names(const std::vector<std::shared_ptr<LayerImpl>>& layers) {
   for (const auto& layer : layers) {
     if (layer->name().empty()) continue;
     if (!taken.insert(layer->name()).second) {
-      throw InvalidArgumentError(str_cat("two layers of the model are named '", layer->name(),
-                                         "'; layer names must be unique (they name the variables)"));
+      throw InvalidArgumentError(
+          str_cat("two layers of the model are named '", layer->name(),
+                  "'; layer names must be unique (they name the variables)"));
     }
   }
   std::map<std::string, int> next;
@@ -122,8 +123,8 @@ void build_graph(Model::State& state, std::vector<std::shared_ptr<Node>> inputs,
   std::set<const Node*> input_set;
   for (const auto& in : inputs) {
     if (in->layer) {
-      throw InvalidArgumentError(str_cat("a model input must come from Input(), not from ",
-                                         in->layer->describe()));
+      throw InvalidArgumentError(
+          str_cat("a model input must come from Input(), not from ", in->layer->describe()));
     }
     input_set.insert(in.get());
   }
@@ -144,7 +145,8 @@ void build_graph(Model::State& state, std::vector<std::shared_ptr<Node>> inputs,
   visit(output);
   std::vector<std::shared_ptr<LayerImpl>> layers;
   for (const auto& n : order) {
-    if (std::find(layers.begin(), layers.end(), n->layer) == layers.end()) layers.push_back(n->layer);
+    if (std::find(layers.begin(), layers.end(), n->layer) == layers.end())
+      layers.push_back(n->layer);
   }
   assign_names(layers);
   state.inputs = std::move(inputs);
@@ -237,7 +239,9 @@ Tensor forward(const Model::State& state, const io::Features& features, bool tra
 KerasTensor::KerasTensor(std::shared_ptr<Node> node) : node_(std::move(node)) {}
 const std::vector<int64_t>& KerasTensor::shape() const { return node_->shape; }
 DType KerasTensor::dtype() const { return node_->dtype; }
-std::string KerasTensor::name() const { return node_->layer ? node_->layer->name() : node_->input_name; }
+std::string KerasTensor::name() const {
+  return node_->layer ? node_->layer->name() : node_->input_name;
+}
 
 KerasTensor Input(std::vector<int64_t> shape, InputOptions options) {
   return KerasTensor(internal::input_node(std::move(shape), options.name, options.dtype));
@@ -283,8 +287,8 @@ Layer Model::get_layer(const std::string& name) const {
     if (l.name() == name) return l;
     names.push_back(l.name());
   }
-  throw NotFoundError(str_cat("model '", state_->name, "' has no layer '", name,
-                              "'; its layers: ", join(names)));
+  throw NotFoundError(
+      str_cat("model '", state_->name, "' has no layer '", name, "'; its layers: ", join(names)));
 }
 
 Sequential::Sequential(std::vector<Layer> layers, std::string name)

@@ -16,9 +16,7 @@ namespace {
 
 constexpr double kEpsilon = 1e-7;  // Keras's backend epsilon, for probabilities
 
-Tensor clipped_log(const Tensor& p) {
-  return log(clip_by_value(p, kEpsilon, 1 - kEpsilon));
-}
+Tensor clipped_log(const Tensor& p) { return log(clip_by_value(p, kEpsilon, 1 - kEpsilon)); }
 
 // -log p[label] per example from probabilities [N, C] (normalised as Keras does).
 Tensor sparse_ce_from_probabilities(const Tensor& labels, const Tensor& p) {
@@ -31,40 +29,38 @@ Tensor sparse_ce_from_probabilities(const Tensor& labels, const Tensor& p) {
 }
 
 Loss sparse_categorical(bool from_logits) {
-  return Loss(
-      "sparse_categorical_crossentropy",
-      [from_logits](const Tensor& labels, const Tensor& outputs, const Tensor& logits) {
-        if (from_logits) return nn::sparse_softmax_cross_entropy(labels, outputs);
-        if (logits.defined()) return nn::sparse_softmax_cross_entropy(labels, logits);
-        return sparse_ce_from_probabilities(labels, outputs);
-      },
-      {{"from_logits", from_logits ? 1.0 : 0.0}});
+  return Loss("sparse_categorical_crossentropy",
+              [from_logits](const Tensor& labels, const Tensor& outputs, const Tensor& logits) {
+                if (from_logits) return nn::sparse_softmax_cross_entropy(labels, outputs);
+                if (logits.defined()) return nn::sparse_softmax_cross_entropy(labels, logits);
+                return sparse_ce_from_probabilities(labels, outputs);
+              },
+              {{"from_logits", from_logits ? 1.0 : 0.0}});
 }
 
 Loss categorical(bool from_logits) {
-  return Loss(
-      "categorical_crossentropy",
-      [from_logits](const Tensor& labels, const Tensor& outputs, const Tensor& logits) {
-        Tensor y = cast(labels, outputs.dtype());
-        if (from_logits) return nn::softmax_cross_entropy(y, outputs);
-        if (logits.defined()) return nn::softmax_cross_entropy(y, logits);
-        return mean(-sum(y * clipped_log(outputs / sum(outputs, {-1}, true)), {-1}));
-      },
-      {{"from_logits", from_logits ? 1.0 : 0.0}});
+  return Loss("categorical_crossentropy",
+              [from_logits](const Tensor& labels, const Tensor& outputs, const Tensor& logits) {
+                Tensor y = cast(labels, outputs.dtype());
+                if (from_logits) return nn::softmax_cross_entropy(y, outputs);
+                if (logits.defined()) return nn::softmax_cross_entropy(y, logits);
+                return mean(-sum(y * clipped_log(outputs / sum(outputs, {-1}, true)), {-1}));
+              },
+              {{"from_logits", from_logits ? 1.0 : 0.0}});
 }
 
 Loss binary(bool from_logits) {
-  return Loss(
-      "binary_crossentropy",
-      [from_logits](const Tensor& labels, const Tensor& outputs, const Tensor& logits) {
-        Tensor y = cast(labels, outputs.dtype());
-        if (y.rank() + 1 == outputs.rank()) y = expand_dims(y, -1);
-        if (from_logits) return nn::sigmoid_cross_entropy(y, outputs);
-        if (logits.defined()) return nn::sigmoid_cross_entropy(y, logits);
-        Tensor per_element = -(y * clipped_log(outputs) + (1.0 - y) * clipped_log(1.0 - outputs));
-        return mean(mean(per_element, {-1}));
-      },
-      {{"from_logits", from_logits ? 1.0 : 0.0}});
+  return Loss("binary_crossentropy",
+              [from_logits](const Tensor& labels, const Tensor& outputs, const Tensor& logits) {
+                Tensor y = cast(labels, outputs.dtype());
+                if (y.rank() + 1 == outputs.rank()) y = expand_dims(y, -1);
+                if (from_logits) return nn::sigmoid_cross_entropy(y, outputs);
+                if (logits.defined()) return nn::sigmoid_cross_entropy(y, logits);
+                Tensor per_element =
+                    -(y * clipped_log(outputs) + (1.0 - y) * clipped_log(1.0 - outputs));
+                return mean(mean(per_element, {-1}));
+              },
+              {{"from_logits", from_logits ? 1.0 : 0.0}});
 }
 
 Tensor as_outputs(const Tensor& labels, const Tensor& outputs) {
@@ -98,8 +94,8 @@ Loss by_name(const std::string& name, const std::map<std::string, double>& confi
   if (name == "mean_squared_error" || name == "mse") return regression("mean_squared_error");
   if (name == "mean_absolute_error" || name == "mae") return regression("mean_absolute_error");
   if (name == "huber") return regression("huber", number("delta", 1.0));
-  throw InvalidArgumentError(str_cat("unknown loss '", name, "'; known losses: ",
-                                     join(losses::names())));
+  throw InvalidArgumentError(
+      str_cat("unknown loss '", name, "'; known losses: ", join(losses::names())));
 }
 
 }  // namespace
@@ -130,8 +126,14 @@ Huber::Huber(double delta) : Loss(regression("huber", delta)) {}
 
 namespace losses {
 std::vector<std::string> names() {
-  return {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
-          "mean_squared_error", "mse", "mean_absolute_error", "mae", "huber"};
+  return {"sparse_categorical_crossentropy",
+          "categorical_crossentropy",
+          "binary_crossentropy",
+          "mean_squared_error",
+          "mse",
+          "mean_absolute_error",
+          "mae",
+          "huber"};
 }
 Loss from_config(const std::string& name, const std::map<std::string, double>& config) {
   return by_name(name, config);

@@ -51,8 +51,8 @@ Metric by_name(const std::string& name) {
   if (name == "mae" || name == "mean_absolute_error") {
     return Metric(name, factory<nn::Mean>(), error_of(false));
   }
-  throw InvalidArgumentError(str_cat("unknown metric '", name, "'; known metrics: ",
-                                     join(metrics::names())));
+  throw InvalidArgumentError(
+      str_cat("unknown metric '", name, "'; known metrics: ", join(metrics::names())));
 }
 
 }  // namespace
@@ -83,8 +83,17 @@ SparseCategoricalAccuracy::SparseCategoricalAccuracy(std::string name)
 
 namespace metrics {
 std::vector<std::string> names() {
-  return {"accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy", "precision",
-          "recall", "auc", "mse", "mean_squared_error", "mae", "mean_absolute_error"};
+  return {"accuracy",
+          "acc",
+          "sparse_categorical_accuracy",
+          "categorical_accuracy",
+          "precision",
+          "recall",
+          "auc",
+          "mse",
+          "mean_squared_error",
+          "mae",
+          "mean_absolute_error"};
 }
 }  // namespace metrics
 

@@ -80,8 +80,8 @@ void place_checkpoint(Env& env, const std::string& checkpoint_file, const std::s
 
 void Model::save(const std::string& dir) const {
   if (!state_->compiled) {
-    throw FailedPreconditionError(str_cat("save: model '", state_->name,
-                                          "' is not compiled and has no weights yet"));
+    throw FailedPreconditionError(
+        str_cat("save: model '", state_->name, "' is not compiled and has no weights yet"));
   }
   std::optional<std::string> latest = checkpoint::latest_checkpoint(state_->config.model_dir);
   if (!latest) {
@@ -104,7 +104,8 @@ void Model::save(const std::string& dir) const {
 
 Model load_model(const std::string& dir, LoadOptions options) {
   std::string path = (fs::path(dir) / kModelFile).string();
-  if (!fs::exists(path)) throw NotFoundError(str_cat("load_model: no saved model in ", dir, " (", path, ")"));
+  if (!fs::exists(path))
+    throw NotFoundError(str_cat("load_model: no saved model in ", dir, " (", path, ")"));
   std::shared_ptr<Env> env = RunConfig().file_system();
   proto::ModelConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(env->read_file(path), &config)) {
@@ -124,8 +125,8 @@ Model load_model(const std::string& dir, LoadOptions options) {
   }
   for (const auto& n : config.nodes()) {
     if (n.layer() < 0 || n.layer() >= static_cast<int>(layers.size())) {
-      throw DataLossError(str_cat("load_model: ", path, ": a call of layer ", n.layer(), " of ",
-                                  layers.size()));
+      throw DataLossError(
+          str_cat("load_model: ", path, ": a call of layer ", n.layer(), " of ", layers.size()));
     }
     std::vector<std::shared_ptr<internal::Node>> inbound;
     for (int id : n.inbound()) {
@@ -137,7 +138,8 @@ Model load_model(const std::string& dir, LoadOptions options) {
     nodes.push_back(internal::call_layer(layers[n.layer()], std::move(inbound)));
   }
   if (config.output() < 0 || config.output() >= static_cast<int>(nodes.size())) {
-    throw DataLossError(str_cat("load_model: ", path, ": output node ", config.output(), " is not defined"));
+    throw DataLossError(
+        str_cat("load_model: ", path, ": output node ", config.output(), " is not defined"));
   }
   Model model(inputs, KerasTensor(nodes[config.output()]), config.name());
   model.state()->sequential = config.sequential();

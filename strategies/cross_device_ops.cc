@@ -1,6 +1,5 @@
 #include "cadre/strategies/cross_device_ops.h"
 
-
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/base/mutex.h"

@@ -56,8 +56,7 @@ void GradientBuckets::sum(size_t bucket) {
   }
 }
 
-void GradientBuckets::lay_out(const std::vector<Tensor>& sources,
-                              const std::vector<bool>& sparse) {
+void GradientBuckets::lay_out(const std::vector<Tensor>& sources, const std::vector<bool>& sparse) {
   const size_t n = sources.size();
   bool all_float = true;
   for (const Tensor& s : sources) all_float &= s.dtype() == DType::kFloat32;

@@ -129,8 +129,8 @@ class GradientBuckets {
 
   Mutex mutex_;
   CondVar work_, done_;
-  size_t issued_ CADRE_GUARDED_BY(mutex_) = 0;     // buckets handed to the thread
-  size_t reduced_ CADRE_GUARDED_BY(mutex_) = 0;    // buckets it has summed
+  size_t issued_ CADRE_GUARDED_BY(mutex_) = 0;   // buckets handed to the thread
+  size_t reduced_ CADRE_GUARDED_BY(mutex_) = 0;  // buckets it has summed
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   std::exception_ptr failure_ CADRE_GUARDED_BY(mutex_);
   std::thread thread_;  // with overlap only

@@ -112,8 +112,9 @@ class ParameterServerExtended final : public StrategyExtended {
     std::call_once(connected_, [&] {
       // The client of coordinator mode creates the variables and reads them for checkpoints.
       if (cluster_.global_task_id() < 0 && cluster_.task.type != "client") {
-        throw InvalidArgumentError(str_cat("task ", cluster_.task.to_string(),
-                                           " does not train (only the chief, the workers and a client do)"));
+        throw InvalidArgumentError(
+            str_cat("task ", cluster_.task.to_string(),
+                    " does not train (only the chief, the workers and a client do)"));
       }
       LOG(INFO) << cluster_.task.to_string() << ": connecting to " << servers_.clients().size()
                 << " parameter server(s)";

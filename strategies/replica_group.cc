@@ -24,7 +24,8 @@ void ReplicaGroup::arrive_and_wait(const std::function<void()>& combine) {
     ++generation_;
     released_.notify_all();
   } else {
-    released_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) { return generation_ != generation || aborted_; });
+    released_.wait(mutex_,
+                   [&]() CADRE_REQUIRES(mutex_) { return generation_ != generation || aborted_; });
     if (generation_ == generation)
       throw AbortedError("another replica failed; this step is abandoned");
   }

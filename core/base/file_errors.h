@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+
 #include "cadre/base/errors.h"
 
 namespace cadre {

@@ -8,13 +8,49 @@
 namespace cadre::kernels {
 
 enum class UnaryOp {
-  kNeg, kAbs, kSign, kSquare, kSqrt, kRsqrt, kReciprocal, kExp, kExpm1, kLog, kLog1p,
-  kSin, kCos, kTan, kErf, kFloor, kCeil, kRound, kLogicalNot, kIsNan, kIsInf, kIsFinite,
+  kNeg,
+  kAbs,
+  kSign,
+  kSquare,
+  kSqrt,
+  kRsqrt,
+  kReciprocal,
+  kExp,
+  kExpm1,
+  kLog,
+  kLog1p,
+  kSin,
+  kCos,
+  kTan,
+  kErf,
+  kFloor,
+  kCeil,
+  kRound,
+  kLogicalNot,
+  kIsNan,
+  kIsInf,
+  kIsFinite,
 };
 
 enum class BinaryOp {
-  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kSquaredDifference, kFloorDiv, kMod,
-  kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMaximum,
+  kMinimum,
+  kSquaredDifference,
+  kFloorDiv,
+  kMod,
+  kEqual,
+  kNotEqual,
+  kLess,
+  kLessEqual,
+  kGreater,
+  kGreaterEqual,
+  kLogicalAnd,
+  kLogicalOr,
 };
 
 // The activations of cadre/ops/activation.h, alone or fused into matmul and conv2d (the ops
@@ -24,8 +60,7 @@ enum class BinaryOp {
 enum class Activation { kNone, kRelu, kSigmoid, kTanh, kGelu, kElu, kLeakyRelu, kSoftplus };
 
 inline bool activation_uses_output(Activation act) {
-  return act != Activation::kGelu && act != Activation::kLeakyRelu &&
-         act != Activation::kSoftplus;
+  return act != Activation::kGelu && act != Activation::kLeakyRelu && act != Activation::kSoftplus;
 }
 
 // out (any strides) = value.
@@ -41,8 +76,8 @@ using BinaryFn = void(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out
 using WhereFn = void(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 using ActivationFn = void(Activation act, double alpha, const Tensor& x, Tensor& y);
 // dx = dy * act'(.), from `saved` = y or x as activation_uses_output(act) says.
-using ActivationGradFn = void(Activation act, double alpha, const Tensor& saved,
-                              const Tensor& dy, Tensor& dx);
+using ActivationGradFn = void(Activation act, double alpha, const Tensor& saved, const Tensor& dy,
+                              Tensor& dx);
 // out = clamp(x, lo, hi); grad passes dy where lo <= x <= hi.
 using ClipFn = void(const Tensor& x, double lo, double hi, Tensor& out);
 

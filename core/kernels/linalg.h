@@ -24,8 +24,8 @@ using MatmulFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, Tens
                       const MatmulParams& params);
 // The backward of y = act(z + bias) over rows: dz = dy * act'(y); db (if defined) = sum of
 // dz over rows. y, dy, dz: contiguous [rows, N]; db: [N]. act must use its output.
-using BiasActivationGradFn = void(Activation act, double alpha, const Tensor& y,
-                                  const Tensor& dy, Tensor& dz, Tensor& db);
+using BiasActivationGradFn = void(Activation act, double alpha, const Tensor& y, const Tensor& dy,
+                                  Tensor& dz, Tensor& db);
 
 extern KernelSlot<MatmulFn> matmul;
 extern KernelSlot<BiasActivationGradFn> bias_activation_grad;

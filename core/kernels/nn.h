@@ -16,8 +16,7 @@ using SoftmaxFn = void(const Tensor& x, Tensor& y, bool log);
 using SoftmaxGradFn = void(const Tensor& y, const Tensor& dy, Tensor& dx, bool log);
 // logits [N, C]; labels int32/int64 [N] already checked to lie in [0, C); loss [N] = -log
 // softmax(logits)[label]; probs [N, C] = softmax(logits), saved for the gradient.
-using SparseXentFn = void(const Tensor& logits, const Tensor& labels, Tensor& loss,
-                          Tensor& probs);
+using SparseXentFn = void(const Tensor& logits, const Tensor& labels, Tensor& loss, Tensor& probs);
 // dlogits[n, c] = dloss[n] * (probs[n, c] - (c == labels[n])).
 using SparseXentGradFn = void(const Tensor& probs, const Tensor& labels, const Tensor& dloss,
                               Tensor& dlogits);
@@ -81,9 +80,9 @@ struct MaxPoolInputGrad {
 // went only into that max pooling: `grad` stands for the output's gradient, read straight
 // from the pooling's form. Returns false, computing nothing, where the backend has no such
 // path; the caller then builds the dense gradient and calls conv2d_grad.
-using Conv2DGradFromMaxPoolFn = bool(const Tensor& x, const Tensor& w,
-                                     const MaxPoolInputGrad& grad, Tensor& dx, Tensor& dw,
-                                     Tensor& db, const Conv2DParams& params);
+using Conv2DGradFromMaxPoolFn = bool(const Tensor& x, const Tensor& w, const MaxPoolInputGrad& grad,
+                                     Tensor& dx, Tensor& dw, Tensor& db,
+                                     const Conv2DParams& params);
 
 // x: contiguous [rows, C]. Training: mean and variance over rows per channel; writes mean
 // [C], inv_std [C] = 1/sqrt(var + eps), variance [C] (biased) and y = (x - mean) * inv_std
@@ -97,8 +96,8 @@ using BatchNormInferFn = void(const Tensor& x, const Tensor& gamma, const Tensor
                               Tensor& y);
 // Gradients of the training form: dx, dgamma, dbeta.
 using BatchNormGradFn = void(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                             const Tensor& mean, const Tensor& inv_std, Tensor& dx,
-                             Tensor& dgamma, Tensor& dbeta);
+                             const Tensor& mean, const Tensor& inv_std, Tensor& dx, Tensor& dgamma,
+                             Tensor& dbeta);
 
 extern KernelSlot<SoftmaxFn> softmax;
 extern KernelSlot<SoftmaxGradFn> softmax_grad;

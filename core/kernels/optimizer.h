@@ -45,15 +45,14 @@ struct RmsPropParams {
 
 // Dense updates. Slots are those the optimizer uses (momentum: accum; Adam: m, v; Adagrad:
 // accum; RMSProp: ms, mom, mg).
-using SgdFn = void(std::span<Tensor> vars, std::span<const Tensor> grads,
-                   std::span<Tensor> momenta, const SgdParams& p);
+using SgdFn = void(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> momenta,
+                   const SgdParams& p);
 using AdamFn = void(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> m,
                     std::span<Tensor> v, const AdamParams& p);
 using AdagradFn = void(std::span<Tensor> vars, std::span<const Tensor> grads,
                        std::span<Tensor> accum, const AdagradParams& p);
-using RmsPropFn = void(std::span<Tensor> vars, std::span<const Tensor> grads,
-                       std::span<Tensor> ms, std::span<Tensor> mom, std::span<Tensor> mg,
-                       const RmsPropParams& p);
+using RmsPropFn = void(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> ms,
+                       std::span<Tensor> mom, std::span<Tensor> mg, const RmsPropParams& p);
 
 extern KernelSlot<SgdFn> sgd_update;
 extern KernelSlot<AdamFn> adam_update;

@@ -21,8 +21,7 @@ enum class RandomDistribution {
 };
 
 // out: contiguous float32/float64.
-using RandomFn = void(RandomDistribution dist, double lo, double hi, PhiloxKey key,
-                      Tensor& out);
+using RandomFn = void(RandomDistribution dist, double lo, double hi, PhiloxKey key, Tensor& out);
 // mask (contiguous float): 1/(1-rate) where uniform >= rate, else 0.
 using DropoutMaskFn = void(double rate, PhiloxKey key, Tensor& mask);
 

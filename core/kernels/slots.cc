@@ -54,7 +54,7 @@ KernelSlot<AdagradFn> adagrad_update{"adagrad_update"};
 KernelSlot<RmsPropFn> rmsprop_update{"rmsprop_update"};
 
 uint64_t philox_blocks(RandomDistribution dist, int64_t n) {
-  int per_block = dist == RandomDistribution::kUniform ? 4
+  int per_block = dist == RandomDistribution::kUniform  ? 4
                   : dist == RandomDistribution::kNormal ? 2
                                                         : 1;  // truncated: one per block
   return static_cast<uint64_t>((n + per_block - 1) / per_block);

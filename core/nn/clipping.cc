@@ -24,8 +24,8 @@ double global_norm(const std::vector<Gradient>& gradients) {
 
 double clip_by_global_norm(std::vector<Gradient>& gradients, double clip_norm) {
   if (clip_norm <= 0) {
-    throw InvalidArgumentError(str_cat("clip_by_global_norm: clip_norm must be positive, got ",
-                                       clip_norm));
+    throw InvalidArgumentError(
+        str_cat("clip_by_global_norm: clip_norm must be positive, got ", clip_norm));
   }
   double norm = global_norm(gradients);
   if (!std::isfinite(norm) || norm <= clip_norm) return norm;

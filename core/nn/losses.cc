@@ -30,8 +30,10 @@ Tensor reduce_loss(const Tensor& losses, const LossOptions& options) {
     weighted = mul(losses, w);
   }
   switch (options.reduction) {
-    case Reduction::kNone: return weighted;
-    case Reduction::kSum: return sum(weighted);
+    case Reduction::kNone:
+      return weighted;
+    case Reduction::kSum:
+      return sum(weighted);
     case Reduction::kSumOverBatchSize: {
       int64_t n = weighted.numel();
       return n == 0 ? sum(weighted) : div(sum(weighted), scalar_like(weighted, double(n)));

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <typeinfo>
 #include <cmath>
+#include <typeinfo>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
@@ -31,13 +31,13 @@ Tensor weights_for(const Tensor& weights, const Tensor& like, const std::string&
 
 double total(const Tensor& x) { return sum(x).item<double>(); }
 
-void check_binary_inputs(const std::string& metric, const Tensor& labels, const Tensor& predictions) {
+void check_binary_inputs(const std::string& metric, const Tensor& labels,
+                         const Tensor& predictions) {
   if (!labels.defined() || !predictions.defined() || labels.shape() != predictions.shape()) {
-    throw InvalidArgumentError(str_cat("metric '", metric, "': labels of shape ",
-                                       labels.defined() ? labels.shape().to_string() : "undefined",
-                                       " and predictions of shape ",
-                                       predictions.defined() ? predictions.shape().to_string() : "undefined",
-                                       " must match"));
+    throw InvalidArgumentError(str_cat(
+        "metric '", metric, "': labels of shape ",
+        labels.defined() ? labels.shape().to_string() : "undefined", " and predictions of shape ",
+        predictions.defined() ? predictions.shape().to_string() : "undefined", " must match"));
   }
 }
 
@@ -47,9 +47,10 @@ std::array<double, 3> confusion(const Tensor& labels, const Tensor& predictions,
   Tensor positive = cast(not_equal(cast(labels, DType::kFloat64),
                                    Tensor::zeros(Shape{}, DType::kFloat64, labels.device())),
                          DType::kFloat64);
-  Tensor predicted = cast(greater(cast(predictions, DType::kFloat64),
-                                  Tensor::full(Shape{}, threshold, DType::kFloat64, labels.device())),
-                          DType::kFloat64);
+  Tensor predicted =
+      cast(greater(cast(predictions, DType::kFloat64),
+                   Tensor::full(Shape{}, threshold, DType::kFloat64, labels.device())),
+           DType::kFloat64);
   Tensor one = Tensor::ones(Shape{}, DType::kFloat64, labels.device());
   double tp = total(mul(mul(positive, predicted), weights));
   double fp = total(mul(mul(sub(one, positive), predicted), weights));
@@ -59,7 +60,8 @@ std::array<double, 3> confusion(const Tensor& labels, const Tensor& predictions,
 
 }  // namespace
 
-Metric::Metric(std::string name, size_t state_size) : state_(state_size, 0.0), name_(std::move(name)) {}
+Metric::Metric(std::string name, size_t state_size)
+    : state_(state_size, 0.0), name_(std::move(name)) {}
 
 void Metric::update(const Tensor& labels, const Tensor& predictions, const Tensor& weights) {
   NoGradScope no_grad;
@@ -78,8 +80,8 @@ void Metric::set_state(const std::vector<double>& state) {
 
 void Metric::merge(const Metric& other) {
   if (other.state_.size() != state_.size() || typeid(other) != typeid(*this)) {
-    throw InvalidArgumentError(str_cat("metric '", name_, "': cannot merge metric '",
-                                       other.name_, "' of another kind or configuration"));
+    throw InvalidArgumentError(str_cat("metric '", name_, "': cannot merge metric '", other.name_,
+                                       "' of another kind or configuration"));
   }
   for (size_t i = 0; i < state_.size(); ++i) state_[i] += other.state_[i];
 }
@@ -94,9 +96,11 @@ void Mean::update_state(const Tensor&, const Tensor& values, const Tensor& weigh
 
 double Mean::result() const { return state_[1] == 0 ? 0.0 : state_[0] / state_[1]; }
 
-void Accuracy::update_state(const Tensor& labels, const Tensor& predictions, const Tensor& weights) {
+void Accuracy::update_state(const Tensor& labels, const Tensor& predictions,
+                            const Tensor& weights) {
   if (!labels.defined() || !predictions.defined()) {
-    throw InvalidArgumentError(str_cat("metric '", name(), "': labels and predictions are required"));
+    throw InvalidArgumentError(
+        str_cat("metric '", name(), "': labels and predictions are required"));
   }
   Tensor classes = predictions;
   if (predictions.rank() == labels.rank() + 1) {
@@ -104,14 +108,16 @@ void Accuracy::update_state(const Tensor& labels, const Tensor& predictions, con
   } else if (predictions.rank() != labels.rank()) {
     throw InvalidArgumentError(str_cat("metric '", name(), "': predictions of shape ",
                                        predictions.shape(), " fit neither labels of shape ",
-                                       labels.shape(), " (class ids) nor labels' shape + [classes] (scores)"));
+                                       labels.shape(),
+                                       " (class ids) nor labels' shape + [classes] (scores)"));
   }
   if (classes.shape() != labels.shape()) {
     throw InvalidArgumentError(str_cat("metric '", name(), "': predicted classes of shape ",
-                                       classes.shape(), " do not match labels of shape ", labels.shape()));
+                                       classes.shape(), " do not match labels of shape ",
+                                       labels.shape()));
   }
-  Tensor hit = cast(equal(cast(classes, DType::kFloat64), cast(labels, DType::kFloat64)),
-                    DType::kFloat64);
+  Tensor hit =
+      cast(equal(cast(classes, DType::kFloat64), cast(labels, DType::kFloat64)), DType::kFloat64);
   Tensor w = weights_for(weights, hit, name());
   state_[0] += total(mul(hit, w));
   state_[1] += total(w);
@@ -119,9 +125,11 @@ void Accuracy::update_state(const Tensor& labels, const Tensor& predictions, con
 
 double Accuracy::result() const { return state_[1] == 0 ? 0.0 : state_[0] / state_[1]; }
 
-void Precision::update_state(const Tensor& labels, const Tensor& predictions, const Tensor& weights) {
+void Precision::update_state(const Tensor& labels, const Tensor& predictions,
+                             const Tensor& weights) {
   check_binary_inputs(name(), labels, predictions);
-  auto [tp, fp, fn] = confusion(labels, predictions, weights_for(weights, labels, name()), threshold_);
+  auto [tp, fp, fn] =
+      confusion(labels, predictions, weights_for(weights, labels, name()), threshold_);
   state_[0] += tp;
   state_[1] += fp;
 }
@@ -133,7 +141,8 @@ double Precision::result() const {
 
 void Recall::update_state(const Tensor& labels, const Tensor& predictions, const Tensor& weights) {
   check_binary_inputs(name(), labels, predictions);
-  auto [tp, fp, fn] = confusion(labels, predictions, weights_for(weights, labels, name()), threshold_);
+  auto [tp, fp, fn] =
+      confusion(labels, predictions, weights_for(weights, labels, name()), threshold_);
   state_[0] += tp;
   state_[1] += fn;
 }
@@ -145,7 +154,8 @@ double Recall::result() const {
 
 Auc::Auc(std::string name, int num_thresholds, Curve curve)
     : Metric(std::move(name), static_cast<size_t>(4 * std::max(num_thresholds, 2))),
-      num_thresholds_(num_thresholds), curve_(curve) {
+      num_thresholds_(num_thresholds),
+      curve_(curve) {
   if (num_thresholds < 2) {
     throw InvalidArgumentError(str_cat("AUC: num_thresholds must be > 1, got ", num_thresholds));
   }
@@ -186,7 +196,8 @@ double Auc::result() const {
   for (size_t k = 0; k + 1 < t; ++k) {
     double x0, x1, y0, y1;
     auto safe = [](double a, double b) { return b == 0 ? 0.0 : a / b; };
-    double tpr0 = safe(at(0, k), at(0, k) + at(3, k)), tpr1 = safe(at(0, k + 1), at(0, k + 1) + at(3, k + 1));
+    double tpr0 = safe(at(0, k), at(0, k) + at(3, k)),
+           tpr1 = safe(at(0, k + 1), at(0, k + 1) + at(3, k + 1));
     if (curve_ == Curve::kRoc) {
       x0 = safe(at(1, k), at(1, k) + at(2, k));
       x1 = safe(at(1, k + 1), at(1, k + 1) + at(2, k + 1));
@@ -233,8 +244,8 @@ std::shared_ptr<Metric> recall(const Tensor& labels, const Tensor& predictions,
                                const Tensor& weights, const std::string& name) {
   return update<Recall>(name, labels, predictions, weights);
 }
-std::shared_ptr<Metric> auc(const Tensor& labels, const Tensor& predictions,
-                            const Tensor& weights, const std::string& name) {
+std::shared_ptr<Metric> auc(const Tensor& labels, const Tensor& predictions, const Tensor& weights,
+                            const std::string& name) {
   return update<Auc>(name, labels, predictions, weights);
 }
 

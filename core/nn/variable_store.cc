@@ -16,8 +16,8 @@ thread_local std::vector<std::string> scopes;
 void check_name(std::string_view name) {
   bool ok = !name.empty() && name.front() != '/' && name.back() != '/';
   for (char c : name) {
-    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '/' ||
-                c == '-' || c == '.');
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '/' || c == '-' ||
+                c == '.');
   }
   if (!ok) {
     throw InvalidArgumentError(str_cat("invalid variable name '", name,
@@ -37,8 +37,8 @@ std::shared_ptr<Variable> default_variable_creator(const VariableSpec& spec, uin
   }
   if (value.shape() != spec.shape || value.dtype() != spec.dtype) {
     throw InvalidArgumentError(str_cat("the initializer of variable '", spec.name, "' returned ",
-                                       value.dtype(), " ", value.shape(), "; expected ",
-                                       spec.dtype, " ", spec.shape));
+                                       value.dtype(), " ", value.shape(), "; expected ", spec.dtype,
+                                       " ", spec.shape));
   }
   if (!value.is_contiguous() || value.device() != default_device()) {
     value = value.to(default_device()).clone();
@@ -55,10 +55,9 @@ Variable& VariableStore::get_or_create(const VariableSpec& spec) {
   if (it != by_name_.end()) {
     Variable& existing = *it->second;
     if (existing.shape() != spec.shape || existing.dtype() != spec.dtype) {
-      throw InvalidArgumentError(str_cat("variable '", spec.name, "' already exists as ",
-                                         existing.dtype(), " ", existing.shape(),
-                                         "; it was asked for again as ", spec.dtype, " ",
-                                         spec.shape));
+      throw InvalidArgumentError(
+          str_cat("variable '", spec.name, "' already exists as ", existing.dtype(), " ",
+                  existing.shape(), "; it was asked for again as ", spec.dtype, " ", spec.shape));
     }
     return existing;
   }

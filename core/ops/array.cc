@@ -44,10 +44,10 @@ Tensor transpose(const Tensor& x, const std::vector<int>& permutation) {
   checks::defined("transpose", x);
   Tensor y = views::transpose(x, permutation, "transpose");
   if (autodiff::should_record({&x})) {
-    autodiff::record("transpose", {x}, {y}, [inv = inverse_permutation(permutation)](
-                                                const BackwardContext& c) {
-      return std::vector<Gradient>{transpose(c.grad(), inv)};
-    });
+    autodiff::record("transpose", {x}, {y},
+                     [inv = inverse_permutation(permutation)](const BackwardContext& c) {
+                       return std::vector<Gradient>{transpose(c.grad(), inv)};
+                     });
   }
   return y;
 }
@@ -56,13 +56,14 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step
   checks::defined("slice", x);
   Tensor y = views::slice(x, axis, start, end, step, "slice");
   if (autodiff::should_record({&x})) {
-    autodiff::record("slice", {x}, {y}, [shape = x.shape(), device = x.device(), axis, start,
-                                         end, step](const BackwardContext& c) {
-      Tensor dx = Tensor::zeros(shape, c.grad().dtype(), device);
-      Tensor window = views::slice(dx, axis, start, end, step, "slice");
-      kernels::copy.call(dx.device(), c.grad(), window);
-      return std::vector<Gradient>{dx};
-    });
+    autodiff::record(
+        "slice", {x}, {y},
+        [shape = x.shape(), device = x.device(), axis, start, end, step](const BackwardContext& c) {
+          Tensor dx = Tensor::zeros(shape, c.grad().dtype(), device);
+          Tensor window = views::slice(dx, axis, start, end, step, "slice");
+          kernels::copy.call(dx.device(), c.grad(), window);
+          return std::vector<Gradient>{dx};
+        });
   }
   return y;
 }
@@ -72,8 +73,8 @@ Tensor expand_dims(const Tensor& x, int axis) {
   int rank = x.rank();
   int a = axis < 0 ? axis + rank + 1 : axis;
   if (a < 0 || a > rank) {
-    throw InvalidArgumentError(str_cat("expand_dims: axis ", axis,
-                                       " is out of range for a tensor of shape ", x.shape()));
+    throw InvalidArgumentError(
+        str_cat("expand_dims: axis ", axis, " is out of range for a tensor of shape ", x.shape()));
   }
   std::vector<int64_t> dims = x.shape().to_vector();
   dims.insert(dims.begin() + a, 1);
@@ -187,9 +188,8 @@ Tensor contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;
   Tensor y = kernels::clone_raw(x);
   if (autodiff::should_record({&x})) {
-    autodiff::record("contiguous", {x}, {y}, [](const BackwardContext& c) {
-      return std::vector<Gradient>{c.grad()};
-    });
+    autodiff::record("contiguous", {x}, {y},
+                     [](const BackwardContext& c) { return std::vector<Gradient>{c.grad()}; });
   }
   return y;
 }
@@ -198,9 +198,8 @@ Tensor clone(const Tensor& x) {
   checks::defined("clone", x);
   Tensor y = kernels::clone_raw(x);
   if (autodiff::should_record({&x})) {
-    autodiff::record("clone", {x}, {y}, [](const BackwardContext& c) {
-      return std::vector<Gradient>{c.grad()};
-    });
+    autodiff::record("clone", {x}, {y},
+                     [](const BackwardContext& c) { return std::vector<Gradient>{c.grad()}; });
   }
   return y;
 }

@@ -32,9 +32,8 @@ void check_indices(const char* op, const Tensor& indices, int64_t limit, const S
   if (bad >= 0) {
     Tensor one = views::reshape(contiguous(indices), Shape{indices.numel()});
     int64_t value = slice(one, 0, bad, bad + 1).item<int64_t>();
-    throw InvalidArgumentError(str_cat(op, ": indices[", bad, "] = ", value,
-                                       " is not in [0, ", limit, ") for axis ", axis,
-                                       " of shape ", shape));
+    throw InvalidArgumentError(str_cat(op, ": indices[", bad, "] = ", value, " is not in [0, ",
+                                       limit, ") for axis ", axis, " of shape ", shape));
   }
 }
 
@@ -60,7 +59,8 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
     NoGradScope no_grad;
     p3 = views::reshape(contiguous(params), Shape{s.outer, s.rows, s.inner});
   }
-  Tensor out3 = Tensor::empty(Shape{s.outer, idx.numel(), s.inner}, params.dtype(), params.device());
+  Tensor out3 =
+      Tensor::empty(Shape{s.outer, idx.numel(), s.inner}, params.dtype(), params.device());
   if (out3.numel() > 0) kernels::gather.call(params.device(), p3, idx, out3);
   std::vector<int64_t> dims(params.shape().begin(), params.shape().begin() + a);
   dims.insert(dims.end(), indices.shape().begin(), indices.shape().end());
@@ -68,19 +68,21 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   Tensor out = views::reshape(out3, Shape(dims));
 
   if (is_floating(params.dtype()) && autodiff::should_record({&params})) {
-    autodiff::record("gather", {params, indices}, {out}, [idx, a, s, shape = params.shape()](
-                                                              const BackwardContext& c) {
-      if (a == 0) {
-        std::vector<int64_t> value_dims{idx.numel()};
-        value_dims.insert(value_dims.end(), shape.begin() + 1, shape.end());
-        return std::vector<Gradient>{
-            IndexedSlices{idx, reshape(c.grad(), value_dims), shape}, Gradient()};
-      }
-      Tensor dp = Tensor::zeros(Shape{s.outer, s.rows, s.inner}, c.grad().dtype(), c.grad().device());
-      Tensor g3 = views::reshape(contiguous(c.grad()), Shape{s.outer, idx.numel(), s.inner});
-      kernels::scatter_add.call(dp.device(), idx, g3, dp);
-      return std::vector<Gradient>{views::reshape(dp, shape), Gradient()};
-    });
+    autodiff::record(
+        "gather", {params, indices}, {out},
+        [idx, a, s, shape = params.shape()](const BackwardContext& c) {
+          if (a == 0) {
+            std::vector<int64_t> value_dims{idx.numel()};
+            value_dims.insert(value_dims.end(), shape.begin() + 1, shape.end());
+            return std::vector<Gradient>{IndexedSlices{idx, reshape(c.grad(), value_dims), shape},
+                                         Gradient()};
+          }
+          Tensor dp =
+              Tensor::zeros(Shape{s.outer, s.rows, s.inner}, c.grad().dtype(), c.grad().device());
+          Tensor g3 = views::reshape(contiguous(c.grad()), Shape{s.outer, idx.numel(), s.inner});
+          kernels::scatter_add.call(dp.device(), idx, g3, dp);
+          return std::vector<Gradient>{views::reshape(dp, shape), Gradient()};
+        });
   }
   return out;
 }
@@ -99,9 +101,9 @@ void scatter_add_inplace(Tensor& target, const Tensor& indices, const Tensor& up
   std::vector<int64_t> expected{idx.numel()};
   expected.insert(expected.end(), target.shape().begin() + 1, target.shape().end());
   if (updates.shape() != Shape(expected)) {
-    throw InvalidArgumentError(str_cat("scatter_add: updates of shape ", updates.shape(),
-                                       " do not fit ", idx.numel(), " indices into a target of shape ",
-                                       target.shape(), " (expected ", Shape(expected), ")"));
+    throw InvalidArgumentError(str_cat(
+        "scatter_add: updates of shape ", updates.shape(), " do not fit ", idx.numel(),
+        " indices into a target of shape ", target.shape(), " (expected ", Shape(expected), ")"));
   }
   check_indices("scatter_add", idx, target.shape()[0], target.shape(), 0);
   int64_t inner = target.numel() / std::max<int64_t>(1, target.shape()[0]);
@@ -127,7 +129,8 @@ Tensor scatter_add(const Tensor& target, const Tensor& indices, const Tensor& up
     autodiff::record("scatter_add", {target, indices, updates}, {out},
                      [idx, ushape = updates.shape()](const BackwardContext& c) {
                        Gradient du;
-                       if (c.needs_grad(2)) du = reshape(gather(c.grad(), idx, 0), ushape.to_vector());
+                       if (c.needs_grad(2))
+                         du = reshape(gather(c.grad(), idx, 0), ushape.to_vector());
                        return std::vector<Gradient>{c.grad(), Gradient(), du};
                      });
   }

@@ -32,8 +32,7 @@ std::pair<Tensor, bool> operand(const Tensor& x, bool transposed) {
 
 // out = act(a·b + bias) for contiguous 2-D or 3-D operands; not recorded.
 Tensor product(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb,
-               const Tensor& bias = Tensor(),
-               kernels::Activation act = kernels::Activation::kNone,
+               const Tensor& bias = Tensor(), kernels::Activation act = kernels::Activation::kNone,
                double alpha = 0) {
   auto [a, fa] = operand(a_in, ta);
   auto [b, fb] = operand(b_in, tb);
@@ -92,8 +91,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   if (k_a != k_b) {
     throw InvalidArgumentError(str_cat("matmul: incompatible shapes ", a.shape(),
                                        transpose_a ? " (transposed)" : "", " and ", b.shape(),
-                                       transpose_b ? " (transposed)" : "",
-                                       ": inner dimensions ", k_a, " and ", k_b, " differ"));
+                                       transpose_b ? " (transposed)" : "", ": inner dimensions ",
+                                       k_a, " and ", k_b, " differ"));
   }
   int64_t m = transpose_a ? a.shape()[ra - 1] : a.shape()[ra - 2];
   int64_t n = transpose_b ? b.shape()[rb - 2] : b.shape()[rb - 1];
@@ -123,20 +122,22 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   }
 
   if (autodiff::should_record({&a, &b})) {
-    autodiff::record("matmul", {a, b}, {out}, [a, b, transpose_a, transpose_b](
-                                                  const BackwardContext& c) {
-      const Tensor& g = c.grad();
-      Gradient ga, gb;
-      if (c.needs_grad(0)) {
-        Tensor d = !transpose_a ? matmul(g, b, false, !transpose_b) : matmul(b, g, transpose_b, true);
-        ga = reduce_to_shape(d, a.shape());
-      }
-      if (c.needs_grad(1)) {
-        Tensor d = !transpose_b ? matmul(a, g, !transpose_a, false) : matmul(g, a, true, transpose_a);
-        gb = reduce_to_shape(d, b.shape());
-      }
-      return std::vector<Gradient>{ga, gb};
-    });
+    autodiff::record(
+        "matmul", {a, b}, {out}, [a, b, transpose_a, transpose_b](const BackwardContext& c) {
+          const Tensor& g = c.grad();
+          Gradient ga, gb;
+          if (c.needs_grad(0)) {
+            Tensor d =
+                !transpose_a ? matmul(g, b, false, !transpose_b) : matmul(b, g, transpose_b, true);
+            ga = reduce_to_shape(d, a.shape());
+          }
+          if (c.needs_grad(1)) {
+            Tensor d =
+                !transpose_b ? matmul(a, g, !transpose_a, false) : matmul(g, a, true, transpose_a);
+            gb = reduce_to_shape(d, b.shape());
+          }
+          return std::vector<Gradient>{ga, gb};
+        });
   }
   return out;
 }
@@ -145,10 +146,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation a
               double alpha) {
   check_operands("linear", x, w);
   if (x.rank() < 1 || w.rank() != 2 || x.shape()[x.rank() - 1] != w.shape()[0]) {
-    throw InvalidArgumentError(str_cat("linear: input of shape ", x.shape(),
-                                       " does not fit a kernel of shape ", w.shape(),
-                                       " (expected input [..., ", w.rank() == 2 ? w.shape()[0] : -1,
-                                       "] and kernel [in, out])"));
+    throw InvalidArgumentError(str_cat(
+        "linear: input of shape ", x.shape(), " does not fit a kernel of shape ", w.shape(),
+        " (expected input [..., ", w.rank() == 2 ? w.shape()[0] : -1, "] and kernel [in, out])"));
   }
   int64_t units = w.shape()[1];
   if (bias.defined()) {
@@ -180,27 +180,29 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Activation a
   Tensor y = x.rank() == 2 ? y2 : views::reshape(y2, Shape(out_dims));
 
   if (autodiff::should_record({&x, &w, &bias})) {
-    autodiff::record("linear", {x, w, bias}, {y}, [x2, w, y2, has_bias = bias.defined(), fused,
-                                                   alpha, in_shape = x.shape()](
-                                                      const BackwardContext& c) {
-      Tensor dy = c.grad().rank() == 2 ? contiguous(c.grad())
-                                       : contiguous(reshape(c.grad(), y2.shape().to_vector()));
-      Tensor dz = dy;
-      Tensor db;
-      if (fused != kernels::Activation::kNone || (has_bias && c.needs_grad(2))) {
-        dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
-        if (has_bias && c.needs_grad(2)) db = Tensor::empty(Shape{dy.shape()[1]}, dy.dtype(), dy.device());
-        Tensor grad_bias = db;
-        kernels::bias_activation_grad.call(dy.device(), fused, alpha, y2, dy, dz, grad_bias);
-      }
-      Gradient dx, dw;
-      if (c.needs_grad(0)) dx = reshape(product(dz, w, false, true), in_shape.to_vector());
-      if (c.needs_grad(1)) {
-        dw = c.may_leave_unbuilt(1) ? Gradient(std::make_shared<KernelGradient>(x2, dz))
-                                    : Gradient(product(x2, dz, true, false));
-      }
-      return std::vector<Gradient>{dx, dw, db.defined() ? Gradient(db) : Gradient()};
-    });
+    autodiff::record(
+        "linear", {x, w, bias}, {y},
+        [x2, w, y2, has_bias = bias.defined(), fused, alpha,
+         in_shape = x.shape()](const BackwardContext& c) {
+          Tensor dy = c.grad().rank() == 2 ? contiguous(c.grad())
+                                           : contiguous(reshape(c.grad(), y2.shape().to_vector()));
+          Tensor dz = dy;
+          Tensor db;
+          if (fused != kernels::Activation::kNone || (has_bias && c.needs_grad(2))) {
+            dz = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+            if (has_bias && c.needs_grad(2))
+              db = Tensor::empty(Shape{dy.shape()[1]}, dy.dtype(), dy.device());
+            Tensor grad_bias = db;
+            kernels::bias_activation_grad.call(dy.device(), fused, alpha, y2, dy, dz, grad_bias);
+          }
+          Gradient dx, dw;
+          if (c.needs_grad(0)) dx = reshape(product(dz, w, false, true), in_shape.to_vector());
+          if (c.needs_grad(1)) {
+            dw = c.may_leave_unbuilt(1) ? Gradient(std::make_shared<KernelGradient>(x2, dz))
+                                        : Gradient(product(x2, dz, true, false));
+          }
+          return std::vector<Gradient>{dx, dw, db.defined() ? Gradient(db) : Gradient()};
+        });
   }
   return fuse ? y : activate(y, activation, alpha);
 }

@@ -21,8 +21,7 @@ Tensor draw(kernels::RandomDistribution dist, const char* op, const Shape& shape
 
 }  // namespace
 
-Tensor random_uniform(const Shape& shape, double lo, double hi, DType dtype,
-                      Generator* generator) {
+Tensor random_uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* generator) {
   if (!(lo < hi)) {
     throw InvalidArgumentError(str_cat("random_uniform: need lo < hi, got [", lo, ", ", hi, ")"));
   }

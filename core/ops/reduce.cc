@@ -31,8 +31,8 @@ Plan plan_reduction(const Tensor& x, const std::vector<int>& axes, const char* o
   for (int axis : axes) {
     int a = axis < 0 ? axis + rank : axis;
     if (a < 0 || a >= rank) {
-      throw InvalidArgumentError(str_cat(op, ": axis ", axis,
-                                         " is out of range for a tensor of shape ", x.shape()));
+      throw InvalidArgumentError(
+          str_cat(op, ": axis ", axis, " is out of range for a tensor of shape ", x.shape()));
     }
     plan.reduced[a] = 1;
   }
@@ -72,16 +72,17 @@ Tensor as_three_d(const Tensor& x, const Plan& plan) {
     return views::reshape(contiguous(x), Shape{outer, mid, inner});
   }
   std::vector<int> perm;
-  for (int d = 0; d < rank; ++d) if (!plan.reduced[d]) perm.push_back(d);
-  for (int d = 0; d < rank; ++d) if (plan.reduced[d]) perm.push_back(d);
+  for (int d = 0; d < rank; ++d)
+    if (!plan.reduced[d]) perm.push_back(d);
+  for (int d = 0; d < rank; ++d)
+    if (plan.reduced[d]) perm.push_back(d);
   Tensor moved = contiguous(views::transpose(x, perm, "reduce"));
   int64_t kept = x.numel() / std::max<int64_t>(1, plan.reduced_count);
   if (plan.reduced_count == 0) kept = plan.out_shape.num_elements();
   return views::reshape(moved, Shape{kept, plan.reduced_count, 1});
 }
 
-Tensor reduce_raw(ReduceOp op, const char* name, const Tensor& x, const Plan& plan,
-                  bool keepdims) {
+Tensor reduce_raw(ReduceOp op, const char* name, const Tensor& x, const Plan& plan, bool keepdims) {
   DType out_dtype = (op == ReduceOp::kAny || op == ReduceOp::kAll) ? DType::kBool : x.dtype();
   Tensor x3 = as_three_d(x, plan);
   Tensor out = Tensor::empty(Shape{x3.shape()[0], x3.shape()[2]}, out_dtype, x.device());
@@ -96,17 +97,19 @@ Tensor reduce_raw(ReduceOp op, const char* name, const Tensor& x, const Plan& pl
 Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const std::vector<int>& axes,
                bool keepdims) {
   checks::defined(name, x);
-  if (x.dtype() == DType::kBool) throw InvalidArgumentError(str_cat(name, ": bool input; use any/all"));
+  if (x.dtype() == DType::kBool)
+    throw InvalidArgumentError(str_cat(name, ": bool input; use any/all"));
   Plan plan = plan_reduction(x, axes, name);
   Tensor y = reduce_raw(op, name, x, plan, keepdims);
   if (is_floating(x.dtype()) && autodiff::should_record({&x})) {
-    autodiff::record(name, {x}, {y}, [x, y, keep = plan.keep_shape, axes](const BackwardContext& c) {
-      Tensor y_full = broadcast_to(reshape(y, keep.to_vector()), x.shape());
-      Tensor hits = cast(equal(x, y_full), x.dtype());
-      Tensor count = sum(hits, axes, /*keepdims=*/true);
-      Tensor g = reshape(c.grad(), keep.to_vector());
-      return std::vector<Gradient>{mul(hits, div(g, count))};
-    });
+    autodiff::record(name, {x}, {y},
+                     [x, y, keep = plan.keep_shape, axes](const BackwardContext& c) {
+                       Tensor y_full = broadcast_to(reshape(y, keep.to_vector()), x.shape());
+                       Tensor hits = cast(equal(x, y_full), x.dtype());
+                       Tensor count = sum(hits, axes, /*keepdims=*/true);
+                       Tensor g = reshape(c.grad(), keep.to_vector());
+                       return std::vector<Gradient>{mul(hits, div(g, count))};
+                     });
   }
   return y;
 }
@@ -119,10 +122,10 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
   Plan plan = plan_reduction(x, axes, "sum");
   Tensor y = reduce_raw(ReduceOp::kSum, "sum", x, plan, keepdims);
   if (is_floating(x.dtype()) && autodiff::should_record({&x})) {
-    autodiff::record("sum", {x}, {y}, [in = x.shape(), keep = plan.keep_shape](
-                                          const BackwardContext& c) {
-      return std::vector<Gradient>{broadcast_to(reshape(c.grad(), keep.to_vector()), in)};
-    });
+    autodiff::record(
+        "sum", {x}, {y}, [in = x.shape(), keep = plan.keep_shape](const BackwardContext& c) {
+          return std::vector<Gradient>{broadcast_to(reshape(c.grad(), keep.to_vector()), in)};
+        });
   }
   return y;
 }
@@ -133,12 +136,13 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
   Plan plan = plan_reduction(x, axes, "mean");
   Tensor y = reduce_raw(ReduceOp::kMean, "mean", x, plan, keepdims);
   if (is_floating(x.dtype()) && autodiff::should_record({&x})) {
-    autodiff::record("mean", {x}, {y}, [in = x.shape(), keep = plan.keep_shape,
-                                        n = plan.reduced_count](const BackwardContext& c) {
-      Tensor g = div(reshape(c.grad(), keep.to_vector()),
-                     scalar_like(c.grad(), static_cast<double>(std::max<int64_t>(n, 1))));
-      return std::vector<Gradient>{broadcast_to(g, in)};
-    });
+    autodiff::record(
+        "mean", {x}, {y},
+        [in = x.shape(), keep = plan.keep_shape, n = plan.reduced_count](const BackwardContext& c) {
+          Tensor g = div(reshape(c.grad(), keep.to_vector()),
+                         scalar_like(c.grad(), static_cast<double>(std::max<int64_t>(n, 1))));
+          return std::vector<Gradient>{broadcast_to(g, in)};
+        });
   }
   return y;
 }
@@ -170,7 +174,8 @@ Tensor arg_extreme(kernels::ArgReduceOp op, const char* name, const Tensor& x, i
   if (x.dtype() == DType::kBool) throw InvalidArgumentError(str_cat(name, ": bool input"));
   int a = x.shape().normalize_axis(axis);
   if (x.shape()[a] == 0) {
-    throw InvalidArgumentError(str_cat(name, ": axis ", axis, " of shape ", x.shape(), " is empty"));
+    throw InvalidArgumentError(
+        str_cat(name, ": axis ", axis, " of shape ", x.shape(), " is empty"));
   }
   Plan plan = plan_reduction(x, {a}, name);
   Tensor x3 = as_three_d(x, plan);

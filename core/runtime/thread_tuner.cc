@@ -23,10 +23,10 @@ constexpr int64_t kMaxInterval = 3200;
 // collapse (the waiting threads spin while the one they wait for is not running).
 constexpr double kFewerWins = 0.95;
 constexpr double kMoreWins = 0.85;
-constexpr double kSlower = 1.25;   // steps this much slower than the reference: try soon
-constexpr size_t kEarly = 3;       // trial steps after which a clear loser stops
+constexpr double kSlower = 1.25;  // steps this much slower than the reference: try soon
+constexpr size_t kEarly = 3;      // trial steps after which a clear loser stops
 constexpr double kLosing = 1.2;
-constexpr double kHopeless = 3;   // one trial step this much slower ends the trial
+constexpr double kHopeless = 3;  // one trial step this much slower ends the trial
 
 // Steps are compared by their mean, not their median: with a neighbour on a core, most
 // steps of two threads are fast and a few stall for a scheduler time slice, and the
@@ -40,8 +40,12 @@ double mean(const std::vector<double>& values) {
 }  // namespace
 
 ThreadTuner::ThreadTuner(int max_threads)
-    : max_(std::max(1, max_threads)), current_(max_), next_trial_(kFirstTrial),
-      interval_(kMinInterval), skip_(kWarmUp), more_backoff_(kMinInterval) {}
+    : max_(std::max(1, max_threads)),
+      current_(max_),
+      next_trial_(kFirstTrial),
+      interval_(kMinInterval),
+      skip_(kWarmUp),
+      more_backoff_(kMinInterval) {}
 
 ThreadTuner::~ThreadTuner() {
   if (current_ != max_ || trial_threads_ != 0) set_intra_op_threads(max_);

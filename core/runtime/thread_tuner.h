@@ -50,10 +50,10 @@ class ThreadTuner {
   int64_t steps_ = 0;
   int64_t next_trial_ = 0;
   int64_t interval_;
-  int direction_ = -1;  // the next trial's direction: -1 fewer threads, +1 more
-  int skip_;            // steps not measured (warm-up, or the team resizing after a change)
-  bool went_up_ = false;       // the last change added threads
-  int64_t more_backoff_;       // steps before more threads are tried after they failed
+  int direction_ = -1;    // the next trial's direction: -1 fewer threads, +1 more
+  int skip_;              // steps not measured (warm-up, or the team resizing after a change)
+  bool went_up_ = false;  // the last change added threads
+  int64_t more_backoff_;  // steps before more threads are tried after they failed
   int64_t no_more_until_ = 0;
 };
 

@@ -44,7 +44,7 @@ std::atomic<int>& budget() {
 std::atomic<int> generation{1};
 
 struct ThreadState {
-  int divisor = 1;      // replicas sharing the budget on this thread's behalf
+  int divisor = 1;  // replicas sharing the budget on this thread's behalf
   int applied_generation = 0;
   int threads = 1;
   bool flushes_denormals = false;
@@ -87,10 +87,10 @@ int max_intra_op_threads() { return kMaxThreadsPerCore * hardware_threads(); }
 
 void set_intra_op_threads(int threads) {
   if (threads > max_intra_op_threads()) {
-    throw InvalidArgumentError(str_cat(
-        "intra-op threads: ", threads, " (--threads, set_intra_op_threads) is more than ",
-        max_intra_op_threads(), ", the most this process may use (", kMaxThreadsPerCore,
-        " threads a core on its ", hardware_threads(), " cores)"));
+    throw InvalidArgumentError(
+        str_cat("intra-op threads: ", threads, " (--threads, set_intra_op_threads) is more than ",
+                max_intra_op_threads(), ", the most this process may use (", kMaxThreadsPerCore,
+                " threads a core on its ", hardware_threads(), " cores)"));
   }
   budget().store(std::max(1, threads), std::memory_order_relaxed);
   generation.fetch_add(1, std::memory_order_release);

@@ -5,15 +5,16 @@
 
 #include <cstddef>
 #include <cstdint>
+
 #include "cadre/base/errors.h"
 
 namespace cadre {
 
 struct AllocatorStats {
-  int64_t bytes_in_use = 0;       // held by live buffers
-  int64_t peak_bytes_in_use = 0;  // high-water mark of bytes_in_use since the last reset
-  int64_t bytes_reserved = 0;     // in use plus cached, as obtained from the system
-  int64_t num_allocations = 0;    // allocate() calls
+  int64_t bytes_in_use = 0;            // held by live buffers
+  int64_t peak_bytes_in_use = 0;       // high-water mark of bytes_in_use since the last reset
+  int64_t bytes_reserved = 0;          // in use plus cached, as obtained from the system
+  int64_t num_allocations = 0;         // allocate() calls
   int64_t num_system_allocations = 0;  // of those, the ones the cache could not serve
 };
 

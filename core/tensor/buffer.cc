@@ -7,8 +7,8 @@
 namespace cadre {
 
 Buffer::Buffer(Device device, size_t bytes) : device_(device), bytes_(bytes) {
-  allocator_ = device.is_cpu() ? &cpu_allocator()
-                               : &device_backend(device.type)->allocator(device.index);
+  allocator_ =
+      device.is_cpu() ? &cpu_allocator() : &device_backend(device.type)->allocator(device.index);
   data_ = allocator_->allocate(bytes);
 }
 

@@ -38,9 +38,9 @@ void* CachingAllocator::allocate(size_t bytes) {
       ptr = system_.allocate(size);
     }
     if (ptr == nullptr) {
-      throw ResourceExhaustedError(str_cat("out of memory on ", system_.device_name,
-                                           " allocating ", bytes, " bytes with ",
-                                           stats_.bytes_in_use, " bytes in use"));
+      throw ResourceExhaustedError(str_cat("out of memory on ", system_.device_name, " allocating ",
+                                           bytes, " bytes with ", stats_.bytes_in_use,
+                                           " bytes in use"));
     }
     ++stats_.num_system_allocations;
     stats_.bytes_reserved += static_cast<int64_t>(size);

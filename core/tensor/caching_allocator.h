@@ -15,8 +15,8 @@ namespace cadre {
 class CachingAllocator : public Allocator {
  public:
   struct SystemAllocator {
-    std::string device_name;                         // for error messages: "cpu", "gpu:0"
-    std::function<void*(size_t bytes)> allocate;     // returns null when out of memory
+    std::string device_name;                      // for error messages: "cpu", "gpu:0"
+    std::function<void*(size_t bytes)> allocate;  // returns null when out of memory
     std::function<void(void* ptr)> deallocate;
   };
 

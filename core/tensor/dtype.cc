@@ -21,8 +21,8 @@ float bits_float(uint32_t bits) {
   return value;
 }
 
-constexpr std::array<DType, 8> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
-                                             DType::kInt64,   DType::kUInt8,   DType::kBool,
+constexpr std::array<DType, 8> kAllDTypes = {DType::kFloat32,  DType::kFloat64, DType::kInt32,
+                                             DType::kInt64,    DType::kUInt8,   DType::kBool,
                                              DType::kBFloat16, DType::kFloat16};
 
 }  // namespace
@@ -76,28 +76,44 @@ Float16::operator float() const {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt8: return "uint8";
-    case DType::kBool: return "bool";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat16: return "float16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kBool:
+      return "bool";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat16:
+      return "float16";
   }
   return "invalid";
 }
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kUInt8: return 1;
-    case DType::kBool: return 1;
-    case DType::kBFloat16: return 2;
-    case DType::kFloat16: return 2;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kUInt8:
+      return 1;
+    case DType::kBool:
+      return 1;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kFloat16:
+      return 2;
   }
   return 0;
 }
@@ -117,15 +133,14 @@ DType parse_dtype(std::string_view name) {
   }
   std::array<std::string_view, kAllDTypes.size()> names;
   for (size_t i = 0; i < kAllDTypes.size(); ++i) names[i] = dtype_name(kAllDTypes[i]);
-  throw InvalidArgumentError(
-      str_cat("unknown dtype '", name, "'; expected one of: ", join(names)));
+  throw InvalidArgumentError(str_cat("unknown dtype '", name, "'; expected one of: ", join(names)));
 }
 
 std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
 
 void throw_unsupported_dtype(std::string_view what, DType dtype, std::string_view supported) {
-  throw InvalidArgumentError(str_cat(what, ": unsupported dtype ", dtype_name(dtype),
-                                     "; expected one of: ", supported));
+  throw InvalidArgumentError(
+      str_cat(what, ": unsupported dtype ", dtype_name(dtype), "; expected one of: ", supported));
 }
 
 }  // namespace cadre

@@ -13,8 +13,8 @@ Shape infer_shape(const std::vector<int64_t>& dims, int64_t num_elements, const 
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == -1) {
       if (infer >= 0) {
-        throw InvalidArgumentError(str_cat(op, ": only one dimension may be -1, got [",
-                                           join(dims), "]"));
+        throw InvalidArgumentError(
+            str_cat(op, ": only one dimension may be -1, got [", join(dims), "]"));
       }
       infer = static_cast<int>(i);
     } else if (dims[i] < 0) {
@@ -26,14 +26,13 @@ Shape infer_shape(const std::vector<int64_t>& dims, int64_t num_elements, const 
   std::vector<int64_t> resolved = dims;
   if (infer >= 0) {
     if (known == 0 || num_elements % known != 0) {
-      throw InvalidArgumentError(str_cat(op, ": cannot reshape ", num_elements,
-                                         " elements into [", join(dims), "]"));
+      throw InvalidArgumentError(
+          str_cat(op, ": cannot reshape ", num_elements, " elements into [", join(dims), "]"));
     }
     resolved[infer] = num_elements / known;
   } else if (known != num_elements) {
-    throw InvalidArgumentError(str_cat(op, ": cannot reshape ", num_elements,
-                                       " elements into [", join(dims), "] (",
-                                       known, " elements)"));
+    throw InvalidArgumentError(str_cat(op, ": cannot reshape ", num_elements, " elements into [",
+                                       join(dims), "] (", known, " elements)"));
   }
   return Shape(resolved);
 }
@@ -55,9 +54,8 @@ Tensor transpose(const Tensor& x, const std::vector<int>& permutation, const cha
   for (int i = 0; i < rank; ++i) {
     int p = permutation[i];
     if (p < 0 || p >= rank || seen[p]) {
-      throw InvalidArgumentError(str_cat(op, ": [", join(permutation),
-                                         "] is not a permutation of the axes of shape ",
-                                         x.shape()));
+      throw InvalidArgumentError(str_cat(
+          op, ": [", join(permutation), "] is not a permutation of the axes of shape ", x.shape()));
     }
     seen[p] = true;
     shape.push_back(x.shape()[p]);
@@ -66,8 +64,7 @@ Tensor transpose(const Tensor& x, const std::vector<int>& permutation, const cha
   return Tensor::view_of(x.buffer(), shape, strides, x.offset(), x.dtype());
 }
 
-Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step,
-             const char* op) {
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step, const char* op) {
   int a = x.shape().normalize_axis(axis);
   int64_t size = x.shape()[a];
   if (step <= 0) throw InvalidArgumentError(str_cat(op, ": step must be positive, got ", step));
@@ -87,8 +84,7 @@ Tensor broadcast(const Tensor& x, const Shape& shape, const char* op) {
   if (x.shape() == shape) return x;
   int rank = shape.rank();
   if (x.rank() > rank) {
-    throw InvalidArgumentError(
-        str_cat(op, ": cannot broadcast shape ", x.shape(), " to ", shape));
+    throw InvalidArgumentError(str_cat(op, ": cannot broadcast shape ", x.shape(), " to ", shape));
   }
   Strides strides{};
   for (int i = 0; i < rank; ++i) {

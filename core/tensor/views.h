@@ -15,8 +15,7 @@ Shape infer_shape(const std::vector<int64_t>& dims, int64_t num_elements, const 
 // A view when the tensor is contiguous; undefined (defined() false) when a copy is needed.
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor transpose(const Tensor& x, const std::vector<int>& permutation, const char* op);
-Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step,
-             const char* op);
+Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step, const char* op);
 Tensor broadcast(const Tensor& x, const Shape& shape, const char* op);
 // A 2-D tensor stored as the transpose of a contiguous matrix (strides {1, rows}).
 bool is_transposed_matrix(const Tensor& x);

@@ -144,15 +144,15 @@ int run() {
   eval_spec.throttle_secs = 0;
   TrainAndEvaluateResult result =
       train_and_evaluate(estimator, TrainSpec(train_input_fn, FLAGS_max_steps, {steps}), eval_spec);
-  std::string line = std::string("{\"task\":\"") +
-                     (config.cluster ? config.task_type : "local") + "\",\"global_step\":" +
+  std::string line = std::string("{\"task\":\"") + (config.cluster ? config.task_type : "local") +
+                     "\",\"global_step\":" +
                      std::to_string(static_cast<int64_t>(result.final_eval.at("global_step")));
   if (std::optional<ParameterServerTraffic> traffic = parameter_server_traffic(*strategy);
       traffic && steps->steps > 0) {
     int64_t table = FLAGS_vocab_size * FLAGS_embedding_dim * 4;
-    line += ",\"table_bytes\":" + std::to_string(table) + ",\"pushed_bytes_per_step\":" +
-            std::to_string(traffic->bytes_pushed / steps->steps) + ",\"pulled_bytes_per_step\":" +
-            std::to_string(traffic->bytes_pulled / steps->steps);
+    line += ",\"table_bytes\":" + std::to_string(table) +
+            ",\"pushed_bytes_per_step\":" + std::to_string(traffic->bytes_pushed / steps->steps) +
+            ",\"pulled_bytes_per_step\":" + std::to_string(traffic->bytes_pulled / steps->steps);
   }
   line += examples::metrics_json(result.final_eval);
   std::printf("%s}\n", line.c_str());

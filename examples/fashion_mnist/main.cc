@@ -122,10 +122,10 @@ int run() {
   examples::check_flag(FLAGS_learning_rate > 0 && std::isfinite(FLAGS_learning_rate),
                        "learning_rate", FLAGS_learning_rate, "a positive number");
   if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
-    throw InvalidArgumentError(
-        "--batch_size=" + std::to_string(FLAGS_batch_size) + " does not divide over the " +
-        std::to_string(strategy->num_replicas_in_sync()) + " replicas of --strategy=" +
-        FLAGS_strategy);
+    throw InvalidArgumentError("--batch_size=" + std::to_string(FLAGS_batch_size) +
+                               " does not divide over the " +
+                               std::to_string(strategy->num_replicas_in_sync()) +
+                               " replicas of --strategy=" + FLAGS_strategy);
   }
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
 
@@ -147,9 +147,8 @@ int run() {
   TrainAndEvaluateResult result =
       train_and_evaluate(estimator, TrainSpec(train_input_fn, FLAGS_max_steps), eval_spec);
   const EvalResult& eval = result.final_eval;
-  std::string line = std::string("{\"task\":\"") +
-                     (config.cluster ? config.task_type : "local") + "\",\"model\":\"" +
-                     FLAGS_model + "\",\"global_step\":" +
+  std::string line = std::string("{\"task\":\"") + (config.cluster ? config.task_type : "local") +
+                     "\",\"model\":\"" + FLAGS_model + "\",\"global_step\":" +
                      std::to_string(static_cast<int64_t>(eval.at("global_step")));
   line += examples::metrics_json(eval);
   std::printf("%s}\n", line.c_str());

@@ -24,9 +24,9 @@ using namespace cadre::keras;
 
 Model build(const std::string& name) {
   if (name == "mlp") {
-    return Sequential({InputLayer({784}, {.name = "image"}), Dense(256, "relu"), Dense(256, "relu"),
-                       Dense(10)},
-                      "mlp");
+    return Sequential(
+        {InputLayer({784}, {.name = "image"}), Dense(256, "relu"), Dense(256, "relu"), Dense(10)},
+        "mlp");
   }
   if (name != "cnn") throw InvalidArgumentError("--model=" + name + ": expected mlp or cnn");
   KerasTensor image = Input({784}, {.name = "image"});
@@ -69,5 +69,6 @@ int run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return cadre::examples::program_main(argc, argv, "Fashion-MNIST with the Keras-style Model API", run);
+  return cadre::examples::program_main(argc, argv, "Fashion-MNIST with the Keras-style Model API",
+                                       run);
 }

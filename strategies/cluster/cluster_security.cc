@@ -19,9 +19,9 @@ std::string variable(const char* name) {
 void ClusterSecurity::validate() const {
   int set = !ca_file.empty() + !cert_file.empty() + !key_file.empty();
   if (set != 0 && set != 3) {
-    throw InvalidArgumentError(str_cat(
-        "TLS needs the CA, the certificate and the key together; got CA '", ca_file,
-        "', certificate '", cert_file, "', key '", key_file, "'"));
+    throw InvalidArgumentError(
+        str_cat("TLS needs the CA, the certificate and the key together; got CA '", ca_file,
+                "', certificate '", cert_file, "', key '", key_file, "'"));
   }
 }
 

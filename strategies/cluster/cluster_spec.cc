@@ -82,7 +82,8 @@ void read_dense_cluster(const pb::Struct& cluster, ClusterConfig* config) {
   for (const auto& [job, value] : cluster.fields()) {
     std::string field = str_cat("cluster.", job);
     if (!known_jobs().count(job)) {
-      bad(field, str_cat("names an unknown task type; expected chief, worker, ps, evaluator or client"));
+      bad(field,
+          str_cat("names an unknown task type; expected chief, worker, ps, evaluator or client"));
     }
     if (value.kind_case() != pb::Value::kListValue) {
       bad(field, str_cat("= ", kind_of(value), " is not a list of \"host:port\" addresses"));
@@ -142,12 +143,14 @@ void validate_cluster(const ClusterConfig& config) {
   if (config.has_job("client")) {
     // Coordinator mode (docs/DEPLOY.md): the client drives the workers and writes model_dir.
     if (config.has_job("chief")) {
-      bad("cluster", "has a client and a chief: the client coordinates training and writes "
-                     "the checkpoints in place of a chief; list one of them");
+      bad("cluster",
+          "has a client and a chief: the client coordinates training and writes "
+          "the checkpoints in place of a chief; list one of them");
     }
     if (!config.has_job("worker")) {
-      bad("cluster", "has a client but no worker: the client dispatches training steps to "
-                     "workers; list them as \"worker\": [\"host:port\", ...]");
+      bad("cluster",
+          "has a client but no worker: the client dispatches training steps to "
+          "workers; list them as \"worker\": [\"host:port\", ...]");
     }
   }
   const std::string& type = config.task.type;

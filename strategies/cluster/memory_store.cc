@@ -27,7 +27,8 @@ void MemoryStore::wait(const std::vector<std::string>& keys, double timeout_seco
                       std::chrono::duration<double>(timeout_seconds));
   MutexLock lock(mutex_);
   for (const std::string& key : keys) {
-    if (!changed_.wait_until(mutex_, deadline, [&]() CADRE_REQUIRES(mutex_) { return values_.count(key) > 0; })) {
+    if (!changed_.wait_until(mutex_, deadline,
+                             [&]() CADRE_REQUIRES(mutex_) { return values_.count(key) > 0; })) {
       throw DeadlineExceededError(
           str_cat("key '", key, "' was not set within ", timeout_seconds, " s"));
     }

@@ -99,8 +99,8 @@ std::vector<std::pair<std::string, int>> slurm_jobs(const std::string& text, int
     jobs.emplace_back(type, std::stoi(count));
     total += jobs.back().second;
     if ((type == "chief" || type == "evaluator") && jobs.back().second > 1) {
-      throw InvalidArgumentError(str_cat("Slurm: CADRE_SLURM_JOBS = \"", text,
-                                         "\" has more than one ", type));
+      throw InvalidArgumentError(
+          str_cat("Slurm: CADRE_SLURM_JOBS = \"", text, "\" has more than one ", type));
     }
     at = comma + 1;
   }

@@ -8,9 +8,7 @@
 namespace cadre {
 
 StepClient::StepClient(TaskId task, std::string address, const ClusterSecurity& security)
-    : name_(str_cat(task.to_string(), " (", address, ")")),
-      security_(security),
-      token_(security) {
+    : name_(str_cat(task.to_string(), " (", address, ")")), security_(security), token_(security) {
   // A worker that died comes back at the same address: reconnect within a second rather
   // than after gRPC's default backoff of up to two minutes.
   grpc::ChannelArguments args;
@@ -41,8 +39,7 @@ steps::RunUnitResponse StepClient::run_unit(const ps::WorkUnit& unit, double tim
     running_ = nullptr;
   }
   if (!status.ok()) {
-    std::string message =
-        str_cat("unit ", unit.id, " on ", name_, ": ", status.error_message());
+    std::string message = str_cat("unit ", unit.id, " on ", name_, ": ", status.error_message());
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       message += refusal_hint(security_);
     }

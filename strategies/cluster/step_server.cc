@@ -19,8 +19,7 @@ using std::chrono::milliseconds;
 
 class Server final : public StepServer, public steps::StepService::Service {
  public:
-  explicit Server(StepServerOptions options)
-      : options_(std::move(options)) {}
+  explicit Server(StepServerOptions options) : options_(std::move(options)) {}
   ~Server() override { stop("the worker is shutting down", ErrorCode::kUnavailable, false); }
 
   void start(const std::string& address) {
@@ -127,8 +126,7 @@ class Server final : public StepServer, public steps::StepService::Service {
   }
 
  private:
-  grpc::Status stopped_status(grpc::ServerContext& context, bool finished)
-      CADRE_REQUIRES(mutex_) {
+  grpc::Status stopped_status(grpc::ServerContext& context, bool finished) CADRE_REQUIRES(mutex_) {
     if (finished) {
       return {grpc::StatusCode::UNAVAILABLE, str_cat(options_.task, ": training is finished")};
     }
@@ -142,7 +140,7 @@ class Server final : public StepServer, public steps::StepService::Service {
   Mutex mutex_;
   CondVar changed_;
   std::optional<ps::WorkUnit> unit_ CADRE_GUARDED_BY(mutex_);  // the unit running
-  uint64_t serial_ CADRE_GUARDED_BY(mutex_) = 0;                // one per RunUnit call
+  uint64_t serial_ CADRE_GUARDED_BY(mutex_) = 0;               // one per RunUnit call
   std::optional<ps::UnitOutcome> outcome_ CADRE_GUARDED_BY(mutex_);
   int64_t steps_applied_ CADRE_GUARDED_BY(mutex_) = 0;
   bool complete_ CADRE_GUARDED_BY(mutex_) = false;

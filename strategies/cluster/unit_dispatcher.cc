@@ -81,7 +81,8 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
       {
         MutexLock lock(shared.mutex);
         shared.changed.wait_for(shared.mutex, std::chrono::milliseconds(200),
-                                [&]() CADRE_REQUIRES(shared.mutex) { return shared.remaining == 0; });
+                                [&]()
+                                    CADRE_REQUIRES(shared.mutex) { return shared.remaining == 0; });
         if (shared.remaining == 0 || shared.failure) break;
         check_not_all_lost(shared.lost_since, shared.last_loss);
         so_far = shared.report;
@@ -216,7 +217,6 @@ void UnitDispatcher::give_back(size_t worker, const ps::WorkUnit& unit, const Er
   shared.last_loss = e.what();
   shared.changed.notify_all();
 }
-
 
 void UnitDispatcher::check_not_all_lost(
     const std::vector<std::optional<std::chrono::steady_clock::time_point>>& lost_since,

@@ -27,7 +27,7 @@ namespace cadre {
 namespace ps {
 class PsClient;
 struct WorkUnit;
-}
+}  // namespace ps
 class StepClient;
 
 struct DispatchOptions {

@@ -52,8 +52,8 @@ std::string job_secret_file(const std::string& path) {
   std::string name = "CADRE_JOB_SECRET_FILE=" + path;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    throw InvalidArgumentError(str_cat(name, " cannot be read (", std::strerror(errno),
-                                       "); expected the job's secret"));
+    throw InvalidArgumentError(
+        str_cat(name, " cannot be read (", std::strerror(errno), "); expected the job's secret"));
   }
   check_private(name, path, st, "");
   std::optional<std::string> secret = read_secret_file(path);

@@ -15,7 +15,8 @@ ParameterServers::ParameterServers(const ClusterConfig& cluster,
   // An evaluator evaluates on its local devices and reaches no ps task; nor has it the job's
   // secret (RunConfig::from_environment reads none for it).
   if (cluster.task.type == "evaluator") return;
-  if (cluster.num_ps_replicas() > 0) check_security_configured(cluster.security, cluster.task.to_string());
+  if (cluster.num_ps_replicas() > 0)
+    check_security_configured(cluster.security, cluster.task.to_string());
   for (int i = 0; i < cluster.num_ps_replicas(); ++i) {
     clients_.push_back(std::make_unique<PsClient>(i, cluster.address(TaskId{"ps", i}), client));
   }

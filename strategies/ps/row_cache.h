@@ -36,7 +36,7 @@ class RowCache : public nn::RemoteSource {
   const std::vector<std::unique_ptr<PsClient>>& clients_;
   std::vector<Slice> slices_;
   Mutex mutex_;
-  std::vector<uint8_t> fresh_ CADRE_GUARDED_BY(mutex_);  // per row
+  std::vector<uint8_t> fresh_ CADRE_GUARDED_BY(mutex_);    // per row
   std::vector<int64_t> touched_ CADRE_GUARDED_BY(mutex_);  // rows marked fresh
   bool all_fresh_ CADRE_GUARDED_BY(mutex_) = false;
 };

@@ -247,10 +247,15 @@ void BM_Conv2DSecondLayer(benchmark::State& state) {
     benchmark::DoNotOptimize(tape.gradient(y, {w, x}));
   }
   const double flop = 2.0 * 256 * 11 * 11 * 64 * 3 * 3 * 32 * (state.range(0) == 0 ? 1 : 3);
-  state.counters["GFLOP/s"] = benchmark::Counter(flop, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flop, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Conv2DSecondLayer)->ArgNames({"backward", "threads"})->Args({0, 2})->Args({1, 2})->Args({0, 1})->Args({1, 1});
+BENCHMARK(BM_Conv2DSecondLayer)
+    ->ArgNames({"backward", "threads"})
+    ->Args({0, 2})
+    ->Args({1, 2})
+    ->Args({0, 1})
+    ->Args({1, 1});
 
 }  // namespace
 }  // namespace cadre

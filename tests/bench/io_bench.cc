@@ -2,7 +2,6 @@
 // bytes (a Fashion-MNIST image) gathered from a 47 MB source in a random order, as `batch`
 // gathers the views that `shuffle` hands it.
 #include <benchmark/benchmark.h>
-
 #include <unistd.h>
 
 #include <cstdio>

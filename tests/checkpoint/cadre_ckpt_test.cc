@@ -61,8 +61,8 @@ TEST(CadreCkptTest, LsGivesTheBytesOfEachPart) {
   TempDir dir;
   CheckpointData data;
   data.global_step = 7;
-  data.variables["dense/kernel"] = Tensor::zeros({1000, 100});           // 400,000 bytes
-  data.variables["dense/kernel/Adam/m"] = Tensor::zeros({1000, 50});     // 200,000 bytes
+  data.variables["dense/kernel"] = Tensor::zeros({1000, 100});        // 400,000 bytes
+  data.variables["dense/kernel/Adam/m"] = Tensor::zeros({1000, 50});  // 200,000 bytes
   data.slot_of["dense/kernel/Adam/m"] = "dense/kernel";
   data.iterator_state["input/index"] = Tensor::zeros({300}, DType::kUInt8);  // 300 bytes
   CheckpointManager(dir.path()).save(data);
@@ -152,7 +152,8 @@ TEST(CadreCkptTest, ADamagedStateFileIsWorkedAroundByLsAndDiffAndReportedByVerif
       {"", "is empty"},
       {"}{ garbage\n", "line 1"},
       {"(missing)", "no state file"},
-      {"model_checkpoint_path: \"model.ckpt-300.h5\"\n", "model.ckpt-300.h5, which does not exist"}};
+      {"model_checkpoint_path: \"model.ckpt-300.h5\"\n",
+       "model.ckpt-300.h5, which does not exist"}};
   for (const auto& [state, problem] : damages) {
     TempDir dir;
     {

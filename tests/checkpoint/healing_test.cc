@@ -120,7 +120,8 @@ TEST_P(HealingTest, FindCheckpointsSaysWhatIsWrongAndListsTheFilesNewestFirst) {
       << found.state_problem;
   std::vector<std::string> expected;
   if (GetParam() == Damage::kNamesAMissingFile) expected.push_back(dir_.file("model.ckpt-40.h5"));
-  for (int step : {30, 20, 10}) expected.push_back(dir_.file(checkpoint_file_name("model.ckpt", step)));
+  for (int step : {30, 20, 10})
+    expected.push_back(dir_.file(checkpoint_file_name("model.ckpt", step)));
   EXPECT_EQ(found.candidates, expected);
 }
 
@@ -161,14 +162,14 @@ TEST_P(HealingTest, TheManagerRewritesTheStateFileAndKeepsEveryCheckpoint) {
   {
     CheckpointManager manager(dir_.path());
     EXPECT_EQ(manager.latest_checkpoint(), dir_.file("model.ckpt-30.h5"));
-    EXPECT_FALSE(log.matching({what_is_wrong(GetParam()), "rewrote it naming model.ckpt-30.h5"})
-                     .empty())
+    EXPECT_FALSE(
+        log.matching({what_is_wrong(GetParam()), "rewrote it naming model.ckpt-30.h5"}).empty())
         << log.all();
     CheckpointState state = read_state(*posix_env(), dir_.path()).value();
     EXPECT_EQ(state.model_checkpoint_path, "model.ckpt-30.h5");
-    EXPECT_EQ(state.all_model_checkpoint_paths,
-              (std::vector<std::string>{"model.ckpt-10.h5", "model.ckpt-20.h5",
-                                        "model.ckpt-30.h5"}));
+    EXPECT_EQ(
+        state.all_model_checkpoint_paths,
+        (std::vector<std::string>{"model.ckpt-10.h5", "model.ckpt-20.h5", "model.ckpt-30.h5"}));
     EXPECT_EQ(state.all_model_checkpoint_timestamps.size(), 3u);
     manager.save(small_model(40, 40));
   }

@@ -200,8 +200,8 @@ TEST(AutodiffTest, EmbeddingGradientIsSparse) {
 TEST(AutodiffTest, GradientsAddUpAndDensifyBelowTheOps) {
   IndexedSlices a{Tensor::from_vector<int32_t>({0, 2}),
                   Tensor::from_vector<float>({1, 2, 3, 4}, Shape{2, 2}), Shape{3, 2}};
-  IndexedSlices b{Tensor::from_vector<int64_t>({2}), Tensor::from_vector<float>({10, 20}, Shape{1, 2}),
-                  Shape{3, 2}};
+  IndexedSlices b{Tensor::from_vector<int64_t>({2}),
+                  Tensor::from_vector<float>({10, 20}, Shape{1, 2}), Shape{3, 2}};
   Gradient both = add_gradients(a, b);
   ASSERT_TRUE(both.is_sparse());
   EXPECT_EQ(both.sparse().indices.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 2}));
@@ -212,7 +212,8 @@ TEST(AutodiffTest, GradientsAddUpAndDensifyBelowTheOps) {
   EXPECT_EQ(add_gradients(ones, ones).dense().to_vector<float>(), std::vector<float>(6, 2));
   EXPECT_EQ(ones.to_vector<float>(), std::vector<float>(6, 1));  // sums are new tensors
 
-  IndexedSlices outside{Tensor::from_vector<int64_t>({1, 3}), Tensor::zeros(Shape{2, 2}), Shape{3, 2}};
+  IndexedSlices outside{Tensor::from_vector<int64_t>({1, 3}), Tensor::zeros(Shape{2, 2}),
+                        Shape{3, 2}};
   try {
     Gradient(outside).to_dense();
     FAIL() << "an index outside the dense shape was scattered";

@@ -46,7 +46,9 @@ TEST(VariableStoreTest, InitialValuesDependOnSeedAndNameOnly) {
     nn::VariableStore store(seed);
     nn::VariableStoreScope scope(store);
     if (other_first) nn::get_variable("other", Shape{3}, nn::initializers::glorot_uniform());
-    return nn::get_variable("w", Shape{4, 4}, nn::initializers::glorot_uniform()).tensor().to_vector<float>();
+    return nn::get_variable("w", Shape{4, 4}, nn::initializers::glorot_uniform())
+        .tensor()
+        .to_vector<float>();
   };
   EXPECT_EQ(kernel_of(5, false), kernel_of(5, true));
   EXPECT_NE(kernel_of(5, false), kernel_of(6, false));
@@ -147,7 +149,8 @@ TEST(LossesTest, ReductionsAndValues) {
   EXPECT_FLOAT_EQ(nn::mean_squared_error(labels, preds).item<float>(), (0 + 1 + 4 + 9) / 4.0f);
   nn::LossOptions none;
   none.reduction = nn::Reduction::kNone;
-  EXPECT_EQ(nn::mean_squared_error(labels, preds, none).to_vector<float>(), (std::vector<float>{0.5, 6.5}));
+  EXPECT_EQ(nn::mean_squared_error(labels, preds, none).to_vector<float>(),
+            (std::vector<float>{0.5, 6.5}));
   nn::LossOptions weighted;
   weighted.weights = Tensor::from_vector<float>({1, 0});
   EXPECT_FLOAT_EQ(nn::mean_squared_error(labels, preds, weighted).item<float>(), 0.25f);
@@ -159,7 +162,8 @@ TEST(LossesTest, ReductionsAndValues) {
   Tensor onehot = Tensor::from_vector<float>({1, 0, 0, 1}, Shape{2, 2});
   EXPECT_NEAR(nn::sparse_softmax_cross_entropy(ids, logits).item<float>(),
               nn::softmax_cross_entropy(onehot, logits).item<float>(), 1e-6);
-  EXPECT_NEAR(nn::sparse_softmax_cross_entropy(ids, logits).item<float>(), std::log(1 + std::exp(-2.0)), 1e-6);
+  EXPECT_NEAR(nn::sparse_softmax_cross_entropy(ids, logits).item<float>(),
+              std::log(1 + std::exp(-2.0)), 1e-6);
   // max(x, 0) - x z + log(1 + exp(-|x|)), averaged over the last axis then the batch.
   Tensor z = Tensor::from_vector<float>({1, 0, 0.5, 1}, Shape{2, 2});
   Tensor x = Tensor::from_vector<float>({2, -1, 0, -3}, Shape{2, 2});

@@ -45,10 +45,12 @@ TEST(MetricsTest, PrecisionRecall) {
 TEST(MetricsTest, AucMatchesKeras) {
   // tf.keras.metrics.AUC(num_thresholds=3) on this batch gives 0.75.
   nn::Auc three("auc", 3);
-  three.update(Tensor::from_vector<float>({0, 0, 1, 1}), Tensor::from_vector<float>({0, 0.5f, 0.3f, 0.9f}));
+  three.update(Tensor::from_vector<float>({0, 0, 1, 1}),
+               Tensor::from_vector<float>({0, 0.5f, 0.3f, 0.9f}));
   EXPECT_NEAR(three.result(), 0.75, 1e-9);
   nn::Auc fine;
-  fine.update(Tensor::from_vector<float>({0, 0, 1, 1}), Tensor::from_vector<float>({0.1f, 0.4f, 0.35f, 0.8f}));
+  fine.update(Tensor::from_vector<float>({0, 0, 1, 1}),
+              Tensor::from_vector<float>({0.1f, 0.4f, 0.35f, 0.8f}));
   EXPECT_NEAR(fine.result(), 0.75, 0.01);
   nn::Auc perfect;
   perfect.update(Tensor::from_vector<float>({0, 1}), Tensor::from_vector<float>({0.2f, 0.7f}));
@@ -59,7 +61,8 @@ TEST(MetricsTest, FunctionalFormsAccumulateInTheStore) {
   nn::VariableStore store;
   nn::VariableStoreScope scope(store);
   nn::metrics::accuracy(Tensor::from_vector<int64_t>({1}), Tensor::from_vector<int64_t>({1}));
-  auto m = nn::metrics::accuracy(Tensor::from_vector<int64_t>({1}), Tensor::from_vector<int64_t>({0}));
+  auto m =
+      nn::metrics::accuracy(Tensor::from_vector<int64_t>({1}), Tensor::from_vector<int64_t>({0}));
   EXPECT_DOUBLE_EQ(m->result(), 0.5);
   EXPECT_EQ(store.metrics().size(), 1u);
   EXPECT_TRUE(store.variables().empty());

@@ -118,13 +118,14 @@ TEST(OptimizersTest, SparseUpdatesTouchOnlyTheirRows) {
   auto adagrad = nn::optimizers::adagrad(0.1);
   step(*adagrad);
   std::vector<float> after = table.tensor().to_vector<float>();
-  EXPECT_FLOAT_EQ(after[2], 1);  // untouched row
+  EXPECT_FLOAT_EQ(after[2], 1);                                   // untouched row
   EXPECT_NEAR(after[4], 0 - 0.1 * 2 / std::sqrt(0.1 + 4), 1e-6);  // row 2 seen twice: g = 2
   EXPECT_FLOAT_EQ(store.find("t/Adagrad/accumulator")->tensor().to_vector<float>()[2], 0.1f);
 }
 
 TEST(OptimizersTest, ClippingAndSchedules) {
-  std::vector<Gradient> grads{Tensor::from_vector<double>({3, 0}), Tensor::from_vector<double>({4})};
+  std::vector<Gradient> grads{Tensor::from_vector<double>({3, 0}),
+                              Tensor::from_vector<double>({4})};
   EXPECT_DOUBLE_EQ(nn::global_norm(grads), 5);
   EXPECT_DOUBLE_EQ(nn::clip_by_global_norm(grads, 1.0), 5);
   EXPECT_NEAR(grads[0].dense().to_vector<double>()[0], 0.6, 1e-12);
@@ -151,7 +152,8 @@ TEST(OptimizersTest, ClippingAndSchedules) {
   nn::OptimizerOptions clip;
   clip.global_clipnorm = 0.1;
   nn::VariableStore store2;
-  std::vector<double> clipped = run(*nn::optimizers::sgd(1.0, 0, false, clip), {3.0, 4.0}, 1, store2);
+  std::vector<double> clipped =
+      run(*nn::optimizers::sgd(1.0, 0, false, clip), {3.0, 4.0}, 1, store2);
   EXPECT_NEAR(clipped[0], 3.0 - 0.06, 1e-12);
 }
 

@@ -86,7 +86,8 @@ TEST(OpsTest, Reductions) {
   EXPECT_EQ(mean(x, {-1}).to_vector<float>(), (V{2, 5}));
   EXPECT_EQ(max(x, {0}).to_vector<float>(), (V{4, 5, 6}));
   EXPECT_EQ(min(x).item<float>(), 1);
-  EXPECT_EQ(argmax(f32({1, 9, 9, 4, 0, 2}, {2, 3}), 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(argmax(f32({1, 9, 9, 4, 0, 2}, {2, 3}), 1).to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(argmin(x, 0).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
   Tensor cube = f32({0, 1, 2, 3, 4, 5, 6, 7}, {2, 2, 2});
   EXPECT_EQ(sum(cube, {0, 2}).to_vector<float>(), (V{10, 18}));  // non-adjacent axes
@@ -111,7 +112,9 @@ TEST(OpsTest, MatmulValues) {
   EXPECT_EQ(matmul(batch, b).to_vector<float>(), (V{4, 5, 10, 11, 8, 10, 20, 22}));
   // float32 (oneDNN) against float64 (OpenBLAS) on a larger random product.
   Tensor x = random_normal({37, 61}), y = random_normal({61, 29});
-  expect_close(matmul(x, y), matmul(x.cast(DType::kFloat64), y.cast(DType::kFloat64)).cast(DType::kFloat32), 1e-4);
+  expect_close(matmul(x, y),
+               matmul(x.cast(DType::kFloat64), y.cast(DType::kFloat64)).cast(DType::kFloat32),
+               1e-4);
 }
 
 // A slice of a matrix's columns (rows further apart than their length) is read in place
@@ -144,14 +147,18 @@ TEST(OpsTest, LinearFusesBiasAndActivation) {
 
 TEST(OpsTest, SoftmaxAndCrossEntropy) {
   Tensor logits = f32({1, 2, 3, 1, 1, 1}, {2, 3});
-  expect_close(softmax(logits), f32({0.09003057f, 0.24472847f, 0.66524096f, 1 / 3.f, 1 / 3.f, 1 / 3.f}, {2, 3}), 1e-6);
+  expect_close(softmax(logits),
+               f32({0.09003057f, 0.24472847f, 0.66524096f, 1 / 3.f, 1 / 3.f, 1 / 3.f}, {2, 3}),
+               1e-6);
   expect_close(exp(log_softmax(logits)), softmax(logits), 1e-6);
   Tensor labels = Tensor::from_vector<int64_t>({2, 0});
   expect_close(sparse_softmax_cross_entropy_with_logits(labels, logits),
                f32({0.40760596f, 1.09861229f}, {2}), 1e-6);
   // Stable for huge logits.
   Tensor big = f32({1000, 0}, {1, 2});
-  EXPECT_NEAR(sparse_softmax_cross_entropy_with_logits(Tensor::from_vector<int32_t>({1}), big).item<float>(), 1000, 1e-3);
+  EXPECT_NEAR(sparse_softmax_cross_entropy_with_logits(Tensor::from_vector<int32_t>({1}), big)
+                  .item<float>(),
+              1000, 1e-3);
   std::string message = error_of([&] {
     sparse_softmax_cross_entropy_with_logits(Tensor::from_vector<int64_t>({1, 12}), logits);
   });
@@ -165,11 +172,11 @@ TEST(OpsTest, Conv2DFloat32MatchesFloat64Reference) {
     std::array<int64_t, 2> strides, dilations;
     Padding padding;
   };
-  for (const Case& c : std::vector<Case>{
-           {{2, 9, 9, 3}, {3, 3, 3, 8}, {1, 1}, {1, 1}, Padding::kValid},
-           {{1, 8, 7, 4}, {3, 3, 4, 5}, {2, 2}, {1, 1}, Padding::kSame},
-           {{1, 9, 9, 2}, {3, 3, 2, 3}, {1, 1}, {2, 2}, Padding::kSame},
-           {{3, 28, 28, 1}, {3, 3, 1, 32}, {1, 1}, {1, 1}, Padding::kValid}}) {
+  for (const Case& c :
+       std::vector<Case>{{{2, 9, 9, 3}, {3, 3, 3, 8}, {1, 1}, {1, 1}, Padding::kValid},
+                         {{1, 8, 7, 4}, {3, 3, 4, 5}, {2, 2}, {1, 1}, Padding::kSame},
+                         {{1, 9, 9, 2}, {3, 3, 2, 3}, {1, 1}, {2, 2}, Padding::kSame},
+                         {{3, 28, 28, 1}, {3, 3, 1, 32}, {1, 1}, {1, 1}, Padding::kValid}}) {
     Tensor x = random_normal(c.x), w = random_normal(c.w), b = random_normal({c.w[3]});
     for (Activation act : {Activation::kNone, Activation::kRelu}) {
       Tensor got = conv2d(x, w, b, c.strides, c.padding, c.dilations, act);
@@ -189,7 +196,8 @@ TEST(OpsTest, PoolingValues) {
   EXPECT_EQ(max_pool2d(x, {2, 2}, {2, 2}).to_vector<float>(), (V{6, 8, 14, 16}));
   EXPECT_EQ(avg_pool2d(x, {2, 2}, {2, 2}).to_vector<float>(), (V{3.5, 5.5, 11.5, 13.5}));
   // SAME padding averages over the elements inside the image only.
-  EXPECT_EQ(avg_pool2d(x, {3, 3}, {2, 2}, Padding::kSame).to_vector<float>(), (V{6, 7.5, 12, 13.5}));
+  EXPECT_EQ(avg_pool2d(x, {3, 3}, {2, 2}, Padding::kSame).to_vector<float>(),
+            (V{6, 7.5, 12, 13.5}));
   EXPECT_EQ(max_pool2d(x, {3, 3}, {2, 2}, Padding::kSame).shape(), (Shape{1, 2, 2, 1}));
   // Ties go to the first tap (its gradient too); a NaN wins only as the first tap.
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -199,8 +207,8 @@ TEST(OpsTest, PoolingValues) {
   EXPECT_EQ(pooled[1], 5);
   Tensor later_nan = f32({1, nan, 3, 2}, {1, 2, 2, 1});
   EXPECT_EQ(max_pool2d(later_nan, {2, 2}, {2, 2}).to_vector<float>(), (V{3}));
-  EXPECT_TRUE(std::isnan(max_pool2d(f32({nan, 1, 3, 2}, {1, 2, 2, 1}), {2, 2}, {2, 2})
-                             .to_vector<float>()[0]));
+  EXPECT_TRUE(std::isnan(
+      max_pool2d(f32({nan, 1, 3, 2}, {1, 2, 2, 1}), {2, 2}, {2, 2}).to_vector<float>()[0]));
   Tensor ties = f32({5, 5, 5, 5}, {1, 2, 2, 1});
   GradientTape tape;
   tape.watch(ties);
@@ -214,8 +222,8 @@ TEST(OpsTest, BatchNormStatistics) {
   EXPECT_EQ(r.batch_mean.to_vector<float>(), (V{3, 20}));
   expect_close(r.batch_variance, f32({8.f / 3, 200.f / 3}, {2}), 1e-6);
   expect_close(mean(r.y, {0}), f32({0, 0}, {2}), 1e-6);
-  expect_close(batch_norm_inference(x, Tensor::ones(Shape{2}), Tensor::zeros(Shape{2}), r.batch_mean,
-                                    r.batch_variance, 0),
+  expect_close(batch_norm_inference(x, Tensor::ones(Shape{2}), Tensor::zeros(Shape{2}),
+                                    r.batch_mean, r.batch_variance, 0),
                r.y, 1e-5);
 }
 
@@ -223,8 +231,10 @@ TEST(OpsTest, GatherScatterOneHot) {
   Tensor params = f32({0, 1, 10, 11, 20, 21}, {3, 2});
   Tensor ids = Tensor::from_vector<int32_t>({2, 0, 2});
   EXPECT_EQ(gather(params, ids).to_vector<float>(), (V{20, 21, 0, 1, 20, 21}));
-  EXPECT_EQ(gather(params, Tensor::from_vector<int64_t>({1}), 1).to_vector<float>(), (V{1, 11, 21}));
-  EXPECT_EQ(scatter_add(Tensor::zeros(Shape{3, 2}), ids, f32({1, 1, 2, 2, 3, 3}, {3, 2})).to_vector<float>(),
+  EXPECT_EQ(gather(params, Tensor::from_vector<int64_t>({1}), 1).to_vector<float>(),
+            (V{1, 11, 21}));
+  EXPECT_EQ(scatter_add(Tensor::zeros(Shape{3, 2}), ids, f32({1, 1, 2, 2, 3, 3}, {3, 2}))
+                .to_vector<float>(),
             (V{2, 2, 0, 0, 4, 4}));
   EXPECT_EQ(one_hot(Tensor::from_vector<int64_t>({1, 3, -1}), 3).to_vector<float>(),
             (V{0, 1, 0, 0, 0, 0, 0, 0, 0}));
@@ -245,18 +255,23 @@ TEST(OpsTest, ConcatSplitStack) {
 }
 
 TEST(OpsTest, BadInputNamesOpShapesAndDtypes) {
-  std::string message = error_of([] { matmul(Tensor::zeros(Shape{2, 3}), Tensor::zeros(Shape{4, 5})); });
+  std::string message = error_of([] {
+    matmul(Tensor::zeros(Shape{2, 3}), Tensor::zeros(Shape{4, 5}));
+  });
   EXPECT_NE(message.find("matmul"), std::string::npos);
   EXPECT_NE(message.find("[2, 3]"), std::string::npos);
   EXPECT_NE(message.find("[4, 5]"), std::string::npos) << message;
-  message = error_of([] { add(Tensor::zeros(Shape{2}), Tensor::zeros(Shape{2}, DType::kFloat64)); });
+  message =
+      error_of([] { add(Tensor::zeros(Shape{2}), Tensor::zeros(Shape{2}, DType::kFloat64)); });
   EXPECT_NE(message.find("add"), std::string::npos);
   EXPECT_NE(message.find("float32"), std::string::npos);
   EXPECT_NE(message.find("float64"), std::string::npos) << message;
   message = error_of([] { mul(Tensor::zeros(Shape{2, 3}), Tensor::zeros(Shape{4, 3})); });
   EXPECT_NE(message.find("mul"), std::string::npos);
   EXPECT_NE(message.find("[2, 3]"), std::string::npos) << message;
-  message = error_of([] { linear(Tensor::zeros(Shape{2, 3}), Tensor::zeros(Shape{4, 5}), Tensor()); });
+  message = error_of([] {
+    linear(Tensor::zeros(Shape{2, 3}), Tensor::zeros(Shape{4, 5}), Tensor());
+  });
   EXPECT_NE(message.find("[4, 5]"), std::string::npos) << message;
   EXPECT_THROW(sum(Tensor::zeros(Shape{2}), {3}), InvalidArgumentError);
   EXPECT_THROW(Tensor::zeros(Shape{2, 3}).transpose({0, 0}), InvalidArgumentError);

@@ -1,7 +1,8 @@
+#include "cadre/ops/random.h"
+
 #include <gtest/gtest.h>
 
 #include "cadre/ops/math.h"
-#include "cadre/ops/random.h"
 #include "cadre/ops/reduce.h"
 #include "core/random/philox.h"
 
@@ -15,14 +16,14 @@ TEST(PhiloxTest, KnownAnswers) {
   EXPECT_EQ(zero.v[1], 0xe169c58du);
   EXPECT_EQ(zero.v[2], 0xbc57ac4cu);
   EXPECT_EQ(zero.v[3], 0x9b00dbd8u);
-  philox::Block ones = philox::generate(0xffffffffffffffffull, 0xffffffffu, 0xffffffffu,
-                                        0xffffffffu, 0xffffffffu);
+  philox::Block ones =
+      philox::generate(0xffffffffffffffffull, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu);
   EXPECT_EQ(ones.v[0], 0x408f276du);
   EXPECT_EQ(ones.v[1], 0x41c83b0eu);
   EXPECT_EQ(ones.v[2], 0xa20bc7c6u);
   EXPECT_EQ(ones.v[3], 0x6d5451fdu);
-  philox::Block pi = philox::generate(0x299f31d0a4093822ull, 0x243f6a88u, 0x85a308d3u,
-                                      0x13198a2eu, 0x03707344u);
+  philox::Block pi =
+      philox::generate(0x299f31d0a4093822ull, 0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u);
   EXPECT_EQ(pi.v[0], 0xd16cfe09u);
   EXPECT_EQ(pi.v[1], 0x94fdccebu);
   EXPECT_EQ(pi.v[2], 0x5001e420u);

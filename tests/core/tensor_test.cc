@@ -1,3 +1,5 @@
+#include "cadre/tensor/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,7 +11,6 @@
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/math.h"
-#include "cadre/tensor/tensor.h"
 #include "core/tensor/caching_allocator.h"
 
 namespace cadre {
@@ -30,7 +31,8 @@ TEST(DTypeTest, NamesSizesAndParsing) {
 
 TEST(DTypeTest, HalfPrecisionRoundTrips) {
   for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.1f}) {
-    EXPECT_EQ(static_cast<float>(Float16(static_cast<float>(Float16(v)))), static_cast<float>(Float16(v)));
+    EXPECT_EQ(static_cast<float>(Float16(static_cast<float>(Float16(v)))),
+              static_cast<float>(Float16(v)));
   }
   EXPECT_EQ(static_cast<float>(Float16(1.0f)), 1.0f);
   EXPECT_EQ(Float16(1.0f).bits, 0x3C00);
@@ -42,7 +44,7 @@ TEST(DTypeTest, HalfPrecisionRoundTrips) {
   EXPECT_EQ(Float16(1.00048828125f).bits, 0x3C00);  // a tie rounds to even
   EXPECT_EQ(BFloat16(1.0f).bits, 0x3F80);
   EXPECT_EQ(static_cast<float>(BFloat16(3.0f)), 3.0f);
-  EXPECT_EQ(BFloat16(1.00390625f).bits, 0x3F80);    // a tie rounds to even
+  EXPECT_EQ(BFloat16(1.00390625f).bits, 0x3F80);  // a tie rounds to even
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(std::nanf("")))));
 }
 
@@ -80,7 +82,8 @@ TEST(TensorTest, CreationAndAccess) {
   EXPECT_EQ(t.device(), Device::cpu(0));
   EXPECT_TRUE(t.is_contiguous());
   EXPECT_EQ(t.to_vector<int>(), (std::vector<int>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(Tensor::full(Shape{2}, 7, DType::kInt64).to_vector<int64_t>(), (std::vector<int64_t>{7, 7}));
+  EXPECT_EQ(Tensor::full(Shape{2}, 7, DType::kInt64).to_vector<int64_t>(),
+            (std::vector<int64_t>{7, 7}));
   EXPECT_EQ(Tensor::scalar<double>(2.5).item<double>(), 2.5);
   EXPECT_THROW(t.item<float>(), InvalidArgumentError);
   EXPECT_THROW(t.data<double>(), InvalidArgumentError);
@@ -170,7 +173,8 @@ TEST(TensorTest, ABufferFilledOnFirstReadIsFilledOnceForEveryReader) {
 
 TEST(TensorTest, ToStringShowsValues) {
   Tensor t = Tensor::from_vector<int32_t>({1, 2, 3, 4}, Shape{2, 2});
-  EXPECT_EQ(t.to_string(), "Tensor(shape=[2, 2], dtype=int32, device=cpu:0, values=[[1 2], [3 4]])");
+  EXPECT_EQ(t.to_string(),
+            "Tensor(shape=[2, 2], dtype=int32, device=cpu:0, values=[[1 2], [3 4]])");
 }
 
 TEST(DeviceTest, ParsingAndErrors) {

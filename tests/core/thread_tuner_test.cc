@@ -20,7 +20,7 @@ struct Tally {
 
 // `step_seconds(threads, step)` is how long a step takes with that many threads.
 Tally simulate(int max_threads, int64_t steps,
-             const std::function<double(int threads, int64_t step)>& step_seconds) {
+               const std::function<double(int threads, int64_t step)>& step_seconds) {
   int before = intra_op_threads_budget();
   set_intra_op_threads(max_threads);
   Tally run;
@@ -44,7 +44,8 @@ Tally simulate(int max_threads, int64_t steps,
 
 TEST(ThreadTunerTest, AQuietMachineKeepsEveryThreadAndPaysLittleForTrials) {
   // Two threads 8% faster than one, as the MLP at batch 256 here.
-  Tally run = simulate(2, 20000, [](int threads, int64_t) { return threads == 2 ? 1.0e-3 : 1.08e-3; });
+  Tally run =
+      simulate(2, 20000, [](int threads, int64_t) { return threads == 2 ? 1.0e-3 : 1.08e-3; });
   EXPECT_GT(run.steps_at_max, run.steps * 99 / 100);
   EXPECT_LT(run.seconds, 20000 * 1.0e-3 * 1.002);
 }
@@ -61,8 +62,8 @@ TEST(ThreadTunerTest, ItFollowsANeighbourThatComesAndGoes) {
   // Quiet, then a neighbour for steps 3000..9000, then quiet again; 4 cores.
   auto step = [](int threads, int64_t s) {
     bool neighbour = s >= 3000 && s < 9000;
-    if (!neighbour) return 4e-3 / threads;           // scales with threads
-    return threads == 4 ? 40e-3 : 4e-3 / threads;    // a stalled 4th thread
+    if (!neighbour) return 4e-3 / threads;         // scales with threads
+    return threads == 4 ? 40e-3 : 4e-3 / threads;  // a stalled 4th thread
   };
   Tally run = simulate(4, 30000, step);
   double best = 3000 * 1e-3 + 6000 * 4e-3 / 3 + 21000 * 1e-3;

@@ -1,3 +1,5 @@
+#include "cadre/runtime/threading.h"
+
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -15,7 +17,6 @@
 #include "cadre/ops/linalg.h"
 #include "cadre/ops/random.h"
 #include "cadre/ops/reduce.h"
-#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
 #include "core/runtime/background_thread.h"
 #include "core/runtime/parallel_for.h"
@@ -75,8 +76,7 @@ TEST(ThreadingTest, ABudgetPastTheMaximumIsRefused) {
     } catch (const InvalidArgumentError& e) {
       std::string what = e.what();
       EXPECT_NE(what.find(std::to_string(threads)), std::string::npos) << what;
-      EXPECT_NE(what.find("more than " + std::to_string(max_intra_op_threads())),
-                std::string::npos)
+      EXPECT_NE(what.find("more than " + std::to_string(max_intra_op_threads())), std::string::npos)
           << what;
     }
     EXPECT_EQ(intra_op_threads_budget(), budget);

@@ -104,8 +104,8 @@ TEST_F(HooksTest, ProgressLineRedrawsOneLineInPlaceAndEndsIt) {
   std::FILE* out = std::tmpfile();
   ASSERT_NE(out, nullptr);
   Estimator estimator(classifier_fn, test_config(model_dir()));
-  estimator.train(train_input, {.max_steps = 30,
-                                .hooks = {std::make_shared<ProgressLineHook>(out, 0.0)}});
+  estimator.train(train_input,
+                  {.max_steps = 30, .hooks = {std::make_shared<ProgressLineHook>(out, 0.0)}});
   std::rewind(out);
   std::string text;
   for (int c; (c = std::fgetc(out)) != EOF;) text += static_cast<char>(c);

@@ -47,7 +47,8 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
 void corrupt(const std::string& path, const std::string& variable) {
   Tensor value = checkpoint::CheckpointReader::open(path)->read(variable);
   std::string contents = testing::read_file(path);
-  size_t at = contents.find(std::string(static_cast<const char*>(value.raw_data()), value.nbytes()));
+  size_t at =
+      contents.find(std::string(static_cast<const char*>(value.raw_data()), value.nbytes()));
   ASSERT_NE(at, std::string::npos);
   contents[at + 3] ^= 0x10;
   testing::write_file(path, contents);
@@ -154,8 +155,7 @@ TEST_F(ModelDirHealingTest, ADamagedNewestCheckpointResumesFromTheOneBefore) {
     EXPECT_FALSE(log.matching({"step 20", "replacing the existing", "model.ckpt-20.h5"}).empty())
         << log.all();
     EXPECT_EQ(testing::read_file(file("model.ckpt-10.h5")), first) << empty_state;
-    EXPECT_TRUE(
-        checkpoint::CheckpointReader::open(file("model.ckpt-20.h5"))->verify().empty());
+    EXPECT_TRUE(checkpoint::CheckpointReader::open(file("model.ckpt-20.h5"))->verify().empty());
     EXPECT_EQ(estimator.latest_checkpoint(), file("model.ckpt-30.h5"));
   }
 }

@@ -9,8 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cadre::io;
   static const FeatureSpec spec = {
       {"image", FixedLenFeature(FeatureType::kFloat, cadre::Shape{2, 2})},
-      {"label", FixedLenFeature(FeatureType::kInt64, cadre::Shape{},
-                                cadre::Tensor::scalar<int64_t>(-1))},
+      {"label",
+       FixedLenFeature(FeatureType::kInt64, cadre::Shape{}, cadre::Tensor::scalar<int64_t>(-1))},
       {"name", FixedLenFeature(FeatureType::kBytes, cadre::Shape{})},
       {"ids", VarLenFeature{FeatureType::kInt64}},
       {"weights", VarLenFeature{FeatureType::kFloat}},

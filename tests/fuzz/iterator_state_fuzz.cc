@@ -18,8 +18,8 @@ using cadre::io::Element;
 
 Dataset pipeline() {
   return Dataset::range(6)
-      .interleave([](const Element& e) { return Dataset::range(e.value().item<int64_t>() * 10, 60); },
-                  2)
+      .interleave(
+          [](const Element& e) { return Dataset::range(e.value().item<int64_t>() * 10, 60); }, 2)
       .map([](Element e) { return e; }, 2)
       .shuffle(8, 1)
       .repeat(2)
@@ -77,8 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (key.empty()) return 0;
-  state[key] = cadre::io::bytes_tensor(
-      std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+  state[key] =
+      cadre::io::bytes_tensor(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
   restore_and_draw(&pipeline, state);
   return 0;
 }

@@ -13,8 +13,8 @@
 #include "cadre/io/example.h"
 #include "cadre/io/summary_writer.h"
 #include "cadre/io/tfrecord.h"
-#include "estimator/export_format.h"
 #include "cadre/nn/nn.h"
+#include "estimator/export_format.h"
 #include "io/element_codec.h"
 #include "strategies/ps/optimizer_proto.h"
 #include "strategies/ps/ps.pb.h"
@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
   model.outputs["class"] = {DType::kInt64, {}};
   model.outputs["probabilities"] = {DType::kFloat32, {3}};
   model.signatures["serving_default"] = {"class", "probabilities"};
-  write(out / "export_description" / "export.json", estimator_internal::export_description_json(model));
+  write(out / "export_description" / "export.json",
+        estimator_internal::export_description_json(model));
   write(out / "ps_shard" / "session", ps_session());
   fs::remove_all(scratch);
   return 0;

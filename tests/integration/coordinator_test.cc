@@ -34,11 +34,11 @@ class CoordinatorTest : public testing::TempDirTest {
  protected:
   testing::CommandResult launch(const std::string& model_dir, int64_t max_steps,
                                 testing::KillSchedule* kills) {
-    std::string command =
-        std::string(CADRE_LAUNCH) + " --client=1 --workers=2 --ps=1 --max_restarts=3 -- " +
-        CADRE_FASHION_MNIST + " --model_dir=" + model_dir +
-        " --strategy=parameter_server --max_steps=" + std::to_string(max_steps) +
-        " --save_checkpoints_steps=300 --eval_steps=5 --batch_size=64 2>&1";
+    std::string command = std::string(CADRE_LAUNCH) +
+                          " --client=1 --workers=2 --ps=1 --max_restarts=3 -- " +
+                          CADRE_FASHION_MNIST + " --model_dir=" + model_dir +
+                          " --strategy=parameter_server --max_steps=" + std::to_string(max_steps) +
+                          " --save_checkpoints_steps=300 --eval_steps=5 --batch_size=64 2>&1";
     return testing::run_command(command, std::ref(*kills));
   }
   // The checkpoint of max_steps: its global step, and Adam's step counter on the ps, which
@@ -75,7 +75,8 @@ TEST_F(CoordinatorTest, AWorkerKilledTwiceCostsNothingAndEveryStepCountsOnce) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       run.output, m,
-      std::regex(R"(client: (\d+) units complete at global step (\d+); (\d+) dispatches, (\d+) lost)")))
+      std::regex(
+          R"(client: (\d+) units complete at global step (\d+); (\d+) dispatches, (\d+) lost)")))
       << testing::tail(run.output, 6000);
   EXPECT_EQ(m[1], "300");
   EXPECT_EQ(m[2], "3000");
@@ -124,7 +125,9 @@ TEST_F(CoordinatorTest, ANewClientResumesFromTheLastCheckpointWhileTheWorkersRun
   EXPECT_EQ(count(run.output, "started worker:0 pid="), 1) << testing::tail(run.output, 6000);
   EXPECT_EQ(count(run.output, "started worker:1 pid="), 1);
   EXPECT_TRUE(std::regex_search(
-      run.output, std::regex(R"(\[client:0\].*client \(generation 2\): resuming from .*model\.ckpt-\d+\.h5 at step (6|7|8)\d\d)")))
+      run.output,
+      std::regex(
+          R"(\[client:0\].*client \(generation 2\): resuming from .*model\.ckpt-\d+\.h5 at step (6|7|8)\d\d)")))
       << testing::tail(run.output, 6000);
   auto reader = checkpoint::CheckpointReader::open(path("job") + "/model.ckpt-3000.h5");
   EXPECT_EQ(reader->global_step(), max_steps);
@@ -142,9 +145,9 @@ TEST_F(CoordinatorTest, ACollectiveDrivenByTheClientMatchesIndependentWorkers) {
   const std::string flags =
       " --strategy=multi_worker_mirrored --max_steps=400 --save_checkpoints_steps=100 "
       "--eval_steps=5 --batch_size=64 2>&1";
-  testing::CommandResult independent = testing::run_command(
-      std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 -- " + CADRE_FASHION_MNIST +
-      " --model_dir=" + path("independent") + flags);
+  testing::CommandResult independent =
+      testing::run_command(std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 -- " +
+                           CADRE_FASHION_MNIST + " --model_dir=" + path("independent") + flags);
   ASSERT_EQ(independent.status, 0) << testing::tail(independent.output, 6000);
 
   testing::KillSchedule kills(testing::KillSchedule::Order::kInOrder);
@@ -185,9 +188,9 @@ TEST_F(CoordinatorTest, AClientWithoutWorkersIsOneClearError) {
                           std::to_string(testing::free_port()) + R"("], "ps": ["127.0.0.1:)" +
                           std::to_string(testing::free_port()) +
                           R"("]}, "task": {"type": "client", "index": 0}})";
-  pid_t pid = testing::spawn({CADRE_FASHION_MNIST, "--model_dir=" + path("job"),
-                              "--strategy=parameter_server"},
-                             {{"TF_CONFIG", tf_config}, testing::job_secret_env()}, path("log"));
+  pid_t pid = testing::spawn(
+      {CADRE_FASHION_MNIST, "--model_dir=" + path("job"), "--strategy=parameter_server"},
+      {{"TF_CONFIG", tf_config}, testing::job_secret_env()}, path("log"));
   EXPECT_EQ(testing::wait_for(pid, 60), 1);
   std::string log = read_file(path("log"));
   EXPECT_NE(log.find("has a client but no worker"), std::string::npos) << log;

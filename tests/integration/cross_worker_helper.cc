@@ -6,8 +6,8 @@
 //
 //   cross_worker_helper OUTPUT
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -47,16 +47,16 @@ int main(int argc, char** argv) {
       float g = static_cast<float>(worker * local + r);
       values.push_back(cadre::Tensor::from_vector<float>({g + 1, 10 * (g + 1)}));
       weights.push_back(g + 1);
-      rows.push_back(cadre::Tensor::from_vector<float>(
-          std::vector<float>(static_cast<size_t>(2 * (g + 1)), g),
-          cadre::Shape{static_cast<int64_t>(g + 1), 2}));
+      rows.push_back(
+          cadre::Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(2 * (g + 1)), g),
+                                            cadre::Shape{static_cast<int64_t>(g + 1), 2}));
     }
     cadre::Tensor sum = strategy->reduce(cadre::ReduceOp::kSum, values);
     cadre::Tensor mean = strategy->reduce(cadre::ReduceOp::kMean, values, weights);
     cadre::Tensor gathered = strategy->gather(rows, 0);
     std::ofstream(argv[1]) << "{\"worker\":" << worker << ",\"sum\":" << list(sum, 1)
-                           << ",\"mean\":" << list(mean, 1)
-                           << ",\"gathered\":" << list(gathered, 2) << "}\n";
+                           << ",\"mean\":" << list(mean, 1) << ",\"gathered\":" << list(gathered, 2)
+                           << "}\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "cross_worker_helper: " << e.what() << "\n";

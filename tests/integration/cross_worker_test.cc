@@ -22,8 +22,8 @@ class CrossWorkerTest : public testing::TempDirTest {
   // Runs `workers` tasks (a chief and workers-1 workers) with `devices` each; returns each
   // task's JSON line.
   std::vector<Json> run(int workers, const std::string& devices) {
-    std::string cluster = "\"cluster\": {\"chief\": [\"127.0.0.1:" +
-                          std::to_string(testing::free_port()) + "\"]";
+    std::string cluster =
+        "\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(testing::free_port()) + "\"]";
     if (workers > 1) {
       cluster += ", \"worker\": [";
       for (int w = 1; w < workers; ++w) {
@@ -37,12 +37,11 @@ class CrossWorkerTest : public testing::TempDirTest {
     for (int w = 0; w < workers; ++w) {
       std::string task = w == 0 ? R"({"type": "chief", "index": 0})"
                                 : R"({"type": "worker", "index": )" + std::to_string(w - 1) + "}";
-      pids.push_back(testing::spawn(
-          {CADRE_CROSS_WORKER_HELPER, path("out" + std::to_string(w))},
-          {{"TF_CONFIG", "{" + cluster + ", \"task\": " + task + "}"},
-           {"HELPER_DEVICES", devices},
-           testing::job_secret_env()},
-          path("log" + std::to_string(w))));
+      pids.push_back(testing::spawn({CADRE_CROSS_WORKER_HELPER, path("out" + std::to_string(w))},
+                                    {{"TF_CONFIG", "{" + cluster + ", \"task\": " + task + "}"},
+                                     {"HELPER_DEVICES", devices},
+                                     testing::job_secret_env()},
+                                    path("log" + std::to_string(w))));
     }
     std::vector<Json> results;
     for (int w = 0; w < workers; ++w) {

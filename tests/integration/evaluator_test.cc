@@ -9,9 +9,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/early_stopping.h"

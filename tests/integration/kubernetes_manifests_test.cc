@@ -4,6 +4,8 @@
 // TF_CONFIG per pod that resolves to its role, storage for model_dir, resources; and the
 // TFJob, whose TF_CONFIG the Kubeflow operator builds. tools/compat/k8s_models_check.py
 // also loads both into the official Kubernetes and Kubeflow models (docs/DEPLOY.md).
+#include "tools/cadre_launch/kubernetes_manifests.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -14,7 +16,6 @@
 #include "cadre/base/errors.h"
 #include "cadre/strategies/cluster_spec.h"
 #include "tests/support/processes.h"
-#include "tools/cadre_launch/kubernetes_manifests.h"
 
 namespace cadre {
 namespace {
@@ -67,6 +68,45 @@ launch::LaunchOptions shape() {
   return cluster;
 }
 
+// One task type's Indexed Job: its pods, restart policy, volumes and TF_CONFIGs.
+void expect_indexed_job(const std::string& job, const std::string& type, int count) {
+  EXPECT_EQ(field(job, "name"), "fm-" + type);
+  EXPECT_EQ(field(job, "completionMode"), "Indexed");
+  EXPECT_EQ(field(job, "completions"), std::to_string(count));
+  EXPECT_EQ(field(job, "parallelism"), std::to_string(count));
+  EXPECT_EQ(field(job, "backoffLimit"), "3");
+  EXPECT_EQ(field(job, "restartPolicy"), "Never") << "podFailurePolicy needs it";
+  // A planned stop's exit and an eviction replace the pod without using up backoffLimit,
+  // and the pod has the tasks' grace period and a margin to save its last checkpoint.
+  EXPECT_NE(job.find("  podFailurePolicy:"), std::string::npos);
+  EXPECT_NE(job.find("      - action: Ignore\n        onExitCodes:\n          containerName: "
+                     "cadre\n          operator: In\n          values: [143]\n"),
+            std::string::npos);
+  EXPECT_NE(job.find("          - type: DisruptionTarget\n"), std::string::npos);
+  EXPECT_EQ(field(job, "terminationGracePeriodSeconds"), "30");
+  EXPECT_EQ(field(job, "subdomain"), "fm") << "pods resolve as <job>-<index>.<service>";
+  EXPECT_EQ(field(job, "claimName"), "fm-model-dir");
+  EXPECT_EQ(field(job, "mountPath"), "\"/cadre\"");
+  EXPECT_EQ(field(job, "workingDir"), "\"/cadre\"");
+  EXPECT_EQ(field(job, "cpu"), "\"4\"");
+  EXPECT_EQ(field(job, "secretName"), "fm-job-secret");
+  EXPECT_NE(job.find("- name: CADRE_JOB_SECRET_FILE\n"), std::string::npos);
+  bool trains = type == "chief" || type == "worker";
+  EXPECT_EQ(field(job, "nvidia.com/gpu"), trains ? "2" : "") << "GPUs from --devices";
+  for (int index = 0; index < count; ++index) {
+    ClusterConfig config = parse_tf_config(tf_config_of_pod(job, index));
+    EXPECT_EQ(config.task.type, type);
+    EXPECT_EQ(config.task.index, index);
+    EXPECT_EQ(config.num_worker_replicas(), 3);
+    EXPECT_EQ(config.num_ps_replicas(), 1);
+    // An Indexed Job's pod is named <job>-<index>: its address in every TF_CONFIG.
+    if (type != "evaluator") {
+      EXPECT_EQ(config.address({type, index}),
+                "fm-" + type + "-" + std::to_string(index) + ".fm:2222");
+    }
+  }
+}
+
 TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
   launch::KubernetesOptions options;
   options.secret = "a job secret";
@@ -106,45 +146,11 @@ TEST(KubernetesManifestsTest, IndexedJobsFinishAndGiveEveryPodItsRole) {
   EXPECT_TRUE(secret) << "every pod presents the job's secret";
   EXPECT_TRUE(policy) << "only the job's pods reach its collectives' ports";
   ASSERT_EQ(jobs.size(), 4u);
-  const std::map<std::string, int> counts = {{"chief", 1}, {"worker", 2}, {"ps", 1}, {"evaluator", 1}};
+  const std::map<std::string, int> counts = {
+      {"chief", 1}, {"worker", 2}, {"ps", 1}, {"evaluator", 1}};
   for (const auto& [type, count] : counts) {
-    const std::string& job = jobs.at(type);
     SCOPED_TRACE(type);
-    EXPECT_EQ(field(job, "name"), "fm-" + type);
-    EXPECT_EQ(field(job, "completionMode"), "Indexed");
-    EXPECT_EQ(field(job, "completions"), std::to_string(count));
-    EXPECT_EQ(field(job, "parallelism"), std::to_string(count));
-    EXPECT_EQ(field(job, "backoffLimit"), "3");
-    EXPECT_EQ(field(job, "restartPolicy"), "Never") << "podFailurePolicy needs it";
-    // A planned stop's exit and an eviction replace the pod without using up backoffLimit,
-    // and the pod has the tasks' grace period and a margin to save its last checkpoint.
-    EXPECT_NE(job.find("  podFailurePolicy:"), std::string::npos);
-    EXPECT_NE(job.find("      - action: Ignore\n        onExitCodes:\n          containerName: "
-                       "cadre\n          operator: In\n          values: [143]\n"),
-              std::string::npos);
-    EXPECT_NE(job.find("          - type: DisruptionTarget\n"), std::string::npos);
-    EXPECT_EQ(field(job, "terminationGracePeriodSeconds"), "30");
-    EXPECT_EQ(field(job, "subdomain"), "fm") << "pods resolve as <job>-<index>.<service>";
-    EXPECT_EQ(field(job, "claimName"), "fm-model-dir");
-    EXPECT_EQ(field(job, "mountPath"), "\"/cadre\"");
-    EXPECT_EQ(field(job, "workingDir"), "\"/cadre\"");
-    EXPECT_EQ(field(job, "cpu"), "\"4\"");
-    EXPECT_EQ(field(job, "secretName"), "fm-job-secret");
-    EXPECT_NE(job.find("- name: CADRE_JOB_SECRET_FILE\n"), std::string::npos);
-    bool trains = type == "chief" || type == "worker";
-    EXPECT_EQ(field(job, "nvidia.com/gpu"), trains ? "2" : "") << "GPUs from --devices";
-    for (int index = 0; index < count; ++index) {
-      ClusterConfig config = parse_tf_config(tf_config_of_pod(job, index));
-      EXPECT_EQ(config.task.type, type);
-      EXPECT_EQ(config.task.index, index);
-      EXPECT_EQ(config.num_worker_replicas(), 3);
-      EXPECT_EQ(config.num_ps_replicas(), 1);
-      // An Indexed Job's pod is named <job>-<index>: its address in every TF_CONFIG.
-      if (type != "evaluator") {
-        EXPECT_EQ(config.address({type, index}),
-                  "fm-" + type + "-" + std::to_string(index) + ".fm:2222");
-      }
-    }
+    expect_indexed_job(jobs.at(type), type, count);
   }
 }
 
@@ -224,8 +230,8 @@ TEST(KubernetesManifestsTest, TheTFJobResolvesTheOperatorsTfConfig) {
   EXPECT_EQ(field(yaml, "apiVersion"), "kubeflow.org/v1");
   EXPECT_EQ(field(yaml, "cleanPodPolicy"), "Running");
   EXPECT_NE(yaml.find("kind: NetworkPolicy\n"), std::string::npos);
-  for (const auto& [replica, count] :
-       std::vector<std::pair<std::string, int>>{{"Chief", 1}, {"Worker", 2}, {"PS", 1}, {"Evaluator", 1}}) {
+  for (const auto& [replica, count] : std::vector<std::pair<std::string, int>>{
+           {"Chief", 1}, {"Worker", 2}, {"PS", 1}, {"Evaluator", 1}}) {
     size_t at = yaml.find("    " + replica + ":\n");
     ASSERT_NE(at, std::string::npos) << replica;
     std::string spec = yaml.substr(at);
@@ -242,11 +248,11 @@ TEST(KubernetesManifestsTest, TheTFJobResolvesTheOperatorsTfConfig) {
       R"("cluster":{"chief":["fm-chief-0.default.svc:2222"],)"
       R"("ps":["fm-ps-0.default.svc:2222"],)"
       R"("worker":["fm-worker-0.default.svc:2222","fm-worker-1.default.svc:2222"]})";
-  for (const auto& [type, index] :
-       std::vector<std::pair<std::string, int>>{{"chief", 0}, {"worker", 1}, {"ps", 0}, {"evaluator", 0}}) {
-    ClusterConfig config = parse_tf_config("{" + cluster + R"(,"task":{"type":")" + type +
-                                           R"(","index":)" + std::to_string(index) +
-                                           R"(},"environment":"cloud"})");
+  for (const auto& [type, index] : std::vector<std::pair<std::string, int>>{
+           {"chief", 0}, {"worker", 1}, {"ps", 0}, {"evaluator", 0}}) {
+    ClusterConfig config =
+        parse_tf_config("{" + cluster + R"(,"task":{"type":")" + type + R"(","index":)" +
+                        std::to_string(index) + R"(},"environment":"cloud"})");
     EXPECT_EQ(config.task.type, type);
     EXPECT_EQ(config.task.index, index);
     EXPECT_EQ(config.num_worker_replicas(), 3);

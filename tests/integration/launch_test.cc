@@ -13,8 +13,8 @@
 
 #include "cadre/checkpoint/reader.h"
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
 #include "tools/cadre_launch/launcher.h"
 
 namespace cadre {
@@ -105,9 +105,10 @@ TEST_F(LaunchTest, MultiWorkerResumeIsBitExact) {
     EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << name << " differs";
   }
   std::string regrown = train(path("split"), 350, /*workers=*/2);
-  EXPECT_NE(regrown.find("the checkpoint holds the input positions of 2 worker(s) and this job "
-                         "shards its input over 3: every worker reads its new shard from the start"),
-            std::string::npos)
+  EXPECT_NE(
+      regrown.find("the checkpoint holds the input positions of 2 worker(s) and this job "
+                   "shards its input over 3: every worker reads its new shard from the start"),
+      std::string::npos)
       << testing::tail(regrown);
 }
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -142,9 +142,9 @@ TEST_F(LauncherLifecycleTest, ASigtermDuringARestartStartsNothingMore) {
                                    "--grace_secs=3"};
   // The worker fails after a second; the chief ignores SIGTERM, so the restart's stop of it
   // takes the whole grace period.
-  for (const std::string& a : shell_tasks(
-           "case \"$TF_CONFIG\" in *'\"type\": \"worker\"'*) sleep 1; exit 1;; esac; "
-           "trap '' TERM; sleep 60 & wait; sleep 60")) {
+  for (const std::string& a :
+       shell_tasks("case \"$TF_CONFIG\" in *'\"type\": \"worker\"'*) sleep 1; exit 1;; esac; "
+                   "trap '' TERM; sleep 60 & wait; sleep 60")) {
     args.push_back(a);
   }
   pid_t launcher = start(args);
@@ -213,7 +213,8 @@ TEST_F(LauncherLifecycleTest, AKilledEvaluatorRestartsAloneAndTrainingGoesOn) {
             std::string::npos)
       << "the chief was started once";
   EXPECT_TRUE(std::regex_search(
-      run.output, std::regex(R"(\[evaluator:0\] \{"task":"evaluator","model":"mlp","global_step":300)")))
+      run.output,
+      std::regex(R"(\[evaluator:0\] \{"task":"evaluator","model":"mlp","global_step":300)")))
       << testing::tail(run.output);
   EXPECT_EQ(read_training_finished(path("m")), 300);
 }
@@ -225,8 +226,8 @@ TEST_F(LauncherLifecycleTest, ADeadEvaluatorIsRestartedWithoutMaxRestarts) {
     return line.find("[evaluator:0]") != std::string::npos;
   });
   testing::CommandResult run = testing::run_command(
-      std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 --evaluator=1 -- " +
-          CADRE_FASHION_MNIST + " --model_dir=" + path("m") +
+      std::string(CADRE_LAUNCH) + " --chief=1 --workers=1 --evaluator=1 -- " + CADRE_FASHION_MNIST +
+          " --model_dir=" + path("m") +
           " --strategy=multi_worker_mirrored --max_steps=200 --save_checkpoints_steps=100"
           " --eval_steps=2 --batch_size=64 2>&1",
       std::ref(kill));

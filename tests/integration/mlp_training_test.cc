@@ -28,7 +28,8 @@ std::vector<float> train_losses(const io::ImagesAndLabels& data, uint64_t seed, 
   auto optimizer = nn::optimizers::adam(1e-3);
   std::vector<float> losses;
   for (int step = 0; step < steps; ++step) {
-    Tensor ids = cast(floor(random_uniform({64}, 0, 2000, DType::kFloat64, &shuffle)), DType::kInt64);
+    Tensor ids =
+        cast(floor(random_uniform({64}, 0, 2000, DType::kFloat64, &shuffle)), DType::kInt64);
     GradientTape tape;
     Tensor logits = examples::mlp_logits(gather(images, ids));
     Tensor loss = nn::sparse_softmax_cross_entropy(gather(labels, ids), logits);

@@ -17,9 +17,9 @@
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/processes.h"
 #include "tests/support/job_secret.h"
+#include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -238,9 +238,8 @@ TEST_F(PsClusterTest, AKilledWorkerIsRestartedAloneAndRejoins) {
   // Paced at 5 ms a step, the chief alone needs 5 s for the 1000 steps: time enough for the
   // worker to be restarted and rejoin however fast the machine (unpaced, a fast machine
   // finished before the worker was back).
-  std::string command =
-      "HELPER_STEP_SLEEP_MS=5 " +
-      helper_under_launch("--chief=1 --workers=1 --ps=1 --max_restarts=1", 1000);
+  std::string command = "HELPER_STEP_SLEEP_MS=5 " +
+                        helper_under_launch("--chief=1 --workers=1 --ps=1 --max_restarts=1", 1000);
   testing::KillTaskOnce kill("worker:0", checkpointed());
   auto [status, output] = testing::run_command(command, std::ref(kill));
   EXPECT_TRUE(kill.killed());

@@ -46,19 +46,19 @@ TEST_F(SecurityTest, AStrangerIsRefusedWhileTheJobTrainsOn) {
   ClusterSecurity stranger;
   stranger.secret = "a guess";
   int refused = 0;
-  testing::CommandResult run = launch(
-      "--chief=1 --workers=1",
-      "--strategy=multi_worker_mirrored --max_steps=300 --save_checkpoints_steps=100",
-      [&](const std::string& line) {
-        std::string address = logged_address(line, "coordination service");
-        if (address.empty()) return;
-        auto client = CoordinationClient::connect(address, {"worker", 0}, {}, stranger);
-        try {
-          client->set("gloo/rank_0", "hijacked");
-        } catch (const UnauthenticatedError&) {
-          ++refused;
-        }
-      });
+  testing::CommandResult run =
+      launch("--chief=1 --workers=1",
+             "--strategy=multi_worker_mirrored --max_steps=300 --save_checkpoints_steps=100",
+             [&](const std::string& line) {
+               std::string address = logged_address(line, "coordination service");
+               if (address.empty()) return;
+               auto client = CoordinationClient::connect(address, {"worker", 0}, {}, stranger);
+               try {
+                 client->set("gloo/rank_0", "hijacked");
+               } catch (const UnauthenticatedError&) {
+                 ++refused;
+               }
+             });
   EXPECT_EQ(refused, 1);
   EXPECT_EQ(run.status, 0) << testing::tail(run.output);
   EXPECT_NE(run.output.find("coordination service: refused 1 call(s) without the job's token, "
@@ -93,8 +93,9 @@ TEST_F(SecurityTest, WholeJobsRunOverMutualTls) {
   ++dead.start_ticks;  // this pid, but a process that started at another time
   std::string left_behind = path("tmp/cadre_launch_pki_" + to_token(dead));
   std::filesystem::create_directories(left_behind);
-  for (const char* job : {"--chief=1 --workers=1 --evaluator=1 --tls|--strategy=multi_worker_mirrored",
-                          "--chief=1 --workers=1 --ps=1 --tls|--strategy=parameter_server"}) {
+  for (const char* job :
+       {"--chief=1 --workers=1 --evaluator=1 --tls|--strategy=multi_worker_mirrored",
+        "--chief=1 --workers=1 --ps=1 --tls|--strategy=parameter_server"}) {
     std::string spec = job;
     std::string tasks = spec.substr(0, spec.find('|')), flags = spec.substr(spec.find('|') + 1);
     std::filesystem::remove_all(path("m"));

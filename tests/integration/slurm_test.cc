@@ -10,8 +10,8 @@
 #include <string>
 
 #include "cadre/estimator/train_and_evaluate.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
@@ -21,10 +21,10 @@ class SlurmTest : public cadre::testing::TempDirTest {
   void SetUp() override {
     TempDirTest::SetUp();
     slurm_dir_ = path("slurm");
-    testing::CommandResult started = testing::run_command(
-        "tests/support/local_slurm.sh start " + slurm_dir_ + " " +
-        std::to_string(testing::free_port()) + " " + std::to_string(testing::free_port()) +
-        " 2>&1");
+    testing::CommandResult started =
+        testing::run_command("tests/support/local_slurm.sh start " + slurm_dir_ + " " +
+                             std::to_string(testing::free_port()) + " " +
+                             std::to_string(testing::free_port()) + " 2>&1");
     if (started.status == 77) GTEST_SKIP() << started.output;
     ASSERT_EQ(started.status, 0) << started.output;
     started_ = true;
@@ -55,7 +55,8 @@ TEST_F(SlurmTest, AChiefAWorkerAndAnEvaluatorRunAsOneSrunJobStep) {
   // srun --label prefixes each line with the task's SLURM_PROCID: 2 is the evaluator.
   EXPECT_TRUE(std::regex_search(
       run.output,
-      std::regex(R"((^|\n) *2: \{"task":"evaluator","model":"mlp","global_step":200,"accuracy":0\.)")))
+      std::regex(
+          R"((^|\n) *2: \{"task":"evaluator","model":"mlp","global_step":200,"accuracy":0\.)")))
       << testing::tail(run.output);
   EXPECT_TRUE(std::regex_search(
       run.output, std::regex(R"((^|\n) *0: \{"task":"chief","model":"mlp","global_step":200)")))

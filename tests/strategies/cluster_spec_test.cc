@@ -49,16 +49,16 @@ TEST(ClusterSpecTest, WithoutAChiefWorkerZeroActsAsChief) {
 TEST(ClusterSpecTest, AClientTakesTheChiefsPlaceInCoordinatorMode) {
   const char* cluster =
       R"("cluster": {"client": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]})";
-  ClusterConfig client = parse_tf_config(std::string("{") + cluster +
-                                         R"(, "task": {"type": "client", "index": 0}})");
+  ClusterConfig client =
+      parse_tf_config(std::string("{") + cluster + R"(, "task": {"type": "client", "index": 0}})");
   EXPECT_TRUE(client.is_chief());
   EXPECT_EQ(client.chief().to_string(), "client:0");
   EXPECT_EQ(client.global_task_id(), -1);
   EXPECT_EQ(client.num_worker_replicas(), 2);
   EXPECT_NE(client.explain().find("client: dispatches training steps"), std::string::npos)
       << client.explain();
-  ClusterConfig worker = parse_tf_config(std::string("{") + cluster +
-                                         R"(, "task": {"type": "worker", "index": 0}})");
+  ClusterConfig worker =
+      parse_tf_config(std::string("{") + cluster + R"(, "task": {"type": "worker", "index": 0}})");
   EXPECT_FALSE(worker.is_chief());
   EXPECT_EQ(worker.global_task_id(), 0);
   EXPECT_NE(worker.explain().find("running the steps the client dispatches"), std::string::npos);

@@ -123,7 +123,8 @@ TEST(CoordinationTest, ANewRoundAfterAFailureStopsTheOldTasksAndTakesNewOnes) {
     std::vector<std::future<void>> registering;
     for (const TaskId& task : kTasks) clients.push_back(join(service->address(), task));
     for (auto& client : clients) {
-      registering.push_back(std::async(std::launch::async, [&client] { client->register_task(10); }));
+      registering.push_back(
+          std::async(std::launch::async, [&client] { client->register_task(10); }));
     }
     for (auto& r : registering) r.get();
     return clients;
@@ -154,7 +155,8 @@ TEST(CoordinationTest, ANewRoundAfterAFailureStopsTheOldTasksAndTakesNewOnes) {
   EXPECT_FALSE(service->barrier_complete("shutdown"));
   std::vector<std::future<void>> leaving;
   for (auto& client : new_round) {
-    leaving.push_back(std::async(std::launch::async, [&client] { client->barrier("shutdown", 10); }));
+    leaving.push_back(
+        std::async(std::launch::async, [&client] { client->barrier("shutdown", 10); }));
   }
   for (auto& l : leaving) l.get();
   EXPECT_TRUE(service->barrier_complete("shutdown"));
@@ -264,9 +266,9 @@ TEST(CoordinationTest, MultiWorkerStrategyRefusesNcclOnCpusBeforeJoiningAnyone) 
 // are summed as in one process.
 TEST(CoordinationTest, MultiWorkerStrategyOfOneTaskStartsWithoutAServiceOrASecret) {
   int port = testing::free_port();
-  ClusterConfig cluster = parse_tf_config(R"({"cluster": {"chief": ["127.0.0.1:)" +
-                                          std::to_string(port) +
-                                          R"("]}, "task": {"type": "chief", "index": 0}})");
+  ClusterConfig cluster =
+      parse_tf_config(R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(port) +
+                      R"("]}, "task": {"type": "chief", "index": 0}})");
   ASSERT_TRUE(cluster.security.secret.empty());
   ASSERT_FALSE(cluster.security.insecure);
   auto strategy = MultiWorkerMirroredStrategy::create(cluster, {Device::cpu(0), Device::cpu(1)});

@@ -93,9 +93,9 @@ void train(const Strategy& strategy, DistributedVariables& variables, int steps,
 
 TEST(ParameterServerStrategyTest, OneWorkerWithTwoPsTrainsAsOneDevice) {
   Cluster cluster = start_servers(2);
-  auto strategy = ParameterServerStrategy::create(
-      configured(cluster.json(R"({"type": "chief", "index": 0})")), {Device::cpu(0)},
-      small_slices());
+  auto strategy =
+      ParameterServerStrategy::create(configured(cluster.json(R"({"type": "chief", "index": 0})")),
+                                      {Device::cpu(0)}, small_slices());
   auto variables = strategy->create_variables(11);
   EXPECT_EQ(strategy->extended().broadcast_from_chief(0), 0);
   train(*strategy, *variables, 12);

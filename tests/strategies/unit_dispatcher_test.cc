@@ -3,6 +3,8 @@
 // that dies mid-unit loses its unit to the other, the steps it had applied stay counted and
 // are not run again, and the units add up to exactly the steps asked for. Losing every
 // worker for the timeout, or a worker's training error, ends the run with a clear error.
+#include "strategies/cluster/unit_dispatcher.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 
 #include "cadre/base/errors.h"
 #include "strategies/cluster/step_server.h"
-#include "strategies/cluster/unit_dispatcher.h"
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_server.h"
 #include "strategies/ps/unit_ledger.h"

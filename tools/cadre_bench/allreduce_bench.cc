@@ -105,8 +105,7 @@ int run_allreduce() {
           "\"time_ms\":%.4f,"
           "\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f}\n",
           static_cast<long long>(bytes), FLAGS_tensors, FLAGS_unfused ? "false" : "true", n,
-          collective.transport(),
-          t * 1e3, algbw, algbw * 2 * (n - 1) / n);
+          collective.transport(), t * 1e3, algbw, algbw * 2 * (n - 1) / n);
       std::fflush(stdout);
     }
   }

@@ -7,8 +7,8 @@
 #include <iomanip>
 #include <set>
 
-#include "cadre/base/errors.h"
 #include "cadre/base/env.h"
+#include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
 #include "checkpoint/model_dir_checkpoints.h"
@@ -42,8 +42,8 @@ std::unique_ptr<CheckpointReader> open_path(const std::string& path, std::ostrea
       err << "warning: skipping " << candidate << ": " << error.what() << "\n";
     }
   }
-  throw NotFoundError(str_cat(path, " holds no checkpoint",
-                              found.candidates.empty() ? "" : " that opens"));
+  throw NotFoundError(
+      str_cat(path, " holds no checkpoint", found.candidates.empty() ? "" : " that opens"));
 }
 
 std::string describe(const checkpoint::VariableInfo& info) {

@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
       if (FLAGS_k8s_kind == "tfjob") {
         k8s.kind = cadre::launch::KubernetesOptions::Kind::kTFJob;
       } else if (FLAGS_k8s_kind != "jobs") {
-        std::cerr << "cadre_launch: --k8s_kind=" << FLAGS_k8s_kind
-                  << ": expected jobs or tfjob\n";
+        std::cerr << "cadre_launch: --k8s_kind=" << FLAGS_k8s_kind << ": expected jobs or tfjob\n";
         return 1;
       }
       k8s.name = FLAGS_k8s_name;

@@ -36,7 +36,8 @@ void activation(Activation act, double alpha, const Tensor& x, Tensor& y) {
   visit_float_dtype(x.dtype(), "activation", [&]<typename T>() {
     T a = static_cast<T>(alpha);
     if (act == Activation::kRelu) {
-      contiguous_map<T>(x, y, [](T v) { return portable::activation_value(Activation::kRelu, T(0), v); });
+      contiguous_map<T>(x, y,
+                        [](T v) { return portable::activation_value(Activation::kRelu, T(0), v); });
     } else {
       contiguous_map<T>(x, y, [=](T v) { return portable::activation_value(act, a, v); });
     }
@@ -47,14 +48,16 @@ void activation(Activation act, double alpha, const Tensor& x, Tensor& y) {
 template <typename T>
 void grad_loop(Activation act, T alpha, const T* s, const T* dy, T* dx, int64_t b, int64_t e) {
   auto loop = [&]<Activation kAct>() {
-    for (int64_t i = b; i < e; ++i) dx[i] = portable::activation_grad_value(kAct, alpha, s[i], dy[i]);
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = portable::activation_grad_value(kAct, alpha, s[i], dy[i]);
   };
   if (act == Activation::kRelu) {
     loop.template operator()<Activation::kRelu>();
   } else if (act == Activation::kNone) {
     loop.template operator()<Activation::kNone>();
   } else {
-    for (int64_t i = b; i < e; ++i) dx[i] = portable::activation_grad_value(act, alpha, s[i], dy[i]);
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = portable::activation_grad_value(act, alpha, s[i], dy[i]);
   }
 }
 

@@ -52,8 +52,8 @@ void train(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsi
            Tensor& mean, Tensor& variance, Tensor& inv_std) {
   int64_t rows = x.shape()[0], channels = x.shape()[1];
   const T* px = typed<T>(x);
-  std::vector<double> sums =
-      column_sums(rows, channels, [&](int64_t r, int64_t c) { return double(px[r * channels + c]); });
+  std::vector<double> sums = column_sums(
+      rows, channels, [&](int64_t r, int64_t c) { return double(px[r * channels + c]); });
   std::vector<double> mu(channels);
   for (int64_t c = 0; c < channels; ++c) mu[c] = sums[c] / static_cast<double>(rows);
   std::vector<double> squares = column_sums(rows, channels, [&](int64_t r, int64_t c) {
@@ -87,7 +87,8 @@ void infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tenso
   for (int64_t c = 0; c < channels; ++c) {
     double inv = 1.0 / std::sqrt(double(typed<T>(variance)[c]) + epsilon);
     scale[c] = static_cast<T>(inv * double(typed<T>(gamma)[c]));
-    shift[c] = static_cast<T>(double(typed<T>(beta)[c]) - double(typed<T>(mean)[c]) * double(scale[c]));
+    shift[c] =
+        static_cast<T>(double(typed<T>(beta)[c]) - double(typed<T>(mean)[c]) * double(scale[c]));
   }
   apply_scale_shift(px, scale, shift, rows, channels, typed_mut<T>(y));
 }
@@ -100,8 +101,8 @@ void grad(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& 
   const T* pg = typed<T>(dy);
   const T* pm = typed<T>(mean);
   const T* pi = typed<T>(inv_std);
-  std::vector<double> sum_dy =
-      column_sums(rows, channels, [&](int64_t r, int64_t c) { return double(pg[r * channels + c]); });
+  std::vector<double> sum_dy = column_sums(
+      rows, channels, [&](int64_t r, int64_t c) { return double(pg[r * channels + c]); });
   std::vector<double> sum_dy_xhat = column_sums(rows, channels, [&](int64_t r, int64_t c) {
     return double(pg[r * channels + c]) * (double(px[r * channels + c]) - pm[c]) * pi[c];
   });
@@ -136,18 +137,16 @@ void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
   });
 }
 
-void batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                      const Tensor& mean, const Tensor& variance, double epsilon, Tensor& y) {
-  visit_float_dtype(x.dtype(), "batch_norm", [&]<typename T>() {
-    infer<T>(x, gamma, beta, mean, variance, epsilon, y);
-  });
+void batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
+                      const Tensor& variance, double epsilon, Tensor& y) {
+  visit_float_dtype(x.dtype(), "batch_norm",
+                    [&]<typename T>() { infer<T>(x, gamma, beta, mean, variance, epsilon, y); });
 }
 
 void batch_norm_grad(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                      const Tensor& inv_std, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  visit_float_dtype(x.dtype(), "batch_norm_grad", [&]<typename T>() {
-    grad<T>(x, dy, gamma, mean, inv_std, dx, dgamma, dbeta);
-  });
+  visit_float_dtype(x.dtype(), "batch_norm_grad",
+                    [&]<typename T>() { grad<T>(x, dy, gamma, mean, inv_std, dx, dgamma, dbeta); });
 }
 
 }  // namespace

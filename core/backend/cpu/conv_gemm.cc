@@ -1,8 +1,8 @@
 #include "core/backend/cpu/conv_gemm.h"
 
 #include <glog/logging.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstring>
@@ -134,7 +134,8 @@ void backward_from(const Tensor& x, const Tensor& w, const Source& source, Tenso
     for (int64_t unit = b; unit < e; ++unit) {
       const int64_t first = unit * unit_images, last = std::min(g.n, first + unit_images);
       // Units are whole images, so no two threads add onto the same input pixel.
-      if (pdx != nullptr) std::memset(pdx + first * image, 0, (last - first) * image * sizeof(float));
+      if (pdx != nullptr)
+        std::memset(pdx + first * image, 0, (last - first) * image * sizeof(float));
       float* acc = filters ? partial.data() + unit * stride : nullptr;
       if (filters) std::fill(acc + taps * g.o, acc + stride, 0.f);
       const int64_t unit_rows = (last - first) * pixels;
@@ -166,7 +167,8 @@ void backward_from(const Tensor& x, const Tensor& w, const Source& source, Tenso
     }
   });
   if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
-  if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
+  if (db.defined())
+    std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
 }
 
 }  // namespace
@@ -191,8 +193,8 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& 
 void backward(const Tensor& x, const Tensor& w, const kernels::MaxPoolInputGrad& grad,
               kernels::Activation activation, Tensor& dx, Tensor& dw, Tensor& db,
               const ConvGeometry& g) {
-  backward_from(x, w, MaxPoolOutputGrad(grad, activation == kernels::Activation::kRelu, g), dx,
-                dw, db, g);
+  backward_from(x, w, MaxPoolOutputGrad(grad, activation == kernels::Activation::kRelu, g), dx, dw,
+                db, g);
 }
 
 }  // namespace cadre::backend::cpu::conv_gemm

@@ -119,7 +119,8 @@ void any_shape(const float* x, const float* dy, const float* y, const ConvGeomet
         }
         const float* grad = kept.data();
         vec8::add_into(bias_acc, grad, o);
-        for (int64_t ky = std::max<int64_t>(0, -top); ky < std::min<int64_t>(g.kh, g.h - top); ++ky) {
+        for (int64_t ky = std::max<int64_t>(0, -top); ky < std::min<int64_t>(g.kh, g.h - top);
+             ++ky) {
           for (int64_t kx = std::max<int64_t>(0, -left); kx < std::min<int64_t>(g.kw, g.w - left);
                ++kx) {
             const float v = image[(top + ky) * g.w + left + kx];
@@ -169,10 +170,9 @@ template <int KH, int KW, typename L>
 // held, so that the P sums have the registers.
 template <int KH, int KW, int P, typename L>
 [[gnu::always_inline]] inline void outputs_at(const float* image, const typename L::Float* filter,
-                                              const float* taps, typename L::Float start,
-                                              bool relu, const ConvGeometry& g,
-                                              const int64_t (&oy)[P], const int64_t (&ox)[P],
-                                              typename L::Float (&out)[P]) {
+                                              const float* taps, typename L::Float start, bool relu,
+                                              const ConvGeometry& g, const int64_t (&oy)[P],
+                                              const int64_t (&ox)[P], typename L::Float (&out)[P]) {
   using Vec = typename L::Float;
   const float* in[P];
   for (int p = 0; p < P; ++p) {
@@ -248,9 +248,9 @@ template <int KH, int KW, typename L>
       int64_t ox = 0;
       for (; ox + 8 <= g.ow; ox += 8, out += 8 * g.o) {
         Vec sums[8];
-        outputs_at<KH, KW, 8, L>(image, filter, taps, start, f.relu, g,
-                                 {oy, oy, oy, oy, oy, oy, oy, oy},
-                                 {ox, ox + 1, ox + 2, ox + 3, ox + 4, ox + 5, ox + 6, ox + 7}, sums);
+        outputs_at<KH, KW, 8, L>(
+            image, filter, taps, start, f.relu, g, {oy, oy, oy, oy, oy, oy, oy, oy},
+            {ox, ox + 1, ox + 2, ox + 3, ox + 4, ox + 5, ox + 6, ox + 7}, sums);
         for (int p = 0; p < 8; ++p) lanes::store(out + p * g.o, sums[p]);
       }
       for (; ox < g.ow; ++ox, out += g.o) {
@@ -269,9 +269,10 @@ template <int KH, int KW, typename L>
       for (; px + 2 <= f.pw; px += 2) {
         const int64_t left = px * 2;
         Vec v[8];
-        outputs_at<KH, KW, 8, L>(image, filter, taps, start, f.relu, g,
-                                 {top, top, top + 1, top + 1, top, top, top + 1, top + 1},
-                                 {left, left + 1, left, left + 1, left + 2, left + 3, left + 2, left + 3}, v);
+        outputs_at<KH, KW, 8, L>(
+            image, filter, taps, start, f.relu, g,
+            {top, top, top + 1, top + 1, top, top, top + 1, top + 1},
+            {left, left + 1, left, left + 1, left + 2, left + 3, left + 2, left + 3}, v);
         store_max<L>(v, 4, f.y, f.argmax, offset + (py * f.pw + px) * g.o);
         store_max<L>(v + 4, 4, f.y, f.argmax, offset + (py * f.pw + px + 1) * g.o);
       }
@@ -281,7 +282,8 @@ template <int KH, int KW, typename L>
       Vec v[kMaxWindowTaps];
       for (int64_t wy = 0; wy < wh; ++wy) {
         for (int64_t wx = 0; wx < ww; ++wx) {
-          v[wy * ww + wx] = output_at<KH, KW, L>(image, filter, start, f.relu, g, top + wy, left + wx);
+          v[wy * ww + wx] =
+              output_at<KH, KW, L>(image, filter, start, f.relu, g, top + wy, left + wx);
         }
       }
       store_max<L>(v, wh * ww, f.y, f.argmax, offset + (py * f.pw + px) * g.o);
@@ -302,15 +304,24 @@ template <typename L>
 
 void forward_image_narrow(const Forward& f, int64_t n) { forward_image<Narrow>(f, n); }
 #if CADRE_WIDE_LANES
-CADRE_WIDE_TARGET void forward_image_wide(const Forward& f, int64_t n) { forward_image<Wide>(f, n); }
+CADRE_WIDE_TARGET void forward_image_wide(const Forward& f, int64_t n) {
+  forward_image<Wide>(f, n);
+}
 #endif
 
 void forward_any(const Tensor& x, const Tensor& w, const Tensor& bias,
                  kernels::Activation activation, const ConvGeometry& g,
                  const kernels::Pool2DParams* pool, Tensor& y, int32_t* argmax) {
-  const Forward f{typed<float>(x), typed<float>(w), bias.defined() ? typed<float>(bias) : nullptr,
-                  activation == kernels::Activation::kRelu, g, pool, typed_mut<float>(y), argmax,
-                  y.shape()[1], y.shape()[2]};
+  const Forward f{typed<float>(x),
+                  typed<float>(w),
+                  bias.defined() ? typed<float>(bias) : nullptr,
+                  activation == kernels::Activation::kRelu,
+                  g,
+                  pool,
+                  typed_mut<float>(y),
+                  argmax,
+                  y.shape()[1],
+                  y.shape()[2]};
   void (*image)(const Forward&, int64_t) = &forward_image_narrow;
 #if CADRE_WIDE_LANES
   if (use_wide(g)) image = &forward_image_wide;
@@ -374,7 +385,8 @@ void sum_blocks(const ConvGeometry& g, Tensor& dw, Tensor& db, BlockFn&& block_f
     vec8::add_into(partial.data(), partial.data() + i * stride, stride);
   }
   if (dw.defined()) std::memcpy(typed_mut<float>(dw), partial.data(), taps * g.o * sizeof(float));
-  if (db.defined()) std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
+  if (db.defined())
+    std::memcpy(typed_mut<float>(db), partial.data() + taps * g.o, g.o * sizeof(float));
 }
 
 // The filter gradient from `source` with the sums in registers (in_registers(g)).
@@ -403,8 +415,8 @@ bool forward_max_pool_suits(const ConvGeometry& g, const kernels::Pool2DParams& 
   const bool no_padding = pool.pad_begin == std::array<int64_t, 2>{0, 0} &&
                           pool.pad_end == std::array<int64_t, 2>{0, 0};
   return in_registers_suits(g) && pool.kind == kernels::PoolKind::kMax &&
-         pool.strides == pool.window && no_padding && pool.window[0] <= g.oh && pool.window[1] <= g.ow &&
-         pool.window[0] * pool.window[1] <= kMaxWindowTaps;
+         pool.strides == pool.window && no_padding && pool.window[0] <= g.oh &&
+         pool.window[1] <= g.ow && pool.window[0] * pool.window[1] <= kMaxWindowTaps;
 }
 
 void forward_max_pool(const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -417,8 +429,8 @@ bool suits(const ConvGeometry& g) {
   return g.c == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
 }
 
-void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
-                 kernels::Activation activation, Tensor& dw, Tensor& db, const ConvGeometry& g) {
+void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y, kernels::Activation activation,
+                 Tensor& dw, Tensor& db, const ConvGeometry& g) {
   const float* px = typed<float>(x);
   const float* pg = typed<float>(dy);
   const float* py = activation == kernels::Activation::kRelu ? typed<float>(y) : nullptr;

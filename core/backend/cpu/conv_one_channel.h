@@ -1,7 +1,7 @@
 // The float32 filter gradient (and forward pass) of a convolution with one input channel
-// (the first layer of a grayscale model). oneDNN's backward-weights kernel vectorises over input channels: with
-// one, it ran the Fashion-MNIST CNN's first layer at 29 GFLOP/s (3.5 ms of a 24 ms step at
-// batch 256), a sixth of what it reaches on the second layer. Here a broadcast input value
+// (the first layer of a grayscale model). oneDNN's backward-weights kernel vectorises over input
+// channels: with one, it ran the Fashion-MNIST CNN's first layer at 29 GFLOP/s (3.5 ms of a 24 ms
+// step at batch 256), a sixth of what it reaches on the second layer. Here a broadcast input value
 // times a vector of output channels is added per tap, the taps' sums held in registers.
 #pragma once
 
@@ -36,9 +36,8 @@ void forward_max_pool(const Tensor& x, const Tensor& w, const Tensor& bias,
 // dw and db (each may be undefined) from dy, the gradient of the output after `activation`
 // (kNone or kRelu; y is that output). Sums per block of images, then the blocks in order:
 // the same bits at any thread count.
-void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y,
-                 kernels::Activation activation, Tensor& dw, Tensor& db,
-                 const portable::ConvGeometry& g);
+void filter_grad(const Tensor& x, const Tensor& dy, const Tensor& y, kernels::Activation activation,
+                 Tensor& dw, Tensor& db, const portable::ConvGeometry& g);
 
 // The same from the max pooling that took the convolution's output (grad.tiles()), where
 // in_registers_suits(g).

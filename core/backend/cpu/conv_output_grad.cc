@@ -71,7 +71,8 @@ const float* MaxPoolOutputGrad::rows(int64_t r0, int64_t r1, float* buffer) cons
     const int64_t n = r / pixels, oy = (r % pixels) / ow_, ox = r % ow_;
     float* out = buffer + (r - r0) * o_;
     int64_t c = 0;
-    for (; c + vec8::kLanes <= o_; c += vec8::kLanes) vec8::store(out + c, at<Lanes<8>>(n, oy, ox, c));
+    for (; c + vec8::kLanes <= o_; c += vec8::kLanes)
+      vec8::store(out + c, at<Lanes<8>>(n, oy, ox, c));
     for (; c < o_; ++c) out[c] = scalar_at(n, oy, ox, c);
   }
   return buffer;

@@ -97,9 +97,14 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
 template <typename Fn>
 void visit_storage_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kBFloat16: fn.template operator()<BFloat16>(); return;
-    case DType::kFloat16: fn.template operator()<Float16>(); return;
-    default: visit_dtype(dtype, "cast", fn);
+    case DType::kBFloat16:
+      fn.template operator()<BFloat16>();
+      return;
+    case DType::kFloat16:
+      fn.template operator()<Float16>();
+      return;
+    default:
+      visit_dtype(dtype, "cast", fn);
   }
 }
 
@@ -126,9 +131,8 @@ void fill(Tensor& out, double value) {
     T* p = typed_mut<T>(out);
     int64_t n = out.numel();
     if (out.is_contiguous()) {
-      parallel_for(0, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-        std::fill(p + b, p + e, v);
-      });
+      parallel_for(0, n, kElementwiseGrain,
+                   [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
       return;
     }
     StridedLoop<1> loop({&out});
@@ -148,7 +152,8 @@ void copy(const Tensor& src, Tensor& dst) {
     }
     return;
   }
-  visit_storage_word(src.dtype(), [&]<typename W>() { map1<W, W>(src, dst, [](W v) { return v; }); });
+  visit_storage_word(src.dtype(),
+                     [&]<typename W>() { map1<W, W>(src, dst, [](W v) { return v; }); });
 }
 
 void cast(const Tensor& src, Tensor& dst) {
@@ -167,12 +172,14 @@ void with_unary_op(UnaryOp op, Fn&& fn) {
 #define CADRE_UNARY(name) \
   case UnaryOp::name:     \
     return fn.template operator()<UnaryOp::name>();
+    // clang-format off
     CADRE_UNARY(kNeg) CADRE_UNARY(kAbs) CADRE_UNARY(kSign) CADRE_UNARY(kSquare)
     CADRE_UNARY(kSqrt) CADRE_UNARY(kRsqrt) CADRE_UNARY(kReciprocal) CADRE_UNARY(kExp)
     CADRE_UNARY(kExpm1) CADRE_UNARY(kLog) CADRE_UNARY(kLog1p) CADRE_UNARY(kSin)
     CADRE_UNARY(kCos) CADRE_UNARY(kTan) CADRE_UNARY(kErf) CADRE_UNARY(kFloor)
     CADRE_UNARY(kCeil) CADRE_UNARY(kRound) CADRE_UNARY(kLogicalNot) CADRE_UNARY(kIsNan)
     CADRE_UNARY(kIsInf) CADRE_UNARY(kIsFinite)
+    // clang-format on
 #undef CADRE_UNARY
   }
 }
@@ -183,12 +190,14 @@ void with_binary_op(BinaryOp op, Fn&& fn) {
 #define CADRE_BINARY(name) \
   case BinaryOp::name:     \
     return fn.template operator()<BinaryOp::name>();
+    // clang-format off
     CADRE_BINARY(kAdd) CADRE_BINARY(kSub) CADRE_BINARY(kMul) CADRE_BINARY(kDiv)
     CADRE_BINARY(kPow) CADRE_BINARY(kMaximum) CADRE_BINARY(kMinimum)
     CADRE_BINARY(kSquaredDifference) CADRE_BINARY(kFloorDiv) CADRE_BINARY(kMod)
     CADRE_BINARY(kEqual) CADRE_BINARY(kNotEqual) CADRE_BINARY(kLess) CADRE_BINARY(kLessEqual)
     CADRE_BINARY(kGreater) CADRE_BINARY(kGreaterEqual) CADRE_BINARY(kLogicalAnd)
     CADRE_BINARY(kLogicalOr)
+    // clang-format on
 #undef CADRE_BINARY
   }
 }

@@ -24,12 +24,13 @@ void gather(const Tensor& params, const Tensor& indices, Tensor& out) {
   const char* src = static_cast<const char*>(params.raw_data());
   char* dst = static_cast<char*>(out.raw_data());
   visit_index(indices, [&](const auto* idx) {
-    int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, static_cast<int64_t>(row_bytes)));
+    int64_t grain =
+        std::max<int64_t>(1, 65536 / std::max<int64_t>(1, static_cast<int64_t>(row_bytes)));
     parallel_for(0, outer * n, grain, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) {
         int64_t o = j / n, i = j % n;
-        std::memcpy(dst + j * row_bytes, src + (o * rows + static_cast<int64_t>(idx[i])) * row_bytes,
-                    row_bytes);
+        std::memcpy(dst + j * row_bytes,
+                    src + (o * rows + static_cast<int64_t>(idx[i])) * row_bytes, row_bytes);
       }
     });
   });

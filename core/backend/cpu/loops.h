@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "core/runtime/parallel_for.h"
 #include "cadre/tensor/tensor.h"
+#include "core/runtime/parallel_for.h"
 
 namespace cadre::backend::cpu {
 

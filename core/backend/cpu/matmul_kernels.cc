@@ -76,10 +76,10 @@ const Prepared& prepare(const Key& key) {
   p.c = matrix_desc(key.batch, key.m, key.n, false, batched);
   using dims = dnnl::memory::dims;
   if (key.bias) {
-    p.bias = batched ? dnnl::memory::desc(dims{1, 1, key.n}, dnnl::memory::data_type::f32,
-                                          dims{key.n, key.n, 1})
-                     : dnnl::memory::desc(dims{1, key.n}, dnnl::memory::data_type::f32,
-                                          dims{key.n, 1});
+    p.bias = batched
+                 ? dnnl::memory::desc(dims{1, 1, key.n}, dnnl::memory::data_type::f32,
+                                      dims{key.n, key.n, 1})
+                 : dnnl::memory::desc(dims{1, key.n}, dnnl::memory::data_type::f32, dims{key.n, 1});
   }
   dnnl::post_ops ops;
   if (key.accumulate) ops.append_sum(1.0f);
@@ -89,8 +89,8 @@ const Prepared& prepare(const Key& key) {
     ops.append_eltwise(1.0f, algorithm, eltwise_alpha, 0.f);
   }
   try {
-    auto desc = key.bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c)
-                         : dnnl::matmul::desc(p.a, p.b, p.c);
+    auto desc =
+        key.bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
     dnnl::matmul::primitive_desc pd(desc, onednn::attributes(ops), onednn::engine());
     p.primitive = dnnl::matmul(pd);
     p.scratchpad = pd.scratchpad_desc();
@@ -133,12 +133,18 @@ void matmul_f32(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
 
 double apply(Activation act, double alpha, double z) {
   switch (act) {
-    case Activation::kNone: return z;
-    case Activation::kRelu: return z > 0 ? z : 0;
-    case Activation::kSigmoid: return 1 / (1 + std::exp(-z));
-    case Activation::kTanh: return std::tanh(z);
-    case Activation::kElu: return z > 0 ? z : alpha * std::expm1(z);
-    default: return z;  // the op layer applies the others separately
+    case Activation::kNone:
+      return z;
+    case Activation::kRelu:
+      return z > 0 ? z : 0;
+    case Activation::kSigmoid:
+      return 1 / (1 + std::exp(-z));
+    case Activation::kTanh:
+      return std::tanh(z);
+    case Activation::kElu:
+      return z > 0 ? z : alpha * std::expm1(z);
+    default:
+      return z;  // the op layer applies the others separately
   }
 }
 

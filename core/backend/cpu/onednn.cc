@@ -24,14 +24,21 @@ bool eltwise_for(kernels::Activation act, double alpha, dnnl::algorithm& algorit
   using kernels::Activation;
   eltwise_alpha = 0.f;
   switch (act) {
-    case Activation::kRelu: algorithm = dnnl::algorithm::eltwise_relu; return true;
-    case Activation::kSigmoid: algorithm = dnnl::algorithm::eltwise_logistic; return true;
-    case Activation::kTanh: algorithm = dnnl::algorithm::eltwise_tanh; return true;
+    case Activation::kRelu:
+      algorithm = dnnl::algorithm::eltwise_relu;
+      return true;
+    case Activation::kSigmoid:
+      algorithm = dnnl::algorithm::eltwise_logistic;
+      return true;
+    case Activation::kTanh:
+      algorithm = dnnl::algorithm::eltwise_tanh;
+      return true;
     case Activation::kElu:
       algorithm = dnnl::algorithm::eltwise_elu;
       eltwise_alpha = static_cast<float>(alpha);
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 

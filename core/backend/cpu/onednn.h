@@ -2,9 +2,8 @@
 // tensors, scratchpads from Cadre's allocator, and translation of oneDNN errors.
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <initializer_list>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string_view>
 #include <unordered_map>
 

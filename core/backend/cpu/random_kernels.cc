@@ -61,11 +61,23 @@ void truncated(double mean, double stddev, PhiloxKey key, T* out, int64_t n) {
         philox::Block r = philox::block(key.key, key.offset + static_cast<uint64_t>(i), attempt);
         double z0, z1;
         philox::box_muller(r.v[0], r.v[1], z0, z1);
-        if (std::abs(z0) <= 2) { value = z0; break; }
-        if (std::abs(z1) <= 2) { value = z1; break; }
+        if (std::abs(z0) <= 2) {
+          value = z0;
+          break;
+        }
+        if (std::abs(z1) <= 2) {
+          value = z1;
+          break;
+        }
         philox::box_muller(r.v[2], r.v[3], z0, z1);
-        if (std::abs(z0) <= 2) { value = z0; break; }
-        if (std::abs(z1) <= 2) { value = z1; break; }
+        if (std::abs(z0) <= 2) {
+          value = z0;
+          break;
+        }
+        if (std::abs(z1) <= 2) {
+          value = z1;
+          break;
+        }
       }
       out[i] = static_cast<T>(mean + stddev * value);
     }
@@ -77,9 +89,12 @@ void random(RandomDistribution dist, double a, double b, PhiloxKey key, Tensor& 
     T* p = typed_mut<T>(out);
     int64_t n = out.numel();
     switch (dist) {
-      case RandomDistribution::kUniform: return uniform<T>(a, b, key, p, n);
-      case RandomDistribution::kNormal: return normal<T>(a, b, key, p, n);
-      case RandomDistribution::kTruncatedNormal: return truncated<T>(a, b, key, p, n);
+      case RandomDistribution::kUniform:
+        return uniform<T>(a, b, key, p, n);
+      case RandomDistribution::kNormal:
+        return normal<T>(a, b, key, p, n);
+      case RandomDistribution::kTruncatedNormal:
+        return truncated<T>(a, b, key, p, n);
     }
   });
 }

@@ -143,11 +143,16 @@ void reduce(ReduceOp op, const Tensor& x, Tensor& out) {
       throw_unsupported_dtype("reduce", x.dtype(), "a numeric dtype");
     } else {
       switch (op) {
-        case ReduceOp::kSum: return reduce_typed<SumOp<T>, T, T>(x, out, false);
-        case ReduceOp::kMean: return reduce_typed<SumOp<T>, T, T>(x, out, true);
-        case ReduceOp::kMax: return reduce_typed<MaxOp<T>, T, T>(x, out, false);
-        case ReduceOp::kMin: return reduce_typed<MinOp<T>, T, T>(x, out, false);
-        default: break;
+        case ReduceOp::kSum:
+          return reduce_typed<SumOp<T>, T, T>(x, out, false);
+        case ReduceOp::kMean:
+          return reduce_typed<SumOp<T>, T, T>(x, out, true);
+        case ReduceOp::kMax:
+          return reduce_typed<MaxOp<T>, T, T>(x, out, false);
+        case ReduceOp::kMin:
+          return reduce_typed<MinOp<T>, T, T>(x, out, false);
+        default:
+          break;
       }
     }
   });

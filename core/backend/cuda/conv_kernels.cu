@@ -68,8 +68,7 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
   mp.activation = p.activation;
   if (portable::conv_is_pointwise(g)) {
     Tensor out = matrix_view(y, 0, g.n * g.oh * g.ow, g.o);
-    gemm(matrix_view(x, 0, g.n * g.h * g.w, g.c), matrix_view(w, 0, g.taps(), g.o), bias, out,
-         mp);
+    gemm(matrix_view(x, 0, g.n * g.h * g.w, g.c), matrix_view(w, 0, g.taps(), g.o), bias, out, mp);
     return;
   }
   auto own = [&] { im2col_conv2d(x, w, bias, y, g, mp); };
@@ -77,8 +76,8 @@ void conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
 }
 
 // dx and dw (each when defined) through im2col and col2im.
-void im2col_conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                        Tensor& dw, const ConvGeometry& g) {
+void im2col_conv2d_grad(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                        const ConvGeometry& g) {
   int64_t pixels = g.oh * g.ow;
   Tensor filters = matrix_view(w, 0, g.taps(), g.o);
   MatmulParams transpose_b;  // dcols = dy · w^T
@@ -168,8 +167,7 @@ bool conv2d_grad_from_max_pool(const Tensor& x, const Tensor& w,
   Tensor dz = Tensor::empty(grad.input_shape, grad.dy.dtype(), grad.dy.device());
   portable::PoolGeometry g = portable::pool_geometry(dz.shape(), grad.dy.shape(), grad.params);
   visit_float_dtype(dz.dtype(), "conv2d_grad", [&]<typename T>() {
-    portable::PoolGradElement<T> element{ptr<T>(grad.dy), ptr<int32_t>(grad.argmax), mut<T>(dz),
-                                         g};
+    portable::PoolGradElement<T> element{ptr<T>(grad.dy), ptr<int32_t>(grad.argmax), mut<T>(dz), g};
     if (relu) element.relu_pooled = ptr<T>(grad.pooled);
     for_each(dz.device(), dz.numel(), element, "conv2d_grad (from max pooling)");
   });

@@ -10,8 +10,8 @@
 #include "cadre/tensor/device.h"
 #include "cadre/tensor/tensor.h"
 #include "core/backend/cuda/cuda_error.h"
-#include "core/tensor/cuda/device_runtime.h"
 #include "core/kernels/elementwise.h"
+#include "core/tensor/cuda/device_runtime.h"
 
 namespace cadre::backend::cuda {
 

@@ -78,7 +78,8 @@ void sgd(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor
 
 void adam(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> m,
           std::span<Tensor> v, const kernels::AdamParams& params) {
-  fused(vars, grads, m, v, {}, "adam_update", [&]<typename T>() { return p::adam_rule<T>(params); });
+  fused(vars, grads, m, v, {}, "adam_update",
+        [&]<typename T>() { return p::adam_rule<T>(params); });
 }
 
 void adagrad(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tensor> accum,

@@ -76,14 +76,12 @@ struct RmsPropRule {
 // The rules for the kernels' parameters (host code: each backend makes them per dtype).
 template <typename T>
 SgdRule<T> sgd_rule(const kernels::SgdParams& p) {
-  return {static_cast<T>(p.learning_rate), static_cast<T>(p.momentum), p.momentum != 0,
-          p.nesterov};
+  return {static_cast<T>(p.learning_rate), static_cast<T>(p.momentum), p.momentum != 0, p.nesterov};
 }
 template <typename T>
 AdamRule<T> adam_rule(const kernels::AdamParams& p) {
   T b1 = static_cast<T>(p.beta1), b2 = static_cast<T>(p.beta2);
-  return {static_cast<T>(p.learning_rate), b1, b2, static_cast<T>(p.epsilon), T(1) - b1,
-          T(1) - b2};
+  return {static_cast<T>(p.learning_rate), b1, b2, static_cast<T>(p.epsilon), T(1) - b1, T(1) - b2};
 }
 template <typename T>
 AdagradRule<T> adagrad_rule(const kernels::AdagradParams& p) {
@@ -92,7 +90,7 @@ AdagradRule<T> adagrad_rule(const kernels::AdagradParams& p) {
 template <typename T>
 RmsPropRule<T> rmsprop_rule(const kernels::RmsPropParams& p) {
   return {static_cast<T>(p.learning_rate), static_cast<T>(p.rho), static_cast<T>(p.momentum),
-          static_cast<T>(p.epsilon), p.momentum > 0, p.centered};
+          static_cast<T>(p.epsilon),       p.momentum > 0,        p.centered};
 }
 
 // One variable of a fused update: its elements, gradient and up to three slots (null when

@@ -44,8 +44,8 @@ class DeferredGradient {
 
 class Gradient {
  public:
-  Gradient() = default;  // no gradient (the source does not affect the target)
-  Gradient(Tensor dense);  // NOLINT: a dense gradient converts implicitly
+  Gradient() = default;            // no gradient (the source does not affect the target)
+  Gradient(Tensor dense);          // NOLINT: a dense gradient converts implicitly
   Gradient(IndexedSlices sparse);  // NOLINT
   Gradient(std::shared_ptr<const autodiff::DeferredGradient> deferred);  // NOLINT
 

@@ -39,9 +39,9 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
-#define CADRE_DEFINE_ERROR(Name, Code) \
-  class Name : public Error {          \
-   public:                             \
+#define CADRE_DEFINE_ERROR(Name, Code)                                             \
+  class Name : public Error {                                                      \
+   public:                                                                         \
     explicit Name(const std::string& message) : Error(ErrorCode::Code, message) {} \
   };
 

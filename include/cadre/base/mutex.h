@@ -95,8 +95,8 @@ class CondVar {
     return result;
   }
   template <typename Clock, typename Duration, typename Predicate>
-  bool wait_until(Mutex& mutex, std::chrono::time_point<Clock, Duration> deadline,
-                  Predicate done) CADRE_REQUIRES(mutex) CADRE_NO_THREAD_SAFETY_ANALYSIS {
+  bool wait_until(Mutex& mutex, std::chrono::time_point<Clock, Duration> deadline, Predicate done)
+      CADRE_REQUIRES(mutex) CADRE_NO_THREAD_SAFETY_ANALYSIS {
     std::unique_lock<std::mutex> lock(mutex.mutex_, std::adopt_lock);
     bool result = condition_.wait_until(lock, deadline, done);
     lock.release();

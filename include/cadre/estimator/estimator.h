@@ -118,8 +118,7 @@ class Estimator {
   // under export_dir_base (made when missing) named by the time in seconds
   // (export_dir_base/1700000000), so that exporting again adds an export and never
   // overwrites one. It appears complete or not at all. Returns its path.
-  std::string export_model(const std::string& export_dir_base,
-                           const io::Features& serving_features,
+  std::string export_model(const std::string& export_dir_base, const io::Features& serving_features,
                            const std::string& checkpoint_path = "") const;
 
   std::optional<std::string> latest_checkpoint() const;

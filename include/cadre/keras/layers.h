@@ -33,10 +33,10 @@ namespace cadre::keras {
 // known ones, raised by the layer's constructor.
 class ActivationArg {
  public:
-  ActivationArg() = default;  // linear
+  ActivationArg() = default;                        // linear
   ActivationArg(const char* name) : name_(name) {}  // NOLINT: implicit, as Keras takes strings
   ActivationArg(std::string name) : name_(std::move(name)) {}  // NOLINT
-  ActivationArg(cadre::Activation activation);  // NOLINT
+  ActivationArg(cadre::Activation activation);                 // NOLINT
   const std::string& name() const { return name_; }
 
  private:
@@ -129,8 +129,7 @@ class MaxPooling2D : public Layer {
 };
 class AveragePooling2D : public Layer {
  public:
-  explicit AveragePooling2D(std::array<int64_t, 2> pool_size = {2, 2},
-                            PoolingOptions options = {});
+  explicit AveragePooling2D(std::array<int64_t, 2> pool_size = {2, 2}, PoolingOptions options = {});
 };
 
 struct LayerOptions {

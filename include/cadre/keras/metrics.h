@@ -19,7 +19,8 @@ class Metric {
   using Factory = std::function<std::shared_ptr<nn::Metric>(const std::string& name)>;
   // What the metric is updated with, given labels and the model's output (default: both
   // as they are).
-  using Prepare = std::function<std::pair<Tensor, Tensor>(const Tensor& labels, const Tensor& outputs)>;
+  using Prepare =
+      std::function<std::pair<Tensor, Tensor>(const Tensor& labels, const Tensor& outputs)>;
 
   Metric(std::string name, Factory factory, Prepare prepare = {});
   // The metric of that Keras name; an unknown name is an InvalidArgumentError listing the

@@ -63,7 +63,8 @@ class Accuracy : public Metric {
   double result() const override;
 
  protected:
-  void update_state(const Tensor& labels, const Tensor& predictions, const Tensor& weights) override;
+  void update_state(const Tensor& labels, const Tensor& predictions,
+                    const Tensor& weights) override;
 };
 
 // Binary: predictions > threshold count as positive; labels non-zero are positive.
@@ -74,7 +75,8 @@ class Precision : public Metric {
   double result() const override;  // tp / (tp + fp); 0 when nothing was predicted positive
 
  protected:
-  void update_state(const Tensor& labels, const Tensor& predictions, const Tensor& weights) override;
+  void update_state(const Tensor& labels, const Tensor& predictions,
+                    const Tensor& weights) override;
 
  private:
   double threshold_;
@@ -87,7 +89,8 @@ class Recall : public Metric {
   double result() const override;  // tp / (tp + fn)
 
  protected:
-  void update_state(const Tensor& labels, const Tensor& predictions, const Tensor& weights) override;
+  void update_state(const Tensor& labels, const Tensor& predictions,
+                    const Tensor& weights) override;
 
  private:
   double threshold_;
@@ -103,7 +106,8 @@ class Auc : public Metric {
   double result() const override;
 
  protected:
-  void update_state(const Tensor& labels, const Tensor& predictions, const Tensor& weights) override;
+  void update_state(const Tensor& labels, const Tensor& predictions,
+                    const Tensor& weights) override;
 
  private:
   int num_thresholds_;

@@ -25,8 +25,8 @@ namespace cadre::nn {
 class Metric;
 
 // Makes the variable for `spec`; `seed` is the store's seed for initializers.
-using VariableCreator = std::function<std::shared_ptr<Variable>(const VariableSpec& spec,
-                                                                uint64_t seed)>;
+using VariableCreator =
+    std::function<std::shared_ptr<Variable>(const VariableSpec& spec, uint64_t seed)>;
 
 // Initialises spec.initializer with a generator of (seed, stream_for_name(spec.name)) on
 // the calling thread's default device.

@@ -17,8 +17,8 @@ Tensor pow(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor squared_difference(const Tensor& a, const Tensor& b);  // (a - b)^2
-Tensor floor_div(const Tensor& a, const Tensor& b);  // not differentiable
-Tensor mod(const Tensor& a, const Tensor& b);        // floor modulo, sign of b; not differentiable
+Tensor floor_div(const Tensor& a, const Tensor& b);           // not differentiable
+Tensor mod(const Tensor& a, const Tensor& b);  // floor modulo, sign of b; not differentiable
 
 Tensor equal(const Tensor& a, const Tensor& b);
 Tensor not_equal(const Tensor& a, const Tensor& b);

@@ -32,12 +32,11 @@ Padding parse_padding(const std::string& name);  // "VALID" or "SAME", any case
 // activation fused when the backend can (relu).
 Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
               std::array<int64_t, 2> strides = {1, 1}, Padding padding = Padding::kValid,
-              std::array<int64_t, 2> dilations = {1, 1},
-              Activation activation = Activation::kNone);
-Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> window,
-                  std::array<int64_t, 2> strides, Padding padding = Padding::kValid);
-Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> window,
-                  std::array<int64_t, 2> strides, Padding padding = Padding::kValid);
+              std::array<int64_t, 2> dilations = {1, 1}, Activation activation = Activation::kNone);
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> window, std::array<int64_t, 2> strides,
+                  Padding padding = Padding::kValid);
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> window, std::array<int64_t, 2> strides,
+                  Padding padding = Padding::kValid);
 
 // Batch normalization over every axis but the last (channels). In training it normalises
 // with the batch's statistics and returns them (mean, biased variance) for the caller to

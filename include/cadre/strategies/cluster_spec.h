@@ -6,8 +6,8 @@
 //
 // A "client" job of one task is coordinator mode (docs/DEPLOY.md): the client drives the
 // workers, which serve, and it plays the chief's part (a cluster has a client or a chief,
-// not both). Every form orchestrators produce is accepted: the evaluator inside `cluster` or outside
-// it, no chief (worker 0 then acts as chief), and Kubeflow TFJob's `sparseCluster`, which
+// not both). Every form orchestrators produce is accepted: the evaluator inside `cluster` or
+// outside it, no chief (worker 0 then acts as chief), and Kubeflow TFJob's `sparseCluster`, which
 // maps job -> {index -> address} and may list only some tasks.
 #pragma once
 

@@ -6,9 +6,9 @@
 // create() joins the cluster: the chief (worker 0 without one) serves the coordination
 // service at its TF_CONFIG address, every training task registers with it (waiting for all
 // of them, with a timeout naming the absent ones), heartbeats start, and the workers meet
-// through the service's key-value store (a shared segment, or the Gloo mesh). Variables start identical everywhere (the
-// same seed, or the same checkpoint), every worker makes the same updates, and each reads
-// its own shard of the input (InputContext: one pipeline per worker).
+// through the service's key-value store (a shared segment, or the Gloo mesh). Variables start
+// identical everywhere (the same seed, or the same checkpoint), every worker makes the same
+// updates, and each reads its own shard of the input (InputContext: one pipeline per worker).
 #pragma once
 
 #include <memory>
@@ -23,8 +23,8 @@ namespace cadre {
 
 // How workers exchange gradients (tf.distribute's CommunicationImplementation): RING in
 // host memory for CPU tensors (shared memory on one host, Gloo's TCP ring across hosts;
-// MultiWorkerOptions.shared_memory), NCCL for GPU tensors, or AUTO (NCCL when every local device is a
-// GPU, else RING).
+// MultiWorkerOptions.shared_memory), NCCL for GPU tensors, or AUTO (NCCL when every local device is
+// a GPU, else RING).
 enum class Communication { kAuto, kRing, kNccl };
 
 class MultiWorkerMirroredStrategy : public Strategy {

@@ -49,9 +49,8 @@ class ReplicaContext {
   // trainable ones), averaged and applied as apply_gradients() does, `means` too. Where the
   // strategy can (MultiWorkerMirrored, one replica per worker), they are summed across the
   // workers while the backward pass still runs.
-  void minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer,
-                double weight = 1, std::vector<nn::Variable*> variables = {},
-                std::vector<double>* means = nullptr);
+  void minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer, double weight = 1,
+                std::vector<nn::Variable*> variables = {}, std::vector<double>* means = nullptr);
   // Collective: returns when every replica has reached it.
   void barrier();
 

@@ -124,8 +124,8 @@ class Strategy {
  private:
   std::unique_ptr<StrategyExtended> extended_;
   mutable Mutex threads_mutex_;
-  mutable std::unique_ptr<ReplicaThreads>
-      threads_ CADRE_GUARDED_BY(threads_mutex_);  // made on first run
+  mutable std::unique_ptr<ReplicaThreads> threads_
+      CADRE_GUARDED_BY(threads_mutex_);  // made on first run
 };
 
 // Devices from text ("cpu:0,cpu:1", "gpu:0"); empty text: every GPU, else cpu:0. Throws

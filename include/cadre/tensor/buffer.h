@@ -37,7 +37,8 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
 
   void* data() const {
-    if (unfilled_.load(std::memory_order_acquire)) [[unlikely]] run_fill();
+    if (unfilled_.load(std::memory_order_acquire)) [[unlikely]]
+      run_fill();
     return data_;
   }
   size_t bytes() const { return bytes_; }

@@ -43,16 +43,42 @@ bool is_integral(DType dtype);             // int32/64, uint8 (not bool)
 DType parse_dtype(std::string_view name);
 std::ostream& operator<<(std::ostream& out, DType dtype);
 
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::kBFloat16; };
-template <> struct DTypeOf<Float16> { static constexpr DType value = DType::kFloat16; };
-template <typename T> inline constexpr DType dtype_of = DTypeOf<T>::value;
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::kBFloat16;
+};
+template <>
+struct DTypeOf<Float16> {
+  static constexpr DType value = DType::kFloat16;
+};
+template <typename T>
+inline constexpr DType dtype_of = DTypeOf<T>::value;
 
 // Calls fn.template operator()<T>() with T the C++ type of `dtype`, for the arithmetic
 // types (float32, float64, int32, int64, uint8, bool). `what` names the operation in the
@@ -68,10 +94,14 @@ decltype(auto) visit_float_dtype(DType dtype, std::string_view what, Fn&& fn);
 template <typename Fn>
 decltype(auto) visit_storage_word(DType dtype, Fn&& fn) {
   switch (dtype_size(dtype)) {
-    case 1: return fn.template operator()<uint8_t>();
-    case 2: return fn.template operator()<uint16_t>();
-    case 4: return fn.template operator()<uint32_t>();
-    default: return fn.template operator()<uint64_t>();
+    case 1:
+      return fn.template operator()<uint8_t>();
+    case 2:
+      return fn.template operator()<uint16_t>();
+    case 4:
+      return fn.template operator()<uint32_t>();
+    default:
+      return fn.template operator()<uint64_t>();
   }
 }
 
@@ -81,13 +111,20 @@ decltype(auto) visit_storage_word(DType dtype, Fn&& fn) {
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
-    case DType::kFloat32: return fn.template operator()<float>();
-    case DType::kFloat64: return fn.template operator()<double>();
-    case DType::kInt32: return fn.template operator()<int32_t>();
-    case DType::kInt64: return fn.template operator()<int64_t>();
-    case DType::kUInt8: return fn.template operator()<uint8_t>();
-    case DType::kBool: return fn.template operator()<bool>();
-    default: break;
+    case DType::kFloat32:
+      return fn.template operator()<float>();
+    case DType::kFloat64:
+      return fn.template operator()<double>();
+    case DType::kInt32:
+      return fn.template operator()<int32_t>();
+    case DType::kInt64:
+      return fn.template operator()<int64_t>();
+    case DType::kUInt8:
+      return fn.template operator()<uint8_t>();
+    case DType::kBool:
+      return fn.template operator()<bool>();
+    default:
+      break;
   }
   throw_unsupported_dtype(what, dtype, "float32, float64, int32, int64, uint8, bool");
 }
@@ -95,9 +132,12 @@ decltype(auto) visit_dtype(DType dtype, std::string_view what, Fn&& fn) {
 template <typename Fn>
 decltype(auto) visit_float_dtype(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
-    case DType::kFloat32: return fn.template operator()<float>();
-    case DType::kFloat64: return fn.template operator()<double>();
-    default: break;
+    case DType::kFloat32:
+      return fn.template operator()<float>();
+    case DType::kFloat64:
+      return fn.template operator()<double>();
+    default:
+      break;
   }
   throw_unsupported_dtype(what, dtype, "float32, float64");
 }

@@ -69,8 +69,8 @@ class Tensor {
                           std::function<void()> release);
   // A view of `buffer` with explicit strides and offset (in elements). The caller
   // guarantees that every element addressed lies inside the buffer.
-  static Tensor view_of(std::shared_ptr<Buffer> buffer, const Shape& shape,
-                        const Strides& strides, int64_t offset, DType dtype);
+  static Tensor view_of(std::shared_ptr<Buffer> buffer, const Shape& shape, const Strides& strides,
+                        int64_t offset, DType dtype);
 
   // --- metadata ---
   bool defined() const { return impl_ != nullptr; }

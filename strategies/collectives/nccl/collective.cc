@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "cadre/base/errors.h"
-#include "core/tensor/cuda/device_runtime.h"
 #include "core/base/strings.h"
+#include "core/tensor/cuda/device_runtime.h"
 #include "strategies/collectives/nccl/status.h"
 
 namespace cadre {
@@ -248,7 +248,7 @@ class NcclCollective : public GpuCollective {
   int rank_, size_;
   Device device_;
   NcclOptions options_;
-  Mutex mutex_;           // NCCL calls on comm_ and abort() exclude each other
+  Mutex mutex_;  // NCCL calls on comm_ and abort() exclude each other
   ncclComm_t comm_ CADRE_GUARDED_BY(mutex_) = nullptr;  // once constructed
   bool aborted_ CADRE_GUARDED_BY(mutex_) = false;
   std::string abort_reason_ CADRE_GUARDED_BY(mutex_);

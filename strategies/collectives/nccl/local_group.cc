@@ -7,8 +7,8 @@
 #include <set>
 
 #include "cadre/base/errors.h"
-#include "core/tensor/cuda/device_runtime.h"
 #include "core/base/strings.h"
+#include "core/tensor/cuda/device_runtime.h"
 #include "strategies/collectives/nccl/status.h"
 
 namespace cadre {

@@ -29,8 +29,8 @@ void cpu_relax() {
 // Not FUTEX_PRIVATE: the word is in memory that other processes map.
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, long nanos) {
   timespec timeout{0, nanos};
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &timeout,
-            nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &timeout, nullptr,
+            0);
 }
 
 void futex_wake_all(std::atomic<uint32_t>& word) {

@@ -80,7 +80,9 @@ class SharedMemoryCollective : public ProcessCollective {
   Device device() const override { return Device::cpu(0); }
   const char* transport() const override { return "shared memory"; }
 
-  void sum(float* data, size_t count) override { guard("all-reduce", [&] { reduce(data, count); }); }
+  void sum(float* data, size_t count) override {
+    guard("all-reduce", [&] { reduce(data, count); });
+  }
   void sum(double* data, size_t count) override {
     guard("all-reduce", [&] { reduce(data, count); });
   }
@@ -121,7 +123,8 @@ class SharedMemoryCollective : public ProcessCollective {
       return;
     }
     const size_t chunk = slot_bytes_ / sizeof(T);
-    for (size_t at = 0; at < count; at += chunk) reduce_chunk(data + at, std::min(chunk, count - at));
+    for (size_t at = 0; at < count; at += chunk)
+      reduce_chunk(data + at, std::min(chunk, count - at));
   }
 
   // The slots' elements [begin, end) of `set`, summed in rank order into out[begin, end).
@@ -175,8 +178,8 @@ class SharedMemoryCollective : public ProcessCollective {
   // cluster, and whether each peer's process still exists (when pids mean the same here).
   void check() const {
     if (std::chrono::steady_clock::now() > deadline_) {
-      throw DeadlineExceededError(str_cat("some process did not arrive within ",
-                                          options_.timeout_seconds, " s"));
+      throw DeadlineExceededError(
+          str_cat("some process did not arrive within ", options_.timeout_seconds, " s"));
     }
     if (options_.peer_failure) {
       if (std::string failure = options_.peer_failure(); !failure.empty()) {
@@ -248,8 +251,8 @@ std::unique_ptr<ProcessCollective> shared_memory_collective(Store& store, int ra
                                                             SharedMemoryOptions options,
                                                             const std::string& prefix) {
   if (size <= 0 || size > kMaxRanks || rank < 0 || rank >= size) {
-    throw InvalidArgumentError(str_cat("shared memory: rank ", rank, " of ", size,
-                                       " (at most ", kMaxRanks, " processes on one host)"));
+    throw InvalidArgumentError(str_cat("shared memory: rank ", rank, " of ", size, " (at most ",
+                                       kMaxRanks, " processes on one host)"));
   }
   if (options.slot_bytes < 4096 || options.slot_bytes % kLineBytes != 0) {
     throw InvalidArgumentError(str_cat("shared memory: slot_bytes ", options.slot_bytes,
@@ -284,8 +287,7 @@ std::unique_ptr<ProcessCollective> shared_memory_collective(Store& store, int ra
       try {
         segment = open_segment(published.substr(0, space), bytes);
         auto* header = static_cast<const Header*>(segment.data());
-        if (header->magic != kMagic ||
-            str_cat(header->token) != published.substr(space + 1)) {
+        if (header->magic != kMagic || str_cat(header->token) != published.substr(space + 1)) {
           attached = str_cat("the segment named ", segment.name(), " here is another one");
         }
       } catch (const Error& e) {

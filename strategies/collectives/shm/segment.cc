@@ -106,7 +106,8 @@ Segment open_segment(const std::string& name, size_t bytes) {
     if (error == ENOENT) {
       throw NotFoundError(str_cat("shared memory ", name, " is not on this host"));
     }
-    throw UnavailableError(str_cat("shared memory ", name, ": cannot open: ", std::strerror(error)));
+    throw UnavailableError(
+        str_cat("shared memory ", name, ": cannot open: ", std::strerror(error)));
   }
   struct stat st;
   if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
