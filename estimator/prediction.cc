@@ -15,7 +15,8 @@ namespace cadre {
 
 using estimator_internal::ModelSession;
 
-namespace {
+// Not in an anonymous namespace: Predictions::State, which has external linkage, holds one.
+namespace estimator_internal {
 
 class PredictRun : public Run {
  public:
@@ -37,7 +38,9 @@ class PredictRun : public Run {
   int64_t global_step_;
 };
 
-}  // namespace
+}  // namespace estimator_internal
+
+using estimator_internal::PredictRun;
 
 struct Predictions::State {
   ModelFn model_fn;

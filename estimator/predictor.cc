@@ -14,13 +14,16 @@ namespace cadre {
 using estimator_internal::ExportedModel;
 using estimator_internal::ModelSession;
 
-Predictor::Predictor(ModelFn model_fn, Params params, std::unique_ptr<ExportedModel> model,
-                     std::unique_ptr<ModelSession> session, std::string export_dir)
-    : model_fn_(std::move(model_fn)),
-      params_(std::move(params)),
-      model_(std::move(model)),
-      session_(std::move(session)),
-      export_dir_(std::move(export_dir)) {}
+// The exported model's description and the session holding its variables.
+struct Predictor::Impl {
+  ModelFn model_fn;
+  Params params;
+  std::unique_ptr<ExportedModel> model;
+  std::unique_ptr<ModelSession> session;
+  std::string export_dir;
+};
+
+Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Predictor::~Predictor() = default;
 
@@ -37,18 +40,18 @@ std::unique_ptr<Predictor> Predictor::load(const std::string& export_dir, ModelF
   std::shared_ptr<const checkpoint::CheckpointReader> reader = checkpoint::CheckpointReader::open(
       join_path(export_dir, estimator_internal::kExportVariablesFile));
   auto session = std::make_unique<ModelSession>(0, reader, checkpoint::same_names(), true);
-  return std::unique_ptr<Predictor>(new Predictor(
-      std::move(model_fn), std::move(params), std::move(model), std::move(session), export_dir));
+  return std::unique_ptr<Predictor>(new Predictor(std::make_unique<Impl>(Impl{
+      std::move(model_fn), std::move(params), std::move(model), std::move(session), export_dir})));
 }
 
 std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
                                                  const std::string& signature) {
-  auto found = model_->signatures.find(signature);
-  if (found == model_->signatures.end()) {
-    throw InvalidArgumentError(str_cat("Predictor: no signature '", signature, "' in ", export_dir_,
-                                       "; it has: ", join(signatures())));
+  auto found = impl_->model->signatures.find(signature);
+  if (found == impl_->model->signatures.end()) {
+    throw InvalidArgumentError(str_cat("Predictor: no signature '", signature, "' in ",
+                                       impl_->export_dir, "; it has: ", join(signatures())));
   }
-  for (const auto& [name, spec] : model_->inputs) {
+  for (const auto& [name, spec] : impl_->model->inputs) {
     const Tensor* value = inputs.find(name);
     if (!value) {
       throw InvalidArgumentError(str_cat("Predictor: input '", name,
@@ -65,7 +68,8 @@ std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
   EstimatorSpec spec;
   {
     NoGradScope no_grad;
-    spec = session_->call(model_fn_, inputs, Tensor(), ModeKeys::kPredict, params_);
+    spec =
+        impl_->session->call(impl_->model_fn, inputs, Tensor(), ModeKeys::kPredict, impl_->params);
   }
   std::map<std::string, Tensor> outputs;
   for (const std::string& key : found->second) {
@@ -81,16 +85,16 @@ std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
 
 std::vector<std::string> Predictor::signatures() const {
   std::vector<std::string> names;
-  for (const auto& [name, keys] : model_->signatures) names.push_back(name);
+  for (const auto& [name, keys] : impl_->model->signatures) names.push_back(name);
   return names;
 }
 
 std::vector<std::string> Predictor::input_names() const {
   std::vector<std::string> names;
-  for (const auto& [name, spec] : model_->inputs) names.push_back(name);
+  for (const auto& [name, spec] : impl_->model->inputs) names.push_back(name);
   return names;
 }
 
-int64_t Predictor::global_step() const { return model_->global_step; }
+int64_t Predictor::global_step() const { return impl_->model->global_step; }
 
 }  // namespace cadre

@@ -17,11 +17,6 @@
 
 namespace cadre {
 
-namespace estimator_internal {
-class ModelSession;
-struct ExportedModel;
-}  // namespace estimator_internal
-
 class Predictor {
  public:
   // Throws NotFoundError when export_dir or one of its files is missing, DataLossError when
@@ -41,14 +36,9 @@ class Predictor {
   int64_t global_step() const;
 
  private:
-  Predictor(ModelFn model_fn, Params params,
-            std::unique_ptr<estimator_internal::ExportedModel> model,
-            std::unique_ptr<estimator_internal::ModelSession> session, std::string export_dir);
-  ModelFn model_fn_;
-  Params params_;
-  std::unique_ptr<estimator_internal::ExportedModel> model_;
-  std::unique_ptr<estimator_internal::ModelSession> session_;
-  std::string export_dir_;
+  struct Impl;
+  explicit Predictor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace cadre
