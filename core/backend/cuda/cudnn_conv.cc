@@ -1,11 +1,5 @@
 // Float32 convolutions through cuDNN's convolution API over NHWC tensors.
 //
-// Under GpuConvolution::kAutotune each problem's first call on a device runs cuDNN and the
-// caller's own path, each once to warm up (plans, kernel loading) and then three times
-// between events on the compute stream, and keeps the faster by its quickest run. The
-// timed runs write the outputs; the kept path then writes them once more, so that a call's
-// results are always the kept path's. A path that runs out of memory while timed loses.
-//
 // Our filters are HWIO, [KH, KW, C, O]; cuDNN's NHWC filter layout is [O, KH, KW, C], which
 // is the transpose of the filter seen as a [KH*KW*C, O] matrix. So the filter, and its
 // gradient on the way back, goes through one transposing copy (a few KB to a few MB, against
@@ -43,6 +37,7 @@
 #include "cadre/runtime/precision.h"
 #include "core/backend/cuda/cuda_error.h"
 #include "core/backend/cuda/launch.h"
+#include "core/backend/cuda/stream_timing.h"
 #include "core/base/strings.h"
 
 namespace cadre::backend::cuda {
@@ -298,47 +293,6 @@ Tensor workspace(size_t bytes, Device device) {
 }
 
 void* data_of(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
-
-// Milliseconds that `run` takes on `stream`: the quickest of three runs after a first.
-float time_of(cudaStream_t stream, const std::function<void()>& run) {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  float best = 0;
-  try {
-    run();
-    for (int i = 0; i < 3; ++i) {
-      check(cudaEventRecord(start, stream), "cudaEventRecord");
-      run();
-      check(cudaEventRecord(stop, stream), "cudaEventRecord");
-      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-      best = i == 0 ? ms : std::min(best, ms);
-    }
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best;
-}
-
-// The milliseconds of time_of, or none where `run` ran out of GPU memory (im2col's column
-// matrix, a cuDNN workspace).
-std::optional<float> time_if_it_fits(cudaStream_t stream, const std::function<void()>& run) {
-  try {
-    return time_of(stream, run);
-  } catch (const ResourceExhaustedError&) {
-    return std::nullopt;
-  }
-}
-
-std::string milliseconds(const std::optional<float>& ms) {
-  return ms ? str_cat(*ms, " ms") : std::string("out of memory");
-}
 
 // Whether this call runs through cuDNN: always under kCudnn; under kAutotune, as the first
 // call of the problem's direction timed it. A path that runs out of memory loses, so that

@@ -1,7 +1,10 @@
 // Float32 2-D convolutions through cuDNN, where it takes the problem and gpu_convolution()
 // (cadre/runtime/gpu_convolution.h) asks for it. conv_kernels.cu passes its own im2col
-// path as `own`: under kAutotune a problem's first call on a device runs both, timed on the
-// device, and the faster is kept for the process.
+// path as `own`. Under kAutotune each problem's first call on a device runs cuDNN and
+// `own`, each once to warm up (plans, kernel loading) and then three times between events
+// on the compute stream, and keeps the faster by its quickest run for the process. The
+// timed runs write the outputs; the kept path then writes them once more, so that a call's
+// results are always the kept path's. A path that runs out of memory while timed loses.
 #pragma once
 
 #include <functional>
