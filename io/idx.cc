@@ -127,28 +127,24 @@ Tensor read_idx(const std::string& path, const std::shared_ptr<Env>& env) {
     throw DataLossError(str_cat("IDX file ", path, " has a bad magic number at byte offset 0"));
   }
   DType dtype;
-  size_t element = 0;
   switch (data[2]) {
     case 0x08:
       dtype = DType::kUInt8;
-      element = 1;
       break;
     case 0x0C:
       dtype = DType::kInt32;
-      element = 4;
       break;
     case 0x0D:
       dtype = DType::kFloat32;
-      element = 4;
       break;
     case 0x0E:
       dtype = DType::kFloat64;
-      element = 8;
       break;
     default:
       throw DataLossError(str_cat("IDX file ", path, " has unsupported element type 0x", std::hex,
                                   int(data[2]), " at byte offset 2"));
   }
+  const size_t element = dtype_size(dtype);
   int rank = data[3];
   size_t header = 4 + 4 * static_cast<size_t>(rank);
   if (rank > Shape::kMaxRank || data.size() < header) {

@@ -102,19 +102,13 @@ class CudaBackend : public DeviceBackend {
 
   // Ordered after the device's queued work; the host waits for the copy.
   void copy_to_host(int index, const void* src, void* dst, size_t bytes) override {
-    Current current(index);
-    cudaStream_t stream = runtime(index).compute();
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync (device to host)");
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (device to host)");
+    copy_and_wait(index, src, dst, bytes, cudaMemcpyDeviceToHost,
+                  "cudaMemcpyAsync (device to host)", "cudaStreamSynchronize (device to host)");
   }
   // The host memory may be pageable and may change after the call: wait for the copy.
   void copy_from_host(int index, const void* src, void* dst, size_t bytes) override {
-    Current current(index);
-    cudaStream_t stream = runtime(index).compute();
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
-          "cudaMemcpyAsync (host to device)");
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (host to device)");
+    copy_and_wait(index, src, dst, bytes, cudaMemcpyHostToDevice,
+                  "cudaMemcpyAsync (host to device)", "cudaStreamSynchronize (host to device)");
   }
   void copy_on_device(int index, const void* src, void* dst, size_t bytes) override {
     Current current(index);
@@ -143,6 +137,15 @@ class CudaBackend : public DeviceBackend {
   }
 
  private:
+  // A copy on the device's compute stream, and the host waits for it.
+  void copy_and_wait(int index, const void* src, void* dst, size_t bytes, cudaMemcpyKind kind,
+                     const char* copy_call, const char* sync_call) {
+    Current current(index);
+    cudaStream_t stream = runtime(index).compute();
+    check(cudaMemcpyAsync(dst, src, bytes, kind, stream), copy_call);
+    check(cudaStreamSynchronize(stream), sync_call);
+  }
+
   // Makes device `index` current for the scope.
   class Current {
    public:
