@@ -138,6 +138,10 @@ void check_data(const CheckpointData& data) {
   }
 }
 
+std::string part_dataset_name(const std::string& name, int64_t first_row) {
+  return str_cat(name, "/rows-", first_row);
+}
+
 Tensor bytes_to_tensor(std::string_view text) {
   return Tensor::from_bytes(text.data(), Shape{static_cast<int64_t>(text.size())}, DType::kUInt8);
 }

@@ -1,4 +1,4 @@
-// Names fixed by the checkpoint file format (see checkpoint/FORMAT.md). Version 1.
+// Names fixed by the checkpoint file format (see checkpoint/FORMAT.md).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,9 @@ namespace cadre::checkpoint::format {
 
 inline constexpr char kFormatName[] = "cadre-checkpoint";
 inline constexpr int64_t kFormatVersion = 1;
+// A sharded checkpoint's own file: version 1 and a manifest of the parts that hold its
+// other variables (checkpoint/manifest.h), which a version-1 reader would not see.
+inline constexpr int64_t kShardedFormatVersion = 2;
 
 // Groups below the root.
 inline constexpr char kVariables[] = "variables";

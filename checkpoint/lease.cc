@@ -8,6 +8,7 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/state_file.h"
+#include "checkpoint/parts.h"
 #include "core/base/process_id.h"
 #include "core/base/strings.h"
 
@@ -178,6 +179,7 @@ std::vector<std::string> delete_unleased_checkpoints(Env& env, const std::string
     }
     try {
       env.remove_file(join_path(model_dir, name));
+      remove_parts(env, model_dir, basename, *step);
     } catch (const std::exception& error) {
       LOG(WARNING) << "retention could not delete checkpoint " << name
                    << " (will retry): " << error.what();

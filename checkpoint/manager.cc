@@ -2,6 +2,9 @@
 
 #include <glog/logging.h>
 
+#include <cstdio>
+#include <random>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -9,6 +12,7 @@
 #include "cadre/checkpoint/state_file.h"
 #include "checkpoint/background_saver.h"
 #include "checkpoint/lease.h"
+#include "checkpoint/manifest.h"
 #include "checkpoint/model_dir_checkpoints.h"
 #include "checkpoint/retention.h"
 #include "core/base/crc32c.h"
@@ -59,6 +63,19 @@ void remove_stale_temporaries(Env& env, const std::string& model_dir, const std:
       env.remove_file(join_path(model_dir, name));
     }
   }
+  remove_orphan_parts(env, model_dir, basename);
+}
+
+// Writes `data`'s own file with the manifest of its parts at `temporary`, once every part is
+// durable.
+void write_sharded(const std::string& temporary, const CheckpointData& data,
+                   const WriteOptions& options) {
+  std::vector<WrittenPart> written;
+  for (const CheckpointPart& part : data.parts) {
+    auto [bytes, crc] = part.wait();
+    written.push_back({bytes, crc});
+  }
+  internal::write_sharded_checkpoint_file(temporary, data, written, options);
 }
 
 }  // namespace
@@ -176,7 +193,11 @@ void CheckpointManager::Impl::save_now(const CheckpointData& data) {
   if (write_options.created_unix_seconds == 0) write_options.created_unix_seconds = now;
   write_options.durable = retention_->next_is_durable(now);
   try {
-    file_writer_.write(temporary, data, write_options);
+    if (data.parts.empty()) {
+      file_writer_.write(temporary, data, write_options);
+    } else {
+      write_sharded(temporary, data, write_options);
+    }
     if (write_options.durable) env_->sync_file(temporary);
     env_->rename_file(temporary, path);
   } catch (...) {
@@ -188,6 +209,10 @@ void CheckpointManager::Impl::save_now(const CheckpointData& data) {
     throw;
   }
   if (write_options.durable) env_->sync_dir(model_dir_);
+  // A checkpoint of this step saved before (training went back) had parts of its own.
+  std::set<std::string> parts;
+  for (const CheckpointPart& part : data.parts) parts.insert(part.file_name);
+  remove_parts(*env_, model_dir_, options_.basename, data.global_step, parts);
   retention_->record(name, now, write_options.durable);
   LOG(INFO) << "saved checkpoint for step " << data.global_step << ": " << path;
 }
@@ -242,6 +267,17 @@ const std::string& CheckpointManager::model_dir() const { return impl_->model_di
 
 std::string CheckpointManager::checkpoint_path(int64_t global_step) const {
   return impl_->checkpoint_path(global_step);
+}
+
+std::vector<std::string> CheckpointManager::part_file_names(int64_t global_step, int count) const {
+  std::random_device random;
+  char id[16];
+  std::snprintf(id, sizeof(id), "%08x", static_cast<unsigned>(random()));
+  std::vector<std::string> names;
+  for (int k = 0; k < count; ++k) {
+    names.push_back(part_file_name(impl_->options_.basename, global_step, k, count, id));
+  }
+  return names;
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {

@@ -103,7 +103,7 @@ const VariableInfo& CheckpointReader::variable(const std::string& name) const {
 Tensor CheckpointReader::read(const std::string& name, bool verify) const {
   const VariableInfo& info = variable(name);
   Tensor result = Tensor::empty(info.shape, info.dtype, Device::cpu());
-  impl_->read_pieces(impl_->dataset_paths.at(name), info, {{0, result}}, verify);
+  impl_->read_variable(name, info, {{0, result}}, verify);
   return result;
 }
 
@@ -115,7 +115,7 @@ void CheckpointReader::read_into(const std::string& name, const Tensor& destinat
                                        "' has shape ", info.shape, ", the destination ",
                                        destination.shape()));
   }
-  impl_->read_pieces(impl_->dataset_paths.at(name), info, {{0, destination}}, verify);
+  impl_->read_variable(name, info, {{0, destination}}, verify);
 }
 
 void CheckpointReader::read_rows_into(const std::string& name, int64_t first_row,
@@ -137,7 +137,7 @@ void CheckpointReader::read_partitions_into(
                                          " into a tensor of shape ", destination.shape()));
     }
   }
-  impl_->read_pieces(impl_->dataset_paths.at(name), info, partitions, verify);
+  impl_->read_variable(name, info, partitions, verify);
 }
 
 std::map<std::string, Generator::State> CheckpointReader::rng_states(bool verify) const {
@@ -193,6 +193,7 @@ CheckpointSizes CheckpointReader::sizes() const {
       sizes.rng += bytes;
     }
   }
+  if (impl_->sharded) impl_->sharded->add_sizes(&sizes);
   return sizes;
 }
 
@@ -207,6 +208,9 @@ std::vector<DatasetProblem> CheckpointReader::verify() const {
   for (const std::string& name : datasets) {
     std::string problem = impl_->verify_dataset(name);
     if (!problem.empty()) problems.push_back({name, problem});
+  }
+  if (impl_->sharded) {
+    for (DatasetProblem& problem : impl_->sharded->verify()) problems.push_back(std::move(problem));
   }
   return problems;
 }

@@ -208,10 +208,10 @@ void CheckpointReader::Impl::load_index() {
   format_version =
       internal::read_int64_attribute(file.get(), format::kFormatVersionAttribute, where)
           .value_or(0);
-  if (format_version < 1 || format_version > format::kFormatVersion) {
+  if (format_version < 1 || format_version > format::kShardedFormatVersion) {
     throw UnimplementedError(str_cat(where, ": format version ", format_version,
                                      "; this library reads versions 1 to ",
-                                     format::kFormatVersion));
+                                     format::kShardedFormatVersion));
   }
   Handle step = open_dataset(format::kGlobalStep);
   if (H5Dread(step.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &global_step) < 0) {
@@ -231,6 +231,19 @@ void CheckpointReader::Impl::load_index() {
       }
       dataset_paths[name] = dataset;
     }
+  }
+  if (format_version >= format::kShardedFormatVersion) {
+    sharded = std::make_unique<internal::ShardedLayout>(file.get(), path, &variables);
+  }
+}
+
+void CheckpointReader::Impl::read_variable(const std::string& name, const VariableInfo& info,
+                                           const std::vector<std::pair<int64_t, Tensor>>& pieces,
+                                           bool verify) const {
+  if (sharded && sharded->holds(name)) {
+    sharded->read(name, info, pieces, verify);
+  } else {
+    read_pieces(dataset_paths.at(name), info, pieces, verify);
   }
 }
 

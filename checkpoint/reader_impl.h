@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cadre/checkpoint/reader.h"
 #include "checkpoint/hdf5_util.h"
+#include "checkpoint/sharded_reader.h"
 
 namespace cadre::checkpoint {
 
@@ -25,6 +27,8 @@ struct CheckpointReader::Impl {
   std::map<std::string, VariableInfo> variables;
   std::map<std::string, std::string> dataset_paths;  // logical name -> path in the file
   size_t block_bytes = size_t{2} << 20;
+  // A sharded checkpoint's parts, which hold the variables that are not in this file.
+  std::unique_ptr<internal::ShardedLayout> sharded;
   std::string context(const std::string& dataset) const;
   Handle open_dataset(const std::string& dataset) const;
   uint32_t stored_checksum(hid_t dataset, const std::string& name) const;
@@ -35,6 +39,10 @@ struct CheckpointReader::Impl {
   // checksummed; otherwise only the rows the pieces need.
   void read_pieces(const std::string& name, const VariableInfo& info,
                    const std::vector<std::pair<int64_t, Tensor>>& pieces, bool verify) const;
+
+  // read_pieces for logical variable `name`, from this file or from the parts.
+  void read_variable(const std::string& name, const VariableInfo& info,
+                     const std::vector<std::pair<int64_t, Tensor>>& pieces, bool verify) const;
 
   // Copies rows [o0, o1) (logical) from `staging` (which holds rows from b0) to
   // `destination` (which holds rows from first_row).

@@ -8,6 +8,9 @@
 //   3. replace the state file the same way (temporary, fsync, rename, fsync model_dir;
 //      again the fsyncs for durable saves only);
 //   4. only then delete the checkpoints that retention drops (skipping leased ones).
+// A sharded save (CheckpointData::parts) first waits until every part is durable, then
+// writes this file with the manifest of the parts (FORMAT.md); a part whose checkpoint was
+// never published is removed as a temporary is.
 // A crash of the process at any point leaves a state file naming only complete files; at
 // worst a temporary file (removed by the next manager of the model_dir once its owner is
 // seen dead) or a published file the state file does not name yet. A crash of the machine
@@ -108,6 +111,10 @@ class CheckpointManager {
 
   const std::string& model_dir() const;
   std::string checkpoint_path(int64_t global_step) const;
+  // File names for the `count` parts of a sharded checkpoint of `global_step` that other
+  // tasks write (CheckpointData::parts), unique to one save, so that saving a step again
+  // never overwrites the parts of its published checkpoint.
+  std::vector<std::string> part_file_names(int64_t global_step, int count) const;
   // The checkpoints retention manages (those of the state file), oldest first, after the
   // last completed save.
   std::vector<std::string> checkpoints() const;

@@ -1,0 +1,212 @@
+// Sharded checkpoints (FORMAT.md, Sharded checkpoints): parts written as other tasks write
+// them, committed by a CheckpointManager through the manifest, read back as the logical
+// variables under any partitioning; a damaged or missing part, or a part whose task failed,
+// never makes a checkpoint that is used.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "cadre/checkpoint/manager.h"
+#include "cadre/checkpoint/restore.h"
+#include "cadre/checkpoint/state_file.h"
+#include "checkpoint/parts.h"
+#include "tests/checkpoint/test_util.h"
+
+namespace cadre::checkpoint {
+namespace {
+
+using testing::expect_equal_tensors;
+using testing::flip_byte;
+using testing::TempDir;
+
+// A table of 10 rows of 3, sliced as ps tasks hold it: rows [0, 4) and [7, 10) on task 0,
+// [4, 7) on task 1; with an Adagrad-like slot of the same slicing, and a scalar on task 1.
+struct Model {
+  Tensor table, accumulator, bias;
+};
+
+Model model(float base) {
+  std::vector<float> values(30), slot(30);
+  std::iota(values.begin(), values.end(), base);
+  std::iota(slot.begin(), slot.end(), base * 2);
+  return {Tensor::from_vector(values, Shape{10, 3}), Tensor::from_vector(slot, Shape{10, 3}),
+          Tensor::scalar(base)};
+}
+
+PartSlice slice(const std::string& name, const Tensor& whole, int64_t first, int64_t rows,
+                const std::string& slot_of = "") {
+  return {name, slot_of, whole.dtype(), whole.shape(), first, rows};
+}
+
+// Writes the parts of `m` for step `step` as the two tasks would; `fail_task` >= 0 makes that
+// task's part fail as a task killed mid-write does.
+CheckpointData sharded_data(CheckpointManager& manager, int64_t step, const Model& m,
+                            int fail_task = -1) {
+  std::vector<std::string> names = manager.part_file_names(step, 2);
+  struct Held {
+    int64_t first, rows;
+  };
+  std::vector<std::vector<Held>> table_slices = {{{0, 4}, {7, 3}}, {{4, 3}}};
+  CheckpointData data;
+  data.global_step = step;
+  data.variables["counter"] = Tensor::scalar<int64_t>(step);
+  for (int task = 0; task < 2; ++task) {
+    CheckpointData part;
+    part.global_step = step;
+    CheckpointPart described;
+    described.file_name = names[task];
+    for (const Held& h : table_slices[task]) {
+      std::string v = part_dataset_name("table", h.first);
+      std::string a = part_dataset_name("table/Adagrad/accumulator", h.first);
+      part.variables[v] = m.table.slice(0, h.first, h.first + h.rows).contiguous();
+      part.variables[a] = m.accumulator.slice(0, h.first, h.first + h.rows).contiguous();
+      part.slot_of[a] = v;
+      described.slices.push_back(slice("table", m.table, h.first, h.rows));
+      described.slices.push_back(
+          slice("table/Adagrad/accumulator", m.accumulator, h.first, h.rows, "table"));
+    }
+    if (task == 1) {
+      part.variables[part_dataset_name("bias", 0)] = m.bias;
+      described.slices.push_back(slice("bias", m.bias, 0, 1));
+    }
+    if (task == fail_task) {
+      described.wait = [task]() -> std::pair<uint64_t, uint32_t> {
+        throw UnavailableError("ps:" + std::to_string(task) + " is gone");
+      };
+    } else {
+      WrittenPart written = write_part_file(manager.model_dir(), names[task], part);
+      described.wait = [written] { return std::make_pair(written.bytes, written.crc32c); };
+    }
+    data.parts.push_back(std::move(described));
+  }
+  return data;
+}
+
+std::vector<std::string> files_of(const std::string& dir, const std::string& pattern) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::string name = entry.path().filename();
+    if (name.find(pattern) != std::string::npos) found.push_back(name);
+  }
+  return found;
+}
+
+TEST(ShardedCheckpointTest, ReadsTheLogicalVariablesUnderAnyPartitioning) {
+  TempDir dir;
+  Model m = model(1);
+  CheckpointManager manager(dir.path());
+  std::string path = manager.save(sharded_data(manager, 5, m));
+  EXPECT_EQ(path, dir.file("model.ckpt-5.h5"));
+  EXPECT_EQ(files_of(dir.path(), ".part-").size(), 2u);
+
+  auto reader = CheckpointReader::open(path);
+  EXPECT_EQ(reader->global_step(), 5);
+  EXPECT_EQ(reader->format_version(), 2);
+  ASSERT_EQ(reader->variables().size(), 4u);
+  EXPECT_EQ(reader->variable("table").shape, (Shape{10, 3}));
+  EXPECT_EQ(reader->variable("table/Adagrad/accumulator").slot_of, "table");
+  expect_equal_tensors(m.table, reader->read("table"), "table");
+  expect_equal_tensors(m.accumulator, reader->read("table/Adagrad/accumulator"), "slot");
+  expect_equal_tensors(m.bias, reader->read("bias"), "bias");
+  EXPECT_EQ(reader->read("counter").item<int64_t>(), 5);
+  // Three ps tasks' partitions, which cut across the parts' slices.
+  std::vector<std::pair<int64_t, Tensor>> three = {{0, Tensor::zeros(Shape{3, 3})},
+                                                   {3, Tensor::zeros(Shape{5, 3})},
+                                                   {8, Tensor::zeros(Shape{2, 3})}};
+  reader->read_partitions_into("table", three);
+  for (const auto& [first, tensor] : three) {
+    expect_equal_tensors(m.table.slice(0, first, first + tensor.dim(0)).contiguous(), tensor,
+                         "rows from " + std::to_string(first));
+  }
+  EXPECT_TRUE(reader->verify().empty());
+  EXPECT_GT(reader->sizes().variables, 0u);
+}
+
+TEST(ShardedCheckpointTest, ADamagedPartIsDataLossNamingItAndThePreviousCheckpointIsUsed) {
+  TempDir dir;
+  CheckpointManager manager(dir.path());
+  manager.save(sharded_data(manager, 1, model(1)));
+  manager.save(sharded_data(manager, 2, model(2)));
+  std::vector<std::string> parts = files_of(dir.path(), "model.ckpt-2.part-1-of-2");
+  ASSERT_EQ(parts.size(), 1u);
+  flip_byte(dir.file(parts[0]), 5000);
+
+  auto damaged = CheckpointReader::open(dir.file("model.ckpt-2.h5"));
+  std::vector<DatasetProblem> problems = damaged->verify();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].dataset, "part " + parts[0]);
+  EXPECT_NE(problems[0].problem.find("checksum mismatch"), std::string::npos);
+
+  Model restored{Tensor::zeros(Shape{10, 3}), Tensor::zeros(Shape{10, 3}), Tensor::scalar(0.0f)};
+  RestoreTargets targets = whole_targets({{"table", restored.table},
+                                          {"table/Adagrad/accumulator", restored.accumulator},
+                                          {"bias", restored.bias},
+                                          {"counter", Tensor::scalar<int64_t>(0)}});
+  auto used = open_latest_intact(dir.path());
+  ASSERT_NE(used, nullptr);
+  EXPECT_EQ(used->global_step(), 1);
+  EXPECT_EQ(restore_latest_good(dir.path(), targets)->global_step(), 1);
+  expect_equal_tensors(model(1).table, restored.table, "table of step 1");
+
+  // A missing part: the checkpoint cannot even be opened, and says which part.
+  std::filesystem::remove(dir.file(parts[0]));
+  try {
+    CheckpointReader::open(dir.file("model.ckpt-2.h5"));
+    FAIL() << "opened a checkpoint without its part";
+  } catch (const DataLossError& error) {
+    EXPECT_NE(std::string(error.what()).find(parts[0] + " is missing"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(ShardedCheckpointTest, APartThatFailsIsNeverPublishedAndIsRemoved) {
+  TempDir dir;
+  {
+    CheckpointManager manager(dir.path());
+    manager.save(sharded_data(manager, 1, model(1)));
+    EXPECT_THROW(manager.save(sharded_data(manager, 2, model(2), /*fail_task=*/1)),
+                 UnavailableError);
+    EXPECT_EQ(latest_checkpoint(dir.path()), dir.file("model.ckpt-1.h5"));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("model.ckpt-2.h5")));
+    // Task 0 finished its part; no manifest names it.
+    EXPECT_EQ(files_of(dir.path(), "model.ckpt-2.part-").size(), 1u);
+  }
+  CheckpointManager next(dir.path());
+  EXPECT_TRUE(files_of(dir.path(), "model.ckpt-2.part-").empty());
+  EXPECT_EQ(files_of(dir.path(), "model.ckpt-1.part-").size(), 2u);
+  EXPECT_EQ(open_latest_intact(dir.path())->global_step(), 1);
+}
+
+TEST(ShardedCheckpointTest, RetentionAndSavingAStepAgainRemoveTheOldParts) {
+  TempDir dir;
+  CheckpointManagerOptions options;
+  options.keep_checkpoint_max = 2;
+  CheckpointManager manager(dir.path(), options);
+  for (int64_t step : {1, 2, 3}) manager.save(sharded_data(manager, step, model(step)));
+  EXPECT_TRUE(files_of(dir.path(), "model.ckpt-1.").empty());
+  EXPECT_EQ(files_of(dir.path(), "model.ckpt-3.part-").size(), 2u);
+  manager.save(sharded_data(manager, 3, model(7)));
+  EXPECT_EQ(files_of(dir.path(), "model.ckpt-3.part-").size(), 2u);
+  expect_equal_tensors(model(7).table,
+                       CheckpointReader::open(dir.file("model.ckpt-3.h5"))->read("table"), "table");
+}
+
+TEST(ShardedCheckpointTest, RejectsPartsThatDoNotCoverTheVariable) {
+  TempDir dir;
+  CheckpointManager manager(dir.path());
+  CheckpointData data = sharded_data(manager, 1, model(1));
+  data.parts[1].slices.erase(data.parts[1].slices.begin());  // rows [4, 7) of the table
+  try {
+    manager.save(data);
+    FAIL() << "saved a table with a hole";
+  } catch (const InvalidArgumentError& error) {
+    EXPECT_NE(std::string(error.what()).find("the slices of 'table' do not cover its rows"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("model.ckpt-1.h5")));
+}
+
+}  // namespace
+}  // namespace cadre::checkpoint
