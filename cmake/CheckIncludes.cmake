@@ -1,7 +1,7 @@
 # Checks the include graph against the layering in docs/ARCHITECTURE.md (run by CTest as
 # LayeringTest.*, or by hand: cmake -DSOURCE_DIR=. -P cmake/CheckIncludes.cmake).
 #
-#   core <- io, checkpoint <- strategies (core, io) <- estimator <- keras <- tools, examples
+#   core <- io, checkpoint <- strategies (core, io) <- estimator <- keras, serving <- tools, examples
 #
 # and, inside core (core/X and include/cadre/X are layer X):
 #
@@ -30,11 +30,11 @@ function(layer_of path out)
   set(layer "")
   if(path MATCHES "^(include/)?cadre/(base|runtime|tensor|autodiff|ops|random|nn)/")
     set(layer core)
-  elseif(path MATCHES "^(include/)?cadre/(io|checkpoint|strategies|estimator|keras)/")
+  elseif(path MATCHES "^(include/)?cadre/(io|checkpoint|strategies|estimator|keras|serving)/")
     set(layer ${CMAKE_MATCH_2})
-  elseif(path MATCHES "^(core|io|checkpoint|strategies|estimator|keras)/")
+  elseif(path MATCHES "^(core|io|checkpoint|strategies|estimator|keras|serving)/")
     set(layer ${CMAKE_MATCH_1})
-  elseif(path MATCHES "^tests/(core|io|checkpoint|strategies|estimator|keras)/")
+  elseif(path MATCHES "^tests/(core|io|checkpoint|strategies|estimator|keras|serving)/")
     set(layer test_${CMAKE_MATCH_1})
   elseif(path MATCHES "^(tools|examples)/")
     set(layer ${CMAKE_MATCH_1})
@@ -59,7 +59,8 @@ set(allowed_checkpoint core checkpoint)
 set(allowed_strategies core io strategies)
 set(allowed_estimator core io checkpoint strategies estimator)
 set(allowed_keras core io checkpoint strategies estimator keras)
-set(allowed_tools core io checkpoint strategies estimator keras tools examples)
+set(allowed_serving core io checkpoint strategies estimator serving)
+set(allowed_tools core io checkpoint strategies estimator keras serving tools examples)
 
 set(core_allowed_base base)
 set(core_allowed_runtime base runtime)
@@ -79,6 +80,7 @@ file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/strategies/*.h ${SOURCE_DIR}/strategies/*.cc
   ${SOURCE_DIR}/estimator/*.h ${SOURCE_DIR}/estimator/*.cc
   ${SOURCE_DIR}/keras/*.h ${SOURCE_DIR}/keras/*.cc
+  ${SOURCE_DIR}/serving/*.h ${SOURCE_DIR}/serving/*.cc
   ${SOURCE_DIR}/tools/*.h ${SOURCE_DIR}/tools/*.cc
   ${SOURCE_DIR}/examples/*.h ${SOURCE_DIR}/examples/*.cc
   ${SOURCE_DIR}/tests/*.h ${SOURCE_DIR}/tests/*.cc)
@@ -113,7 +115,7 @@ set(violations "")
 set(checked 0)
 foreach(file IN LISTS files)
   layer_of(${file} layer)
-  file(STRINGS ${SOURCE_DIR}/${file} includes REGEX "^#include [\"<](cadre|core|io|checkpoint|strategies|estimator|keras|tools|examples|tests)/")
+  file(STRINGS ${SOURCE_DIR}/${file} includes REGEX "^#include [\"<](cadre|core|io|checkpoint|strategies|estimator|keras|serving|tools|examples|tests)/")
   foreach(line IN LISTS includes)
     string(REGEX REPLACE "^#include [\"<]([^\">]+)[\">].*" "\\1" target "${line}")
     math(EXPR checked "${checked} + 1")

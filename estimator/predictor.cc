@@ -44,13 +44,31 @@ std::unique_ptr<Predictor> Predictor::load(const std::string& export_dir, ModelF
       std::move(model_fn), std::move(params), std::move(model), std::move(session), export_dir})));
 }
 
+namespace {
+
+const std::vector<std::string>& signature_outputs(const ExportedModel& model,
+                                                  const std::string& signature,
+                                                  const std::string& export_dir) {
+  auto found = model.signatures.find(signature);
+  if (found == model.signatures.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, keys] : model.signatures) names.push_back(name);
+    throw InvalidArgumentError(str_cat("Predictor: no signature '", signature, "' in ", export_dir,
+                                       "; it has: ", join(names)));
+  }
+  return found->second;
+}
+
+Predictor::TensorSpec public_spec(const estimator_internal::TensorSpec& spec) {
+  return Predictor::TensorSpec{spec.dtype, spec.shape};
+}
+
+}  // namespace
+
 std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
                                                  const std::string& signature) {
-  auto found = impl_->model->signatures.find(signature);
-  if (found == impl_->model->signatures.end()) {
-    throw InvalidArgumentError(str_cat("Predictor: no signature '", signature, "' in ",
-                                       impl_->export_dir, "; it has: ", join(signatures())));
-  }
+  const std::vector<std::string>& keys =
+      signature_outputs(*impl_->model, signature, impl_->export_dir);
   for (const auto& [name, spec] : impl_->model->inputs) {
     const Tensor* value = inputs.find(name);
     if (!value) {
@@ -72,7 +90,7 @@ std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
         impl_->session->call(impl_->model_fn, inputs, Tensor(), ModeKeys::kPredict, impl_->params);
   }
   std::map<std::string, Tensor> outputs;
-  for (const std::string& key : found->second) {
+  for (const std::string& key : keys) {
     auto it = spec.predictions.find(key);
     if (it == spec.predictions.end()) {
       throw InvalidArgumentError(str_cat("Predictor: model_fn no longer predicts '", key,
@@ -81,6 +99,22 @@ std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
     outputs[key] = it->second;
   }
   return outputs;
+}
+
+std::map<std::string, Predictor::TensorSpec> Predictor::input_specs() const {
+  std::map<std::string, TensorSpec> specs;
+  for (const auto& [name, spec] : impl_->model->inputs) specs[name] = public_spec(spec);
+  return specs;
+}
+
+std::map<std::string, Predictor::TensorSpec> Predictor::output_specs(
+    const std::string& signature) const {
+  std::map<std::string, TensorSpec> specs;
+  for (const std::string& key : signature_outputs(*impl_->model, signature, impl_->export_dir)) {
+    auto found = impl_->model->outputs.find(key);
+    if (found != impl_->model->outputs.end()) specs[key] = public_spec(found->second);
+  }
+  return specs;
 }
 
 std::vector<std::string> Predictor::signatures() const {

@@ -94,3 +94,6 @@
 #include "cadre/keras/losses.h"
 #include "cadre/keras/metrics.h"
 #include "cadre/keras/model.h"
+
+// Serving exported models over TensorFlow Serving's REST and gRPC APIs.
+#include "cadre/serving/model_server.h"

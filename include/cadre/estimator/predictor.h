@@ -31,6 +31,16 @@ class Predictor {
   std::map<std::string, Tensor> predict(const io::Features& inputs,
                                         const std::string& signature = "serving_default");
 
+  // The dtype and per-example shape (no batch dimension) of an input or output, as exported.
+  struct TensorSpec {
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> shape;
+  };
+  // The inputs every signature takes (a model_fn sees all of them).
+  std::map<std::string, TensorSpec> input_specs() const;
+  // The outputs `signature` returns; InvalidArgumentError for an unknown signature.
+  std::map<std::string, TensorSpec> output_specs(const std::string& signature) const;
+
   std::vector<std::string> signatures() const;
   std::vector<std::string> input_names() const;
   int64_t global_step() const;

@@ -1,0 +1,42 @@
+// The JSON of TensorFlow Serving's REST predict API: request bodies in the row format
+// ({"instances": [...]}, one entry per example) or the columnar one ({"inputs": ...}, each
+// input batched), and the responses each gets ({"predictions": [...]} or {"outputs": ...}).
+// Parsing goes through protobuf's JSON parser (google.protobuf.Value) after a nesting check
+// of our own; fuzzed by tests/fuzz/rest_request_fuzz.cc.
+#pragma once
+
+#include <google/protobuf/struct.pb.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "cadre/estimator/predictor.h"
+#include "cadre/io/element.h"
+
+namespace cadre::serving_internal {
+
+using TensorSpecs = std::map<std::string, Predictor::TensorSpec>;
+
+struct PredictBody {
+  std::string signature_name;  // as given; empty: none
+  bool row_format = true;
+  google::protobuf::Value data;  // the value of "instances" or "inputs"
+};
+
+// Throws InvalidArgumentError naming what is wrong: not JSON, nested deeper than
+// `max_depth`, not an object, or with neither or both of "instances" and "inputs".
+PredictBody parse_predict_body(std::string_view body, int max_depth);
+
+// The batch the body holds for a signature taking `specs`. Throws InvalidArgumentError
+// naming the input and the example whose shape or type differs from the spec.
+io::Features decode_inputs(const PredictBody& body, const TensorSpecs& specs);
+
+// {"predictions": [...]} (row format) or {"outputs": ...} (columnar), as TensorFlow Serving
+// writes them: a lone output unnamed, several as objects keyed by output name.
+std::string encode_predictions(const std::map<std::string, Tensor>& outputs, bool row_format);
+
+// A JSON string literal of `text`.
+std::string json_quote(std::string_view text);
+
+}  // namespace cadre::serving_internal
