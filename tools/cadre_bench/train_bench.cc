@@ -24,6 +24,7 @@
 #include "cadre/runtime/threading.h"
 #include "cadre/strategies/strategy_from_flags.h"
 #include "core/base/strings.h"
+#include "core/kernels/nn.h"
 #include "core/tensor/device_backend.h"
 #include "examples/fashion_mnist/models.h"
 #include "strategies/strategy_extended.h"
@@ -43,6 +44,12 @@ DEFINE_string(devices, "cpu:0", "devices to train on, e.g. cpu:0,cpu:1 or gpu:0"
 DEFINE_string(float32_precision, "float32", "GPU products: float32, tf32 or bf16");
 DEFINE_string(gpu_convolution, "autotune", "GPU convolutions: autotune, cudnn or im2col");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist", "directory of the IDX .gz files");
+DEFINE_bool(pool_as_computed, true,
+            "GPU: a first convolution whose output only a max pooling reads runs when the "
+            "pooling does and is not kept (false: kept, as before that change, to measure it)");
+DEFINE_bool(peak_phases, false,
+            "after the windows, one more step whose forward pass, backward pass and update each "
+            "report their peak device memory (one device only): where the step's peak falls");
 
 namespace cadre::bench {
 namespace {
@@ -86,6 +93,36 @@ class Trainer {
     last_loss_ = loss;
   }
   float last_loss() const { return last_loss_.item<float>(); }
+
+  // Each phase's peak is measured from the memory in use when it starts, so the three say
+  // which phase sets the step's peak and by how much.
+  struct PhasePeaks {
+    int64_t before = 0, forward = 0, backward = 0, update = 0;
+  };
+  PhasePeaks phase_peaks(Device device) {
+    if (position_ + FLAGS_batch_size > images_.shape()[0]) reshuffle();
+    Tensor ids = order_.slice(0, position_, position_ + FLAGS_batch_size);
+    position_ += FLAGS_batch_size;
+    nn::VariableStoreScope scope(store_);
+    std::vector<nn::Variable*> variables = store_.trainable_variables();
+    std::vector<Tensor> sources;
+    for (nn::Variable* v : variables) sources.push_back(v->tensor());
+    PhasePeaks peaks;
+    peaks.before = memory_stats(device).bytes_in_use;
+    reset_peak_memory(device);
+    GradientTape tape;
+    Tensor logits = examples::model_logits(FLAGS_model, gather(images_, ids));
+    Tensor loss = nn::sparse_softmax_cross_entropy(gather(labels_, ids), logits);
+    peaks.forward = memory_stats(device).peak_bytes_in_use;
+    reset_peak_memory(device);
+    std::vector<Gradient> gradients = tape.gradient(loss, sources);
+    peaks.backward = memory_stats(device).peak_bytes_in_use;
+    reset_peak_memory(device);
+    optimizer_->apply_gradients(std::move(gradients), variables);
+    peaks.update = memory_stats(device).peak_bytes_in_use;
+    last_loss_ = loss;
+    return peaks;
+  }
 
  private:
   // Workers in sync draw the same global batch and each replica of each worker trains on its
@@ -155,6 +192,11 @@ int run_train() {
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
   set_float32_precision(parse_float32_precision(FLAGS_float32_precision));
   set_gpu_convolution(parse_gpu_convolution(FLAGS_gpu_convolution));
+  if (!FLAGS_pool_as_computed && kernels::conv2d_max_pool_suits.has(device)) {
+    kernels::conv2d_max_pool_suits.set(
+        device.type,
+        +[](const Tensor&, const Tensor&, const kernels::Conv2DParams&) { return false; });
+  }
   DeviceScope on_device(device);
 
   io::ImagesAndLabels data = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);
@@ -195,11 +237,22 @@ int run_train() {
   std::printf(
       "{\"model\":\"%s\",\"strategy\":\"%s\",\"batch_size\":%d,\"threads\":%d,\"device\":\"%s\","
       "\"examples_per_sec\":%.0f,\"step_ms_median\":%.3f,\"min\":%.0f,\"max\":%.0f,"
-      "\"peak_bytes\":%lld,\"final_loss\":%.4f}\n",
+      "\"peak_bytes\":%lld,\"final_loss\":%.4f,\"float32_precision\":\"%s\","
+      "\"pool_as_computed\":%s}\n",
       FLAGS_model.c_str(), FLAGS_strategy.c_str(), FLAGS_batch_size, current_thread_budget(),
       (strategy ? join(strategy->devices(), ",") : device.to_string()).c_str(),
       sorted[sorted.size() / 2], step_ms[step_ms.size() / 2], sorted.front(), sorted.back(),
-      static_cast<long long>(mem.peak_bytes_in_use), trainer.last_loss());
+      static_cast<long long>(mem.peak_bytes_in_use), trainer.last_loss(),
+      FLAGS_float32_precision.c_str(), FLAGS_pool_as_computed ? "true" : "false");
+  if (FLAGS_peak_phases && !strategy) {
+    Trainer::PhasePeaks p = trainer.phase_peaks(device);
+    std::printf(
+        "{\"peak_phases\":\"%s %d\",\"in_use_before\":%lld,\"forward\":%lld,"
+        "\"backward\":%lld,\"update\":%lld}\n",
+        FLAGS_model.c_str(), FLAGS_batch_size, static_cast<long long>(p.before),
+        static_cast<long long>(p.forward), static_cast<long long>(p.backward),
+        static_cast<long long>(p.update));
+  }
   return 0;
 }
 
