@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
 
 #include "cadre/base/env.h"
 #include "cadre/base/errors.h"
+#include "cadre/checkpoint/contents.h"
 #include "cadre/checkpoint/state_file.h"
+#include "checkpoint/parts.h"
 #include "core/base/clock.h"
 #include "core/base/strings.h"
 #include "estimator/coordinated_tasks.h"
@@ -16,6 +19,7 @@
 #include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 #include "strategies/ps/parameter_servers.h"
+#include "strategies/ps/part_snapshot.h"
 #include "strategies/ps/ps_server.h"
 #include "strategies/strategy_extended.h"
 
@@ -127,6 +131,24 @@ const ps::ParameterServers* parameter_servers(const RunConfig& config) {
                                  : nullptr;
 }
 
+// A ps task's part of a sharded checkpoint, in the checkpoint module's format.
+std::pair<uint64_t, uint32_t> write_part(const std::string& task, const std::string& directory,
+                                         const std::string& file_name, int64_t step,
+                                         const ps::PartSnapshot& snapshot) {
+  checkpoint::CheckpointData data;
+  data.global_step = step;
+  for (const ps::SnapshotItem& item : snapshot.items) {
+    std::string name = checkpoint::part_dataset_name(item.name, item.first_row);
+    data.variables[name] = item.value;
+    if (!item.slot_of.empty()) {
+      data.slot_of[name] = checkpoint::part_dataset_name(item.slot_of, item.first_row);
+    }
+  }
+  data.attributes["task"] = task;
+  checkpoint::WrittenPart written = checkpoint::write_part_file(directory, file_name, data);
+  return {written.bytes, written.crc32c};
+}
+
 }  // namespace
 
 void serve_parameters(const RunConfig& config) {
@@ -137,6 +159,11 @@ void serve_parameters(const RunConfig& config) {
   ps::ServerOptions options;
   options.task = config.cluster->task.to_string();
   options.security = config.cluster->security;
+  options.write_part = [task = options.task](const std::string& directory,
+                                             const std::string& file_name, int64_t step,
+                                             const ps::PartSnapshot& snapshot) {
+    return write_part(task, directory, file_name, step, snapshot);
+  };
   if (const ps::ParameterServers* servers = parameter_servers(config)) {
     options.max_message_bytes = servers->options().max_message_bytes;
   }

@@ -57,6 +57,17 @@ std::vector<Generator> replica_generators(uint64_t seed, const Strategy& strateg
   return generators;
 }
 
+checkpoint::CheckpointPart checkpoint_part(SavedPart part) {
+  checkpoint::CheckpointPart made;
+  made.file_name = std::move(part.file_name);
+  for (SavedPartSlice& s : part.slices) {
+    made.slices.push_back({std::move(s.name), std::move(s.slot_of), s.dtype, std::move(s.shape),
+                           s.first_row, s.rows});
+  }
+  made.wait = std::move(part.wait);
+  return made;
+}
+
 }  // namespace
 
 TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy,
@@ -104,8 +115,18 @@ std::string TrainRun::save_checkpoint() {
   }
   checkpoint::CheckpointData data;
   data.global_step = global_step_;
-  std::shared_ptr<const nn::VariableStore> logical =
-      strategy_->extended().variables_to_save(*variables_);
+  const StrategyExtended& extended = strategy_->extended();
+  std::shared_ptr<const nn::VariableStore> logical;
+  if (int count = extended.checkpoint_parts(*variables_); count > 0) {
+    // The tasks holding the variables write them; training waits only for their snapshots.
+    std::vector<SavedPart> parts;
+    logical =
+        extended.save_parts(*variables_, manager_->model_dir(),
+                            manager_->part_file_names(global_step_, count), global_step_, &parts);
+    for (SavedPart& part : parts) data.parts.push_back(checkpoint_part(std::move(part)));
+  } else {
+    logical = extended.variables_to_save(*variables_);
+  }
   checkpoint::add_variables(*logical, &data);
   add_worker_state(0, own_state(), &data);
   if (strategy_->num_workers_in_sync() > 1) {

@@ -104,6 +104,15 @@ class ParameterServerExtended final : public StrategyExtended {
       DistributedVariables& variables) const override {
     return ps_variables(variables).gather();
   }
+  int checkpoint_parts(DistributedVariables& variables) const override {
+    return ps_variables(variables).checkpoint_parts();
+  }
+  std::shared_ptr<const nn::VariableStore> save_parts(
+      DistributedVariables& variables, const std::string& directory,
+      const std::vector<std::string>& part_names, int64_t step,
+      std::vector<SavedPart>* parts) const override {
+    return ps_variables(variables).save_parts(directory, part_names, step, parts);
+  }
 
  private:
   // Waits for the ps tasks, once: on first use rather than at creation, so that a ps task

@@ -68,6 +68,12 @@ std::shared_ptr<const nn::VariableStore> StrategyExtended::variables_to_save(
   return std::shared_ptr<const nn::VariableStore>(std::shared_ptr<void>(), &variables.primary());
 }
 
+std::shared_ptr<const nn::VariableStore> StrategyExtended::save_parts(
+    DistributedVariables& variables, const std::string& directory,
+    const std::vector<std::string>& part_names, int64_t step, std::vector<SavedPart>* parts) const {
+  return variables_to_save(variables);
+}
+
 double StrategyExtended::encode_step_signals(unsigned signals) {
   return ((signals & kCheckpoint) ? 1.0 : 0.0) + ((signals & kStop) ? 4096.0 : 0.0);
 }

@@ -24,8 +24,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cadre/autodiff/gradient.h"
@@ -40,6 +42,21 @@ namespace cadre {
 namespace ps {
 class ParameterServers;
 }
+
+// A part of a sharded checkpoint that a task holding variables writes itself: the slices
+// of logical variables and slots it holds (as checkpoint::PartSlice), and a wait that
+// returns its size and CRC-32C once it is durable.
+struct SavedPartSlice {
+  std::string name, slot_of;
+  DType dtype = DType::kFloat32;
+  Shape shape;  // of the whole logical variable
+  int64_t first_row = 0, rows = 0;
+};
+struct SavedPart {
+  std::string file_name;
+  std::vector<SavedPartSlice> slices;
+  std::function<std::pair<uint64_t, uint32_t>()> wait;
+};
 
 class StrategyExtended {
  public:
@@ -133,6 +150,16 @@ class StrategyExtended {
   // By default the primary store (replica 0's copies), not owned by the result.
   virtual std::shared_ptr<const nn::VariableStore> variables_to_save(
       DistributedVariables& variables) const;
+  // Sharded checkpoints: how many parts the tasks holding the variables write themselves
+  // (0: none, the caller saves variables_to_save whole), and save_parts, which has each
+  // write part k of the checkpoint of `step` as `directory`/part_names[k] and returns the
+  // variables the caller saves itself, and in `parts` what each part holds and how to wait
+  // for it (checkpoint::CheckpointPart, which the caller makes of it).
+  virtual int checkpoint_parts(DistributedVariables& variables) const { return 0; }
+  virtual std::shared_ptr<const nn::VariableStore> save_parts(
+      DistributedVariables& variables, const std::string& directory,
+      const std::vector<std::string>& part_names, int64_t step,
+      std::vector<SavedPart>* parts) const;
 
  protected:
   // Throws InvalidArgumentError listing the available devices for an unknown device, one

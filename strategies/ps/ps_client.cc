@@ -150,6 +150,18 @@ UnitsResponse PsClient::units(const UnitsRequest& request) {
                                            options_.rpc_timeout_seconds);
 }
 
+SaveResponse PsClient::save(const SaveRequest& request) {
+  return call<SaveRequest, SaveResponse>(
+      str_cat("saving checkpoint part '", request.file_name(), "'"), request,
+      &ParameterServerService::Stub::Save, options_.rpc_timeout_seconds);
+}
+
+SaveStatusResponse PsClient::save_status(const SaveStatusRequest& request) {
+  return call<SaveStatusRequest, SaveStatusResponse>(
+      str_cat("writing checkpoint part '", request.file_name(), "'"), request,
+      &ParameterServerService::Stub::SaveStatus, request.timeout_seconds() + kMargin);
+}
+
 void PsClient::planned_stop() {
   call<PlannedStopRequest, PlannedStopResponse>(
       "telling the chief's planned stop", PlannedStopRequest(),

@@ -47,6 +47,10 @@ class PsClient {
   ReadResponse read(const ReadRequest& request);
   // The coordinator's ledger (ps 0 only): a new generation, or units' steps applied.
   UnitsResponse units(const UnitsRequest& request);
+  // A sharded checkpoint's part: the task snapshots and starts writing it (Save), then
+  // SaveStatus waits for it (the request's timeout plus a margin).
+  SaveResponse save(const SaveRequest& request);
+  SaveStatusResponse save_status(const SaveStatusRequest& request);
   // The chief's planned stop (ps.proto's PlannedStopRequest).
   void planned_stop();
   // Whether a pull's or push's response since the last call said planned_stop; clears it.

@@ -12,6 +12,7 @@
 #include "core/base/strings.h"
 #include "strategies/cluster/grpc_security.h"
 #include "strategies/cluster/guarded_server.h"
+#include "strategies/ps/part_saver.h"
 #include "strategies/ps/ps.grpc.pb.h"
 #include "strategies/ps/shard.h"
 
@@ -33,7 +34,10 @@ grpc::Status guarded(F&& handler) {
 
 class Server final : public ParameterServer, public ParameterServerService::Service {
  public:
-  explicit Server(ServerOptions options) : options_(std::move(options)), shard_(options_.task) {}
+  explicit Server(ServerOptions options)
+      : options_(std::move(options)),
+        shard_(options_.task),
+        parts_(options_.task, options_.write_part) {}
   ~Server() override { stop(); }
 
   void start(const std::string& address) {
@@ -136,6 +140,18 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     return guarded([&] { *response = shard_.units(*request); });
   }
 
+  grpc::Status Save(grpc::ServerContext* context, const SaveRequest* request,
+                    SaveResponse* response) override {
+    called();
+    return guarded([&] { *response = parts_.save(shard_, *request); });
+  }
+
+  grpc::Status SaveStatus(grpc::ServerContext* context, const SaveStatusRequest* request,
+                          SaveStatusResponse* response) override {
+    called();
+    return guarded([&] { *response = parts_.status(*request); });
+  }
+
   grpc::Status Read(grpc::ServerContext* context, const ReadRequest* request,
                     ReadResponse* response) override {
     called();
@@ -180,6 +196,7 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
   // Planned stops (PlannedStopRequest): this task's own, and the chief's until a new chief.
   std::atomic<bool> own_stop_{false}, chief_stop_{false};
   Shard shard_;
+  PartSaver parts_;
   std::unique_ptr<GuardedServer> server_;
   std::string address_;
   std::thread logger_;

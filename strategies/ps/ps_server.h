@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cadre/strategies/cluster_security.h"
+#include "strategies/ps/part_snapshot.h"
 
 namespace cadre::ps {
 
@@ -23,6 +24,10 @@ struct ServerOptions {
   std::string task = "ps:0";  // for messages
   // Who may call (the job's secret, TLS) and where to listen.
   ClusterSecurity security;
+  // Writes this task's part of a sharded checkpoint where the chief's Save asks (a caller
+  // holding the job's secret may name any directory the task can write to). Unset: Save
+  // fails with FAILED_PRECONDITION.
+  PartWriter write_part;
 };
 
 class ParameterServer {

@@ -17,6 +17,7 @@
 #include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/placement.h"
 #include "strategies/ps/ps_client.h"
+#include "strategies/strategy_extended.h"
 
 namespace cadre::ps {
 
@@ -47,6 +48,14 @@ class PsVariables : public DistributedVariables {
   // whole tensors, and the chief's local variables (integer counters that are not
   // trainable).
   std::shared_ptr<nn::VariableStore> gather();
+  // Sharded checkpoints (ps_parts.cc): a part per ps task once the variables on them reach
+  // ParameterServerOptions::sharded_checkpoint_min_bytes, else 0; and save_parts, which asks
+  // every ps task to write its part and returns what the chief saves itself (its local
+  // variables and the optimizers' step counters) and, in `parts`, what each part holds.
+  int checkpoint_parts() const;
+  std::shared_ptr<nn::VariableStore> save_parts(const std::string& directory,
+                                                const std::vector<std::string>& part_names,
+                                                int64_t step, std::vector<SavedPart>* parts);
 
  private:
   struct Remote {

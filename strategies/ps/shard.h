@@ -29,6 +29,7 @@
 #include "cadre/nn/variable_store.h"
 #include "strategies/ps/entry.h"
 #include "strategies/ps/optimizer_table.h"
+#include "strategies/ps/part_snapshot.h"
 #include "strategies/ps/ps.pb.h"
 #include "strategies/ps/unit_ledger.h"
 
@@ -59,6 +60,11 @@ class Shard {
   // The values named, or without names what the shard holds (types and shapes only):
   // variables, slots, each optimizer's "<name>/iterations" and "global_step".
   ReadResponse read(const ReadRequest& request);
+
+  // Copies every initialised variable with its slots, and the optimizers' step counters,
+  // into `snapshot`, reusing the memory of its last items where they match; each variable
+  // and its slots are copied under the variable's lock, so updates wait only for that copy.
+  void snapshot(PartSnapshot& snapshot);
 
   // Ends every wait with UnavailableError, and makes later ones fail at once.
   void stop();

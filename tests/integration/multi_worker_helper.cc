@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
       options.placement.min_slice_bytes = 64;
       options.connect_timeout_seconds = 60;
       options.init_timeout_seconds = 60;
+      if (const char* sharded = std::getenv("HELPER_SHARDED"); sharded && *sharded == '1') {
+        options.sharded_checkpoint_min_bytes = 0;
+      }
       config.train_distribute =
           cadre::ParameterServerStrategy::create(*config.cluster, {cadre::Device::cpu(0)}, options);
     } else if (config.num_worker_replicas > 1) {

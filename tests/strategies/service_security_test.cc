@@ -131,6 +131,14 @@ CallByName ps_calls(ps::ParameterServerService::Stub& stub) {
       ps::PlannedStopResponse response;
       return stub.PlannedStop(&context, ps::PlannedStopRequest(), &response);
     }
+    if (method == "Save") {
+      ps::SaveResponse response;
+      return stub.Save(&context, ps::SaveRequest(), &response);
+    }
+    if (method == "SaveStatus") {
+      ps::SaveStatusResponse response;
+      return stub.SaveStatus(&context, ps::SaveStatusRequest(), &response);
+    }
     return {grpc::StatusCode::INTERNAL, "the test does not know method " + method};
   };
 }

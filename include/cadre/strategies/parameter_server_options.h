@@ -37,6 +37,13 @@ struct ParameterServerOptions {
   // > 0: gradients computed on variables more than this many global steps old are dropped
   // (the ps reports it, and the worker goes on with fresh variables).
   int64_t max_staleness = 0;
+  // Checkpoints of variables (without slots) of at least this many bytes on the ps tasks
+  // are sharded: each ps task writes its own part into the model_dir, in parallel and while
+  // training goes on, and the chief commits them (checkpoint/FORMAT.md, Sharded
+  // checkpoints). Smaller ones are one file the chief writes after reading the variables
+  // from the ps tasks, cheaper for a few megabytes. 0: always sharded (TensorFlow's
+  // Estimator shards every parameter-server checkpoint); negative: never.
+  int64_t sharded_checkpoint_min_bytes = int64_t{16} << 20;
 };
 
 }  // namespace cadre
