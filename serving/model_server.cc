@@ -193,6 +193,7 @@ void serve(ModelFn model_fn, const ServingOptions& options, Params params) {
     while (stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     LOG(INFO) << "signal " << stop_signal << ": stopping the model server";
     server->stop();
+    LOG(INFO) << "the model server has stopped";
   } catch (...) {
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGINT, &old_int, nullptr);

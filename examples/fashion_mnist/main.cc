@@ -10,20 +10,32 @@
 //
 // Run it again with the same flags and it resumes from the last checkpoint (returning at
 // once when --max_steps is already reached).
+//
+// With --export, each evaluation also exports the model (a LatestExporter) as a new
+// numbered version under model_dir/export/latest/; with --serve=EXPORT_BASE the program
+// instead serves those versions over TensorFlow Serving's REST and gRPC APIs until SIGTERM,
+// following new versions as training exports them (README.md, "Serving"):
+//
+//   fashion_mnist --serve=runs/fmnist/export/latest --rest_port=8501 --grpc_port=8500 \
+//                 --model_name=fmnist
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
+#include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "cadre/estimator/estimator.h"
+#include "cadre/estimator/exporters.h"
 #include "cadre/estimator/train_and_evaluate.h"
 #include "cadre/io/mnist.h"
 #include "cadre/nn/nn.h"
 #include "cadre/ops/nn.h"
 #include "cadre/ops/reduce.h"
 #include "cadre/runtime/threading.h"
+#include "cadre/serving/model_server.h"
 #include "cadre/strategies/strategy_from_flags.h"
 #include "examples/fashion_mnist/models.h"
 #include "examples/program_main.h"
@@ -51,6 +63,24 @@ DEFINE_int64(profile_every_n_steps, 0,
 DEFINE_string(profile_trace_steps, "",
               "FIRST,LAST: write a Chrome trace of global steps [FIRST, LAST) to "
               "model_dir/profile/trace-FIRST.json (open it in ui.perfetto.dev); empty: none");
+DEFINE_bool(export, false,
+            "export the model after each evaluation as a numbered version under "
+            "model_dir/export/latest/ (a LatestExporter)");
+DEFINE_string(serve, "",
+              "serve the versions under this export base (TensorFlow Serving's REST and gRPC "
+              "APIs) until SIGTERM instead of training; --model must name the exported model");
+DEFINE_int32(rest_port, 8501, "--serve: the REST API's port (-1: none)");
+DEFINE_int32(grpc_port, 8500, "--serve: the gRPC API's port (-1: none)");
+DEFINE_string(model_name, "fashion_mnist", "--serve: the model's name in requests");
+DEFINE_string(serve_host, "127.0.0.1", "--serve: the address to listen on (0.0.0.0: every one)");
+DEFINE_string(model_version_policy, "latest",
+              "--serve: latest, latest:N, all or specific:V1,V2,...");
+DEFINE_bool(enable_batching, true, "--serve: run concurrent requests as one batch");
+DEFINE_int32(max_batch_size, 32, "--serve: examples per batch at most");
+DEFINE_int64(batch_timeout_micros, 1000, "--serve: how long a batch waits to fill");
+DEFINE_string(bearer_token_file, "",
+              "--serve: a file holding the token every request must bear "
+              "(Authorization: Bearer ...); empty: none");
 
 namespace {
 
@@ -101,7 +131,34 @@ std::optional<std::pair<int64_t, int64_t>> trace_window(const std::string& flag)
   return std::pair<int64_t, int64_t>{first, last};
 }
 
+// --serve: the exported versions behind TensorFlow Serving's APIs until SIGTERM.
+int serve_exports() {
+  examples::check_model_name(FLAGS_model);
+  ServingOptions options;
+  options.export_base = FLAGS_serve;
+  options.model_name = FLAGS_model_name;
+  options.host = FLAGS_serve_host;
+  options.rest_port = FLAGS_rest_port;
+  options.grpc_port = FLAGS_grpc_port;
+  options.version_policy = VersionPolicy::parse(FLAGS_model_version_policy);
+  options.batching.enabled = FLAGS_enable_batching;
+  options.batching.max_batch_size = FLAGS_max_batch_size;
+  options.batching.batch_timeout_micros = FLAGS_batch_timeout_micros;
+  if (!FLAGS_bearer_token_file.empty()) {
+    std::string token = posix_env()->read_file(FLAGS_bearer_token_file);
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+      token.pop_back();
+    examples::check_flag(!token.empty(), "bearer_token_file", FLAGS_bearer_token_file,
+                         "a file holding a token");
+    options.bearer_token = token;
+  }
+  if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
+  serve(model_fn, options, Params{{"model", FLAGS_model}});
+  return 0;
+}
+
 int run() {
+  if (!FLAGS_serve.empty()) return serve_exports();
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
   examples::check_model_name(FLAGS_model);
   RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
@@ -144,6 +201,11 @@ int run() {
   EvalSpec eval_spec(eval_input_fn, FLAGS_eval_steps);
   eval_spec.start_delay_secs = 0;
   eval_spec.throttle_secs = 0;  // evaluate every checkpoint, as the contract's evaluator does
+  if (FLAGS_export) {
+    Tensor example = Tensor::zeros(Shape{1, 784});  // one flattened 28x28 image, both models
+    eval_spec.exporters.push_back(
+        std::make_shared<LatestExporter>("latest", Features{{"image", example}}));
+  }
   TrainAndEvaluateResult result =
       train_and_evaluate(estimator, TrainSpec(train_input_fn, FLAGS_max_steps), eval_spec);
   const EvalResult& eval = result.final_eval;
