@@ -55,6 +55,17 @@ const char* kind_name(const Value& value) {
   }
 }
 
+// Whether `number` is an integer in `dtype`'s range (converting one outside it is undefined).
+bool fits_integer(double number, DType dtype) {
+  double low = dtype == DType::kUInt8   ? 0
+               : dtype == DType::kInt32 ? -2147483648.0
+                                        : -9223372036854775808.0;
+  double high = dtype == DType::kUInt8   ? 256
+                : dtype == DType::kInt32 ? 2147483648.0
+                                         : 9223372036854775808.0;
+  return number == std::floor(number) && number >= low && number < high;
+}
+
 // Appends the values of one example (or of a whole batched input, shape[0] the batch) in
 // row-major order, checking the nesting against `shape`.
 void flatten(const Value& value, const std::vector<int64_t>& shape, size_t axis, DType dtype,
@@ -62,9 +73,9 @@ void flatten(const Value& value, const std::vector<int64_t>& shape, size_t axis,
   if (axis == shape.size()) {
     if (value.kind_case() == Value::kNumberValue && dtype != DType::kBool) {
       double number = value.number_value();
-      if (!is_floating(dtype) && number != std::floor(number)) {
+      if (!is_floating(dtype) && !fits_integer(number, dtype)) {
         throw InvalidArgumentError(
-            str_cat(where, ": ", number, " is not an integer; the input is ", dtype_name(dtype)));
+            str_cat(where, ": ", number, " is not an integer that ", dtype_name(dtype), " holds"));
       }
       out->push_back(number);
       return;

@@ -73,6 +73,9 @@ TEST(RestJsonTest, RowsAndColumnsDecodeToTheSameBatch) {
   EXPECT_THROW(
       decode_inputs(parse_predict_body(R"({"instances": [{"x": [1, 2], "n": 1.5}]})", 32), specs),
       InvalidArgumentError);
+  EXPECT_THROW(  // past int64's range: refused, not converted
+      decode_inputs(parse_predict_body(R"({"instances": [{"x": [1, 2], "n": 1e19}]})", 32), specs),
+      InvalidArgumentError);
   EXPECT_THROW(
       decode_inputs(parse_predict_body(R"({"inputs": {"x": [[1, 2]], "n": [1, 2]}})", 32), specs),
       InvalidArgumentError);
