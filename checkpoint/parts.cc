@@ -113,7 +113,8 @@ void remove_parts(Env& env, const std::string& model_dir, const std::string& bas
   }
   for (const std::string& name : names) {
     if (part_step(name, basename) == step && !keep.count(name)) {
-      remove_logged(env, join_path(model_dir, name), "a part of no published checkpoint");
+      remove_logged(env, join_path(model_dir, name),
+                    "a part of a checkpoint deleted or saved again");
     }
   }
 }

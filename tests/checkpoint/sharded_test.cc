@@ -4,6 +4,7 @@
 // never makes a checkpoint that is used.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <numeric>
 
@@ -11,6 +12,7 @@
 #include "cadre/checkpoint/restore.h"
 #include "cadre/checkpoint/state_file.h"
 #include "checkpoint/parts.h"
+#include "core/base/crc32c.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace cadre::checkpoint {
@@ -206,6 +208,45 @@ TEST(ShardedCheckpointTest, RejectsPartsThatDoNotCoverTheVariable) {
         << error.what();
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("model.ckpt-1.h5")));
+}
+
+// tools/cadre_ckpt/cadre_checkpoint.py, with h5py, assembles the same logical values (their
+// CRC-32C as this library computes it). Skipped where python3 has no h5py.
+TEST(ShardedCheckpointTest, ThePythonReaderReadsTheLogicalVariablesWithH5py) {
+  if (std::system("python3 -c 'import h5py' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3 cannot import h5py";
+  }
+  TempDir dir;
+  Model m = model(3);
+  CheckpointManager manager(dir.path());
+  manager.save(sharded_data(manager, 4, m));
+  std::string script = (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() /
+                        "tools/cadre_ckpt/cadre_checkpoint.py")
+                           .string();
+  std::string command =
+      "python3 " + script + " " + dir.path() + " table table/Adagrad/accumulator bias counter 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buffer[4096];
+  while (size_t got = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, got);
+  ASSERT_EQ(::pclose(pipe), 0) << output;
+  auto crc = [](const Tensor& t) {
+    char text[16];
+    std::snprintf(text, sizeof(text), "0x%08x", crc32c::value(t.raw_data(), t.nbytes()));
+    return std::string(text);
+  };
+  EXPECT_NE(output.find("(format 2, 2 parts)"), std::string::npos) << output;
+  EXPECT_NE(output.find("table float32 [10, 3] crc32c=" + crc(m.table) + "\n"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("table/Adagrad/accumulator float32 [10, 3] crc32c=" + crc(m.accumulator) +
+                        " (slot of table)"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("bias float32 [] crc32c=" + crc(m.bias)), std::string::npos) << output;
+  EXPECT_NE(output.find("counter int64 [] crc32c=" + crc(Tensor::scalar<int64_t>(4))),
+            std::string::npos)
+      << output;
 }
 
 }  // namespace
