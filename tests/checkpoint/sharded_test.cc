@@ -11,6 +11,7 @@
 #include "cadre/checkpoint/manager.h"
 #include "cadre/checkpoint/restore.h"
 #include "cadre/checkpoint/state_file.h"
+#include "cadre/checkpoint/watcher.h"
 #include "checkpoint/parts.h"
 #include "core/base/crc32c.h"
 #include "tests/checkpoint/test_util.h"
@@ -208,6 +209,33 @@ TEST(ShardedCheckpointTest, RejectsPartsThatDoNotCoverTheVariable) {
         << error.what();
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("model.ckpt-1.h5")));
+}
+
+// The evaluator's watcher yields a sharded checkpoint as any other, and warm start reads its
+// variables (renamed) and slots from the parts.
+TEST(ShardedCheckpointTest, TheWatcherYieldsItAndWarmStartReadsIt) {
+  TempDir dir;
+  Model m = model(6);
+  CheckpointManager manager(dir.path());
+  manager.save(sharded_data(manager, 9, m));
+  WatcherOptions options;
+  options.use_inotify = false;
+  CheckpointWatcher watcher(dir.path(), options);
+  std::unique_ptr<CheckpointReader> reader = watcher.next(10);
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(reader->global_step(), 9);
+
+  Tensor embedding = Tensor::zeros(Shape{10, 3}), accumulator = Tensor::zeros(Shape{10, 3});
+  WarmStartOptions warm;
+  warm.vars_to_warm_start = "embedding";
+  warm.var_name_to_prev_var_name = {{"embedding", "table"}};
+  warm.include_slots = true;
+  std::vector<std::string> written = warm_start(
+      *reader, {{"embedding", embedding}, {"embedding/Adagrad/accumulator", accumulator}},
+      {{"embedding/Adagrad/accumulator", "embedding"}}, warm);
+  EXPECT_EQ(written.size(), 2u);
+  expect_equal_tensors(m.table, embedding, "embedding");
+  expect_equal_tensors(m.accumulator, accumulator, "accumulator");
 }
 
 // tools/cadre_ckpt/cadre_checkpoint.py, with h5py, assembles the same logical values (their

@@ -49,7 +49,11 @@ class CheckpointReader {
  public:
   // Opens `path` and reads its index. Throws NotFoundError when there is no such file and
   // DataLossError naming the file when it is not HDF5, is truncated or damaged, or is not
-  // a Cadre checkpoint of a format version this library reads.
+  // a Cadre checkpoint of a format version this library reads. A sharded checkpoint (format
+  // version 2, checkpoint/FORMAT.md) is opened with every part it names (DataLossError naming
+  // a part that is missing, or not of the size its manifest says); its variables, reads and
+  // verify() are the logical ones, whichever part holds each row, and verify() also checks
+  // each part's checksum.
   static std::unique_ptr<CheckpointReader> open(const std::string& path);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
