@@ -64,6 +64,8 @@ std::map<std::string, Tensor> Batcher::run(std::shared_ptr<LoadedVersion> versio
   std::future<std::map<std::string, Tensor>> result = task->result.get_future();
   {
     MutexLock lock(mutex_);
+    // Checked again here: the batching thread may have ended since the admission.
+    if (stopping_) throw UnavailableError("the server is stopping");
     queue_.push_back(task);
   }
   changed_.notify_all();

@@ -73,11 +73,18 @@ Tensor from_tensor_proto(const tensorflow::TensorProto& proto, const std::string
   if (proto.tensor_shape().unknown_rank()) {
     throw InvalidArgumentError(str_cat(what, ": the shape must be known"));
   }
+  // Bounded so that the element count cannot overflow: a request's values are bounded by
+  // the message size anyway.
+  constexpr int64_t kMaxElements = int64_t{1} << 34;
   std::vector<int64_t> dims;
+  int64_t elements = 1;
   for (const auto& dim : proto.tensor_shape().dim()) {
-    if (dim.size() < 0 || dim.size() > (int64_t{1} << 40)) {
-      throw InvalidArgumentError(str_cat(what, ": dimension ", dim.size(), " is invalid"));
+    if (dim.size() < 0 || dim.size() > kMaxElements ||
+        (dim.size() > 0 && elements > kMaxElements / dim.size())) {
+      throw InvalidArgumentError(str_cat(what, ": dimension ", dim.size(), " is invalid or makes ",
+                                         "the tensor larger than a request can be"));
     }
+    elements *= dim.size();
     dims.push_back(dim.size());
   }
   Shape shape(dims);

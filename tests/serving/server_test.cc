@@ -138,6 +138,11 @@ TEST_F(ServerTest, GrpcPredictionServiceIsThePredictors) {
   grpc::ClientContext bad_shape;
   EXPECT_EQ(stub->Predict(&bad_shape, request, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  input.mutable_tensor_shape()->mutable_dim(0)->set_size(int64_t{1} << 40);
+  input.mutable_tensor_shape()->mutable_dim(1)->set_size(int64_t{1} << 40);
+  grpc::ClientContext overflowing;
+  EXPECT_EQ(stub->Predict(&overflowing, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
   request.mutable_model_spec()->set_name("other");
   grpc::ClientContext unknown;
   EXPECT_EQ(stub->Predict(&unknown, request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
