@@ -1,6 +1,4 @@
 // Shard::snapshot, the copy a ps task writes as its part of a sharded checkpoint.
-#include <sys/mman.h>
-
 #include "cadre/autodiff/tape.h"
 #include "strategies/ps/shard.h"
 
@@ -11,28 +9,12 @@ std::string snapshot_key(const std::string& name, int64_t first_row) {
   return name + "@" + std::to_string(first_row);
 }
 
-// Host memory for a snapshot tensor. Large ones are mapped with transparent huge pages where
-// the kernel offers them on request: the first copy into fresh memory is page faults more than
-// copying (a 1 GiB snapshot took 3.6-5.8 s in 4 KiB pages on a virtual machine, 0.3-0.5 s
-// into memory already mapped), and training waits for that copy.
-Tensor snapshot_memory(const Shape& shape, DType dtype) {
-  size_t bytes = static_cast<size_t>(shape.num_elements()) * dtype_size(dtype);
-  constexpr size_t kHugePage = size_t{2} << 20;
-  if (bytes < kHugePage) return Tensor::empty(shape, dtype, Device::cpu(0));
-  size_t mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* memory =
-      ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) return Tensor::empty(shape, dtype, Device::cpu(0));
-  ::madvise(memory, mapped, MADV_HUGEPAGE);  // a hint: without it, plain pages
-  return Tensor::from_blob(memory, shape, dtype, Device::cpu(0),
-                           [memory, mapped] { ::munmap(memory, mapped); });
-}
-
-// `value` copied into `reuse` when it has the same type (its pages are mapped already), else
-// into new memory.
+// `value` copied into `reuse` when it has the same type, else into new memory. Reusing matters:
+// on a virtual machine the first copy of a 1 GiB share into fresh memory took 5-6 s, into the
+// last snapshot's memory 0.2-0.4 s, and training waits for that copy.
 Tensor copy_of(const Tensor& value, Tensor reuse) {
   if (!reuse.defined() || reuse.shape() != value.shape() || reuse.dtype() != value.dtype()) {
-    reuse = snapshot_memory(value.shape(), value.dtype());
+    reuse = Tensor::empty(value.shape(), value.dtype(), Device::cpu(0));
   }
   reuse.assign(value);
   return reuse;

@@ -29,7 +29,7 @@ const ps::SnapshotItem* find(const ps::PartSnapshot& snapshot, const std::string
 
 TEST(ShardSnapshotTest, CopiesEachSliceWithItsSlotsUnderItsLogicalName) {
   ps::Shard shard("ps:1");
-  // Rows [512, 1536) of a logical "embedding": 4 MiB, large enough for huge pages.
+  // Rows [512, 1536) of a logical "embedding".
   Tensor initial = Tensor::full(Shape{1024, 1024}, 0.5);
   ps::CreateRequest create = create_request("embedding/part_1", &initial, initial.shape());
   create.mutable_variable()->set_logical_name("embedding");
