@@ -20,6 +20,10 @@ bool blank(std::string_view text) {
 
 }  // namespace
 
+bool checkpoint_exists(Env& env, const std::string& path) {
+  return env.file_exists(path) || (!path.empty() && env.file_exists(path + ".index"));
+}
+
 ModelDirCheckpoints find_checkpoints(Env& env, const std::string& model_dir,
                                      const std::string& basename) {
   ModelDirCheckpoints found;
@@ -53,7 +57,7 @@ ModelDirCheckpoints find_checkpoints(Env& env, const std::string& model_dir,
           str_cat("checkpoint state file ", state_path, " names no latest checkpoint");
     } else {
       latest = resolve_checkpoint_path(model_dir, found.state->model_checkpoint_path);
-      if (!env.file_exists(latest)) {
+      if (!checkpoint_exists(env, latest)) {
         found.state_problem = str_cat("checkpoint state file ", state_path, " names ",
                                       found.state->model_checkpoint_path, ", which does not exist");
       }

@@ -31,6 +31,10 @@ struct ModelDirCheckpoints {
   std::vector<std::string> candidates;
 };
 
+// Whether `path` names a checkpoint that is there: a file, or a TensorFlow checkpoint's
+// prefix (PREFIX.index exists), as TensorFlow's state files name them.
+bool checkpoint_exists(Env& env, const std::string& path);
+
 // Reads model_dir's state file and lists its published checkpoint files; never writes.
 // Throws only the Env's errors other than NotFoundError (model_dir may be missing).
 ModelDirCheckpoints find_checkpoints(Env& env, const std::string& model_dir,

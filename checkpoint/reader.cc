@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "checkpoint/format.h"
 #include "checkpoint/hdf5_util.h"
@@ -23,6 +24,15 @@ CheckpointReader::CheckpointReader(std::unique_ptr<Impl> impl) : impl_(std::move
 CheckpointReader::~CheckpointReader() = default;
 
 std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& path) {
+  std::shared_ptr<Env> env = posix_env();
+  if (std::optional<std::string> prefix = internal::tf_bundle_prefix(*env, path)) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = *prefix;
+    impl->tf_bundle = std::make_unique<internal::TfBundleReader>(env, *prefix);
+    impl->variables = impl->tf_bundle->variables();
+    impl->global_step = impl->tf_bundle->global_step();
+    return std::unique_ptr<CheckpointReader>(new CheckpointReader(std::move(impl)));
+  }
   internal::quiet_hdf5();
   struct stat info;
   if (::stat(path.c_str(), &info) != 0) {
@@ -71,6 +81,12 @@ void CheckpointReader::set_block_bytes(size_t bytes) {
 std::map<std::string, std::string> CheckpointReader::attributes() const {
   std::string where = str_cat("checkpoint ", impl_->path);
   std::map<std::string, std::string> result;
+  if (impl_->tf_bundle) {
+    result["format"] = "tensorflow-bundle";
+    result["num_shards"] = std::to_string(impl_->tf_bundle->num_shards());
+    result["tensors_not_read"] = std::to_string(impl_->tf_bundle->skipped());
+    return result;
+  }
   for (const std::string& name : internal::attribute_names(impl_->file.get(), where)) {
     result[name] = internal::attribute_as_text(impl_->file.get(), name, where);
   }
@@ -142,6 +158,7 @@ void CheckpointReader::read_partitions_into(
 
 std::map<std::string, Generator::State> CheckpointReader::rng_states(bool verify) const {
   std::map<std::string, Generator::State> states;
+  if (impl_->tf_bundle) return states;
   for (const std::string& name : impl_->datasets_in(format::kRng)) {
     std::string dataset_name = str_cat(format::kRng, "/", name);
     Handle dataset = impl_->open_dataset(dataset_name);
@@ -164,6 +181,7 @@ std::map<std::string, Generator::State> CheckpointReader::rng_states(bool verify
 
 std::map<std::string, Tensor> CheckpointReader::iterator_state(bool verify) const {
   std::map<std::string, Tensor> state;
+  if (impl_->tf_bundle) return state;
   for (const std::string& name : impl_->datasets_in(format::kIterator)) {
     std::string dataset_name = str_cat(format::kIterator, "/", name);
     VariableInfo info = impl_->describe(dataset_name);
@@ -176,6 +194,14 @@ std::map<std::string, Tensor> CheckpointReader::iterator_state(bool verify) cons
 
 CheckpointSizes CheckpointReader::sizes() const {
   CheckpointSizes sizes;
+  if (impl_->tf_bundle) {
+    sizes.file = impl_->tf_bundle->bytes();
+    for (const auto& [name, info] : impl_->variables) {
+      uint64_t bytes = static_cast<uint64_t>(info.shape.num_elements()) * dtype_size(info.dtype);
+      (info.slot_of.empty() ? sizes.variables : sizes.slots) += bytes;
+    }
+    return sizes;
+  }
   std::error_code ec;
   sizes.file = std::filesystem::file_size(impl_->path, ec);
   for (const std::string& name :
@@ -198,6 +224,7 @@ CheckpointSizes CheckpointReader::sizes() const {
 }
 
 std::vector<DatasetProblem> CheckpointReader::verify() const {
+  if (impl_->tf_bundle) return impl_->tf_bundle->verify();
   std::vector<DatasetProblem> problems;
   std::vector<std::string> datasets;
   try {

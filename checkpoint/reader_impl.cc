@@ -240,7 +240,9 @@ void CheckpointReader::Impl::load_index() {
 void CheckpointReader::Impl::read_variable(const std::string& name, const VariableInfo& info,
                                            const std::vector<std::pair<int64_t, Tensor>>& pieces,
                                            bool verify) const {
-  if (sharded && sharded->holds(name)) {
+  if (tf_bundle) {
+    tf_bundle->read(name, pieces, verify);
+  } else if (sharded && sharded->holds(name)) {
     sharded->read(name, info, pieces, verify);
   } else {
     read_pieces(dataset_paths.at(name), info, pieces, verify);

@@ -12,6 +12,7 @@
 #include "cadre/checkpoint/reader.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/sharded_reader.h"
+#include "checkpoint/tf_bundle.h"
 
 namespace cadre::checkpoint {
 
@@ -29,6 +30,8 @@ struct CheckpointReader::Impl {
   size_t block_bytes = size_t{2} << 20;
   // A sharded checkpoint's parts, which hold the variables that are not in this file.
   std::unique_ptr<internal::ShardedLayout> sharded;
+  // A TensorFlow checkpoint (a tensor bundle) instead of a file of ours: `file` is unset.
+  std::unique_ptr<internal::TfBundleReader> tf_bundle;
   std::string context(const std::string& dataset) const;
   Handle open_dataset(const std::string& dataset) const;
   uint32_t stored_checksum(hid_t dataset, const std::string& name) const;

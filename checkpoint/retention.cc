@@ -73,7 +73,10 @@ void Retention::load(const CheckpointState& state, bool rebuilt) {
   // may have been killed before it made it durable).
   if (newest.empty()) return;
   try {
-    env_->sync_file(join_path(model_dir_, newest));
+    std::string path = join_path(model_dir_, newest);
+    // A TensorFlow checkpoint the model_dir started from is named by its prefix.
+    if (!env_->file_exists(path) && env_->file_exists(path + ".index")) path += ".index";
+    env_->sync_file(path);
     MutexLock lock(mutex_);
     durable_ = newest;
     durable_timestamp_ = env_->now_seconds();

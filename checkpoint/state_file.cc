@@ -181,7 +181,7 @@ std::optional<std::string> latest_checkpoint(const std::string& model_dir, Env* 
     env = owned.get();
   }
   for (const std::string& path : find_checkpoints(*env, model_dir).candidates) {
-    if (env->file_exists(path)) return path;
+    if (checkpoint_exists(*env, path)) return path;
   }
   return std::nullopt;
 }

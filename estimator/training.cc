@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <functional>
 
 #include "cadre/base/errors.h"
@@ -63,10 +64,10 @@ std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start_checkpoint(
   if (from.empty()) {
     throw InvalidArgumentError("WarmStartSettings.ckpt_to_initialize_from is empty");
   }
-  if (checkpoint::checkpoint_step(from.substr(from.find_last_of('/') + 1), "model.ckpt") ||
-      from.ends_with(".h5")) {
-    return checkpoint::CheckpointReader::open(from);
-  }
+  // A file, or a TensorFlow checkpoint's prefix (model.ckpt-N beside model.ckpt-N.index);
+  // a directory is a model_dir.
+  std::error_code error;
+  if (!std::filesystem::is_directory(from, error)) return checkpoint::CheckpointReader::open(from);
   std::shared_ptr<const checkpoint::CheckpointReader> reader = checkpoint::open_latest_intact(from);
   if (!reader) {
     throw NotFoundError(str_cat("warm start: no checkpoint in ", from));

@@ -57,6 +57,29 @@ TEST(CadreCkptTest, LsPrintsTheStepAndOneLinePerVariable) {
   EXPECT_TRUE(contains(run.output, "missing.h5 does not exist")) << run.output;
 }
 
+// A checkpoint converted to TensorFlow's format holds the same variables and slots, slots
+// under TensorFlow's names in the file, and ls, diff and verify read it like ours.
+TEST(CadreCkptTest, ConvertWritesATensorFlowCheckpointThatReadsBackTheSame) {
+  TempDir dir;
+  {
+    CheckpointManager manager(dir.path());
+    manager.save(small_model(300));
+  }
+  ToolRun run = cadre_ckpt("convert " + dir.path() + " " + dir.file("tf/model.ckpt-300"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "7 tensors")) << run.output;  // 6 and the global step
+  run = cadre_ckpt("diff " + dir.path() + " " + dir.file("tf/model.ckpt-300"));
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "no variables differ")) << run.output;
+  run = cadre_ckpt("ls " + dir.file("tf/model.ckpt-300.index"));
+  EXPECT_TRUE(contains(run.output, "global_step 300\n")) << run.output;
+  EXPECT_TRUE(contains(run.output, "(training/Adam/hidden1/kernel/m in the file)")) << run.output;
+  EXPECT_TRUE(contains(run.output, "(training/Adam/iter in the file)")) << run.output;
+  EXPECT_EQ(cadre_ckpt("verify " + dir.file("tf/model.ckpt-300")).status, 0);
+  run = cadre_ckpt("convert " + dir.file("missing") + " " + dir.file("tf/x"));
+  EXPECT_EQ(run.status, 1) << run.output;
+}
+
 TEST(CadreCkptTest, LsGivesTheBytesOfEachPart) {
   TempDir dir;
   CheckpointData data;

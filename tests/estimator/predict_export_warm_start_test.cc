@@ -7,7 +7,9 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/reader.h"
+#include "cadre/checkpoint/state_file.h"
 #include "cadre/estimator/predictor.h"
+#include "checkpoint/tf_bundle.h"
 #include "tests/estimator/estimator_test.h"
 #include "tests/estimator/test_model.h"
 #include "tests/support/fault_env.h"
@@ -182,6 +184,47 @@ TEST_F(EstimatorTest, WarmStartRenamesVariables) {
   auto b = target.get_variable_value("v2/hidden/kernel").to_vector<float>();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6);
+}
+
+// A TensorFlow checkpoint (what cadre_ckpt convert writes, as TensorFlow's Saver does):
+// warm start takes its variables by name, and a model_dir holding one resumes from it,
+// the optimizer's state included.
+TEST_F(EstimatorTest, WarmStartAndResumeFromATensorFlowCheckpoint) {
+  Estimator source(classifier_fn, test_config(model_dir("source")));
+  source.train(train_input, {.max_steps = 10});
+  auto cadre = checkpoint::CheckpointReader::open(*source.latest_checkpoint());
+  std::shared_ptr<Env> env = posix_env();
+  const std::string prefix = model_dir("tf") + "/model.ckpt-10";
+  checkpoint::internal::write_as_tf_bundle(*cadre, *env, prefix);
+
+  WarmStartSettings warm;
+  warm.ckpt_to_initialize_from = prefix;
+  // A learning rate too small to move anything: the values are the checkpoint's.
+  const Params still = {{"learning_rate", 1e-12}};
+  auto expect_near = [](const Tensor& a, const Tensor& b, const std::string& name) {
+    std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+    ASSERT_EQ(va.size(), vb.size()) << name;
+    for (size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 1e-9) << name;
+  };
+  Estimator target(classifier_fn, test_config(model_dir("target")), still, warm);
+  target.train(train_input, {.max_steps = 1});
+  expect_near(source.get_variable_value("hidden/kernel"),
+              target.get_variable_value("hidden/kernel"), "hidden/kernel");
+
+  checkpoint::CheckpointState state;
+  state.model_checkpoint_path = "model.ckpt-10";
+  state.all_model_checkpoint_paths = {"model.ckpt-10"};
+  checkpoint::write_state(*env, model_dir("tf"), state);
+  Estimator resumed(classifier_fn, test_config(model_dir("tf")), still);
+  resumed.train(train_input, {.max_steps = 12});
+  auto after = checkpoint::CheckpointReader::open(*resumed.latest_checkpoint());
+  EXPECT_EQ(after->global_step(), 12);
+  for (const auto& [name, info] : cadre->variables()) {
+    if (!info.slot_of.empty() || name.ends_with("/iterations")) continue;
+    expect_near(cadre->read(name), after->read(name), name);
+  }
+  // The optimizer's step counter came back from training/Adam/iter.
+  EXPECT_EQ(after->read("Adam/iterations").item<int64_t>(), 12);
 }
 
 TEST_F(EstimatorTest, ACheckpointOfAnotherModelIsRejectedByName) {

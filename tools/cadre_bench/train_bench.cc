@@ -166,29 +166,25 @@ class Trainer {
   std::vector<Tensor> replica_images_, replica_labels_;
 };
 
-}  // namespace
+// --strategy under TF_CONFIG; null for one_device.
+std::shared_ptr<Strategy> strategy_from_command_line() {
+  if (FLAGS_strategy == "one_device") return nullptr;
+  std::optional<ClusterConfig> cluster;
+  if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
+    cluster = parse_tf_config(tf_config);
+    cluster->security = ClusterSecurity::from_environment();
+  }
+  std::shared_ptr<Strategy> strategy =
+      strategy_from_flags(FLAGS_strategy, FLAGS_devices, cluster ? &*cluster : nullptr);
+  if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
+    throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size, " does not divide over ",
+                                       strategy->num_replicas_in_sync(), " replicas"));
+  }
+  return strategy;
+}
 
-int run_train() {
-  if (serve_if_ps()) return 0;  // a ps task of --strategy=parameter_server
-  examples::check_model_name(FLAGS_model);
-  if (FLAGS_batch_size <= 0 || FLAGS_windows <= 0) {
-    throw InvalidArgumentError("--batch_size and --windows must be positive");
-  }
-  std::shared_ptr<Strategy> strategy;
-  if (FLAGS_strategy != "one_device") {
-    std::optional<ClusterConfig> cluster;
-    if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
-      cluster = parse_tf_config(tf_config);
-      cluster->security = ClusterSecurity::from_environment();
-    }
-    strategy = strategy_from_flags(FLAGS_strategy, FLAGS_devices, cluster ? &*cluster : nullptr);
-    if (FLAGS_batch_size % strategy->num_replicas_in_sync() != 0) {
-      throw InvalidArgumentError(str_cat("--batch_size=", FLAGS_batch_size,
-                                         " does not divide over ", strategy->num_replicas_in_sync(),
-                                         " replicas"));
-    }
-  }
-  Device device = strategy ? strategy->devices()[0] : parse_devices(FLAGS_devices).front();
+// Threads, GPU precision and convolutions, and the pooled first convolution, per the flags.
+void set_process_options(Device device) {
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
   set_float32_precision(parse_float32_precision(FLAGS_float32_precision));
   set_gpu_convolution(parse_gpu_convolution(FLAGS_gpu_convolution));
@@ -197,6 +193,19 @@ int run_train() {
         device.type,
         +[](const Tensor&, const Tensor&, const kernels::Conv2DParams&) { return false; });
   }
+}
+
+}  // namespace
+
+int run_train() {
+  if (serve_if_ps()) return 0;  // a ps task of --strategy=parameter_server
+  examples::check_model_name(FLAGS_model);
+  if (FLAGS_batch_size <= 0 || FLAGS_windows <= 0) {
+    throw InvalidArgumentError("--batch_size and --windows must be positive");
+  }
+  std::shared_ptr<Strategy> strategy = strategy_from_command_line();
+  Device device = strategy ? strategy->devices()[0] : parse_devices(FLAGS_devices).front();
+  set_process_options(device);
   DeviceScope on_device(device);
 
   io::ImagesAndLabels data = io::read_mnist(FLAGS_data_dir, io::Split::kTrain);

@@ -12,6 +12,7 @@
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
 #include "checkpoint/model_dir_checkpoints.h"
+#include "checkpoint/tf_bundle.h"
 #include "core/base/strings.h"
 
 namespace cadre::tools {
@@ -86,6 +87,7 @@ int ckpt_ls(const std::string& path, std::ostream& out, std::ostream& err) {
     out << std::left << std::setw(static_cast<int>(width)) << name << "  " << std::setw(8)
         << info.dtype << " " << info.shape;
     if (!info.slot_of.empty()) out << "  (slot of " << info.slot_of << ")";
+    if (!info.stored_name.empty()) out << "  (" << info.stored_name << " in the file)";
     out << "\n";
   }
   checkpoint::CheckpointSizes sizes = reader->sizes();
@@ -149,6 +151,12 @@ int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
     for (const auto& [step, file] : checkpoint::list_checkpoint_files(*env, path)) {
       files.push_back(file);
     }
+    checkpoint::ModelDirCheckpoints named = checkpoint::find_checkpoints(*env, path);
+    for (const std::string& candidate : named.candidates) {  // TensorFlow's, by prefix
+      if (!env->file_exists(candidate) && checkpoint::checkpoint_exists(*env, candidate)) {
+        files.push_back(candidate);
+      }
+    }
     if (files.empty()) {
       err << "cadre_ckpt verify: " << path << " holds no checkpoint\n";
       return 2;
@@ -162,8 +170,7 @@ int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
           << found.state_problem << "\n";
     }
   } else {
-    struct stat info;
-    if (::stat(path.c_str(), &info) != 0) {
+    if (!checkpoint::checkpoint_exists(*posix_env(), path)) {
       err << "cadre_ckpt verify: " << path << " does not exist\n";
       return 2;
     }
@@ -190,6 +197,20 @@ int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err) {
     }
   }
   return damaged == 0 ? 0 : 1;
+}
+
+int ckpt_convert(const std::string& source, const std::string& prefix, std::ostream& out,
+                 std::ostream& err) {
+  try {
+    std::unique_ptr<CheckpointReader> reader = open_path(source, err);
+    size_t tensors = checkpoint::internal::write_as_tf_bundle(*reader, *posix_env(), prefix);
+    out << "wrote " << prefix << ".index and " << prefix << ".data-00000-of-00001: " << tensors
+        << " tensors of " << reader->path() << " at global step " << reader->global_step() << "\n";
+    return 0;
+  } catch (const Error& error) {
+    err << "cadre_ckpt convert: " << error.what() << "\n";
+    return 1;
+  }
 }
 
 }  // namespace cadre::tools

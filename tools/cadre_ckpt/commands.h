@@ -23,4 +23,10 @@ int ckpt_diff(const std::string& a, const std::string& b, std::ostream& out, std
 // is corrupt or truncated, 2 when PATH does not exist.
 int ckpt_verify(const std::string& path, std::ostream& out, std::ostream& err);
 
+// Writes SOURCE (as ckpt_ls reads it) as the TensorFlow checkpoint PREFIX (PREFIX.index and
+// PREFIX.data-00000-of-00001) under TensorFlow's names, for tf.train.load_checkpoint and an
+// Estimator's warm_start_from. 0, or 1 when SOURCE cannot be read or PREFIX written.
+int ckpt_convert(const std::string& source, const std::string& prefix, std::ostream& out,
+                 std::ostream& err);
+
 }  // namespace cadre::tools

@@ -1,8 +1,9 @@
-// cadre_ckpt: inspect, compare and verify Cadre checkpoints.
+// cadre_ckpt: inspect, compare, verify and convert checkpoints, Cadre's and TensorFlow's.
 //
 //   cadre_ckpt ls PATH        global step, variables and bytes by part (PATH: file or model_dir)
 //   cadre_ckpt diff A B       variables that differ
 //   cadre_ckpt verify PATH    checks every checksum
+//   cadre_ckpt convert PATH TF_PREFIX   writes PATH as a TensorFlow checkpoint
 #include <iostream>
 #include <string>
 
@@ -12,12 +13,15 @@
 namespace {
 
 int usage(std::ostream& out, int status) {
-  out << "usage: cadre_ckpt ls PATH | diff A B | verify PATH\n"
+  out << "usage: cadre_ckpt ls PATH | diff A B | verify PATH | convert PATH TF_PREFIX\n"
          "  ls      the global step, each variable (name, dtype, shape), then the file's bytes\n"
          "          by part: variables, slots, input state, other\n"
          "  diff    variables that differ in presence, shape or value (max abs diff)\n"
          "  verify  checks every checksum; exit 1 naming the damaged dataset\n"
-         "  PATH is a checkpoint file (model.ckpt-N.h5) or a model_dir (its latest checkpoint)\n";
+         "  convert writes PATH as the TensorFlow checkpoint TF_PREFIX (TF_PREFIX.index and\n"
+         "          TF_PREFIX.data-00000-of-00001), under TensorFlow's names\n"
+         "  PATH is a checkpoint file (model.ckpt-N.h5), a TensorFlow checkpoint's prefix\n"
+         "  (model.ckpt-N) or a model_dir of either (its latest checkpoint)\n";
   return status;
 }
 
@@ -32,6 +36,9 @@ int main(int argc, char** argv) {
     if (command == "ls" && argc == 3) return cadre::tools::ckpt_ls(argv[2], std::cout, std::cerr);
     if (command == "diff" && argc == 4) {
       return cadre::tools::ckpt_diff(argv[2], argv[3], std::cout, std::cerr);
+    }
+    if (command == "convert" && argc == 4) {
+      return cadre::tools::ckpt_convert(argv[2], argv[3], std::cout, std::cerr);
     }
     if (command == "verify" && argc == 3) {
       return cadre::tools::ckpt_verify(argv[2], std::cout, std::cerr);

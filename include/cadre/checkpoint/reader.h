@@ -30,6 +30,9 @@ struct VariableInfo {
   DType dtype = DType::kFloat32;
   Shape shape;
   std::string slot_of;  // the variable this slot belongs to; empty for a variable
+  // The name in the file where it differs from the logical one: a TensorFlow checkpoint's
+  // optimizer slots and step counter (training/Adam/<variable>/m is <variable>/Adam/m).
+  std::string stored_name;
 };
 
 // A problem `verify` found in one dataset.
@@ -54,6 +57,13 @@ class CheckpointReader {
   // a part that is missing, or not of the size its manifest says); its variables, reads and
   // verify() are the logical ones, whichever part holds each row, and verify() also checks
   // each part's checksum.
+  //
+  // `path` may also be a TensorFlow checkpoint (a tensor bundle: its prefix, such as
+  // "model.ckpt-1000", or the prefix's .index file). Its tensors are the variables, under
+  // their TensorFlow names (optimizer slots under Cadre's, VariableInfo::stored_name saying
+  // TensorFlow's), and its global_step tensor the global step; format_version()
+  // is 0, and there is no RNG or iterator state. Strings and partitioned variables are not
+  // read (attributes()["tensors_not_read"] counts them).
   static std::unique_ptr<CheckpointReader> open(const std::string& path);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
