@@ -58,8 +58,18 @@ std::shared_ptr<Optimizer> optimizer_from_config(const OptimizerConfig& config) 
     return optimizers::rmsprop(lr, number("rho"), number("momentum"), number("epsilon"),
                                number("centered") != 0, config.options);
   }
-  throw InvalidArgumentError(
-      str_cat("unknown optimizer '", config.kind, "'; expected sgd, adam, adagrad or rmsprop"));
+  if (config.kind == "ftrl") {
+    optimizers::FtrlOptions o;
+    o.learning_rate_power = number("learning_rate_power");
+    o.initial_accumulator_value = number("initial_accumulator_value");
+    o.l1 = number("l1_regularization_strength");
+    o.l2 = number("l2_regularization_strength");
+    o.l2_shrinkage = number("l2_shrinkage_regularization_strength");
+    o.beta = number("beta");
+    return optimizers::ftrl(lr, o, config.options);
+  }
+  throw InvalidArgumentError(str_cat("unknown optimizer '", config.kind,
+                                     "'; expected sgd, adam, adagrad, rmsprop or ftrl"));
 }
 
 }  // namespace cadre::nn

@@ -21,7 +21,7 @@ struct ScheduleConfig {
 };
 
 struct OptimizerConfig {
-  std::string kind;                        // "sgd", "adam", "adagrad", "rmsprop"
+  std::string kind;                        // "sgd", "adam", "adagrad", "rmsprop", "ftrl"
   std::map<std::string, double> numbers;   // hyperparameters; learning_rate when constant
   std::optional<ScheduleConfig> schedule;  // the learning rate when it is a schedule
   OptimizerOptions options;                // clipping

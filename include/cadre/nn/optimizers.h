@@ -25,4 +25,18 @@ std::shared_ptr<Optimizer> rmsprop(LearningRate learning_rate = 0.001, double rh
                                    double momentum = 0, double epsilon = 1e-7,
                                    bool centered = false, OptimizerOptions options = {});
 
+// FTRL-Proximal with tf.keras's Ftrl defaults and update (slots accumulator, starting at
+// initial_accumulator_value, and linear); l2 acts as l2 + beta / (2 lr). TensorFlow's
+// canned linear estimators train with it.
+struct FtrlOptions {
+  double learning_rate_power = -0.5;
+  double initial_accumulator_value = 0.1;
+  double l1 = 0;  // l1_regularization_strength
+  double l2 = 0;  // l2_regularization_strength
+  double l2_shrinkage = 0;
+  double beta = 0;
+};
+std::shared_ptr<Optimizer> ftrl(LearningRate learning_rate = 0.001, FtrlOptions ftrl = {},
+                                OptimizerOptions options = {});
+
 }  // namespace cadre::nn::optimizers
