@@ -39,11 +39,18 @@ std::vector<std::string> child_names(hid_t group, const std::string& context) {
   return names;
 }
 
+// Whether this thread is opening a part: a part is a version-1 file, and a manifest naming
+// itself or another manifest as a part (a damaged or hostile file) must not recurse.
+thread_local bool opening_part = false;
+
 }  // namespace
 
 ShardedLayout::ShardedLayout(hid_t file, const std::string& path,
                              std::map<std::string, VariableInfo>* variables)
     : path_(path) {
+  if (opening_part) {
+    throw DataLossError(str_cat(context(), ": a part of a sharded checkpoint that is itself one"));
+  }
   load_parts(file);
   load_tables(file, format::kVariables, variables);
   load_tables(file, format::kSlots, variables);
@@ -83,11 +90,14 @@ void ShardedLayout::load_parts(hid_t file) {
                                   " bytes; the manifest says ", part.bytes,
                                   " (damaged, or written by another save)"));
     }
+    opening_part = true;
     try {
       part.reader = CheckpointReader::open(part_path);
     } catch (const Error& error) {
+      opening_part = false;
       throw DataLossError(str_cat(context(), ": part ", part.file, ": ", error.what()));
     }
+    opening_part = false;
   }
 }
 

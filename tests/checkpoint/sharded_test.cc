@@ -195,6 +195,31 @@ TEST(ShardedCheckpointTest, RetentionAndSavingAStepAgainRemoveTheOldParts) {
                        CheckpointReader::open(dir.file("model.ckpt-3.h5"))->read("table"), "table");
 }
 
+// A manifest that names itself as a part (damage, or a hostile file) is DataLossError, not a
+// recursion without end.
+TEST(ShardedCheckpointTest, AManifestNamingItselfAsAPartIsDataLoss) {
+  TempDir dir;
+  CheckpointManager manager(dir.path());
+  CheckpointData data = sharded_data(manager, 1, model(1));
+  std::string own = dir.file("model.ckpt-1.h5");
+  // The manifest's own name for part 1, with the size it will have: written twice, the file
+  // keeps its size.
+  data.parts[1].file_name = "model.ckpt-1.h5";
+  uint64_t size = 0;
+  for (int round = 0; round < 2; ++round) {
+    data.parts[1].wait = [&size] { return std::make_pair(size, uint32_t{0}); };
+    manager.save(data);
+    size = std::filesystem::file_size(own);
+  }
+  try {
+    CheckpointReader::open(own);
+    FAIL() << "opened a manifest that is its own part";
+  } catch (const DataLossError& error) {
+    EXPECT_NE(std::string(error.what()).find("that is itself one"), std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(ShardedCheckpointTest, RejectsPartsThatDoNotCoverTheVariable) {
   TempDir dir;
   CheckpointManager manager(dir.path());
