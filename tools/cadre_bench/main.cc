@@ -14,6 +14,7 @@
 #include "tools/cadre_bench/estimator_bench.h"
 #include "tools/cadre_bench/input_bench.h"
 #include "tools/cadre_bench/ps_bench.h"
+#include "tools/cadre_bench/serve_bench.h"
 #include "tools/cadre_bench/train_bench.h"
 
 int main(int argc, char** argv) {
@@ -25,12 +26,14 @@ int main(int argc, char** argv) {
       "  ckpt       checkpoint save and restore (MiB/s)\n"
       "  estimator  Estimator::train on Fashion-MNIST, checkpointing every --save_every steps\n"
       "  allreduce  Gloo all-reduce across TF_CONFIG's processes (GB/s)\n"
-      "  ps         pulls and pushes to TF_CONFIG's ps tasks (per second, MiB/s)");
+      "  ps         pulls and pushes to TF_CONFIG's ps tasks (per second, MiB/s)\n"
+      "  serve      REST predict requests/s and latency against a running model server");
   const std::map<std::string, int (*)()> subcommands = {{"allreduce", cadre::bench::run_allreduce},
                                                         {"ckpt", cadre::bench::run_ckpt},
                                                         {"estimator", cadre::bench::run_estimator},
                                                         {"input", cadre::bench::run_input},
                                                         {"ps", cadre::bench::run_ps},
+                                                        {"serve", cadre::bench::run_serve},
                                                         {"train", cadre::bench::run_train}};
   std::string name = argc > 1 ? argv[1] : "";
   auto it = subcommands.find(name);
