@@ -34,6 +34,20 @@ class Batcher::Admission {
   int64_t rows_;
 };
 
+Batcher::Arrival::Arrival(Batcher& batcher) : batcher_(&batcher) {
+  MutexLock lock(batcher_->mutex_);
+  ++batcher_->arriving_;
+}
+
+Batcher::Arrival::~Arrival() {
+  if (!batcher_) return;
+  {
+    MutexLock lock(batcher_->mutex_);
+    --batcher_->arriving_;
+  }
+  batcher_->changed_.notify_all();
+}
+
 Batcher::Batcher(const BatchingOptions& options, int64_t max_queued_examples)
     : options_(options), max_queued_examples_(max_queued_examples) {
   if (options_.enabled) worker_ = std::thread([this] { loop(); });
@@ -50,7 +64,7 @@ void Batcher::stop() {
   if (worker_.joinable()) worker_.join();
 }
 
-std::map<std::string, Tensor> Batcher::run(std::shared_ptr<LoadedVersion> version,
+std::map<std::string, Tensor> Batcher::run(Arrival arrival, std::shared_ptr<LoadedVersion> version,
                                            const std::string& signature, io::Features inputs) {
   int64_t rows = inputs.begin()->second.dim(0);
   Admission admission(*this, rows);
@@ -67,6 +81,9 @@ std::map<std::string, Tensor> Batcher::run(std::shared_ptr<LoadedVersion> versio
     // Checked again here: the batching thread may have ended since the admission.
     if (stopping_) throw UnavailableError("the server is stopping");
     queue_.push_back(task);
+    // Queued with the count lowered at once, so the batching thread never sees it twice.
+    arrival.batcher_ = nullptr;
+    --arriving_;
   }
   changed_.notify_all();
   return result.get();
@@ -110,7 +127,7 @@ void Batcher::loop() {
       auto deadline =
           queue_.front()->enqueued + std::chrono::microseconds(options_.batch_timeout_micros);
       changed_.wait_until(mutex_, deadline, [this]() CADRE_REQUIRES(mutex_) {
-        return stopping_ || ready_rows() >= options_.max_batch_size;
+        return stopping_ || arriving_ == 0 || ready_rows() >= options_.max_batch_size;
       });
       batch = take_batch();
     }

@@ -1,8 +1,12 @@
 // Server-side batching (TensorFlow Serving's BasicBatchScheduler): requests for the same
 // version and signature wait in one queue until a batch of max_batch_size examples is full
 // or the first of them has waited batch_timeout_micros, then run as one forward pass on
-// the batching thread, each request getting its own rows back. Admission is bounded by
-// examples queued or running, batched or not: past the bound a request is refused at once.
+// the batching thread, each request getting its own rows back. Unlike TensorFlow Serving's,
+// a batch stops waiting as soon as no other request is on its way (an Arrival: received,
+// its body being decoded): waiting longer could only catch requests not yet sent, and a
+// lone request would pay the whole timeout (measured: 1.9 ms instead of 0.6 ms a request
+// for the MLP at concurrency 1). Admission is bounded by examples queued or running,
+// batched or not: past the bound a request is refused at once.
 #pragma once
 
 #include <chrono>
@@ -13,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "cadre/base/mutex.h"
 #include "cadre/serving/model_server.h"
@@ -22,13 +27,27 @@ namespace cadre::serving_internal {
 
 class Batcher {
  public:
+  // A request on its way to run(), counted from when it was received until run() queues it
+  // or the Arrival is destroyed (the request failed before), so that batches wait for it.
+  class Arrival {
+   public:
+    explicit Arrival(Batcher& batcher);
+    Arrival(Arrival&& other) noexcept : batcher_(std::exchange(other.batcher_, nullptr)) {}
+    Arrival& operator=(Arrival&&) = delete;
+    ~Arrival();
+
+   private:
+    friend class Batcher;
+    Batcher* batcher_;  // null once queued or moved from
+  };
+
   Batcher(const BatchingOptions& options, int64_t max_queued_examples);
   ~Batcher();  // stop()
 
   // The outputs of `signature` for `inputs` (already checked against the version's
-  // specs). Throws ResourceExhaustedError when the server holds too many examples, or what
-  // the model throws.
-  std::map<std::string, Tensor> run(std::shared_ptr<LoadedVersion> version,
+  // specs), for the request `arrival` counted. Throws ResourceExhaustedError when the
+  // server holds too many examples, or what the model throws.
+  std::map<std::string, Tensor> run(Arrival arrival, std::shared_ptr<LoadedVersion> version,
                                     const std::string& signature, io::Features inputs);
   // Runs what is queued, then joins the batching thread. Idempotent.
   void stop();
@@ -58,6 +77,7 @@ class Batcher {
   CondVar changed_;
   std::deque<std::shared_ptr<Task>> queue_ CADRE_GUARDED_BY(mutex_);
   int64_t admitted_ CADRE_GUARDED_BY(mutex_) = 0;
+  int64_t arriving_ CADRE_GUARDED_BY(mutex_) = 0;  // live Arrivals
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   std::thread worker_;
 };

@@ -69,8 +69,8 @@ class GrpcApi::Prediction final : public apis::PredictionService::Service {
       };
       std::vector<std::string> filter(request->output_filter().begin(),
                                       request->output_filter().end());
-      auto prediction =
-          inference_.predict(version, request->model_spec().signature_name(), decode, filter);
+      auto prediction = inference_.predict(inference_.arrive(), version,
+                                           request->model_spec().signature_name(), decode, filter);
       for (const auto& [name, tensor] : prediction.outputs) {
         to_tensor_proto(tensor, &(*response->mutable_outputs())[name]);
       }

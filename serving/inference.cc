@@ -22,7 +22,8 @@ void add_tensor_info(const std::string& name, const Predictor::TensorSpec& spec,
 
 }  // namespace
 
-Prediction Inference::predict(std::optional<int64_t> version, const std::string& signature,
+Prediction Inference::predict(Batcher::Arrival arrival, std::optional<int64_t> version,
+                              const std::string& signature,
                               const std::function<io::Features(const TensorSpecs&)>& decode,
                               const std::vector<std::string>& output_filter) {
   std::shared_ptr<LoadedVersion> loaded = versions_.get(version);
@@ -41,7 +42,8 @@ Prediction Inference::predict(std::optional<int64_t> version, const std::string&
   }
   io::Features inputs = decode(loaded->inputs());
   check_inputs(inputs, loaded->inputs());
-  prediction.outputs = batcher_.run(loaded, prediction.signature, std::move(inputs));
+  prediction.outputs =
+      batcher_.run(std::move(arrival), loaded, prediction.signature, std::move(inputs));
   if (!output_filter.empty()) {
     std::map<std::string, Tensor> kept;
     for (const std::string& name : output_filter) kept[name] = prediction.outputs.at(name);

@@ -33,10 +33,14 @@ class Inference {
   // for a model or version not served, InvalidArgumentError for an unknown signature or
   // output, or inputs missing, unknown, or of another dtype or per-example shape than the
   // signature takes; ResourceExhaustedError when overloaded.
-  Prediction predict(std::optional<int64_t> version, const std::string& signature,
+  // `arrival` (from arrive(), taken when the request was received) lets a batch wait for
+  // this request while it is decoded.
+  Prediction predict(Batcher::Arrival arrival, std::optional<int64_t> version,
+                     const std::string& signature,
                      const std::function<io::Features(const TensorSpecs&)>& decode,
                      const std::vector<std::string>& output_filter = {});
 
+  Batcher::Arrival arrive() { return Batcher::Arrival(batcher_); }
   ModelVersions& versions() { return versions_; }
 
  private:

@@ -132,9 +132,10 @@ HttpResponse RestApi::route(const HttpRequest& request) {
 }
 
 HttpResponse RestApi::predict(std::optional<int64_t> version, const std::string& body) {
+  Batcher::Arrival arrival = inference_.arrive();
   PredictBody parsed = parse_predict_body(body, options_.max_json_depth);
   Prediction prediction =
-      inference_.predict(version, parsed.signature_name,
+      inference_.predict(std::move(arrival), version, parsed.signature_name,
                          [&](const TensorSpecs& specs) { return decode_inputs(parsed, specs); });
   return {200, encode_predictions(prediction.outputs, parsed.row_format)};
 }
