@@ -1,6 +1,6 @@
 #include "serving/rest_json.h"
 
-#include <google/protobuf/util/json_util.h>
+#include <rapidjson/error/en.h>
 
 #include <cmath>
 #include <cstdio>
@@ -12,9 +12,9 @@ namespace cadre::serving_internal {
 
 namespace {
 
-using google::protobuf::Value;
+using rapidjson::Value;
 
-// Rejects nesting past `max_depth` before protobuf's parser (which recurses) sees the body.
+// Rejects nesting past `max_depth` (ServingOptions::max_json_depth) before the body is parsed.
 void check_depth(std::string_view body, int max_depth) {
   int depth = 0;
   bool in_string = false;
@@ -39,20 +39,18 @@ void check_depth(std::string_view body, int max_depth) {
 }
 
 const char* kind_name(const Value& value) {
-  switch (value.kind_case()) {
-    case Value::kNumberValue:
-      return "a number";
-    case Value::kBoolValue:
-      return "a boolean";
-    case Value::kStringValue:
-      return "a string";
-    case Value::kListValue:
-      return "a list";
-    case Value::kStructValue:
-      return "an object";
-    default:
-      return "null";
-  }
+  if (value.IsNumber()) return "a number";
+  if (value.IsBool()) return "a boolean";
+  if (value.IsString()) return "a string";
+  if (value.IsArray()) return "a list";
+  if (value.IsObject()) return "an object";
+  return "null";
+}
+
+// The member `name` of an object, or null.
+const Value* member(const Value& object, const std::string& name) {
+  auto found = object.FindMember(rapidjson::StringRef(name.data(), name.size()));
+  return found == object.MemberEnd() ? nullptr : &found->value;
 }
 
 // Whether `number` is an integer in `dtype`'s range (converting one outside it is undefined).
@@ -71,8 +69,8 @@ bool fits_integer(double number, DType dtype) {
 void flatten(const Value& value, const std::vector<int64_t>& shape, size_t axis, DType dtype,
              const std::string& where, std::vector<double>* out) {
   if (axis == shape.size()) {
-    if (value.kind_case() == Value::kNumberValue && dtype != DType::kBool) {
-      double number = value.number_value();
+    if (value.IsNumber() && dtype != DType::kBool) {
+      double number = value.GetDouble();
       if (!is_floating(dtype) && !fits_integer(number, dtype)) {
         throw InvalidArgumentError(
             str_cat(where, ": ", number, " is not an integer that ", dtype_name(dtype), " holds"));
@@ -80,22 +78,21 @@ void flatten(const Value& value, const std::vector<int64_t>& shape, size_t axis,
       out->push_back(number);
       return;
     }
-    if (value.kind_case() == Value::kBoolValue && dtype == DType::kBool) {
-      out->push_back(value.bool_value() ? 1 : 0);
+    if (value.IsBool() && dtype == DType::kBool) {
+      out->push_back(value.GetBool() ? 1 : 0);
       return;
     }
     throw InvalidArgumentError(str_cat(where, ": expected ",
                                        dtype == DType::kBool ? "a boolean" : "a number", " (",
                                        dtype_name(dtype), "), got ", kind_name(value)));
   }
-  if (value.kind_case() != Value::kListValue || value.list_value().values_size() != shape[axis]) {
-    std::string got = value.kind_case() == Value::kListValue
-                          ? str_cat("a list of ", value.list_value().values_size())
-                          : std::string(kind_name(value));
+  if (!value.IsArray() || static_cast<int64_t>(value.Size()) != shape[axis]) {
+    std::string got =
+        value.IsArray() ? str_cat("a list of ", value.Size()) : std::string(kind_name(value));
     throw InvalidArgumentError(
         str_cat(where, ": expected a list of ", shape[axis], " values, got ", got));
   }
-  for (const Value& item : value.list_value().values()) {
+  for (const Value& item : value.GetArray()) {
     flatten(item, shape, axis + 1, dtype, where, out);
   }
 }
@@ -105,23 +102,21 @@ Tensor to_tensor(const std::vector<double>& values, std::vector<int64_t> dims, D
 }
 
 io::Features decode_rows(const Value& instances, const TensorSpecs& specs) {
-  if (instances.kind_case() != Value::kListValue || instances.list_value().values_size() == 0) {
+  if (!instances.IsArray() || instances.Empty()) {
     throw InvalidArgumentError("\"instances\" must be a non-empty list, one entry per example");
   }
-  int64_t batch = instances.list_value().values_size();
+  int64_t batch = instances.Size();
   io::Features features;
   for (const auto& [name, spec] : specs) {
     std::vector<double> values;
     for (int64_t i = 0; i < batch; ++i) {
-      const Value& row = instances.list_value().values(i);
+      const Value& row = instances[static_cast<rapidjson::SizeType>(i)];
       std::string where = str_cat("input '", name, "' of instances[", i, "]");
       const Value* item = &row;
-      if (row.kind_case() == Value::kStructValue) {
-        auto found = row.struct_value().fields().find(name);
-        if (found == row.struct_value().fields().end()) {
+      if (row.IsObject()) {
+        item = member(row, name);
+        if (!item)
           throw InvalidArgumentError(str_cat("instances[", i, "] has no input '", name, "'"));
-        }
-        item = &found->second;
       } else if (specs.size() > 1) {
         throw InvalidArgumentError(str_cat("instances[", i, "] must be an object naming the ",
                                            specs.size(), " inputs of the signature"));
@@ -140,21 +135,18 @@ io::Features decode_columns(const Value& inputs, const TensorSpecs& specs) {
   int64_t batch = -1;
   for (const auto& [name, spec] : specs) {
     const Value* item = &inputs;
-    if (inputs.kind_case() == Value::kStructValue) {
-      auto found = inputs.struct_value().fields().find(name);
-      if (found == inputs.struct_value().fields().end()) {
-        throw InvalidArgumentError(str_cat("\"inputs\" has no input '", name, "'"));
-      }
-      item = &found->second;
+    if (inputs.IsObject()) {
+      item = member(inputs, name);
+      if (!item) throw InvalidArgumentError(str_cat("\"inputs\" has no input '", name, "'"));
     } else if (specs.size() > 1) {
       throw InvalidArgumentError(
           str_cat("\"inputs\" must be an object naming the ", specs.size(), " inputs"));
     }
-    if (item->kind_case() != Value::kListValue || item->list_value().values_size() == 0) {
+    if (!item->IsArray() || item->Empty()) {
       throw InvalidArgumentError(
           str_cat("input '", name, "' must be a non-empty list, the batch first"));
     }
-    int64_t rows = item->list_value().values_size();
+    int64_t rows = item->Size();
     if (batch >= 0 && rows != batch) {
       throw InvalidArgumentError(
           str_cat("input '", name, "' has a batch of ", rows, " where the others have ", batch));
@@ -205,37 +197,39 @@ void append_nested(std::string* out, const std::vector<double>& values, DType dt
 
 PredictBody parse_predict_body(std::string_view body, int max_depth) {
   check_depth(body, max_depth);
-  Value root;
-  auto status = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(body.data(), body.size()), &root);
-  if (!status.ok()) {
-    throw InvalidArgumentError(str_cat("the body is not valid JSON: ", status.message()));
+  auto document = std::make_shared<rapidjson::Document>();
+  // Full precision: numbers convert as strtod does (RapidJSON's default may be 1 ulp off).
+  // Iterative: no recursion, whatever the nesting. NaN and Infinity: as encode_predictions
+  // writes them (TensorFlow Serving takes them too).
+  constexpr unsigned kFlags = rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag |
+                              rapidjson::kParseNanAndInfFlag |
+                              rapidjson::kParseValidateEncodingFlag;
+  document->Parse<kFlags>(body.data(), body.size());
+  if (document->HasParseError()) {
+    throw InvalidArgumentError(str_cat(
+        "the body is not valid JSON: ", rapidjson::GetParseError_En(document->GetParseError()),
+        " (at byte ", document->GetErrorOffset(), ")"));
   }
-  if (root.kind_case() != Value::kStructValue) {
-    throw InvalidArgumentError("the body must be a JSON object");
-  }
-  const auto& fields = root.struct_value().fields();
-  PredictBody parsed;
-  auto instances = fields.find("instances");
-  auto inputs = fields.find("inputs");
-  if ((instances == fields.end()) == (inputs == fields.end())) {
+  if (!document->IsObject()) throw InvalidArgumentError("the body must be a JSON object");
+  const Value* instances = member(*document, "instances");
+  const Value* inputs = member(*document, "inputs");
+  if (!instances == !inputs) {
     throw InvalidArgumentError(
         "the body must have exactly one of \"instances\" (rows) and \"inputs\" (columns)");
   }
-  parsed.row_format = instances != fields.end();
-  parsed.data = parsed.row_format ? instances->second : inputs->second;
-  auto signature = fields.find("signature_name");
-  if (signature != fields.end()) {
-    if (signature->second.kind_case() != Value::kStringValue) {
-      throw InvalidArgumentError("\"signature_name\" must be a string");
-    }
-    parsed.signature_name = signature->second.string_value();
+  PredictBody parsed;
+  parsed.row_format = instances != nullptr;
+  parsed.data = instances ? instances : inputs;
+  if (const Value* signature = member(*document, "signature_name")) {
+    if (!signature->IsString()) throw InvalidArgumentError("\"signature_name\" must be a string");
+    parsed.signature_name.assign(signature->GetString(), signature->GetStringLength());
   }
+  parsed.document = std::move(document);
   return parsed;
 }
 
 io::Features decode_inputs(const PredictBody& body, const TensorSpecs& specs) {
-  return body.row_format ? decode_rows(body.data, specs) : decode_columns(body.data, specs);
+  return body.row_format ? decode_rows(*body.data, specs) : decode_columns(*body.data, specs);
 }
 
 std::string encode_predictions(const std::map<std::string, Tensor>& outputs, bool row_format) {

@@ -1,13 +1,16 @@
 // The JSON of TensorFlow Serving's REST predict API: request bodies in the row format
 // ({"instances": [...]}, one entry per example) or the columnar one ({"inputs": ...}, each
 // input batched), and the responses each gets ({"predictions": [...]} or {"outputs": ...}).
-// Parsing goes through protobuf's JSON parser (google.protobuf.Value) after a nesting check
-// of our own; fuzzed by tests/fuzz/rest_request_fuzz.cc.
+// Parsing goes through RapidJSON (what TensorFlow Serving's REST API uses too) after a
+// nesting check of our own; fuzzed by tests/fuzz/rest_request_fuzz.cc. Protobuf's JSON
+// parser, used before, built a google.protobuf.Value tree through its binary converter:
+// 60% of the server's time on a 784-float request (docs/BENCHMARKS.md, Serving).
 #pragma once
 
-#include <google/protobuf/struct.pb.h>
+#include <rapidjson/document.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -21,7 +24,8 @@ using TensorSpecs = std::map<std::string, Predictor::TensorSpec>;
 struct PredictBody {
   std::string signature_name;  // as given; empty: none
   bool row_format = true;
-  google::protobuf::Value data;  // the value of "instances" or "inputs"
+  std::shared_ptr<const rapidjson::Document> document;  // the whole body
+  const rapidjson::Value* data = nullptr;               // its "instances" or "inputs"
 };
 
 // Throws InvalidArgumentError naming what is wrong: not JSON, nested deeper than

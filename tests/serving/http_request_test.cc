@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "cadre/base/errors.h"
 #include "serving/rest_json.h"
 
@@ -81,6 +84,29 @@ TEST(RestJsonTest, RowsAndColumnsDecodeToTheSameBatch) {
       InvalidArgumentError);
   EXPECT_THROW(parse_predict_body("[[[[1]]]]", 3), InvalidArgumentError);
   EXPECT_THROW(parse_predict_body(R"({"instances": [], "inputs": []})", 32), InvalidArgumentError);
+}
+
+// What a float64 client sends comes back as the nearest float32 (the parse is exact, as
+// strtod's); NaN and Infinity, which encode_predictions writes, are read; what is not JSON
+// (bad UTF-8 included) is refused, saying where.
+TEST(RestJsonTest, NumbersParseExactlyAndNonFiniteValuesRoundTrip) {
+  TensorSpecs specs{{"x", {DType::kFloat64, {3}}}};
+  auto body = parse_predict_body(
+      R"({"instances": [[0.1, 2.2250738585072011e-308, 0.30000000000000004]]})", 32);
+  EXPECT_EQ(decode_inputs(body, specs).at("x").to_vector<double>(),
+            (std::vector<double>{0.1, 2.2250738585072011e-308, 0.30000000000000004}));
+  body = parse_predict_body(R"({"instances": [[NaN, Infinity, -Infinity]]})", 32);
+  std::vector<double> values = decode_inputs(body, specs).at("x").to_vector<double>();
+  EXPECT_TRUE(std::isnan(values[0]));
+  EXPECT_EQ(values[1], std::numeric_limits<double>::infinity());
+  EXPECT_EQ(values[2], -std::numeric_limits<double>::infinity());
+  try {
+    parse_predict_body("{\"instances\": [[1, 2]], \"signature_name\": \"\xff\"}", 32);
+    ADD_FAILURE() << "bad UTF-8 was taken";
+  } catch (const InvalidArgumentError& error) {
+    EXPECT_NE(std::string(error.what()).find("not valid JSON"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("at byte"), std::string::npos) << error.what();
+  }
 }
 
 TEST(RestJsonTest, ResponsesHaveTensorFlowServingsShapes) {
