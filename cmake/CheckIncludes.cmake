@@ -2,6 +2,7 @@
 # LayeringTest.*, or by hand: cmake -DSOURCE_DIR=. -P cmake/CheckIncludes.cmake).
 #
 #   core <- io, checkpoint <- strategies (core, io) <- estimator <- keras, serving <- tools, examples
+#   core, io <- feature_column <- estimator (and above)
 #
 # and, inside core (core/X and include/cadre/X are layer X):
 #
@@ -30,11 +31,11 @@ function(layer_of path out)
   set(layer "")
   if(path MATCHES "^(include/)?cadre/(base|runtime|tensor|autodiff|ops|random|nn)/")
     set(layer core)
-  elseif(path MATCHES "^(include/)?cadre/(io|checkpoint|strategies|estimator|keras|serving)/")
+  elseif(path MATCHES "^(include/)?cadre/(io|feature_column|checkpoint|strategies|estimator|keras|serving)/")
     set(layer ${CMAKE_MATCH_2})
-  elseif(path MATCHES "^(core|io|checkpoint|strategies|estimator|keras|serving)/")
+  elseif(path MATCHES "^(core|io|feature_column|checkpoint|strategies|estimator|keras|serving)/")
     set(layer ${CMAKE_MATCH_1})
-  elseif(path MATCHES "^tests/(core|io|checkpoint|strategies|estimator|keras|serving)/")
+  elseif(path MATCHES "^tests/(core|io|feature_column|checkpoint|strategies|estimator|keras|serving)/")
     set(layer test_${CMAKE_MATCH_1})
   elseif(path MATCHES "^(tools|examples)/")
     set(layer ${CMAKE_MATCH_1})
@@ -55,12 +56,13 @@ endfunction()
 
 set(allowed_core core)
 set(allowed_io core io)
+set(allowed_feature_column core io feature_column)
 set(allowed_checkpoint core checkpoint)
 set(allowed_strategies core io strategies)
-set(allowed_estimator core io checkpoint strategies estimator)
-set(allowed_keras core io checkpoint strategies estimator keras)
-set(allowed_serving core io checkpoint strategies estimator serving)
-set(allowed_tools core io checkpoint strategies estimator keras serving tools examples)
+set(allowed_estimator core io feature_column checkpoint strategies estimator)
+set(allowed_keras core io feature_column checkpoint strategies estimator keras)
+set(allowed_serving core io feature_column checkpoint strategies estimator serving)
+set(allowed_tools core io feature_column checkpoint strategies estimator keras serving tools examples)
 
 set(core_allowed_base base)
 set(core_allowed_runtime base runtime)
@@ -76,6 +78,7 @@ file(GLOB_RECURSE files RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/include/*.h
   ${SOURCE_DIR}/core/*.h ${SOURCE_DIR}/core/*.cc ${SOURCE_DIR}/core/*.cu
   ${SOURCE_DIR}/io/*.h ${SOURCE_DIR}/io/*.cc
+  ${SOURCE_DIR}/feature_column/*.h ${SOURCE_DIR}/feature_column/*.cc
   ${SOURCE_DIR}/checkpoint/*.h ${SOURCE_DIR}/checkpoint/*.cc
   ${SOURCE_DIR}/strategies/*.h ${SOURCE_DIR}/strategies/*.cc
   ${SOURCE_DIR}/estimator/*.h ${SOURCE_DIR}/estimator/*.cc
@@ -115,7 +118,7 @@ set(violations "")
 set(checked 0)
 foreach(file IN LISTS files)
   layer_of(${file} layer)
-  file(STRINGS ${SOURCE_DIR}/${file} includes REGEX "^#include [\"<](cadre|core|io|checkpoint|strategies|estimator|keras|serving|tools|examples|tests)/")
+  file(STRINGS ${SOURCE_DIR}/${file} includes REGEX "^#include [\"<](cadre|core|io|feature_column|checkpoint|strategies|estimator|keras|serving|tools|examples|tests)/")
   foreach(line IN LISTS includes)
     string(REGEX REPLACE "^#include [\"<]([^\">]+)[\">].*" "\\1" target "${line}")
     math(EXPR checked "${checked} + 1")

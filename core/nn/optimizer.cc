@@ -73,9 +73,10 @@ Variable& Optimizer::slot(const Variable& var, const SlotSpec& slot_spec) const 
 }
 
 OptimizerConfig Optimizer::config() const {
-  throw UnimplementedError(str_cat("optimizer ", name_,
-                                   " has no config(): parameter servers apply only optimizers "
-                                   "that can be described as data (sgd, adam, adagrad, rmsprop, ftrl)"));
+  throw UnimplementedError(
+      str_cat("optimizer ", name_,
+              " has no config(): parameter servers apply only optimizers "
+              "that can be described as data (sgd, adam, adagrad, rmsprop, ftrl)"));
 }
 
 void Optimizer::clip_gradients(std::vector<Gradient>& gradients) const {

@@ -32,6 +32,7 @@
 #include "cadre/nn/nn.h"
 
 // Input pipelines and the files they read and write.
+#include "cadre/io/categorical.h"
 #include "cadre/io/csv.h"
 #include "cadre/io/dataset.h"
 #include "cadre/io/dataset_options.h"
@@ -45,6 +46,9 @@
 #include "cadre/io/mnist.h"
 #include "cadre/io/summary_writer.h"
 #include "cadre/io/tfrecord.h"
+
+// Feature columns.
+#include "cadre/feature_column/feature_column.h"
 
 // Checkpoints.
 #include "cadre/checkpoint/contents.h"

@@ -1,0 +1,177 @@
+// Indicator and embedding columns, and what a model_fn calls: input_layer, linear_model and
+// the per-example transform.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "cadre/base/errors.h"
+#include "cadre/feature_column/feature_column.h"
+#include "cadre/nn/variable_store.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "cadre/ops/linalg.h"
+#include "cadre/ops/math.h"
+#include "cadre/ops/reduce.h"
+#include "core/base/strings.h"
+#include "feature_column/raw_values.h"
+
+namespace cadre::feature_column {
+namespace {
+
+// A batch's ids of `column` ([batch, k], -1 for none) with their weights (1 where unweighted,
+// 0 for no id) and, for lookups, the ids with -1 replaced by 0.
+struct BatchIds {
+  Tensor safe_ids, weights;
+};
+BatchIds batch_ids(const io::Features& batch, const CategoricalColumn& column) {
+  Tensor ids = cast(internal::feature(batch, column.name(), column.name()), DType::kInt64);
+  if (ids.rank() == 1) ids = reshape(ids, {-1, 1});
+  Tensor present = cast(greater_equal(ids, scalar_like(ids, 0)), DType::kFloat32);
+  Tensor weights = present;
+  if (column.weighted()) {
+    Tensor given =
+        cast(internal::feature(batch, column.name() + "/weights", column.name()), DType::kFloat32);
+    weights = mul(reshape(given, {ids.shape()[0], ids.shape()[1]}), present);
+  }
+  Tensor safe = where(greater_equal(ids, scalar_like(ids, 0)), ids, scalar_like(ids, 0));
+  return {safe, weights};
+}
+
+// The variable of rows looked up by id (an embedding table, a linear model's weights).
+nn::Variable& row_table(const std::string& name, Shape shape, const nn::Initializer& initializer) {
+  nn::VariableSpec spec;
+  spec.name = nn::scoped_name(name);
+  spec.shape = shape;
+  spec.initializer = initializer;
+  spec.row_access = true;
+  return nn::current_store().get_or_create(spec);
+}
+
+// sum over k of weights[b, k] * table[ids[b, k]]: [batch, columns of table].
+Tensor weighted_rows(nn::Variable& table, const BatchIds& ids) {
+  Tensor flat = reshape(ids.safe_ids, {-1});
+  Tensor rows = gather(table.read_rows(flat), flat, 0);
+  const int64_t batch = ids.safe_ids.shape()[0], k = ids.safe_ids.shape()[1];
+  Tensor weighted = mul(reshape(rows, {batch, k, -1}), expand_dims(ids.weights, 2));
+  return sum(weighted, {1});
+}
+
+class IndicatorColumn : public DenseColumn {
+ public:
+  explicit IndicatorColumn(CategoricalPtr categorical) : categorical_(std::move(categorical)) {}
+  // TensorFlow's bucketized_column is itself dense (this output) under its own name.
+  std::string name() const override {
+    std::string inner = categorical_->name();
+    return inner.ends_with("_bucketized") ? inner : inner + "_indicator";
+  }
+  int64_t dimension() const override { return categorical_->num_buckets(); }
+  void transform(const io::Features& example, io::Features& out) const override {
+    categorical_->transform(example, out);
+  }
+  Tensor dense(const io::Features& batch) const override {
+    BatchIds ids = batch_ids(batch, *categorical_);
+    Tensor hot = one_hot(ids.safe_ids, dimension());  // [batch, k, buckets]
+    return sum(mul(hot, expand_dims(ids.weights, 2)), {1});
+  }
+
+ private:
+  CategoricalPtr categorical_;
+};
+
+class EmbeddingColumn : public DenseColumn {
+ public:
+  EmbeddingColumn(CategoricalPtr categorical, int64_t dimension, std::string combiner,
+                  nn::Initializer initializer)
+      : categorical_(std::move(categorical)),
+        dimension_(dimension),
+        combiner_(std::move(combiner)),
+        initializer_(std::move(initializer)) {}
+  std::string name() const override { return categorical_->name() + "_embedding"; }
+  int64_t dimension() const override { return dimension_; }
+  void transform(const io::Features& example, io::Features& out) const override {
+    categorical_->transform(example, out);
+  }
+  Tensor dense(const io::Features& batch) const override {
+    nn::NameScope scope(name());
+    nn::Variable& table = row_table("embedding_weights",
+                                    Shape{categorical_->num_buckets(), dimension_}, initializer_);
+    BatchIds ids = batch_ids(batch, *categorical_);
+    Tensor total = weighted_rows(table, ids);
+    if (combiner_ == "sum") return total;
+    Tensor norm = combiner_ == "mean" ? sum(ids.weights, {1}, true)
+                                      : sqrt(sum(square(ids.weights), {1}, true));
+    // An example without ids has norm 0 and a zero sum: zeros, as TensorFlow gives.
+    return div(total, maximum(norm, scalar_like(norm, 1e-30)));
+  }
+
+ private:
+  CategoricalPtr categorical_;
+  int64_t dimension_;
+  std::string combiner_;
+  nn::Initializer initializer_;
+};
+
+}  // namespace
+
+std::shared_ptr<const DenseColumn> indicator_column(const CategoricalPtr& categorical) {
+  return std::make_shared<IndicatorColumn>(categorical);
+}
+
+std::shared_ptr<const DenseColumn> embedding_column(const CategoricalPtr& categorical,
+                                                    int64_t dimension, const std::string& combiner,
+                                                    std::optional<nn::Initializer> initializer) {
+  if (dimension < 1 || (combiner != "sum" && combiner != "mean" && combiner != "sqrtn")) {
+    throw InvalidArgumentError(str_cat("embedding_column '", categorical->name(),
+                                       "': dimension must be >= 1 and combiner sum, mean or "
+                                       "sqrtn; got ",
+                                       dimension, " and '", combiner, "'"));
+  }
+  return std::make_shared<EmbeddingColumn>(
+      categorical, dimension, combiner,
+      initializer.value_or(nn::initializers::truncated_normal(0, 1 / std::sqrt(dimension))));
+}
+
+io::Dataset::MapFn transform_fn(std::vector<ColumnPtr> columns) {
+  return [columns = std::move(columns)](io::Element element) {
+    io::Features out;
+    for (const ColumnPtr& column : columns) column->transform(element.features, out);
+    element.features = std::move(out);
+    return element;
+  };
+}
+
+Tensor input_layer(const io::Features& batch, const std::vector<DensePtr>& columns) {
+  std::vector<DensePtr> sorted = columns;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const DensePtr& a, const DensePtr& b) { return a->name() < b->name(); });
+  std::vector<Tensor> parts;
+  for (const DensePtr& column : sorted) parts.push_back(column->dense(batch));
+  if (parts.empty()) throw InvalidArgumentError("input_layer: no columns");
+  return concat(parts, 1);
+}
+
+Tensor linear_model(const io::Features& batch, const std::vector<ColumnPtr>& columns,
+                    int64_t units) {
+  nn::NameScope scope("linear_model");
+  Tensor logits;
+  for (const ColumnPtr& column : columns) {
+    nn::NameScope column_scope(column->name());
+    Tensor part;
+    if (auto categorical = std::dynamic_pointer_cast<const CategoricalColumn>(column)) {
+      nn::Variable& weights =
+          row_table("weights", Shape{categorical->num_buckets(), units}, nn::initializers::zeros());
+      part = weighted_rows(weights, batch_ids(batch, *categorical));
+    } else {
+      auto dense = std::dynamic_pointer_cast<const DenseColumn>(column);
+      nn::Variable& weights =
+          nn::get_variable("weights", Shape{dense->dimension(), units}, nn::initializers::zeros());
+      part = matmul(dense->dense(batch), weights.read());
+    }
+    logits = logits.defined() ? add(logits, part) : part;
+  }
+  if (!logits.defined()) throw InvalidArgumentError("linear_model: no columns");
+  nn::Variable& bias = nn::get_variable("bias_weights", Shape{units}, nn::initializers::zeros());
+  return add(logits, bias.read());
+}
+
+}  // namespace cadre::feature_column

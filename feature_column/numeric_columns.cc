@@ -1,0 +1,166 @@
+// Numeric and bucketized columns, and hashed crosses: the columns built on numbers and on
+// other columns.
+#include <algorithm>
+
+#include "cadre/base/errors.h"
+#include "cadre/feature_column/feature_column.h"
+#include "cadre/ops/array.h"
+#include "cadre/ops/indexing.h"
+#include "core/base/strings.h"
+#include "feature_column/raw_values.h"
+
+namespace cadre::feature_column {
+namespace {
+
+class NumericColumn : public DenseColumn {
+ public:
+  NumericColumn(std::string key, Shape shape, std::optional<double> default_value,
+                std::function<Tensor(const Tensor&)> normalizer)
+      : key_(std::move(key)),
+        shape_(shape),
+        default_(default_value),
+        normalizer_(std::move(normalizer)) {}
+  std::string name() const override { return key_; }
+  int64_t dimension() const override { return shape_.num_elements(); }
+
+  void transform(const io::Features& example, io::Features& out) const override {
+    out.set(key_, values(example));
+  }
+  Tensor dense(const io::Features& batch) const override {
+    Tensor x =
+        reshape(cast(internal::feature(batch, key_, key_), DType::kFloat32), {-1, dimension()});
+    return normalizer_ ? normalizer_(x) : x;
+  }
+  // One example's float32 [dimension].
+  Tensor values(const io::Features& example) const {
+    const Tensor* found = example.find(key_);
+    if ((found == nullptr || !found->defined()) && default_) {
+      return Tensor::full(Shape{dimension()}, *default_, DType::kFloat32);
+    }
+    const Tensor& raw = internal::feature(example, key_, key_);
+    if (raw.numel() != dimension()) {
+      throw InvalidArgumentError(str_cat("numeric_column '", key_, "': ", raw.numel(),
+                                         " values; expected ", dimension(), " (shape ", shape_,
+                                         ")"));
+    }
+    return reshape(cast(raw, DType::kFloat32), {dimension()});
+  }
+
+ private:
+  std::string key_;
+  Shape shape_;
+  std::optional<double> default_;
+  std::function<Tensor(const Tensor&)> normalizer_;
+};
+
+class BucketizedColumn : public CategoricalColumn {
+ public:
+  BucketizedColumn(std::shared_ptr<const NumericColumn> source, std::vector<double> boundaries)
+      : source_(std::move(source)), boundaries_(std::move(boundaries)) {
+    io::bucketize(0, boundaries_);  // checks that they increase
+  }
+  std::string name() const override { return source_->name() + "_bucketized"; }
+  int64_t buckets_per_element() const { return static_cast<int64_t>(boundaries_.size()) + 1; }
+  int64_t num_buckets() const override { return source_->dimension() * buckets_per_element(); }
+  void ids(const io::Features& example, std::vector<int64_t>& ids,
+           std::vector<float>*) const override {
+    std::vector<double> values = internal::numbers(source_->values(example));
+    for (size_t i = 0; i < values.size(); ++i) {
+      ids.push_back(io::bucketize(values[i], boundaries_) +
+                    static_cast<int64_t>(i) * buckets_per_element());
+    }
+  }
+
+ private:
+  std::shared_ptr<const NumericColumn> source_;
+  std::vector<double> boundaries_;
+};
+
+class CrossedColumn : public CategoricalColumn {
+ public:
+  // TensorFlow's sparse cross takes its sparse inputs (the columns' ids) before the dense
+  // ones (raw features): the parts are hashed in that order, each group as given.
+  CrossedColumn(std::vector<CrossPart> parts, int64_t buckets, uint64_t hash_key)
+      : parts_(std::move(parts)), buckets_(buckets), hash_key_(hash_key) {
+    std::stable_partition(parts_.begin(), parts_.end(),
+                          [](const CrossPart& part) { return part.column != nullptr; });
+  }
+  std::string name() const override {
+    std::vector<std::string> names;
+    for (const CrossPart& part : parts_)
+      names.push_back(part.column ? part.column->name() : part.key);
+    std::sort(names.begin(), names.end());  // TensorFlow's name sorts the keys
+    return join(names, "_X_");
+  }
+  int64_t num_buckets() const override { return buckets_; }
+  void ids(const io::Features& example, std::vector<int64_t>& ids,
+           std::vector<float>*) const override {
+    std::vector<std::vector<io::CrossValue>> values;
+    for (const CrossPart& part : parts_) values.push_back(part_values(example, part));
+    std::vector<io::CrossValue> combination(parts_.size());
+    expand(values, 0, combination, ids);
+  }
+
+ private:
+  std::vector<io::CrossValue> part_values(const io::Features& example,
+                                          const CrossPart& part) const {
+    if (!part.column) {
+      const Tensor& raw = internal::feature(example, part.key, name());
+      return internal::categorical_values(raw, raw.dtype() == DType::kUInt8, name(), part.key,
+                                          /*keep_missing=*/true);
+    }
+    std::vector<int64_t> part_ids;
+    part.column->ids(example, part_ids, nullptr);
+    return {part_ids.begin(), part_ids.end()};
+  }
+  // Every combination in row-major order of the parts, as TensorFlow's sparse cross.
+  void expand(const std::vector<std::vector<io::CrossValue>>& values, size_t part,
+              std::vector<io::CrossValue>& combination, std::vector<int64_t>& ids) const {
+    if (part == values.size()) {
+      ids.push_back(io::cross_hashed(combination, buckets_, hash_key_));
+      return;
+    }
+    for (const io::CrossValue& v : values[part]) {
+      combination[part] = v;
+      expand(values, part + 1, combination, ids);
+    }
+  }
+
+  std::vector<CrossPart> parts_;
+  int64_t buckets_;
+  uint64_t hash_key_;
+};
+
+}  // namespace
+
+std::shared_ptr<const DenseColumn> numeric_column(
+    const std::string& key, Shape shape, std::optional<double> default_value,
+    std::function<Tensor(const Tensor&)> normalizer_fn) {
+  if (shape.num_elements() < 1) {
+    throw InvalidArgumentError(
+        str_cat("numeric_column '", key, "': shape ", shape, " has no elements"));
+  }
+  return std::make_shared<NumericColumn>(key, shape, default_value, std::move(normalizer_fn));
+}
+
+std::shared_ptr<const CategoricalColumn> bucketized_column(
+    const std::shared_ptr<const DenseColumn>& source, std::vector<double> boundaries) {
+  auto numeric = std::dynamic_pointer_cast<const NumericColumn>(source);
+  if (!numeric || boundaries.empty()) {
+    throw InvalidArgumentError(
+        "bucketized_column: the source must be a numeric_column and "
+        "there must be at least one boundary");
+  }
+  return std::make_shared<BucketizedColumn>(numeric, std::move(boundaries));
+}
+
+std::shared_ptr<const CategoricalColumn> crossed_column(std::vector<CrossPart> parts,
+                                                        int64_t hash_bucket_size,
+                                                        uint64_t hash_key) {
+  if (parts.size() < 2 || hash_bucket_size < 1) {
+    throw InvalidArgumentError("crossed_column: at least two parts and hash_bucket_size >= 1");
+  }
+  return std::make_shared<CrossedColumn>(std::move(parts), hash_bucket_size, hash_key);
+}
+
+}  // namespace cadre::feature_column

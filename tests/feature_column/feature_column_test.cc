@@ -1,0 +1,146 @@
+// Feature columns: input_layer equal to TensorFlow 2.15's on the same raw batch
+// (tools/compat/make_tf_feature_columns.py printed the expected rows), through the per-example
+// transform and padded_batch; embedding combiners and linear_model by hand; bad input.
+#include "cadre/feature_column/feature_column.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cadre/base/errors.h"
+#include "cadre/nn/variable_store.h"
+
+namespace cadre::feature_column {
+namespace {
+
+io::Features example(float age, const std::string& city, const std::string& color, int64_t n) {
+  return {{"age", Tensor::from_vector(std::vector<float>{age})},
+          {"city", io::bytes_tensor(city)},
+          {"color", io::bytes_tensor(color)},
+          {"n", Tensor::from_vector(std::vector<int64_t>{n})}};
+}
+
+// The examples through transform_fn(columns) and padded_batch(size, -1): one batch.
+io::Features transformed_batch(std::vector<io::Features> examples,
+                               const std::vector<ColumnPtr>& columns) {
+  size_t next = 0;
+  io::Dataset raw = io::Dataset::from_generator([examples, next]() mutable {
+    return next < examples.size() ? std::optional<io::Element>(io::Element{examples[next++]})
+                                  : std::nullopt;
+  });
+  io::Iterator it = raw.map(transform_fn(columns))
+                        .padded_batch(static_cast<int64_t>(examples.size()), -1)
+                        .make_iterator();
+  return it.next()->features;
+}
+
+void expect_rows(const Tensor& actual, const std::vector<std::vector<double>>& expected) {
+  ASSERT_EQ(actual.shape(), Shape({static_cast<int64_t>(expected.size()),
+                                   static_cast<int64_t>(expected[0].size())}));
+  std::vector<double> got = actual.to_vector<double>();
+  for (size_t r = 0; r < expected.size(); ++r) {
+    for (size_t c = 0; c < expected[r].size(); ++c) {
+      EXPECT_NEAR(got[r * expected[r].size() + c], expected[r][c], 1e-6) << r << ", " << c;
+    }
+  }
+}
+
+TEST(FeatureColumnTest, InputLayerIsTensorFlowsOnTheSameRawBatch) {
+  auto age = numeric_column("age");
+  auto age_buckets = bucketized_column(age, {18, 30, 50});
+  auto city = categorical_column_with_hash_bucket("city", 10);
+  auto color = categorical_column_with_vocabulary_list("color", {"red", "green", "blue"}, 2);
+  auto cross = crossed_column({"city", age_buckets}, 20);
+  auto n = categorical_column_with_identity("n", 5);
+  std::vector<DensePtr> dense = {age,
+                                 indicator_column(age_buckets),
+                                 indicator_column(city),
+                                 indicator_column(color),
+                                 indicator_column(cross),
+                                 indicator_column(n)};
+  EXPECT_EQ(cross->name(), "age_bucketized_X_city");
+  io::Features batch =
+      transformed_batch({example(25, "paris", "green", 3), example(60, "tokyo", "purple", 0),
+                         example(17, "", "red", 4)},
+                        {dense.begin(), dense.end()});
+  // TensorFlow 2.15.1, columns in name order: age, age_bucketized, age_bucketized_X_city,
+  // city, color, n. The empty city is a missing value: no city id, but it takes part in the
+  // cross, as in TensorFlow.
+  expect_rows(input_layer(batch, dense),
+              {{25, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                0,  0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0},
+               {60, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                0,  0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0},
+               {17, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                1,  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1}});
+}
+
+// Examples of 2, 0 and 1 ids (weighted): sum, mean and sqrtn of the table's rows, zeros for
+// the example without ids.
+TEST(FeatureColumnTest, EmbeddingsCombineTheirRowsAsTensorFlowsCombiners) {
+  auto ids = weighted_categorical_column(categorical_column_with_identity("ids", 4), "w");
+  std::vector<io::Features> examples = {{{"ids", Tensor::from_vector(std::vector<int64_t>{1, 3})},
+                                         {"w", Tensor::from_vector(std::vector<float>{2, 1})}},
+                                        {{"ids", Tensor::from_vector(std::vector<int64_t>{})},
+                                         {"w", Tensor::from_vector(std::vector<float>{})}},
+                                        {{"ids", Tensor::from_vector(std::vector<int64_t>{2})},
+                                         {"w", Tensor::from_vector(std::vector<float>{3})}}};
+  io::Features batch = transformed_batch(examples, {ids});
+  // Rows: row r = [r, 10 r].
+  const Tensor table =
+      Tensor::from_vector(std::vector<float>{0, 0, 1, 10, 2, 20, 3, 30}, Shape{4, 2});
+  for (const std::string combiner : {"sum", "mean", "sqrtn"}) {
+    nn::VariableStore store;
+    nn::VariableStoreScope scope(store);
+    auto column = embedding_column(ids, 2, combiner);
+    column->dense(batch);  // creates the table
+    nn::Variable* weights = store.find("ids_weighted_by_w_embedding/embedding_weights");
+    ASSERT_NE(weights, nullptr) << combiner;
+    weights->assign(table);
+    double norm0 = combiner == "sum" ? 1 : combiner == "mean" ? 3 : std::sqrt(5.0);
+    double norm2 = combiner == "sum" ? 1 : 3;
+    expect_rows(
+        column->dense(batch),
+        {{(2 * 1 + 3) / norm0, (2 * 10 + 30) / norm0}, {0, 0}, {3 * 2 / norm2, 3 * 20 / norm2}});
+  }
+}
+
+TEST(FeatureColumnTest, LinearModelSumsEachColumnsWeightsAndTheBias) {
+  auto age = numeric_column("age");
+  auto color = categorical_column_with_vocabulary_list("color", {"red", "green", "blue"});
+  io::Features batch =
+      transformed_batch({example(2, "x", "green", 0), example(-1, "x", "purple", 0)}, {age, color});
+  nn::VariableStore store;
+  nn::VariableStoreScope scope(store);
+  linear_model(batch, {age, color});
+  store.find("linear_model/age/weights")
+      ->assign(Tensor::from_vector(std::vector<float>{0.5f}, Shape{1, 1}));
+  store.find("linear_model/color/weights")
+      ->assign(Tensor::from_vector(std::vector<float>{1, 2, 3}, Shape{3, 1}));
+  store.find("linear_model/bias_weights")->assign(Tensor::from_vector(std::vector<float>{10}));
+  // purple is out of the vocabulary: no id, only age and the bias.
+  expect_rows(linear_model(batch, {age, color}), {{0.5 * 2 + 2 + 10}, {0.5 * -1 + 10}});
+}
+
+TEST(FeatureColumnTest, BadInputIsAnErrorNamingTheColumn) {
+  auto n = categorical_column_with_identity("n", 3);
+  io::Features out;
+  try {
+    n->transform({{"n", Tensor::from_vector(std::vector<int64_t>{7})}}, out);
+    FAIL() << "an id outside [0, 3) was taken";
+  } catch (const InvalidArgumentError& error) {
+    EXPECT_NE(std::string(error.what()).find("'n'"), std::string::npos) << error.what();
+  }
+  EXPECT_NO_THROW(categorical_column_with_identity("n", 3, 0)->transform(
+      {{"n", Tensor::from_vector(std::vector<int64_t>{7})}}, out));
+  EXPECT_THROW(numeric_column("age")->transform({}, out), InvalidArgumentError);
+  EXPECT_NO_THROW(numeric_column("age", Shape{1}, 0.0)->transform({}, out));
+  EXPECT_THROW(categorical_column_with_hash_bucket("city", 5)->transform(
+                   {{"city", Tensor::from_vector(std::vector<float>{1})}}, out),
+               InvalidArgumentError);
+  EXPECT_THROW(embedding_column(n, 4, "max"), InvalidArgumentError);
+  EXPECT_THROW(bucketized_column(numeric_column("x"), {2, 1}), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace cadre::feature_column
