@@ -10,12 +10,13 @@ threads in a loop for --seconds after a warm-up. That is the floor any TensorFlo
 pays per request (no network, no JSON, no batching): TF Serving adds its own costs on top.
 
   /tmp/tfvenv/bin/python tools/bench/tf_serving_peer.py \
-      --export /tmp/srvbench/mlp/export/latest/1795859927 --model mlp --concurrency 8
+      --export /tmp/srvbench/mlp/export/latest/1795859927 --model mlp --concurrency 1,8,64
 
 With --compare_port P it first asks Cadre's REST server on 127.0.0.1:P (serving the same
 export as --model_name) for the same image and fails unless the probabilities agree.
 
-Prints one JSON line: requests_per_sec, p50_ms, p99_ms (each call, as seen by its thread).
+Prints one JSON line per --concurrency: requests_per_sec, p50_ms, p99_ms (each call, as
+its thread saw it).
 """
 import argparse
 import gzip
@@ -106,13 +107,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--export", required=True, help="a Cadre export version directory")
     parser.add_argument("--model", choices=["mlp", "cnn"], required=True)
-    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--concurrency", default="1", help="comma-separated: one run each, in turn")
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--warmup_secs", type=float, default=1)
     parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--compare_port", type=int, default=0)
     parser.add_argument("--model_name", default="fashion_mnist")
+    parser.add_argument("--intra_op_threads", type=int, default=0, help="0: TensorFlow's default")
+    parser.add_argument("--inter_op_threads", type=int, default=0, help="0: TensorFlow's default")
     args = parser.parse_args()
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
 
     image = first_test_image(args.data_dir)
     with tempfile.TemporaryDirectory() as saved:
@@ -128,12 +133,15 @@ def main():
             raise SystemExit(f"TensorFlow's probabilities differ from Cadre's by {diff}")
         print(f"same probabilities as Cadre's server (max abs diff {diff:.2g})", flush=True)
 
-    latencies = run_load(lambda: signature(image=tensor)["probabilities"].numpy(),
-                         args.concurrency, args.warmup_secs, args.seconds)
-    pick = lambda p: latencies[min(len(latencies) - 1, int(p * (len(latencies) - 1) + 0.5))]
-    print(json.dumps({"concurrency": args.concurrency, "requests": len(latencies),
-                      "seconds": args.seconds, "requests_per_sec": round(len(latencies) / args.seconds, 1),
-                      "p50_ms": round(pick(0.5), 3), "p99_ms": round(pick(0.99), 3)}))
+    for concurrency in [int(c) for c in args.concurrency.split(",")]:
+        latencies = run_load(lambda: signature(image=tensor)["probabilities"].numpy(),
+                             concurrency, args.warmup_secs, args.seconds)
+        pick = lambda p: latencies[min(len(latencies) - 1, int(p * (len(latencies) - 1) + 0.5))]
+        print(json.dumps({"concurrency": concurrency, "requests": len(latencies),
+                          "seconds": args.seconds,
+                          "requests_per_sec": round(len(latencies) / args.seconds, 1),
+                          "p50_ms": round(pick(0.5), 3), "p99_ms": round(pick(0.99), 3)}),
+              flush=True)
 
 
 if __name__ == "__main__":
