@@ -17,6 +17,7 @@
 #include "estimator/client_evaluation.h"
 #include "estimator/client_progress.h"
 #include "estimator/coordinated_tasks.h"
+#include "estimator/model_session.h"
 #include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 #include "strategies/cluster/unit_dispatcher.h"
@@ -284,7 +285,7 @@ std::unique_ptr<DistributedVariables> client_variables(
     const Estimator& estimator, const TrainSpec& train_spec, const Strategy& strategy,
     std::shared_ptr<const checkpoint::CheckpointReader> resume) {
   nn::VariableCreator creator =
-      resume ? checkpoint::restoring_creator(resume, checkpoint::same_names(), /*verify=*/false)
+      resume ? checkpoint_creator(resume, checkpoint::same_names(), /*verify=*/false)
              : nn::default_variable_creator;
   std::unique_ptr<DistributedVariables> variables =
       strategy.extended().create_variables(estimator.seed(), creator);

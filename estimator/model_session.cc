@@ -1,6 +1,7 @@
 #include "estimator/model_session.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/restore.h"
@@ -14,10 +15,29 @@ namespace {
 nn::VariableCreator creator_for(const std::shared_ptr<const checkpoint::CheckpointReader>& reader,
                                 checkpoint::CheckpointSourceFn source, bool verify) {
   if (!reader) return nn::default_variable_creator;
-  return checkpoint::restoring_creator(reader, std::move(source), verify);
+  return checkpoint_creator(reader, std::move(source), verify);
 }
 
 }  // namespace
+
+nn::VariableCreator checkpoint_creator(std::shared_ptr<const checkpoint::CheckpointReader> reader,
+                                       checkpoint::CheckpointSourceFn source, bool verify) {
+  nn::VariableCreator restoring = checkpoint::restoring_creator(reader, source, verify);
+  // A TensorFlow bundle is a prefix beside PREFIX.index.
+  std::error_code error;
+  if (!std::filesystem::exists(reader->path() + ".index", error)) return restoring;
+  return [reader, restoring, source](const nn::VariableSpec& spec,
+                                     uint64_t seed) -> std::shared_ptr<nn::Variable> {
+    std::optional<std::string> from = source(spec);
+    if (!from || !from->ends_with("/iterations") || reader->variables().count(*from) != 0) {
+      return restoring(spec, seed);
+    }
+    std::shared_ptr<nn::Variable> counter = nn::default_variable_creator(spec, seed);
+    counter->tensor().assign(Tensor::full(Shape{}, static_cast<double>(reader->global_step()),
+                                          spec.dtype, counter->tensor().device()));
+    return counter;
+  };
+}
 
 ModelSession::ModelSession(uint64_t seed,
                            std::shared_ptr<const checkpoint::CheckpointReader> restore_from,

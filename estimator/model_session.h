@@ -22,6 +22,12 @@ namespace cadre::estimator_internal {
 // The generator's name in checkpoints.
 inline constexpr char kGlobalGenerator[] = "global";
 
+// checkpoint::restoring_creator, and for a TensorFlow checkpoint a step counter
+// ("<Optimizer>/iterations") it lacks starts at its global step: tf.estimator makes one
+// optimizer's counter the global step (the DNN's of a wide & deep model) and saves none for it.
+nn::VariableCreator checkpoint_creator(std::shared_ptr<const checkpoint::CheckpointReader> reader,
+                                       checkpoint::CheckpointSourceFn source, bool verify);
+
 class ModelSession {
  public:
   // Variables start from `restore_from` (names mapped by `source`) when given, else from

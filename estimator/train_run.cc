@@ -87,7 +87,7 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
   nn::VariableCreator creator = nn::default_variable_creator;
   if (resume) {
     // A resumed checkpoint was verified whole when it was chosen.
-    creator = checkpoint::restoring_creator(resume, checkpoint::same_names(), /*verify=*/false);
+    creator = checkpoint_creator(resume, checkpoint::same_names(), /*verify=*/false);
   } else if (warm) {
     creator = checkpoint::restoring_creator(warm, std::move(warm_names), /*verify=*/true);
   }

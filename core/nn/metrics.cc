@@ -189,27 +189,39 @@ void Auc::update_state(const Tensor& labels, const Tensor& predictions, const Te
   }
 }
 
-double Auc::result() const {
+// The precision-recall curve as tf.keras sums it by default ("interpolation", Davis &
+// Goadrich 2006): precision interpolated between thresholds as the true positives grow
+// linearly with the predicted positives, not the trapezoid, which overstates it where
+// precision jumps.
+double Auc::pr_interpolated() const {
   size_t t = thresholds_.size();
-  auto at = [&](size_t slot, size_t k) { return state_[slot * t + k]; };
+  auto tp = [&](size_t k) { return state_[k]; };
+  auto p = [&](size_t k) { return state_[k] + state_[t + k]; };
+  auto fn = [&](size_t k) { return state_[3 * t + k]; };
   double area = 0;
   for (size_t k = 0; k + 1 < t; ++k) {
-    double x0, x1, y0, y1;
-    auto safe = [](double a, double b) { return b == 0 ? 0.0 : a / b; };
+    double dtp = tp(k) - tp(k + 1), dp = std::max(p(k) - p(k + 1), 0.0);
+    double slope = dp == 0 ? 0 : dtp / dp;
+    double intercept = tp(k + 1) - slope * p(k + 1);
+    double ratio = p(k) > 0 && p(k + 1) > 0 ? p(k) / p(k + 1) : 1;
+    double positives = std::max(tp(k + 1) + fn(k + 1), 0.0);
+    if (positives > 0) area += slope * (dtp + intercept * std::log(ratio)) / positives;
+  }
+  return area;
+}
+
+double Auc::result() const {
+  if (curve_ == Curve::kPr) return pr_interpolated();
+  size_t t = thresholds_.size();
+  auto at = [&](size_t slot, size_t k) { return state_[slot * t + k]; };
+  auto safe = [](double a, double b) { return b == 0 ? 0.0 : a / b; };
+  double area = 0;
+  for (size_t k = 0; k + 1 < t; ++k) {
     double tpr0 = safe(at(0, k), at(0, k) + at(3, k)),
            tpr1 = safe(at(0, k + 1), at(0, k + 1) + at(3, k + 1));
-    if (curve_ == Curve::kRoc) {
-      x0 = safe(at(1, k), at(1, k) + at(2, k));
-      x1 = safe(at(1, k + 1), at(1, k + 1) + at(2, k + 1));
-      y0 = tpr0;
-      y1 = tpr1;
-    } else {
-      x0 = tpr0;
-      x1 = tpr1;
-      y0 = safe(at(0, k), at(0, k) + at(1, k));
-      y1 = safe(at(0, k + 1), at(0, k + 1) + at(1, k + 1));
-    }
-    area += (x0 - x1) * (y0 + y1) / 2;
+    double fpr0 = safe(at(1, k), at(1, k) + at(2, k)),
+           fpr1 = safe(at(1, k + 1), at(1, k + 1) + at(2, k + 1));
+    area += (fpr0 - fpr1) * (tpr0 + tpr1) / 2;
   }
   return area;
 }

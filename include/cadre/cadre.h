@@ -80,6 +80,7 @@
 
 // The Estimator.
 #include "cadre/estimator/basic_hooks.h"
+#include "cadre/estimator/canned.h"
 #include "cadre/estimator/checkpoint_saver_hook.h"
 #include "cadre/estimator/early_stopping.h"
 #include "cadre/estimator/estimator.h"

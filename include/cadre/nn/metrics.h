@@ -97,8 +97,9 @@ class Recall : public Metric {
 };
 
 // Area under the ROC (or precision-recall) curve from confusion counts at num_thresholds
-// thresholds spread evenly over [0, 1], by the trapezoidal rule, as tf.keras.metrics.AUC.
-// predictions are probabilities in [0, 1].
+// thresholds spread evenly over [0, 1], as tf.keras.metrics.AUC's default: the ROC curve by
+// the trapezoidal rule, the precision-recall curve by its interpolation. predictions are
+// probabilities in [0, 1].
 class Auc : public Metric {
  public:
   enum class Curve { kRoc, kPr };
@@ -110,6 +111,8 @@ class Auc : public Metric {
                     const Tensor& weights) override;
 
  private:
+  double pr_interpolated() const;
+
   int num_thresholds_;
   Curve curve_;
   std::vector<double> thresholds_;

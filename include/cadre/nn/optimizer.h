@@ -44,8 +44,10 @@ class Optimizer {
 
   // One update of each variable by its gradient (undefined gradients are skipped), after
   // clipping per options(); then iterations() grows by one. Gradients must match their
-  // variables in shape, dtype and device.
-  void apply_gradients(std::vector<Gradient> gradients, const std::vector<Variable*>& variables);
+  // variables in shape, dtype and device. Virtual so that an optimizer may hand parts of
+  // the variables to others (the two of a wide & deep model).
+  virtual void apply_gradients(std::vector<Gradient> gradients,
+                               const std::vector<Variable*>& variables);
   // Gradients of `loss` on `tape` with respect to `variables` (default: the current store's
   // trainable variables), then apply_gradients.
   void minimize(GradientTape& tape, const Tensor& loss, std::vector<Variable*> variables = {});

@@ -1,0 +1,80 @@
+// Canned estimators, as tf.estimator's: linear, DNN and wide & deep (DNN + linear) models over
+// feature columns, classifiers and regressors, with TensorFlow's defaults, heads, eval metrics
+// and variable names, so that a model_dir a tf.estimator canned estimator trained restores
+// here (its TensorFlow checkpoint read by name) and trains on.
+//
+//   auto estimator = dnn_linear_combined_classifier(
+//       {.feature_columns = {education, education_x_occupation}},
+//       {.hidden_units = {64, 32}, .feature_columns = {age, occupation_embedding}}, config);
+//   estimator.train(input_fn, {.max_steps = 1000});
+//
+// The input_fn yields features transformed per example by
+// feature_column::transform_fn(all columns) and batched by padded_batch(n, -1). Labels: a
+// classifier's are class ids in [0, n_classes) (int or float, [batch] or [batch, 1]); a
+// regressor's are floats [batch] or [batch, label_dimension].
+//
+// Variables: linear/linear_model/<column>/weights and linear/linear_model/bias_weights;
+// dnn/hiddenlayer_<i>/kernel|bias (batch norm: dnn/hiddenlayer_<i>/batchnorm_<i>/...),
+// dnn/logits/kernel|bias, embeddings at
+// dnn/input_from_feature_columns/input_layer/<column>_embedding/embedding_weights.
+//
+// Predictions: classifiers "logits", "probabilities" and "class_ids" ([batch, 1] int64),
+// binary ones also "logistic"; regressors "predictions". Eval metrics under TensorFlow's
+// names: "loss", "average_loss", "accuracy" (classifiers); binary ones also "precision",
+// "recall", "auc", "auc_precision_recall" (200 thresholds, as TensorFlow), "label/mean",
+// "prediction/mean" and "accuracy_baseline"; regressors "label/mean" and "prediction/mean".
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cadre/estimator/estimator.h"
+#include "cadre/feature_column/feature_column.h"
+#include "cadre/nn/layers.h"
+#include "cadre/nn/optimizer.h"
+
+namespace cadre {
+
+// The linear part: logits = linear_model(features, feature_columns).
+struct LinearOptions {
+  std::vector<feature_column::ColumnPtr> feature_columns{};
+  // Null: TensorFlow's default, Ftrl at min(0.2, 1/sqrt(columns)) alone, or
+  // min(0.005, 1/sqrt(columns)) in a wide & deep model.
+  std::shared_ptr<nn::Optimizer> optimizer{};
+};
+
+// The DNN part: input_layer(features, feature_columns), then one dense layer per entry of
+// hidden_units (activation, then dropout while training, then batch norm), then the logits.
+struct DnnOptions {
+  std::vector<int64_t> hidden_units{};
+  std::vector<feature_column::DensePtr> feature_columns{};
+  // Null: TensorFlow's default, Adagrad at 0.05 alone, or at 0.001 in a wide & deep model.
+  std::shared_ptr<nn::Optimizer> optimizer{};
+  Activation activation = nn::relu;
+  double dropout = 0;  // the probability that a unit is dropped while training
+  bool batch_norm = false;
+};
+
+// Classifiers: n_classes >= 2 (2: one logit, sigmoid cross-entropy; more: softmax). Regressors:
+// label_dimension >= 1, mean squared error. Losses are averaged over the batch (TensorFlow 2's
+// SUM_OVER_BATCH_SIZE). InvalidArgumentError for no feature columns, no hidden units, a bad
+// n_classes, label_dimension or dropout; labels outside [0, n_classes) fail the step with one.
+Estimator linear_classifier(LinearOptions linear, RunConfig config, int64_t n_classes = 2,
+                            std::optional<WarmStartSettings> warm_start_from = std::nullopt);
+Estimator linear_regressor(LinearOptions linear, RunConfig config, int64_t label_dimension = 1,
+                           std::optional<WarmStartSettings> warm_start_from = std::nullopt);
+Estimator dnn_classifier(DnnOptions dnn, RunConfig config, int64_t n_classes = 2,
+                         std::optional<WarmStartSettings> warm_start_from = std::nullopt);
+Estimator dnn_regressor(DnnOptions dnn, RunConfig config, int64_t label_dimension = 1,
+                        std::optional<WarmStartSettings> warm_start_from = std::nullopt);
+// Wide & deep: the logits are the sum of both parts', each part trained by its own optimizer.
+// Not under ParameterServerStrategy yet (two optimizers): UnimplementedError.
+Estimator dnn_linear_combined_classifier(
+    LinearOptions linear, DnnOptions dnn, RunConfig config, int64_t n_classes = 2,
+    std::optional<WarmStartSettings> warm_start_from = std::nullopt);
+Estimator dnn_linear_combined_regressor(
+    LinearOptions linear, DnnOptions dnn, RunConfig config, int64_t label_dimension = 1,
+    std::optional<WarmStartSettings> warm_start_from = std::nullopt);
+
+}  // namespace cadre
