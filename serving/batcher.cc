@@ -1,7 +1,10 @@
 #include "serving/batcher.h"
 
+#include <algorithm>
+
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
+#include "cadre/runtime/threading.h"
 #include "core/base/strings.h"
 
 namespace cadre::serving_internal {
@@ -9,6 +12,12 @@ namespace cadre::serving_internal {
 namespace {
 
 bool same_inputs(const io::Features& a, const io::Features& b) { return a.names() == b.names(); }
+
+// The divisor of the process's thread budget (what ReplicaThreadScope takes) that leaves a
+// forward pass about `threads` threads; 0: the whole budget.
+int budget_divisor(int threads) {
+  return threads > 0 ? std::max(1, intra_op_threads_budget() / threads) : 1;
+}
 
 }  // namespace
 
@@ -48,8 +57,10 @@ Batcher::Arrival::~Arrival() {
   batcher_->changed_.notify_all();
 }
 
-Batcher::Batcher(const BatchingOptions& options, int64_t max_queued_examples)
-    : options_(options), max_queued_examples_(max_queued_examples) {
+Batcher::Batcher(const BatchingOptions& options, int64_t max_queued_examples, int intra_op_threads)
+    : options_(options),
+      max_queued_examples_(max_queued_examples),
+      intra_op_threads_(intra_op_threads) {
   if (options_.enabled) worker_ = std::thread([this] { loop(); });
 }
 
@@ -68,7 +79,10 @@ std::map<std::string, Tensor> Batcher::run(Arrival arrival, std::shared_ptr<Load
                                            const std::string& signature, io::Features inputs) {
   int64_t rows = inputs.begin()->second.dim(0);
   Admission admission(*this, rows);
-  if (!options_.enabled) return version->predict(inputs, signature);
+  if (!options_.enabled) {
+    ReplicaThreadScope threads(budget_divisor(intra_op_threads_));
+    return version->predict(inputs, signature);
+  }
   auto task = std::make_shared<Task>();
   task->version = std::move(version);
   task->signature = signature;
@@ -136,6 +150,7 @@ void Batcher::loop() {
 }
 
 void Batcher::execute(const std::vector<std::shared_ptr<Task>>& batch) {
+  ReplicaThreadScope threads(budget_divisor(intra_op_threads_));
   try {
     io::Features inputs;
     if (batch.size() == 1) {

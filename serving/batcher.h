@@ -41,7 +41,8 @@ class Batcher {
     Batcher* batcher_;  // null once queued or moved from
   };
 
-  Batcher(const BatchingOptions& options, int64_t max_queued_examples);
+  // Forward passes run with `intra_op_threads` of the process's budget (0: all of it).
+  Batcher(const BatchingOptions& options, int64_t max_queued_examples, int intra_op_threads);
   ~Batcher();  // stop()
 
   // The outputs of `signature` for `inputs` (already checked against the version's
@@ -69,10 +70,11 @@ class Batcher {
   // it, up to max_batch_size examples.
   std::vector<std::shared_ptr<Task>> take_batch() CADRE_REQUIRES(mutex_);
   int64_t ready_rows() const CADRE_REQUIRES(mutex_);
-  static void execute(const std::vector<std::shared_ptr<Task>>& batch);
+  void execute(const std::vector<std::shared_ptr<Task>>& batch);
 
   const BatchingOptions options_;
   const int64_t max_queued_examples_;
+  const int intra_op_threads_;
   Mutex mutex_;
   CondVar changed_;
   std::deque<std::shared_ptr<Task>> queue_ CADRE_GUARDED_BY(mutex_);

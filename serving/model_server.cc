@@ -40,6 +40,7 @@ void check_options(const ServingOptions& options) {
   require(options.batching.max_batch_size > 0, "batching.max_batch_size must be positive");
   require(options.batching.batch_timeout_micros >= 0, "batching.batch_timeout_micros must be >= 0");
   require(options.max_queued_examples > 0, "max_queued_examples must be positive");
+  require(options.intra_op_threads >= 0, "intra_op_threads must be 0 (the budget) or more");
   require(options.max_request_bytes > 0, "max_request_bytes must be positive");
   require(options.max_json_depth > 0, "max_json_depth must be positive");
   require(options.max_connections > 0, "max_connections must be positive");
@@ -52,7 +53,7 @@ class Server final : public ModelServer {
       : options_(options),
         versions_(options.model_name, options.export_base, options.version_policy,
                   std::move(model_fn), std::move(params)),
-        batcher_(options.batching, options.max_queued_examples),
+        batcher_(options.batching, options.max_queued_examples, options.intra_op_threads),
         inference_(versions_, batcher_),
         rest_(inference_, options_) {
     versions_.poll();

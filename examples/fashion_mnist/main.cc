@@ -78,6 +78,8 @@ DEFINE_string(model_version_policy, "latest",
 DEFINE_bool(enable_batching, true, "--serve: run concurrent requests as one batch");
 DEFINE_int32(max_batch_size, 32, "--serve: examples per batch at most");
 DEFINE_int64(batch_timeout_micros, 1000, "--serve: how long a batch waits to fill");
+DEFINE_int32(intra_op_threads, 1,
+             "--serve: threads of one forward pass, out of --threads (0: all of them)");
 DEFINE_string(bearer_token_file, "",
               "--serve: a file holding the token every request must bear "
               "(Authorization: Bearer ...); empty: none");
@@ -144,6 +146,7 @@ int serve_exports() {
   options.batching.enabled = FLAGS_enable_batching;
   options.batching.max_batch_size = FLAGS_max_batch_size;
   options.batching.batch_timeout_micros = FLAGS_batch_timeout_micros;
+  options.intra_op_threads = FLAGS_intra_op_threads;
   if (!FLAGS_bearer_token_file.empty()) {
     std::string token = posix_env()->read_file(FLAGS_bearer_token_file);
     while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))

@@ -1,13 +1,16 @@
 // The batching policy: a batch waits for requests on their way (Arrivals) and for nothing
-// else, at most batch_timeout_micros; admission refuses examples past the bound at once.
+// else, at most batch_timeout_micros; admission refuses examples past the bound at once;
+// forward passes, batched or not, run with the threads they are given.
 #include "serving/batcher.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 
 #include "cadre/base/errors.h"
+#include "cadre/runtime/threading.h"
 #include "tests/serving/serving_test_support.h"
 #include "tests/support/temp_dir.h"
 
@@ -51,7 +54,7 @@ BatchingOptions long_timeout() {
 }
 
 TEST_F(BatcherTest, ALoneRequestRunsWithoutWaitingForTheTimeout) {
-  Batcher batcher(long_timeout(), 100);
+  Batcher batcher(long_timeout(), 100, 1);
   auto start = Clock::now();
   auto outputs = run(batcher, Batcher::Arrival(batcher), 2);
   EXPECT_LT(Clock::now() - start, milliseconds(2000));
@@ -59,7 +62,7 @@ TEST_F(BatcherTest, ALoneRequestRunsWithoutWaitingForTheTimeout) {
 }
 
 TEST_F(BatcherTest, ABatchWaitsForARequestOnItsWayAndRunsItWithTheFirst) {
-  Batcher batcher(long_timeout(), 100);
+  Batcher batcher(long_timeout(), 100, 1);
   Batcher::Arrival second(batcher);  // received, not yet decoded
   auto first =
       std::async(std::launch::async, [&] { return run(batcher, Batcher::Arrival(batcher), 1); });
@@ -71,7 +74,7 @@ TEST_F(BatcherTest, ABatchWaitsForARequestOnItsWayAndRunsItWithTheFirst) {
 }
 
 TEST_F(BatcherTest, ARequestThatFailsOnItsWayStopsTheWait) {
-  Batcher batcher(long_timeout(), 100);
+  Batcher batcher(long_timeout(), 100, 1);
   auto failed = std::make_unique<Batcher::Arrival>(batcher);
   auto first =
       std::async(std::launch::async, [&] { return run(batcher, Batcher::Arrival(batcher), 1); });
@@ -81,7 +84,7 @@ TEST_F(BatcherTest, ARequestThatFailsOnItsWayStopsTheWait) {
 }
 
 TEST_F(BatcherTest, ExamplesPastTheBoundAreRefusedAtOnce) {
-  Batcher batcher(long_timeout(), 4);
+  Batcher batcher(long_timeout(), 4, 1);
   auto held = std::make_unique<Batcher::Arrival>(batcher);  // keeps the first batch waiting
   auto first =
       std::async(std::launch::async, [&] { return run(batcher, Batcher::Arrival(batcher), 3); });
@@ -92,6 +95,34 @@ TEST_F(BatcherTest, ExamplesPastTheBoundAreRefusedAtOnce) {
   held.reset();
   EXPECT_EQ(first.get().at("probabilities").dim(0), 3);
   EXPECT_EQ(run(batcher, Batcher::Arrival(batcher), 3).at("probabilities").dim(0), 3);
+}
+
+std::atomic<int> budget_seen{0};
+
+// The test model, noting the threads its forward pass may use.
+EstimatorSpec budget_noting_model_fn(const Features& features, const Tensor& labels, ModeKeys mode,
+                                     const Params& params) {
+  if (mode == ModeKeys::kPredict) budget_seen = current_thread_budget();
+  return testing::serving_model_fn(features, labels, mode, params);
+}
+
+TEST_F(BatcherTest, AForwardPassRunsWithTheThreadsItIsGiven) {
+  int budget = intra_op_threads_budget();
+  set_intra_op_threads(2);
+  auto version =
+      std::make_shared<LoadedVersion>(1, (*version_)->path(), budget_noting_model_fn, Params{});
+  for (bool enabled : {true, false}) {
+    for (int threads : {1, 0}) {
+      BatchingOptions options;
+      options.enabled = enabled;
+      Batcher batcher(options, 100, threads);
+      budget_seen = 0;
+      batcher.run(Batcher::Arrival(batcher), version, "serving_default",
+                  io::Features{{"x", testing::serving_examples(2)}});
+      EXPECT_EQ(budget_seen, threads == 1 ? 1 : 2) << "batching " << enabled;
+    }
+  }
+  set_intra_op_threads(budget);
 }
 
 }  // namespace

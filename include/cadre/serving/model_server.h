@@ -61,6 +61,12 @@ struct ServingOptions {
   VersionPolicy version_policy;
   double poll_secs = 1;  // TensorFlow Serving's file_system_poll_wait_seconds
   BatchingOptions batching;
+  // The threads of one forward pass (TensorFlow Serving's --tensorflow_intra_op_parallelism),
+  // out of the process's budget (set_intra_op_threads); 0: the whole budget. One by default:
+  // on 2 cores, answering requests side by side gained more than splitting a forward pass of
+  // a few examples (1.02-2x requests/s, docs/benchmarks/2026-11-28-serving.md); a heavy model
+  // on a large host may want more.
+  int intra_op_threads = 1;
   // Requests (queued and running) beyond this many examples are refused at once:
   // RESOURCE_EXHAUSTED over gRPC, HTTP 429 over REST.
   int64_t max_queued_examples = 4096;
