@@ -18,6 +18,8 @@ trap cleanup EXIT
 versions=$(ls "$work/model/export/latest")
 [ -n "$versions" ] || { echo "no version exported"; exit 1; }
 
+# Created first: the loop below may read it before the server's shell has opened it.
+: >"$work/serve.log"
 "$program" --serve="$work/model/export/latest" --rest_port=0 --grpc_port=0 \
   --model_name=fmnist 2>"$work/serve.log" &
 server=$!
