@@ -11,7 +11,7 @@ CannedTest.LoadsATensorFlowModelDirAndPredictsItsProbabilities (make_tf_canned_t
 1. A DNNLinearCombinedClassifier trained by TensorFlow (--tf_steps) is loaded by Cadre's
    wide_and_deep from a copy of TensorFlow's own model_dir: the same probabilities on the
    test set (max abs difference <= 1e-5) and the same eval metrics; then Cadre trains it on
-   (--more_steps) and evaluates it.
+   (--more_steps) and evaluates it, beside TensorFlow training its own on as far.
 2. With --scratch_steps=S: TensorFlow's and Cadre's DNNLinearCombinedClassifier, each trained
    from scratch for S steps of batch 64: eval metrics and training time side by side
    (docs/BENCHMARKS.md).
@@ -110,6 +110,8 @@ def loaded_from_tensorflow(args, train, test):
     print(f"probabilities of {len(got)} test examples: max abs difference {difference:.3g}")
     more = cadre(args.tool, args.data_dir, copy, args.tf_steps + args.more_steps)
     show(f"Cadre trained on, step {more['global_step']}", more)
+    est.train(train_input(train), steps=args.more_steps)
+    show(f"TF trained on, step {args.tf_steps + args.more_steps}", est.evaluate(test_input(test)))
     ok = difference <= 1e-5 and ours["global_step"] == args.tf_steps and \
         more["global_step"] == args.tf_steps + args.more_steps
     return ok
