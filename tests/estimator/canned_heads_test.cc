@@ -52,7 +52,7 @@ DnnOptions deep() {
           .feature_columns = {fc::numeric_column("x"), fc::embedding_column(color, 2)}};
 }
 
-RunConfig config(const TempDir& dir) {
+RunConfig run_config(const TempDir& dir) {
   RunConfig config;
   config.model_dir = dir.file("model_dir");
   config.tf_random_seed = 3;
@@ -64,7 +64,7 @@ TEST(CannedHeadsTest, VariablesHaveTensorFlowsNames) {
   DnnOptions dnn = deep();
   dnn.batch_norm = true;
   dnn.dropout = 0.1;
-  Estimator estimator = dnn_linear_combined_classifier(wide(), dnn, config(dir));
+  Estimator estimator = dnn_linear_combined_classifier(wide(), dnn, run_config(dir));
   estimator.train(separable(2, false, true), {.max_steps = 1});
   std::vector<std::string> names = estimator.get_variable_names();
   for (const char* name :
@@ -82,8 +82,8 @@ TEST(CannedHeadsTest, VariablesHaveTensorFlowsNames) {
 TEST(CannedHeadsTest, BinaryClassifiersLearnAndReportTensorFlowsMetrics) {
   TempDir a, b, c;
   for (Estimator estimator :
-       {linear_classifier(wide(), config(a)), dnn_classifier(deep(), config(b)),
-        dnn_linear_combined_classifier(wide(), deep(), config(c))}) {
+       {linear_classifier(wide(), run_config(a)), dnn_classifier(deep(), run_config(b)),
+        dnn_linear_combined_classifier(wide(), deep(), run_config(c))}) {
     estimator.train(separable(2, false, true), {.max_steps = 300});
     EvalResult result = estimator.evaluate(separable(2, false, false));
     EXPECT_GT(result.at("accuracy"), 0.9) << estimator.model_dir();
@@ -98,7 +98,7 @@ TEST(CannedHeadsTest, BinaryClassifiersLearnAndReportTensorFlowsMetrics) {
 
 TEST(CannedHeadsTest, MultiClassClassifierAndRegressorLearn) {
   TempDir a, b;
-  Estimator classifier = dnn_classifier(deep(), config(a), /*n_classes=*/3);
+  Estimator classifier = dnn_classifier(deep(), run_config(a), /*n_classes=*/3);
   classifier.train(separable(3, false, true), {.max_steps = 400});
   EXPECT_GT(classifier.evaluate(separable(3, false, false)).at("accuracy"), 0.8);
   Predictions predictions = classifier.predict(separable(3, false, false));
@@ -109,7 +109,7 @@ TEST(CannedHeadsTest, MultiClassClassifierAndRegressorLearn) {
   linear.optimizer = nn::optimizers::ftrl(0.3);
   DnnOptions dnn = deep();
   dnn.optimizer = nn::optimizers::adagrad(0.3);
-  Estimator regressor = dnn_linear_combined_regressor(linear, dnn, config(b));
+  Estimator regressor = dnn_linear_combined_regressor(linear, dnn, run_config(b));
   regressor.train(separable(2, true, true), {.max_steps = 400});
   EvalResult result = regressor.evaluate(separable(2, true, false));
   EXPECT_LT(result.at("average_loss"), 0.1);
@@ -119,16 +119,17 @@ TEST(CannedHeadsTest, MultiClassClassifierAndRegressorLearn) {
 
 TEST(CannedHeadsTest, BadOptionsAndLabelsAreInvalidArgument) {
   TempDir dir;
-  EXPECT_THROW(linear_classifier({}, config(dir)), InvalidArgumentError);
-  EXPECT_THROW(dnn_classifier({.feature_columns = deep().feature_columns}, config(dir)),
+  EXPECT_THROW(linear_classifier({}, run_config(dir)), InvalidArgumentError);
+  EXPECT_THROW(dnn_classifier({.feature_columns = deep().feature_columns}, run_config(dir)),
                InvalidArgumentError);
   DnnOptions dropout = deep();
   dropout.dropout = 1;
-  EXPECT_THROW(dnn_classifier(dropout, config(dir)), InvalidArgumentError);
-  EXPECT_THROW(linear_classifier(wide(), config(dir), /*n_classes=*/1), InvalidArgumentError);
-  EXPECT_THROW(linear_regressor(wide(), config(dir), /*label_dimension=*/0), InvalidArgumentError);
+  EXPECT_THROW(dnn_classifier(dropout, run_config(dir)), InvalidArgumentError);
+  EXPECT_THROW(linear_classifier(wide(), run_config(dir), /*n_classes=*/1), InvalidArgumentError);
+  EXPECT_THROW(linear_regressor(wide(), run_config(dir), /*label_dimension=*/0),
+               InvalidArgumentError);
   // Class 2 of three classes given to a binary classifier.
-  Estimator binary = linear_classifier(wide(), config(dir));
+  Estimator binary = linear_classifier(wide(), run_config(dir));
   EXPECT_THROW(binary.train(separable(3, false, true), {.max_steps = 5}), InvalidArgumentError);
 }
 
