@@ -12,9 +12,9 @@ CannedTest.LoadsATensorFlowModelDirAndPredictsItsProbabilities (make_tf_canned_t
    wide_and_deep from a copy of TensorFlow's own model_dir: the same probabilities on the
    test set (max abs difference <= 1e-5) and the same eval metrics; then Cadre trains it on
    (--more_steps) and evaluates it, beside TensorFlow training its own on as far.
-2. With --scratch_steps=S: TensorFlow's and Cadre's DNNLinearCombinedClassifier, each trained
-   from scratch for S steps of batch 64: eval metrics and training time side by side
-   (docs/BENCHMARKS.md).
+2. With --scratch_steps=S: TensorFlow's and Cadre's DNNLinearCombinedClassifier (--models:
+   also LinearClassifier "wide", DNNClassifier "deep"), each trained from scratch for S steps
+   of batch 64: eval metrics and training time side by side (docs/BENCHMARKS.md).
 Exits 1 when part 1 differs.
 """
 import argparse
@@ -53,11 +53,17 @@ def columns():
     return wide, deep
 
 
-def estimator(model_dir):
+def estimator(model_dir, model="wide_deep"):
+    """TensorFlow's canned estimator for wide_and_deep's --model."""
     wide, deep = columns()
+    config = tf.estimator.RunConfig(tf_random_seed=42)
+    if model == "wide":
+        return tf.estimator.LinearClassifier(wide, model_dir=model_dir, config=config)
+    if model == "deep":
+        return tf.estimator.DNNClassifier([64, 32], deep, model_dir=model_dir, config=config)
     return tf.estimator.DNNLinearCombinedClassifier(
         model_dir=model_dir, linear_feature_columns=wide, dnn_feature_columns=deep,
-        dnn_hidden_units=[64, 32], config=tf.estimator.RunConfig(tf_random_seed=42))
+        dnn_hidden_units=[64, 32], config=config)
 
 
 def read(path):
@@ -117,18 +123,18 @@ def loaded_from_tensorflow(args, train, test):
     return ok
 
 
-def from_scratch(args, train, test):
+def from_scratch(args, train, test, model):
     start = time.time()
-    est = estimator(os.path.join(args.work, "tf_scratch"))
+    est = estimator(os.path.join(args.work, "tf_scratch_" + model), model)
     est.train(train_input(train), steps=args.scratch_steps)
     tf_seconds = time.time() - start
     tf_metrics = est.evaluate(test_input(test))
     start = time.time()
-    ours = cadre(args.tool, args.data_dir, os.path.join(args.work, "cadre_scratch"),
-                 args.scratch_steps)
+    ours = cadre(args.tool, args.data_dir, os.path.join(args.work, "cadre_scratch_" + model),
+                 args.scratch_steps, f"--model={model}")
     cadre_seconds = time.time() - start
-    show(f"TensorFlow {args.scratch_steps} steps", tf_metrics)
-    show(f"Cadre {args.scratch_steps} steps", ours)
+    show(f"TensorFlow {model} {args.scratch_steps}", tf_metrics)
+    show(f"Cadre {model} {args.scratch_steps}", ours)
     print(f"train (+ eval for Cadre) wall time: TensorFlow {tf_seconds:.1f} s, "
           f"Cadre {cadre_seconds:.1f} s")
     for key in ("accuracy", "auc"):
@@ -143,6 +149,8 @@ def main():
     parser.add_argument("--tf_steps", type=int, default=1000)
     parser.add_argument("--more_steps", type=int, default=500)
     parser.add_argument("--scratch_steps", type=int, default=0)
+    parser.add_argument("--models", default="wide_deep",
+                        help="for --scratch_steps: wide_deep, wide, deep, comma-separated")
     args = parser.parse_args()
     if os.path.exists(args.work):
         sys.exit(f"{args.work} exists; give a new directory")
@@ -151,8 +159,8 @@ def main():
     test = read(os.path.join(args.data_dir, "test.csv"))
     ok = loaded_from_tensorflow(args, train, test)
     print("ok" if ok else "FAIL")
-    if args.scratch_steps:
-        from_scratch(args, train, test)
+    for model in args.models.split(",") if args.scratch_steps else []:
+        from_scratch(args, train, test, model)
     sys.exit(0 if ok else 1)
 
 
