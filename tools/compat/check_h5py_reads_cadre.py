@@ -20,6 +20,10 @@ import time
 import h5py
 import numpy as np
 
+# The reader script users get (tools/cadre_ckpt) holds the CRC-32C this check shares.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cadre_ckpt"))
+from cadre_checkpoint import crc32c  # noqa: E402
+
 failures = []
 
 
@@ -29,25 +33,6 @@ def check(condition, what):
         failures.append(what)
 
 
-def _crc32c_table():
-    table = []
-    for n in range(256):
-        crc = n
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    """CRC-32C (Castagnoli), a byte at a time: FORMAT.md's bit-at-a-time definition, tabled."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = (crc >> 8) ^ _TABLE[(crc ^ byte) & 0xFF]
-    return crc ^ 0xFFFFFFFF
 
 
 def ramp(shape, scale, offset):
