@@ -94,8 +94,14 @@ void FileBuilder::write(const CheckpointData& data, double created,
     auto slot = data.slot_of.find(name);
     bool is_slot = slot != data.slot_of.end();
     std::string full_name = str_cat(is_slot ? format::kSlots : format::kVariables, "/", name);
+    const RowSource* source = nullptr;
+    if (destination.sources != nullptr) {
+      if (auto it = destination.sources->find(name); it != destination.sources->end()) {
+        source = &it->second;
+      }
+    }
     write_tensor(is_slot ? slots : variables, name, full_name, parts, shape,
-                 is_slot ? slot->second.c_str() : nullptr);
+                 is_slot ? slot->second.c_str() : nullptr, source);
   };
   for (const auto& [name, value] : data.variables) write_variable(name, {value}, value.shape());
   for (const auto& [name, parts] : data.partitioned_variables) {
@@ -157,7 +163,7 @@ FileBuilder::Dataset& FileBuilder::dataset(hid_t parent, const std::string& name
 
 void FileBuilder::write_tensor(hid_t parent, const std::string& name, const std::string& full_name,
                                const std::vector<Tensor>& parts, const Shape& shape,
-                               const char* slot_of) {
+                               const char* slot_of, const RowSource* source) {
   DType dtype = parts[0].dtype();
   // The dtype is part of the layout: the type made for the first write serves every later one.
   Handle& type = datasets_[full_name].type;
@@ -173,7 +179,12 @@ void FileBuilder::write_tensor(hid_t parent, const std::string& name, const std:
   }
   uint32_t crc = 0;
   if (shape.num_elements() > 0) {
-    if (shape.rank() == 0) {
+    if (source != nullptr) {
+      if (shape.rank() == 0) {
+        throw InvalidArgumentError(context(str_cat("a row source for 0-d dataset ", full_name)));
+      }
+      crc = write_streamed(entry, type.get(), *source, full_name);
+    } else if (shape.rank() == 0) {
       Tensor host = host_contiguous(parts[0]);
       crc = crc32c::value(host.raw_data(), host.nbytes());
       if (H5Dwrite(entry.dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT,
@@ -242,6 +253,31 @@ uint32_t FileBuilder::write_rows(Dataset& dataset, hid_t type, const std::vector
     row += part.dim(0);
   }
   flush();
+  return crc;
+}
+
+uint32_t FileBuilder::write_streamed(Dataset& dataset, hid_t type, const RowSource& source,
+                                     const std::string& full_name) {
+  RowWriter writer(dataset.dataset.get(), type, dataset.shape, context(full_name),
+                   destination_.options.durable, destination_.descriptor);
+  const size_t row_bytes = writer.row_bytes();
+  const int64_t rows = dataset.shape[0];
+  if (writer.direct()) {
+    auto begin = static_cast<uint64_t>(writer.offset());
+    direct_.emplace_back(begin, begin + static_cast<uint64_t>(rows) * row_bytes);
+  }
+  const int64_t rows_per_block =
+      std::max<int64_t>(1, static_cast<int64_t>(destination_.options.block_bytes / row_bytes));
+  // One bounded buffer: the source copies a block (under its owner's lock, briefly), the
+  // writer writes it; the memory a save holds stays a block whatever the tensor's size.
+  std::vector<char> block(static_cast<size_t>(std::min(rows, rows_per_block)) * row_bytes);
+  uint32_t crc = 0;
+  for (int64_t begin = 0; begin < rows; begin += rows_per_block) {
+    int64_t end = std::min(rows, begin + rows_per_block);
+    source(begin, end, block.data());
+    std::vector<uint32_t> crcs = writer.write({{begin, end, block.data()}});
+    crc = crc32c::combine(crc, crcs[0], static_cast<uint64_t>(end - begin) * row_bytes);
+  }
   return crc;
 }
 

@@ -17,6 +17,7 @@
 #include "cadre/checkpoint/contents.h"
 #include "cadre/checkpoint/writer.h"
 #include "checkpoint/hdf5_util.h"
+#include "checkpoint/parts.h"
 
 namespace cadre::checkpoint::internal {
 
@@ -38,6 +39,8 @@ class FileBuilder {
     // pwrite goes to this descriptor at each dataset's place in the file: the file's own,
     // or that of the file an in-memory one is copied to. -1 writes through HDF5.
     int descriptor = -1;
+    // Rows of the variables and slots named here come from these, not from their tensors.
+    const RowSources* sources = nullptr;
   };
 
   // Writes `data` (checked by check_data) with `created` as its time. The first call
@@ -61,12 +64,16 @@ class FileBuilder {
   Dataset& dataset(hid_t parent, const std::string& name, const std::string& full_name, hid_t type,
                    const Shape& shape, bool* created);
   void write_tensor(hid_t parent, const std::string& name, const std::string& full_name,
-                    const std::vector<Tensor>& parts, const Shape& shape, const char* slot_of);
+                    const std::vector<Tensor>& parts, const Shape& shape, const char* slot_of,
+                    const RowSource* source = nullptr);
   // Returns whether the dataset was created (and needs its other attributes).
   bool write_small(hid_t parent, const std::string& name, const std::string& full_name, hid_t type,
                    const Shape& shape, const void* bytes, size_t size);
   uint32_t write_rows(Dataset& dataset, hid_t type, const std::vector<Tensor>& parts,
                       const std::string& full_name);
+  // The dataset's rows from `source`, a block at a time through one staging buffer.
+  uint32_t write_streamed(Dataset& dataset, hid_t type, const RowSource& source,
+                          const std::string& full_name);
   // Creates the attribute on the first call, overwrites it later.
   void set_attribute(Handle& slot, hid_t object, const char* name, hid_t type, const void* value);
   std::string context(const std::string& object) const;
@@ -83,5 +90,9 @@ class FileBuilder {
   bool built_ = false;  // the objects every checkpoint has exist
   std::vector<std::pair<uint64_t, uint64_t>> direct_;
 };
+
+// write_checkpoint_file, with the rows of the tensors `sources` names taken from them.
+void write_checkpoint_file(const std::string& path, const CheckpointData& data,
+                           const WriteOptions& options, const RowSources& sources);
 
 }  // namespace cadre::checkpoint::internal

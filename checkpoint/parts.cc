@@ -10,6 +10,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/writer.h"
+#include "checkpoint/file_builder.h"
 #include "core/base/crc32c.h"
 #include "core/base/file_descriptor.h"
 #include "core/base/file_errors.h"
@@ -55,7 +56,7 @@ std::optional<int64_t> part_step(const std::string& file_name, const std::string
 }
 
 WrittenPart write_part_file(const std::string& model_dir, const std::string& file_name,
-                            const CheckpointData& data) {
+                            const CheckpointData& data, const RowSources& sources) {
   if (file_name.empty() || file_name.find('/') != std::string::npos ||
       !file_name.ends_with(".h5")) {
     throw InvalidArgumentError(
@@ -66,7 +67,7 @@ WrittenPart write_part_file(const std::string& model_dir, const std::string& fil
   std::string temporary = temporary_path_for(path);
   WrittenPart written;
   try {
-    write_checkpoint_file(temporary, data);
+    internal::write_checkpoint_file(temporary, data, {}, sources);
     env->sync_file(temporary);
     // Read back from the page cache: the checksum covers the bytes as they are on disk.
     written = file_checksum(temporary);

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,12 +27,21 @@ struct WrittenPart {
   uint32_t crc32c = 0;
 };
 
+// Rows [begin, end) of a tensor, copied contiguously into `destination`, at the time the
+// writer needs them: a part is streamed from a task's copy-on-write snapshot instead of from
+// a full copy. The writer asks for each tensor's rows in order, from row 0, each range once.
+using RowSource = std::function<void(int64_t begin, int64_t end, void* destination)>;
+// Row sources by the name of the tensor in CheckpointData::variables they replace. That
+// tensor then only gives the dtype and shape (a broadcast view of one row will do) and its
+// memory is never read; it must have rank 1 or more.
+using RowSources = std::map<std::string, RowSource>;
+
 // Writes `data` as model_dir/file_name, durably: a temporary beside it, fsynced, renamed,
 // model_dir fsynced. Returns the file's size and the CRC-32C of its bytes. Throws
 // InvalidArgumentError for a file name that is not a part's, and the writer's errors (the
-// temporary is removed).
+// temporary is removed), among them a row source's.
 WrittenPart write_part_file(const std::string& model_dir, const std::string& file_name,
-                            const CheckpointData& data);
+                            const CheckpointData& data, const RowSources& sources = {});
 
 // The CRC-32C of the bytes of the file at `path` (read in 2 MiB blocks), and its size.
 // Throws NotFoundError or DataLossError naming it when it cannot be read.

@@ -62,6 +62,11 @@ const char* library_version() { return CADRE_CHECKPOINT_LIBRARY_VERSION; }
 
 void write_checkpoint_file(const std::string& path, const CheckpointData& data,
                            const WriteOptions& options) {
+  internal::write_checkpoint_file(path, data, options, {});
+}
+
+void internal::write_checkpoint_file(const std::string& path, const CheckpointData& data,
+                                     const WriteOptions& options, const RowSources& sources) {
   check_data(data);
   double created = creation_time(options);
   internal::quiet_hdf5();
@@ -70,7 +75,8 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& data,
                         ErrorCode::kUnavailable, str_cat("cannot create checkpoint ", path));
   {
     FileBuilder builder(file.get());
-    builder.write(data, created, {path, options, internal::posix_descriptor(file.get())});
+    builder.write(data, created,
+                  {path, options, internal::posix_descriptor(file.get()), &sources});
   }
   if (!file.close()) {
     internal::throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot finish checkpoint ", path));

@@ -136,16 +136,26 @@ std::pair<uint64_t, uint32_t> write_part(const std::string& task, const std::str
                                          const std::string& file_name, int64_t step,
                                          const ps::PartSnapshot& snapshot) {
   checkpoint::CheckpointData data;
+  checkpoint::RowSources sources;
   data.global_step = step;
   for (const ps::SnapshotItem& item : snapshot.items) {
     std::string name = checkpoint::part_dataset_name(item.name, item.first_row);
-    data.variables[name] = item.value;
+    if (item.read) {
+      // Streamed from the task's copy-on-write snapshot; the tensor only gives the dtype
+      // and shape (one row of memory).
+      data.variables[name] = Tensor::zeros(item.shape.with_dim(0, 1), item.dtype, Device::cpu(0))
+                                 .broadcast_to(item.shape);
+      sources[name] = item.read;
+    } else {
+      data.variables[name] = item.value;
+    }
     if (!item.slot_of.empty()) {
       data.slot_of[name] = checkpoint::part_dataset_name(item.slot_of, item.first_row);
     }
   }
   data.attributes["task"] = task;
-  checkpoint::WrittenPart written = checkpoint::write_part_file(directory, file_name, data);
+  checkpoint::WrittenPart written =
+      checkpoint::write_part_file(directory, file_name, data, sources);
   return {written.bytes, written.crc32c};
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cadre/autodiff/gradient.h"
 #include "cadre/nn/variable.h"
@@ -13,6 +14,7 @@
 #include "cadre/tensor/shape.h"
 #include "cadre/tensor/tensor.h"
 #include "strategies/ps/ps.pb.h"
+#include "strategies/ps/saved_tensor.h"
 
 namespace cadre::ps {
 
@@ -26,6 +28,11 @@ struct Entry {
   // Optimizers whose state (slots) the chief has sent for this variable. Guarded by the
   // shard's mutex.
   std::set<std::string> optimizer_state;
+  // While a checkpoint part is written: the copy-on-write snapshots of the variable and its
+  // slots that the part streams (those too small to be worth it were copied at the mark).
+  // Every write of the variable or a slot calls keep_rows() or keep_all() on each first.
+  // Guarded by `mutex`.
+  std::vector<std::unique_ptr<SavedTensor>> saving;
 };
 
 // "float32 [3, 2]", as messages name a variable's type.

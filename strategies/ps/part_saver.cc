@@ -37,15 +37,24 @@ SaveResponse PartSaver::save(Shard& shard, const SaveRequest& request) {
   auto started = std::chrono::steady_clock::now();
   if (writer_.joinable()) writer_.join();
   auto written = std::chrono::steady_clock::now();
-  shard.snapshot(snapshot_);
-  auto copied = std::chrono::steady_clock::now();
-  int64_t bytes = 0;
-  for (const SnapshotItem& item : snapshot_.items)
-    bytes += static_cast<int64_t>(item.value.nbytes());
+  try {
+    shard.snapshot(snapshot_);
+  } catch (...) {
+    shard.end_snapshot();
+    throw;
+  }
+  auto marked = std::chrono::steady_clock::now();
+  int64_t bytes = 0, copied = 0;
+  for (const SnapshotItem& item : snapshot_.items) {
+    int64_t item_bytes = item.shape.num_elements() * static_cast<int64_t>(dtype_size(item.dtype));
+    bytes += item_bytes;
+    if (!item.read) copied += item_bytes;
+  }
   // What the chief's training waits for: the part before (saves closer than a part takes to
-  // write) and the copy.
-  LOG(INFO) << task_ << ": checkpoint part " << name << ": copied " << bytes << " bytes in "
-            << std::chrono::duration<double>(copied - written).count() << " s, after "
+  // write) and the mark.
+  LOG(INFO) << task_ << ": checkpoint part " << name << ": marked " << bytes << " bytes ("
+            << copied << " copied, the rest copy-on-write) in "
+            << std::chrono::duration<double>(marked - written).count() << " s, after "
             << std::chrono::duration<double>(written - started).count()
             << " s waiting for the part before";
   SaveResponse response;
@@ -53,9 +62,9 @@ SaveResponse PartSaver::save(Shard& shard, const SaveRequest& request) {
     SavedSlice* slice = response.add_slices();
     slice->set_name(item.name);
     slice->set_slot_of(item.slot_of);
-    slice->set_dtype(static_cast<int32_t>(item.value.dtype()));
+    slice->set_dtype(static_cast<int32_t>(item.dtype));
     slice->set_first_row(item.first_row);
-    slice->set_rows(item.value.rank() == 0 ? 1 : item.value.dim(0));
+    slice->set_rows(item.shape.rank() == 0 ? 1 : item.shape[0]);
   }
   for (const auto& [counter, value] : snapshot_.iterations) {
     (*response.mutable_iterations())[counter] = value;
@@ -64,7 +73,11 @@ SaveResponse PartSaver::save(Shard& shard, const SaveRequest& request) {
     MutexLock lock(mutex_);
     outcomes_[name] = Outcome();
   }
-  writer_ = std::thread([this, request] { write(request); });
+  writer_ = std::thread([this, &shard, request] {
+    write(request);
+    // After the write, whatever its outcome: updates stop keeping rows aside.
+    shard.end_snapshot();
+  });
   return response;
 }
 

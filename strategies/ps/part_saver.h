@@ -26,8 +26,9 @@ class PartSaver {
   PartSaver(const PartSaver&) = delete;
   PartSaver& operator=(const PartSaver&) = delete;
 
-  // Waits for the part in flight, snapshots `shard` (reusing the last snapshot's memory)
-  // and starts writing it; returns what the part holds. InvalidArgumentError for a request
+  // Waits for the part in flight, marks a snapshot of `shard` (Shard::snapshot, copy-on-write)
+  // and starts writing it, ending the snapshot once written; returns what the part holds.
+  // `shard` must outlive the write (this saver). InvalidArgumentError for a request
   // without a directory or with a file name that is not one.
   SaveResponse save(Shard& shard, const SaveRequest& request);
   // The part's size and CRC-32C once it is durable; its write's error (with its code), or

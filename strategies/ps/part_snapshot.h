@@ -1,4 +1,4 @@
-// What a ps task writes as its part of a sharded checkpoint: a copy of its variables (row
+// What a ps task writes as its part of a sharded checkpoint: a snapshot of its variables (row
 // slices of logical ones) and their optimizer slots, and how they are written, which the
 // program that runs the task supplies (the checkpoint module is not the strategies').
 #pragma once
@@ -10,17 +10,26 @@
 #include <utility>
 #include <vector>
 
+#include "cadre/tensor/dtype.h"
+#include "cadre/tensor/shape.h"
 #include "cadre/tensor/tensor.h"
 
 namespace cadre::ps {
 
-// Rows [first_row, first_row + value.dim(0)) of logical variable or slot `name` (a 0-d
-// variable: its value, first_row 0).
+// Rows [first_row, first_row + shape[0]) of logical variable or slot `name` (a 0-d
+// variable: its value, first_row 0), as of the moment the snapshot was marked: small ones
+// copied then (`value`), the others read a block at a time while the task serves on
+// (`read`, copy-on-write: see saved_tensor.h).
 struct SnapshotItem {
   std::string name;
   std::string slot_of;  // a slot's logical variable
   int64_t first_row = 0;
-  Tensor value;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  Tensor value;  // the copy, or undefined when `read` is set
+  // Copies rows [begin, end) to `destination`, contiguously. Called in row order, each
+  // range once, from row 0; valid until the snapshot ends (Shard::end_snapshot).
+  std::function<void(int64_t begin, int64_t end, void* destination)> read;
 };
 
 struct PartSnapshot {

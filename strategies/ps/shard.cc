@@ -92,6 +92,7 @@ void Shard::initialise(Entry& entry, const Tensor& value, const std::string& wha
   }
   std::lock_guard<std::mutex> hold(entry.mutex);
   if (entry.variable) {
+    for (auto& saved : entry.saving) saved->keep_all();
     entry.variable->assign(value);
   } else {
     nn::VariableSpec spec;
@@ -259,6 +260,7 @@ void Shard::take_optimizer_state(const PushRequest& request, const std::string& 
     Tensor value = from_proto(slot.value(), str_cat(task_, ": slot '", slot.name(), "'"));
     std::lock_guard<std::mutex> hold(owner->second->mutex);
     if (nn::Variable* existing = slots_.find(slot.name())) {
+      for (auto& saved : owner->second->saving) saved->keep_all();
       existing->assign(value);
       continue;
     }
@@ -288,6 +290,7 @@ void Shard::apply(nn::Optimizer& optimizer, const std::vector<Entry*>& entries,
             [&](size_t a, size_t b) { return entries[a]->def.name() < entries[b]->def.name(); });
   std::vector<std::unique_lock<std::mutex>> locks;
   for (size_t i : order) locks.emplace_back(entries[i]->mutex);
+  keep_for_snapshot(optimizer, entries, gradients);
   std::vector<nn::Variable*> variables;
   for (Entry* e : entries) variables.push_back(e->variable.get());
   nn::VariableStoreScope scope(slots_);
@@ -310,6 +313,7 @@ void Shard::add_delta(const NamedTensor& delta) {
   }
   std::lock_guard<std::mutex> hold(entry.mutex);
   NoGradScope no_grad;
+  for (auto& saved : entry.saving) saved->keep_all();
   entry.variable->assign(entry.variable->tensor() + value);
 }
 

@@ -61,10 +61,16 @@ class Shard {
   // variables, slots, each optimizer's "<name>/iterations" and "global_step".
   ReadResponse read(const ReadRequest& request);
 
-  // Copies every initialised variable with its slots, and the optimizers' step counters,
-  // into `snapshot`, reusing the memory of its last items where they match; each variable
-  // and its slots are copied under the variable's lock, so updates wait only for that copy.
+  // Marks a snapshot of every initialised variable with its slots, and the optimizers' step
+  // counters, into `snapshot` (replacing what it held): each variable and its slots at one
+  // moment, under the variable's lock. Small tensors are copied; the others are
+  // copy-on-write (saved_tensor.h): their items read the values of the mark until
+  // end_snapshot(), while updates keep aside the old rows they overwrite before the part has
+  // read them. Marking costs O(variables), so updates hardly wait. One snapshot at a time:
+  // the caller ends one before marking the next.
   void snapshot(PartSnapshot& snapshot);
+  // Ends the snapshot: its items' reads no longer work, and what was kept aside is freed.
+  void end_snapshot();
 
   // Ends every wait with UnavailableError, and makes later ones fail at once.
   void stop();
@@ -87,6 +93,10 @@ class Shard {
   // The chief's slots and step counter for the variables it names.
   void take_optimizer_state(const PushRequest& request, const std::string& optimizer,
                             OptimizerState& state) CADRE_REQUIRES(mutex_);
+  // Keeps aside for the snapshot being written what an update of the entries (each locked)
+  // by `gradients` overwrites.
+  static void keep_for_snapshot(const nn::Optimizer& optimizer, const std::vector<Entry*>& entries,
+                                const std::vector<Gradient>& gradients);
   void apply(nn::Optimizer& optimizer, const std::vector<Entry*>& entries,
              const std::vector<Gradient>& gradients, int64_t step);
   void add_delta(const NamedTensor& delta);
@@ -100,6 +110,7 @@ class Shard {
   OptimizerTable optimizers_ CADRE_GUARDED_BY(mutex_);
   std::optional<int64_t> global_step_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
+  std::vector<Entry*> snapshot_entries_ CADRE_GUARDED_BY(mutex_);  // those with `saving` set
   nn::VariableStore slots_;  // which optimizers find by name; each guarded by its entry
   UnitLedger units_;
   std::atomic<int64_t> pushes_{0}, pulls_{0}, dropped_{0};

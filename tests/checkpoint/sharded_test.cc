@@ -4,7 +4,9 @@
 // never makes a checkpoint that is used.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 
@@ -43,9 +45,11 @@ PartSlice slice(const std::string& name, const Tensor& whole, int64_t first, int
 }
 
 // Writes the parts of `m` for step `step` as the two tasks would; `fail_task` >= 0 makes that
-// task's part fail as a task killed mid-write does.
+// task's part fail as a task killed mid-write does. `streamed`: the table's slices and their
+// slots come from row sources (as a ps task streams them from its copy-on-write snapshot),
+// their tensors only broadcast views of a row of NaNs that must never be written.
 CheckpointData sharded_data(CheckpointManager& manager, int64_t step, const Model& m,
-                            int fail_task = -1) {
+                            int fail_task = -1, bool streamed = false) {
   std::vector<std::string> names = manager.part_file_names(step, 2);
   struct Held {
     int64_t first, rows;
@@ -58,12 +62,22 @@ CheckpointData sharded_data(CheckpointManager& manager, int64_t step, const Mode
     CheckpointData part;
     part.global_step = step;
     CheckpointPart described;
+    RowSources sources;
     described.file_name = names[task];
     for (const Held& h : table_slices[task]) {
       std::string v = part_dataset_name("table", h.first);
       std::string a = part_dataset_name("table/Adagrad/accumulator", h.first);
       part.variables[v] = m.table.slice(0, h.first, h.first + h.rows).contiguous();
       part.variables[a] = m.accumulator.slice(0, h.first, h.first + h.rows).contiguous();
+      for (const std::string& name : {v, a}) {
+        if (!streamed) continue;
+        Tensor rows = part.variables[name];
+        sources[name] = [rows](int64_t begin, int64_t end, void* destination) {
+          Tensor block = rows.slice(0, begin, end).contiguous();
+          std::memcpy(destination, block.raw_data(), block.nbytes());
+        };
+        part.variables[name] = Tensor::full(Shape{1, 3}, std::nan("")).broadcast_to(rows.shape());
+      }
       part.slot_of[a] = v;
       described.slices.push_back(slice("table", m.table, h.first, h.rows));
       described.slices.push_back(
@@ -78,7 +92,7 @@ CheckpointData sharded_data(CheckpointManager& manager, int64_t step, const Mode
         throw UnavailableError("ps:" + std::to_string(task) + " is gone");
       };
     } else {
-      WrittenPart written = write_part_file(manager.model_dir(), names[task], part);
+      WrittenPart written = write_part_file(manager.model_dir(), names[task], part, sources);
       described.wait = [written] { return std::make_pair(written.bytes, written.crc32c); };
     }
     data.parts.push_back(std::move(described));
@@ -124,6 +138,18 @@ TEST(ShardedCheckpointTest, ReadsTheLogicalVariablesUnderAnyPartitioning) {
   }
   EXPECT_TRUE(reader->verify().empty());
   EXPECT_GT(reader->sizes().variables, 0u);
+}
+
+TEST(ShardedCheckpointTest, PartsStreamedFromRowSourcesHoldTheirRows) {
+  TempDir dir;
+  Model m = model(3);
+  CheckpointManager manager(dir.path());
+  std::string path = manager.save(sharded_data(manager, 6, m, -1, /*streamed=*/true));
+  auto reader = CheckpointReader::open(path);
+  EXPECT_TRUE(reader->verify().empty());
+  expect_equal_tensors(m.table, reader->read("table"), "table");
+  expect_equal_tensors(m.accumulator, reader->read("table/Adagrad/accumulator"), "slot");
+  EXPECT_EQ(reader->variable("table/Adagrad/accumulator").slot_of, "table");
 }
 
 TEST(ShardedCheckpointTest, ADamagedPartIsDataLossNamingItAndThePreviousCheckpointIsUsed) {
