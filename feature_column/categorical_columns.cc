@@ -27,11 +27,15 @@ class HashBucketColumn : public CategoricalColumn {
   int64_t num_buckets() const override { return buckets_; }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
-    for (const io::CrossValue& v :
-         categorical_values(feature(example, key_, key_), type_ == KeyType::kString, key_, key_)) {
-      ids.push_back(std::holds_alternative<std::string>(v)
-                        ? io::hash_bucket(std::get<std::string>(v), buckets_)
-                        : io::hash_bucket(std::get<int64_t>(v), buckets_));
+    const Tensor& raw = feature(example, key_, key_);
+    if (type_ == KeyType::kString) {
+      Tensor host;
+      std::string_view text = internal::string_value(raw, host, key_, key_);
+      if (!text.empty()) ids.push_back(io::hash_bucket(text, buckets_));
+      return;
+    }
+    for (const io::CrossValue& v : categorical_values(raw, false, key_, key_)) {
+      ids.push_back(io::hash_bucket(std::get<int64_t>(v), buckets_));
     }
   }
 
@@ -50,10 +54,15 @@ class VocabularyColumn : public CategoricalColumn {
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
     const Tensor& raw = feature(example, key_, key_);
-    for (const io::CrossValue& v :
-         categorical_values(raw, raw.dtype() == DType::kUInt8, key_, key_)) {
-      int64_t id = std::holds_alternative<std::string>(v) ? vocabulary_.id(std::get<std::string>(v))
-                                                          : vocabulary_.id(std::get<int64_t>(v));
+    if (raw.dtype() == DType::kUInt8) {
+      Tensor host;
+      std::string_view text = internal::string_value(raw, host, key_, key_);
+      int64_t id = text.empty() ? -1 : vocabulary_.id(text);
+      if (id >= 0) ids.push_back(id);
+      return;
+    }
+    for (const io::CrossValue& v : categorical_values(raw, false, key_, key_)) {
+      int64_t id = vocabulary_.id(std::get<int64_t>(v));
       if (id >= 0) ids.push_back(id);
     }
   }
@@ -93,26 +102,27 @@ class IdentityColumn : public CategoricalColumn {
 class WeightedColumn : public CategoricalColumn {
  public:
   WeightedColumn(CategoricalPtr categorical, std::string weight_key)
-      : categorical_(std::move(categorical)), weight_key_(std::move(weight_key)) {}
-  std::string name() const override {
-    return str_cat(categorical_->name(), "_weighted_by_", weight_key_);
-  }
+      : categorical_(std::move(categorical)),
+        weight_key_(std::move(weight_key)),
+        name_(str_cat(categorical_->name(), "_weighted_by_", weight_key_)) {}
+  std::string name() const override { return name_; }
   int64_t num_buckets() const override { return categorical_->num_buckets(); }
   bool weighted() const override { return true; }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>* weights) const override {
     categorical_->ids(example, ids, nullptr);
-    std::vector<double> given = internal::numbers(feature(example, weight_key_, name()));
+    std::vector<float> given = internal::floats(feature(example, weight_key_, name_));
     if (given.size() != ids.size()) {
-      throw InvalidArgumentError(str_cat("feature column '", name(), "': ", given.size(),
+      throw InvalidArgumentError(str_cat("feature column '", name_, "': ", given.size(),
                                          " weights for ", ids.size(), " ids"));
     }
-    if (weights) weights->assign(given.begin(), given.end());
+    if (weights) *weights = std::move(given);
   }
 
  private:
   CategoricalPtr categorical_;
   std::string weight_key_;
+  std::string name_;
 };
 
 }  // namespace

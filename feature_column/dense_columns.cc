@@ -23,8 +23,38 @@ namespace {
 struct BatchIds {
   Tensor safe_ids, weights;
 };
+
+// batch_ids of ids on the CPU, in one pass rather than an op each for the mask, the weights
+// and the safe ids (a model_fn calls it for every column at every step).
+BatchIds host_batch_ids(const Tensor& raw, const Tensor* given_weights) {
+  const int64_t batch = raw.shape()[0], k = raw.rank() == 2 ? raw.shape()[1] : 1;
+  Tensor ids = raw.contiguous();
+  std::vector<float> given;
+  if (given_weights) {
+    given = internal::floats(*given_weights);
+    if (static_cast<int64_t>(given.size()) != batch * k) {
+      throw InvalidArgumentError(str_cat("feature column weights: ", given.size(),
+                                         " weights for ", batch * k, " ids"));
+    }
+  }
+  std::vector<int64_t> safe(static_cast<size_t>(batch * k));
+  std::vector<float> weights(safe.size());
+  const int64_t* p = ids.data<int64_t>();
+  for (size_t i = 0; i < safe.size(); ++i) {
+    const bool present = p[i] >= 0;
+    safe[i] = present ? p[i] : 0;
+    weights[i] = present ? (given_weights ? given[i] : 1.0f) : 0.0f;
+  }
+  return {Tensor::from_vector(safe, Shape{batch, k}), Tensor::from_vector(weights, Shape{batch, k})};
+}
 BatchIds batch_ids(const io::Features& batch, const CategoricalColumn& column) {
-  Tensor ids = cast(internal::feature(batch, column.name(), column.name()), DType::kInt64);
+  const std::string name = column.name();
+  const Tensor& raw = internal::feature(batch, name, name);
+  if (raw.dtype() == DType::kInt64 && raw.device().is_cpu() && (raw.rank() == 1 || raw.rank() == 2)) {
+    return host_batch_ids(raw, column.weighted() ? &internal::feature(batch, name + "/weights", name)
+                                                 : nullptr);
+  }
+  Tensor ids = cast(raw, DType::kInt64);
   if (ids.rank() == 1) ids = reshape(ids, {-1, 1});
   Tensor present = cast(greater_equal(ids, scalar_like(ids, 0)), DType::kFloat32);
   Tensor weights = present;
@@ -58,12 +88,13 @@ Tensor weighted_rows(nn::Variable& table, const BatchIds& ids) {
 
 class IndicatorColumn : public DenseColumn {
  public:
-  explicit IndicatorColumn(CategoricalPtr categorical) : categorical_(std::move(categorical)) {}
-  // TensorFlow's bucketized_column is itself dense (this output) under its own name.
-  std::string name() const override {
+  explicit IndicatorColumn(CategoricalPtr categorical) : categorical_(std::move(categorical)) {
+    // TensorFlow's bucketized_column is itself dense (this output) under its own name.
     std::string inner = categorical_->name();
-    return inner.ends_with("_bucketized") ? inner : inner + "_indicator";
+    name_ = inner.ends_with("_bucketized") ? inner : inner + "_indicator";
   }
+  std::string name() const override { return name_; }
+  const CategoricalPtr& categorical() const { return categorical_; }
   int64_t dimension() const override { return categorical_->num_buckets(); }
   void transform(const io::Features& example, io::Features& out) const override {
     categorical_->transform(example, out);
@@ -76,6 +107,7 @@ class IndicatorColumn : public DenseColumn {
 
  private:
   CategoricalPtr categorical_;
+  std::string name_;
 };
 
 class EmbeddingColumn : public DenseColumn {
@@ -87,6 +119,7 @@ class EmbeddingColumn : public DenseColumn {
         combiner_(std::move(combiner)),
         initializer_(std::move(initializer)) {}
   std::string name() const override { return categorical_->name() + "_embedding"; }
+  const CategoricalPtr& categorical() const { return categorical_; }
   int64_t dimension() const override { return dimension_; }
   void transform(const io::Features& example, io::Features& out) const override {
     categorical_->transform(example, out);
@@ -132,7 +165,20 @@ std::shared_ptr<const DenseColumn> embedding_column(const CategoricalPtr& catego
 }
 
 io::Dataset::MapFn transform_fn(std::vector<ColumnPtr> columns) {
-  return [columns = std::move(columns)](io::Element element) {
+  // Each transformed feature once: an indicator or embedding column transforms as its
+  // categorical column, which the list often holds as well.
+  std::vector<ColumnPtr> unique;
+  std::set<std::string> keys;
+  for (const ColumnPtr& column : columns) {
+    ColumnPtr source = column;
+    if (auto* indicator = dynamic_cast<const IndicatorColumn*>(column.get())) {
+      source = indicator->categorical();
+    } else if (auto* embedding = dynamic_cast<const EmbeddingColumn*>(column.get())) {
+      source = embedding->categorical();
+    }
+    if (keys.insert(source->name()).second) unique.push_back(source);
+  }
+  return [columns = std::move(unique)](io::Element element) {
     io::Features out;
     for (const ColumnPtr& column : columns) column->transform(element.features, out);
     element.features = std::move(out);

@@ -33,17 +33,16 @@ class NumericColumn : public DenseColumn {
   }
   // One example's float32 [dimension].
   Tensor values(const io::Features& example) const {
-    const Tensor* found = example.find(key_);
-    if ((found == nullptr || !found->defined()) && default_) {
-      return Tensor::full(Shape{dimension()}, *default_, DType::kFloat32);
-    }
-    const Tensor& raw = internal::feature(example, key_, key_);
-    if (raw.numel() != dimension()) {
-      throw InvalidArgumentError(str_cat("numeric_column '", key_, "': ", raw.numel(),
-                                         " values; expected ", dimension(), " (shape ", shape_,
-                                         ")"));
-    }
-    return reshape(cast(raw, DType::kFloat32), {dimension()});
+    const Tensor& raw = checked(example);
+    if (!raw.defined()) return Tensor::full(Shape{dimension()}, *default_, DType::kFloat32);
+    if (raw.dtype() == DType::kFloat32 && raw.rank() == 1 && raw.device().is_cpu()) return raw;
+    return Tensor::from_vector(internal::floats(raw));
+  }
+  // The same values as floats (what TensorFlow bucketizes: the feature cast to float32).
+  std::vector<float> floats(const io::Features& example) const {
+    const Tensor& raw = checked(example);
+    if (!raw.defined()) return std::vector<float>(dimension(), static_cast<float>(*default_));
+    return internal::floats(raw);
   }
 
  private:
@@ -51,20 +50,37 @@ class NumericColumn : public DenseColumn {
   Shape shape_;
   std::optional<double> default_;
   std::function<Tensor(const Tensor&)> normalizer_;
+
+  // The example's feature with dimension() values, or an undefined tensor when it is missing
+  // and there is a default.
+  const Tensor& checked(const io::Features& example) const {
+    static const Tensor kMissing;
+    const Tensor* found = example.find(key_);
+    if ((found == nullptr || !found->defined()) && default_) return kMissing;
+    const Tensor& raw = internal::feature(example, key_, key_);
+    if (raw.numel() != dimension()) {
+      throw InvalidArgumentError(str_cat("numeric_column '", key_, "': ", raw.numel(),
+                                         " values; expected ", dimension(), " (shape ", shape_,
+                                         ")"));
+    }
+    return raw;
+  }
 };
 
 class BucketizedColumn : public CategoricalColumn {
  public:
   BucketizedColumn(std::shared_ptr<const NumericColumn> source, std::vector<double> boundaries)
-      : source_(std::move(source)), boundaries_(std::move(boundaries)) {
+      : source_(std::move(source)),
+        boundaries_(std::move(boundaries)),
+        name_(source_->name() + "_bucketized") {
     io::bucketize(0, boundaries_);  // checks that they increase
   }
-  std::string name() const override { return source_->name() + "_bucketized"; }
+  std::string name() const override { return name_; }
   int64_t buckets_per_element() const { return static_cast<int64_t>(boundaries_.size()) + 1; }
   int64_t num_buckets() const override { return source_->dimension() * buckets_per_element(); }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
-    std::vector<double> values = internal::numbers(source_->values(example));
+    std::vector<float> values = source_->floats(example);
     for (size_t i = 0; i < values.size(); ++i) {
       ids.push_back(io::bucketize(values[i], boundaries_) +
                     static_cast<int64_t>(i) * buckets_per_element());
@@ -74,6 +90,7 @@ class BucketizedColumn : public CategoricalColumn {
  private:
   std::shared_ptr<const NumericColumn> source_;
   std::vector<double> boundaries_;
+  std::string name_;
 };
 
 class CrossedColumn : public CategoricalColumn {
@@ -84,14 +101,13 @@ class CrossedColumn : public CategoricalColumn {
       : parts_(std::move(parts)), buckets_(buckets), hash_key_(hash_key) {
     std::stable_partition(parts_.begin(), parts_.end(),
                           [](const CrossPart& part) { return part.column != nullptr; });
-  }
-  std::string name() const override {
     std::vector<std::string> names;
     for (const CrossPart& part : parts_)
       names.push_back(part.column ? part.column->name() : part.key);
     std::sort(names.begin(), names.end());  // TensorFlow's name sorts the keys
-    return join(names, "_X_");
+    name_ = join(names, "_X_");
   }
+  std::string name() const override { return name_; }
   int64_t num_buckets() const override { return buckets_; }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
@@ -105,8 +121,8 @@ class CrossedColumn : public CategoricalColumn {
   std::vector<io::CrossValue> part_values(const io::Features& example,
                                           const CrossPart& part) const {
     if (!part.column) {
-      const Tensor& raw = internal::feature(example, part.key, name());
-      return internal::categorical_values(raw, raw.dtype() == DType::kUInt8, name(), part.key,
+      const Tensor& raw = internal::feature(example, part.key, name_);
+      return internal::categorical_values(raw, raw.dtype() == DType::kUInt8, name_, part.key,
                                           /*keep_missing=*/true);
     }
     std::vector<int64_t> part_ids;
@@ -129,6 +145,7 @@ class CrossedColumn : public CategoricalColumn {
   std::vector<CrossPart> parts_;
   int64_t buckets_;
   uint64_t hash_key_;
+  std::string name_;
 };
 
 }  // namespace

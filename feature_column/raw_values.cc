@@ -5,6 +5,37 @@
 #include "core/base/strings.h"
 
 namespace cadre::feature_column::internal {
+namespace {
+
+// The raw values as the input pipeline leaves them (on the CPU, contiguous) are read in
+// place: transform_fn runs once per example for every column, where an op per value would
+// cost more than the column's work.
+Tensor host_contiguous(const Tensor& raw) {
+  if (raw.device().is_cpu() && raw.is_contiguous()) return raw;
+  return raw.to(Device::cpu()).contiguous();
+}
+
+template <typename T, typename Fn>
+void for_each_as(const Tensor& host, Fn&& fn) {
+  const T* p = static_cast<const T*>(host.raw_data());
+  for (int64_t i = 0, n = host.numel(); i < n; ++i) fn(p[i]);
+}
+
+// Calls fn(value) for every element of a numeric tensor, converted to V.
+template <typename V, typename Fn>
+bool for_each_number(const Tensor& raw, Fn&& fn) {
+  Tensor host = host_contiguous(raw);
+  auto as_v = [&](auto x) { fn(static_cast<V>(x)); };
+  switch (host.dtype()) {
+    case DType::kFloat32: for_each_as<float>(host, as_v); return true;
+    case DType::kFloat64: for_each_as<double>(host, as_v); return true;
+    case DType::kInt64: for_each_as<int64_t>(host, as_v); return true;
+    case DType::kInt32: for_each_as<int32_t>(host, as_v); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
 
 const Tensor& feature(const io::Features& example, const std::string& key,
                       const std::string& column) {
@@ -16,34 +47,54 @@ const Tensor& feature(const io::Features& example, const std::string& key,
   return *found;
 }
 
+std::string_view string_value(const Tensor& raw, Tensor& host, const std::string& column,
+                              const std::string& key) {
+  if (raw.dtype() != DType::kUInt8 || raw.rank() != 1) {
+    throw InvalidArgumentError(str_cat("feature column '", column, "': feature '", key, "' is ",
+                                       raw.dtype(), " ", raw.shape(),
+                                       "; expected a string (uint8 [n])"));
+  }
+  host = host_contiguous(raw);
+  return {static_cast<const char*>(host.raw_data()), static_cast<size_t>(host.numel())};
+}
+
 std::vector<io::CrossValue> categorical_values(const Tensor& raw, bool strings,
                                                const std::string& column, const std::string& key,
                                                bool keep_missing) {
-  const bool is_integer = raw.dtype() == DType::kInt64 || raw.dtype() == DType::kInt32;
   std::vector<io::CrossValue> values;
   if (strings) {
-    if (raw.dtype() != DType::kUInt8 || raw.rank() != 1) {
-      throw InvalidArgumentError(str_cat("feature column '", column, "': feature '", key, "' is ",
-                                         raw.dtype(), " ", raw.shape(),
-                                         "; expected a string (uint8 [n])"));
-    }
-    Tensor bytes = raw.to(Device::cpu()).contiguous();
-    std::string text(static_cast<const char*>(bytes.raw_data()), static_cast<size_t>(raw.numel()));
-    if (keep_missing || !text.empty()) values.emplace_back(std::move(text));
+    Tensor host;
+    std::string_view text = string_value(raw, host, column, key);
+    if (keep_missing || !text.empty()) values.emplace_back(std::string(text));
     return values;
   }
+  const bool is_integer = raw.dtype() == DType::kInt64 || raw.dtype() == DType::kInt32;
   if (!is_integer) {
     throw InvalidArgumentError(str_cat("feature column '", column, "': feature '", key, "' is ",
                                        raw.dtype(), "; expected integers"));
   }
-  for (int64_t v : cast(raw, DType::kInt64).to_vector<int64_t>()) {
+  for_each_number<int64_t>(raw, [&](int64_t v) {
     if (keep_missing || v != -1) values.emplace_back(v);
-  }
+  });
   return values;
 }
 
 std::vector<double> numbers(const Tensor& raw) {
-  return cast(raw, DType::kFloat64).to_vector<double>();
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(raw.numel()));
+  if (!for_each_number<double>(raw, [&](double v) { out.push_back(v); })) {
+    return cast(raw, DType::kFloat64).to_vector<double>();  // the other dtypes, as cast takes them
+  }
+  return out;
+}
+
+std::vector<float> floats(const Tensor& raw) {
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(raw.numel()));
+  if (!for_each_number<float>(raw, [&](float v) { out.push_back(v); })) {
+    return cast(raw, DType::kFloat32).to_vector<float>();
+  }
+  return out;
 }
 
 }  // namespace cadre::feature_column::internal

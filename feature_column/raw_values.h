@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cadre/io/categorical.h"
@@ -23,7 +24,13 @@ std::vector<io::CrossValue> categorical_values(const Tensor& raw, bool strings,
                                                const std::string& column, const std::string& key,
                                                bool keep_missing = false);
 
-// Every element as a double (numbers of any dtype).
+// A byte string's bytes, viewed in `host` (which keeps them alive): `raw` itself when it is on
+// the CPU and contiguous. InvalidArgumentError naming `column` and `key` for anything else.
+std::string_view string_value(const Tensor& raw, Tensor& host, const std::string& column,
+                              const std::string& key);
+
+// Every element as a double, or as a float (numbers of any dtype).
 std::vector<double> numbers(const Tensor& raw);
+std::vector<float> floats(const Tensor& raw);
 
 }  // namespace cadre::feature_column::internal
