@@ -61,7 +61,7 @@ ExportedModel describe_export(const EstimatorSpec& spec, const io::Features& fea
   for (const auto& [name, value] : spec.predictions) model.outputs[name] = spec_of(value);
   model.signatures = spec.export_outputs;
   if (model.signatures.empty()) {
-    std::vector<std::string>& all = model.signatures["serving_default"];
+    std::vector<std::string>& all = model.signatures["serving_default"].outputs;
     for (const auto& [name, value] : spec.predictions) all.push_back(name);
   }
   return model;
@@ -78,9 +78,15 @@ std::string export_description_json(const ExportedModel& model) {
   for (const auto& [name, spec] : model.outputs) {
     to_proto(spec, &(*description.mutable_outputs())[name]);
   }
-  for (const auto& [name, keys] : model.signatures) {
+  for (const auto& [name, output] : model.signatures) {
     auto& signature = (*description.mutable_signatures())[name];
-    for (const std::string& key : keys) signature.add_outputs(key);
+    for (const std::string& key : output.keys()) signature.add_outputs(key);
+    if (output.kind == ExportOutput::Kind::kPredict) continue;
+    signature.set_kind(std::string(output.kind_name()));
+    signature.set_scores(output.scores);
+    signature.set_classes(output.classes);
+    for (const std::string& label : output.class_names) signature.add_class_names(label);
+    signature.set_value(output.value);
   }
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
@@ -111,7 +117,27 @@ ExportedModel parse_export_description(const std::string& json, const std::strin
     throw DataLossError(str_cat(source, ": ", error.what()));
   }
   for (const auto& [name, signature] : description.signatures()) {
-    model.signatures[name].assign(signature.outputs().begin(), signature.outputs().end());
+    ExportOutput& output = model.signatures[name];
+    output.outputs.assign(signature.outputs().begin(), signature.outputs().end());
+    const std::string& kind = signature.kind();
+    if (kind.empty() || kind == "predict") continue;
+    if (kind != "classify" && kind != "regress") {
+      throw DataLossError(str_cat(source, ": signature '", name, "' has kind '", kind,
+                                  "'; expected predict, classify or regress"));
+    }
+    output.kind = kind == "classify" ? ExportOutput::Kind::kClassify : ExportOutput::Kind::kRegress;
+    output.scores = signature.scores();
+    output.classes = signature.classes();
+    output.class_names.assign(signature.class_names().begin(), signature.class_names().end());
+    output.value = signature.value();
+    bool complete = output.kind == ExportOutput::Kind::kClassify
+                        ? !(output.scores.empty() && output.classes.empty())
+                        : !output.value.empty();
+    if (!complete) {
+      throw DataLossError(str_cat(source, ": ", kind, " signature '", name, "' names no ",
+                                  kind == "classify" ? "scores or classes" : "value"));
+    }
+    output.outputs = output.keys();
   }
   if (model.signatures.empty()) throw DataLossError(str_cat(source, " names no signature"));
   return model;

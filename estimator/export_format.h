@@ -2,7 +2,8 @@
 // export_dir_base, named by the time) and Predictor reads:
 //   variables.h5   the model's variables, a checkpoint file (checkpoint/FORMAT.md)
 //   export.json    ExportDescription (estimator/proto/export.proto): inputs, outputs and
-//                  prediction signatures, with the step and checkpoint it came from
+//                  signatures (predict, classify, regress), with the step and checkpoint it came
+//                  from
 // Internal to the estimator module.
 #pragma once
 
@@ -34,7 +35,7 @@ struct ExportedModel {
   std::string source_checkpoint;
   std::map<std::string, TensorSpec> inputs;
   std::map<std::string, TensorSpec> outputs;
-  std::map<std::string, std::vector<std::string>> signatures;
+  std::map<std::string, ExportOutput> signatures;
 };
 
 // A new export's directory under `export_dir_base`: <seconds since the epoch>, as

@@ -90,9 +90,8 @@ EstimatorSpec EstimatorSpec::eval(Tensor loss, MetricOps eval_metric_ops) {
   return spec;
 }
 
-EstimatorSpec EstimatorSpec::predict(
-    std::map<std::string, Tensor> predictions,
-    std::map<std::string, std::vector<std::string>> export_outputs) {
+EstimatorSpec EstimatorSpec::predict(std::map<std::string, Tensor> predictions,
+                                     std::map<std::string, ExportOutput> export_outputs) {
   EstimatorSpec spec;
   spec.mode = ModeKeys::kPredict;
   spec.predictions = std::move(predictions);
@@ -137,6 +136,78 @@ void check_scalar_loss(const Tensor& loss, ModeKeys mode) {
   if (!is_floating(loss.dtype())) {
     throw InvalidArgumentError(
         str_cat("EstimatorSpec: `loss` must be floating point, got ", dtype_name(loss.dtype())));
+  }
+}
+
+// The prediction `key` that signature `signature` names as its `role`; InvalidArgumentError
+// when absent.
+const Tensor& export_key(const std::string& signature, const std::string& role,
+                         const std::string& key, const std::map<std::string, Tensor>& predictions) {
+  auto found = predictions.find(key);
+  if (found == predictions.end()) {
+    throw InvalidArgumentError(str_cat("EstimatorSpec: export output '", signature, "' names ",
+                                       role, " '", key, "', which is not among the predictions"));
+  }
+  return found->second;
+}
+
+// A classification or regression signature's predictions must be what a server can turn
+// into TensorFlow Serving's answers: checked here, so that a bad spec fails at export rather
+// than on a request.
+void check_export_output(const std::string& signature, const ExportOutput& output,
+                         const std::map<std::string, Tensor>& predictions) {
+  auto fail = [&](const std::string& what) {
+    return InvalidArgumentError(str_cat("EstimatorSpec: export output '", signature, "' (",
+                                        output.kind_name(), "): ", what));
+  };
+  switch (output.kind) {
+    case ExportOutput::Kind::kPredict:
+      if (output.outputs.empty()) throw fail("names no prediction");
+      for (const std::string& key : output.outputs)
+        export_key(signature, "prediction", key, predictions);
+      return;
+    case ExportOutput::Kind::kClassify: {
+      if (output.scores.empty() && output.classes.empty()) throw fail("needs scores or classes");
+      int64_t columns = -1;
+      if (!output.scores.empty()) {
+        const Tensor& scores = export_key(signature, "scores", output.scores, predictions);
+        if (!is_floating(scores.dtype()) || scores.rank() != 2) {
+          throw fail(str_cat("scores '", output.scores,
+                             "' must be floating point [batch, classes], got ",
+                             dtype_name(scores.dtype()), " ", scores.shape()));
+        }
+        columns = scores.dim(1);
+      }
+      if (!output.classes.empty()) {
+        const Tensor& classes = export_key(signature, "classes", output.classes, predictions);
+        if (is_floating(classes.dtype()) || classes.dtype() == DType::kBool ||
+            (classes.rank() != 1 && classes.rank() != 2)) {
+          throw fail(str_cat("classes '", output.classes,
+                             "' must be integer class ids [batch] or [batch, classes], got ",
+                             dtype_name(classes.dtype()), " ", classes.shape()));
+        }
+        int64_t per_example = classes.rank() == 2 ? classes.dim(1) : 1;
+        if (columns >= 0 && per_example != columns) {
+          throw fail(str_cat("classes '", output.classes, "' has ", per_example,
+                             " per example where scores '", output.scores, "' has ", columns));
+        }
+      } else if (!output.class_names.empty() &&
+                 static_cast<int64_t>(output.class_names.size()) != columns) {
+        throw fail(
+            str_cat(output.class_names.size(), " class names for ", columns, " score columns"));
+      }
+      return;
+    }
+    case ExportOutput::Kind::kRegress: {
+      const Tensor& value = export_key(signature, "value", output.value, predictions);
+      if (!is_floating(value.dtype()) || value.rank() < 1 || value.rank() > 2 ||
+          (value.rank() == 2 && value.dim(1) != 1)) {
+        throw fail(str_cat("value '", output.value,
+                           "' must be floating point [batch] or [batch, 1], got ",
+                           dtype_name(value.dtype()), " ", value.shape()));
+      }
+      return;
+    }
   }
 }
 
@@ -190,15 +261,66 @@ void EstimatorSpec::validate(ModeKeys expected) const {
       first = name;
     }
   }
-  for (const auto& [signature, keys] : export_outputs) {
-    for (const std::string& key : keys) {
-      if (!predictions.count(key)) {
-        throw InvalidArgumentError(str_cat("EstimatorSpec: export output '", signature,
-                                           "' names prediction '", key, "', which is not among ",
-                                           "the predictions"));
-      }
-    }
+  for (const auto& [signature, output] : export_outputs) {
+    check_export_output(signature, output, predictions);
   }
+}
+
+ExportOutput ExportOutput::classification(std::string scores,
+                                          std::vector<std::string> class_names) {
+  ExportOutput output;
+  output.kind = Kind::kClassify;
+  output.scores = std::move(scores);
+  output.class_names = std::move(class_names);
+  return output;
+}
+
+ExportOutput ExportOutput::classification_with_classes(std::string scores, std::string classes,
+                                                       std::vector<std::string> class_names) {
+  ExportOutput output = classification(std::move(scores), std::move(class_names));
+  output.classes = std::move(classes);
+  return output;
+}
+
+ExportOutput ExportOutput::regression(std::string value) {
+  ExportOutput output;
+  output.kind = Kind::kRegress;
+  output.value = std::move(value);
+  return output;
+}
+
+std::vector<std::string> ExportOutput::class_ids(int n) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(std::to_string(i));
+  return ids;
+}
+
+std::vector<std::string> ExportOutput::keys() const {
+  switch (kind) {
+    case Kind::kPredict:
+      return outputs;
+    case Kind::kClassify: {
+      std::vector<std::string> keys;
+      if (!scores.empty()) keys.push_back(scores);
+      if (!classes.empty() && classes != scores) keys.push_back(classes);
+      return keys;
+    }
+    case Kind::kRegress:
+      return {value};
+  }
+  return {};
+}
+
+std::string_view ExportOutput::kind_name() const {
+  switch (kind) {
+    case Kind::kPredict:
+      return "predict";
+    case Kind::kClassify:
+      return "classify";
+    case Kind::kRegress:
+      return "regress";
+  }
+  return "predict";
 }
 
 }  // namespace cadre

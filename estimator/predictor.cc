@@ -46,9 +46,8 @@ std::unique_ptr<Predictor> Predictor::load(const std::string& export_dir, ModelF
 
 namespace {
 
-const std::vector<std::string>& signature_outputs(const ExportedModel& model,
-                                                  const std::string& signature,
-                                                  const std::string& export_dir) {
+const ExportOutput& find_signature(const ExportedModel& model, const std::string& signature,
+                                   const std::string& export_dir) {
   auto found = model.signatures.find(signature);
   if (found == model.signatures.end()) {
     std::vector<std::string> names;
@@ -67,8 +66,8 @@ Predictor::TensorSpec public_spec(const estimator_internal::TensorSpec& spec) {
 
 std::map<std::string, Tensor> Predictor::predict(const io::Features& inputs,
                                                  const std::string& signature) {
-  const std::vector<std::string>& keys =
-      signature_outputs(*impl_->model, signature, impl_->export_dir);
+  const std::vector<std::string> keys =
+      find_signature(*impl_->model, signature, impl_->export_dir).keys();
   for (const auto& [name, spec] : impl_->model->inputs) {
     const Tensor* value = inputs.find(name);
     if (!value) {
@@ -110,11 +109,16 @@ std::map<std::string, Predictor::TensorSpec> Predictor::input_specs() const {
 std::map<std::string, Predictor::TensorSpec> Predictor::output_specs(
     const std::string& signature) const {
   std::map<std::string, TensorSpec> specs;
-  for (const std::string& key : signature_outputs(*impl_->model, signature, impl_->export_dir)) {
+  for (const std::string& key :
+       find_signature(*impl_->model, signature, impl_->export_dir).keys()) {
     auto found = impl_->model->outputs.find(key);
     if (found != impl_->model->outputs.end()) specs[key] = public_spec(found->second);
   }
   return specs;
+}
+
+const ExportOutput& Predictor::export_output(const std::string& signature) const {
+  return find_signature(*impl_->model, signature, impl_->export_dir);
 }
 
 std::vector<std::string> Predictor::signatures() const {

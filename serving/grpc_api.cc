@@ -78,6 +78,38 @@ class GrpcApi::Prediction final : public apis::PredictionService::Service {
     });
   }
 
+  grpc::Status Classify(grpc::ServerContext* context, const apis::ClassificationRequest* request,
+                        apis::ClassificationResponse* response) override {
+    return guarded(context, options_.bearer_token, [&] {
+      serving_internal::Prediction prediction =
+          run_examples(request->model_spec(), request->input(), ExportOutput::Kind::kClassify);
+      auto* result = response->mutable_result();
+      for (const Classification& classes :
+           classifications(prediction.outputs, prediction.export_output)) {
+        auto* out = result->add_classifications();
+        for (const auto& [label, score] : classes) {
+          auto* item = out->add_classes();
+          item->set_label(label);
+          item->set_score(score);
+        }
+      }
+      fill_spec(prediction.version, prediction.signature, response->mutable_model_spec());
+    });
+  }
+
+  grpc::Status Regress(grpc::ServerContext* context, const apis::RegressionRequest* request,
+                       apis::RegressionResponse* response) override {
+    return guarded(context, options_.bearer_token, [&] {
+      serving_internal::Prediction prediction =
+          run_examples(request->model_spec(), request->input(), ExportOutput::Kind::kRegress);
+      auto* result = response->mutable_result();
+      for (float value : regressions(prediction.outputs, prediction.export_output)) {
+        result->add_regressions()->set_value(value);
+      }
+      fill_spec(prediction.version, prediction.signature, response->mutable_model_spec());
+    });
+  }
+
   grpc::Status GetModelMetadata(grpc::ServerContext* context,
                                 const apis::GetModelMetadataRequest* request,
                                 apis::GetModelMetadataResponse* response) override {
@@ -97,6 +129,27 @@ class GrpcApi::Prediction final : public apis::PredictionService::Service {
   }
 
  private:
+  serving_internal::Prediction run_examples(const apis::ModelSpec& spec, const apis::Input& input,
+                                            ExportOutput::Kind kind) {
+    std::optional<int64_t> version = requested_version(spec, options_.model_name);
+    Batcher::Arrival arrival = inference_.arrive();
+    ExampleBatch batch;
+    const auto& examples = input.has_example_list_with_context()
+                               ? input.example_list_with_context().examples()
+                               : input.example_list().examples();
+    if (input.kind_case() == apis::Input::KIND_NOT_SET) {
+      throw InvalidArgumentError(
+          "the request's input has no examples: set input.example_list or "
+          "input.example_list_with_context");
+    }
+    for (const proto::Example& example : examples)
+      batch.examples.push_back(example_features(example));
+    if (input.has_example_list_with_context()) {
+      batch.context = example_features(input.example_list_with_context().context());
+    }
+    return inference_.run_examples(std::move(arrival), version, spec.signature_name(), kind, batch);
+  }
+
   void fill_spec(int64_t version, const std::string& signature, apis::ModelSpec* spec) const {
     spec->set_name(options_.model_name);
     spec->mutable_version()->set_value(version);

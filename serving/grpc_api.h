@@ -1,7 +1,7 @@
-// TensorFlow Serving's gRPC services over an Inference: PredictionService (Predict,
-// GetModelMetadata; the other RPCs answer UNIMPLEMENTED) and ModelService (GetModelStatus),
-// with the status codes TensorFlow Serving gives (NOT_FOUND for an unknown model or
-// version, INVALID_ARGUMENT for bad inputs, RESOURCE_EXHAUSTED when overloaded).
+// TensorFlow Serving's gRPC services over an Inference: PredictionService (Predict, Classify,
+// Regress, GetModelMetadata; MultiInference answers UNIMPLEMENTED) and ModelService
+// (GetModelStatus), with the status codes TensorFlow Serving gives (NOT_FOUND for an unknown model
+// or version, INVALID_ARGUMENT for bad inputs, RESOURCE_EXHAUSTED when overloaded).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

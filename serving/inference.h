@@ -11,6 +11,7 @@
 
 #include "cadre/io/element.h"
 #include "serving/batcher.h"
+#include "serving/example_inputs.h"
 #include "serving/model_versions.h"
 #include "serving/proto/serving_apis.pb.h"
 
@@ -22,6 +23,7 @@ struct Prediction {
   int64_t version = 0;
   std::string signature;
   std::map<std::string, Tensor> outputs;
+  ExportOutput export_output;  // what the signature is
 };
 
 class Inference {
@@ -31,14 +33,25 @@ class Inference {
   // Runs `signature` (empty: serving_default) of the version asked for (none: the highest)
   // on `inputs`, keeping the outputs in `output_filter` (empty: all). Throws NotFoundError
   // for a model or version not served, InvalidArgumentError for an unknown signature or
-  // output, or inputs missing, unknown, or of another dtype or per-example shape than the
-  // signature takes; ResourceExhaustedError when overloaded.
+  // output, a classify or regress signature (those take tf.Examples: run_examples), or
+  // inputs missing, unknown, or of another dtype or per-example shape than the signature
+  // takes; ResourceExhaustedError when overloaded.
   // `arrival` (from arrive(), taken when the request was received) lets a batch wait for
   // this request while it is decoded.
   Prediction predict(Batcher::Arrival arrival, std::optional<int64_t> version,
                      const std::string& signature,
                      const std::function<io::Features(const TensorSpecs&)>& decode,
                      const std::vector<std::string>& output_filter = {});
+
+  // Runs the classification (kind kClassify) or regression (kRegress) signature named on
+  // `batch`, the examples turned into the signature's inputs by examples_to_inputs. With no
+  // name: serving_default when it is of that kind, else the version's one signature of that
+  // kind (Cadre's serving_default is usually a predict signature, unlike a TensorFlow canned
+  // estimator's). Throws as predict does, and InvalidArgumentError naming the signatures of
+  // the kind when the one asked for is of another kind or none is found.
+  Prediction run_examples(Batcher::Arrival arrival, std::optional<int64_t> version,
+                          const std::string& signature, ExportOutput::Kind kind,
+                          const ExampleBatch& batch);
 
   Batcher::Arrival arrive() { return Batcher::Arrival(batcher_); }
   ModelVersions& versions() { return versions_; }
@@ -57,8 +70,9 @@ void check_inputs(const io::Features& inputs, const TensorSpecs& specs);
 tensorflow::serving::GetModelStatusResponse model_status(const ModelVersions& versions,
                                                          std::optional<int64_t> version);
 
-// A version's signatures as TensorFlow's SignatureDefs (predict signatures, batch
-// dimension -1).
+// A version's signatures as TensorFlow's SignatureDefs (batch dimension -1): a predict
+// signature with its tensors, a classify or regress one as TensorFlow writes them
+// (serialized tf.Examples in "inputs"; "classes" and "scores", or "outputs").
 tensorflow::serving::SignatureDefMap signature_defs(const LoadedVersion& version);
 
 // Whether `authorization` (an "Authorization" header or metadata value) carries `token`;

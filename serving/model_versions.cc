@@ -35,6 +35,7 @@ LoadedVersion::LoadedVersion(int64_t version, std::string path, ModelFn model_fn
   inputs_ = predictor_->input_specs();
   for (const std::string& signature : predictor_->signatures()) {
     outputs_[signature] = predictor_->output_specs(signature);
+    kinds_[signature] = predictor_->export_output(signature);
     io::Features zeros;
     for (const auto& [name, spec] : inputs_) {
       std::vector<int64_t> dims{1};
@@ -60,6 +61,11 @@ const TensorSpecs& LoadedVersion::outputs(const std::string& signature) const {
         str_cat("no signature '", signature, "' in version ", version_, "; it has: ", join(names)));
   }
   return found->second;
+}
+
+const ExportOutput& LoadedVersion::export_output(const std::string& signature) const {
+  outputs(signature);  // throws for an unknown signature, naming the known ones
+  return kinds_.at(signature);
 }
 
 std::map<std::string, Tensor> LoadedVersion::predict(const io::Features& inputs,

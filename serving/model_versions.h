@@ -30,6 +30,8 @@ class LoadedVersion {
   // The outputs of `signature`; InvalidArgumentError listing the signatures when unknown.
   const TensorSpecs& outputs(const std::string& signature) const;
   const std::map<std::string, TensorSpecs>& signatures() const { return outputs_; }
+  // What `signature` is (predict, classify, regress); InvalidArgumentError when unknown.
+  const ExportOutput& export_output(const std::string& signature) const;
 
   // Predictor::predict, one call at a time (a Predictor is not reentrant).
   std::map<std::string, Tensor> predict(const io::Features& inputs, const std::string& signature);
@@ -41,6 +43,7 @@ class LoadedVersion {
   std::unique_ptr<Predictor> predictor_ CADRE_PT_GUARDED_BY(mutex_);
   TensorSpecs inputs_;
   std::map<std::string, TensorSpecs> outputs_;
+  std::map<std::string, ExportOutput> kinds_;
 };
 
 class ModelVersions {

@@ -7,6 +7,7 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "serving/rest_examples.h"
 #include "serving/rest_json.h"
 
 namespace cadre::serving_internal {
@@ -123,10 +124,11 @@ HttpResponse RestApi::route(const HttpRequest& request) {
     return {200, to_json(model_status(inference_.versions(), route->version))};
   if (route->suffix == "/metadata") return metadata(route->version);
   if (route->suffix == ":predict") return predict(route->version, request.body);
-  if (route->suffix == ":classify" || route->suffix == ":regress") {
-    throw InvalidArgumentError(
-        str_cat(route->suffix.substr(1), " needs a ", route->suffix.substr(1),
-                " signature; Cadre exports predict signatures only: use :predict"));
+  if (route->suffix == ":classify") {
+    return examples(route->version, request.body, ExportOutput::Kind::kClassify);
+  }
+  if (route->suffix == ":regress") {
+    return examples(route->version, request.body, ExportOutput::Kind::kRegress);
   }
   return error_json(404, str_cat("Malformed request: ", request.method, " ", path));
 }
@@ -138,6 +140,19 @@ HttpResponse RestApi::predict(std::optional<int64_t> version, const std::string&
       inference_.predict(std::move(arrival), version, parsed.signature_name,
                          [&](const TensorSpecs& specs) { return decode_inputs(parsed, specs); });
   return {200, encode_predictions(prediction.outputs, parsed.row_format)};
+}
+
+HttpResponse RestApi::examples(std::optional<int64_t> version, const std::string& body,
+                               ExportOutput::Kind kind) {
+  Batcher::Arrival arrival = inference_.arrive();
+  ExamplesBody parsed = parse_examples_body(body, options_.max_json_depth);
+  Prediction prediction = inference_.run_examples(std::move(arrival), version,
+                                                  parsed.signature_name, kind, parsed.batch);
+  if (kind == ExportOutput::Kind::kClassify) {
+    return {200,
+            encode_classifications(classifications(prediction.outputs, prediction.export_output))};
+  }
+  return {200, encode_regressions(regressions(prediction.outputs, prediction.export_output))};
 }
 
 HttpResponse RestApi::metadata(std::optional<int64_t> version) {

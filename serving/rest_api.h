@@ -1,10 +1,11 @@
 // TensorFlow Serving's REST API over an Inference:
 //   POST /v1/models/NAME[/versions/V]:predict    {"instances": ...} or {"inputs": ...}
+//   POST /v1/models/NAME[/versions/V]:classify   {"examples": [...], "context": {...}}
+//   POST /v1/models/NAME[/versions/V]:regress    likewise
 //   GET  /v1/models/NAME[/versions/V]            the versions' status
 //   GET  /v1/models/NAME[/versions/V]/metadata   the signatures
 // Errors are {"error": "..."} with the HTTP status TensorFlow Serving gives the error's
-// code (400 bad input, 404 unknown model/version, 429 overload, ...). :classify and
-// :regress answer 400: Cadre's exports have predict signatures only.
+// code (400 bad input, 404 unknown model/version, 429 overload, ...).
 #pragma once
 
 #include <string>
@@ -29,6 +30,8 @@ class RestApi {
  private:
   HttpResponse route(const HttpRequest& request);
   HttpResponse predict(std::optional<int64_t> version, const std::string& body);
+  HttpResponse examples(std::optional<int64_t> version, const std::string& body,
+                        ExportOutput::Kind kind);
   HttpResponse metadata(std::optional<int64_t> version);
 
   Inference& inference_;

@@ -195,7 +195,7 @@ void append_nested(std::string* out, const std::vector<double>& values, DType dt
 
 }  // namespace
 
-PredictBody parse_predict_body(std::string_view body, int max_depth) {
+std::shared_ptr<rapidjson::Document> parse_json_object(std::string_view body, int max_depth) {
   check_depth(body, max_depth);
   auto document = std::make_shared<rapidjson::Document>();
   // Full precision: numbers convert as strtod does (RapidJSON's default may be 1 ulp off).
@@ -211,6 +211,15 @@ PredictBody parse_predict_body(std::string_view body, int max_depth) {
         " (at byte ", document->GetErrorOffset(), ")"));
   }
   if (!document->IsObject()) throw InvalidArgumentError("the body must be a JSON object");
+  return document;
+}
+
+const rapidjson::Value* json_member(const rapidjson::Value& object, const std::string& name) {
+  return member(object, name);
+}
+
+PredictBody parse_predict_body(std::string_view body, int max_depth) {
+  std::shared_ptr<rapidjson::Document> document = parse_json_object(body, max_depth);
   const Value* instances = member(*document, "instances");
   const Value* inputs = member(*document, "inputs");
   if (!instances == !inputs) {

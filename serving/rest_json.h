@@ -28,6 +28,12 @@ struct PredictBody {
   const rapidjson::Value* data = nullptr;               // its "instances" or "inputs"
 };
 
+// The body as a JSON object. Throws InvalidArgumentError naming what is wrong: not JSON
+// (with the byte offset), nested deeper than `max_depth`, or not an object.
+std::shared_ptr<rapidjson::Document> parse_json_object(std::string_view body, int max_depth);
+// The member `name` of a JSON object, or null.
+const rapidjson::Value* json_member(const rapidjson::Value& object, const std::string& name);
+
 // Throws InvalidArgumentError naming what is wrong: not JSON, nested deeper than
 // `max_depth`, not an object, or with neither or both of "instances" and "inputs".
 PredictBody parse_predict_body(std::string_view body, int max_depth);

@@ -92,8 +92,15 @@ EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys 
                        const Params& params) {
   Tensor logits = examples::model_logits(params.text("model"), features.at("image"));
   if (mode == ModeKeys::kPredict) {
+    // serving_default takes the image and returns every prediction (README, CONTRACTS);
+    // "classification" answers TensorFlow Serving's Classify (:classify) with a tf.Example
+    // per image (feature "image", 784 floats), labelled "0".."9" as a TensorFlow canned
+    // classifier without a label vocabulary labels them.
     return EstimatorSpec::predict(
-        {{"class", argmax(logits, 1)}, {"probabilities", softmax(logits)}, {"logits", logits}});
+        {{"class", argmax(logits, 1)}, {"probabilities", softmax(logits)}, {"logits", logits}},
+        {{"serving_default", {"class", "logits", "probabilities"}},
+         {"classification",
+          ExportOutput::classification("probabilities", ExportOutput::class_ids(10))}});
   }
   Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
   if (mode == ModeKeys::kEval) {

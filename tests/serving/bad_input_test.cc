@@ -76,7 +76,7 @@ TEST_F(BadInputTest, EachMistakeGetsItsStatusAndAMessageNamingIt) {
       {"POST", "/v1/models/toy/versions/9:predict", "{\"instances\": [[1, 2, 3, 4]]}", 404,
        "version 9"},
       {"GET", "/v1/models/toy:predict", "", 405, "takes POST"},
-      {"POST", "/v1/models/toy:classify", "{\"examples\": []}", 400, "predict signatures only"},
+      {"POST", "/v1/models/toy:classify", "{\"examples\": []}", 400, "non-empty list"},
       {"GET", "/v2/whatever", "", 404, "Malformed request"},
   };
   for (const Case& c : cases) {

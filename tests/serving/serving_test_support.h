@@ -30,14 +30,25 @@ inline Tensor serving_examples(int64_t n, int offset = 0) {
   return Tensor::from_vector(x, Shape{n, kServingFeatures});
 }
 
-// Two signatures: serving_default (class and probabilities) and "scores" (logits).
+inline const std::vector<std::string> kServingClassNames = {"a", "b", "c"};
+
+// Predict signatures serving_default (class and probabilities) and "scores" (logits); for
+// Classify, "classification" (the probabilities, labelled a, b, c) and "classes" (the class
+// id, labelled through a, b, c, without scores); for Regress, "regression" (the first logit).
 inline EstimatorSpec serving_model_fn(const Features& features, const Tensor& labels, ModeKeys mode,
                                       const Params& params) {
   Tensor logits = nn::dense("logits", nn::dense("hidden", features.at("x"), 8, nn::relu), 3);
   if (mode == ModeKeys::kPredict) {
     return EstimatorSpec::predict(
-        {{"class", argmax(logits, 1)}, {"probabilities", softmax(logits)}, {"logits", logits}},
-        {{"serving_default", {"class", "probabilities"}}, {"scores", {"logits"}}});
+        {{"class", argmax(logits, 1)},
+         {"probabilities", softmax(logits)},
+         {"logits", logits},
+         {"value", logits.slice(1, 0, 1)}},
+        {{"serving_default", {"class", "probabilities"}},
+         {"scores", {"logits"}},
+         {"classification", ExportOutput::classification("probabilities", kServingClassNames)},
+         {"classes", ExportOutput::classification_with_classes("", "class", kServingClassNames)},
+         {"regression", ExportOutput::regression("value")}});
   }
   Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
   return EstimatorSpec::train(loss, nn::optimizers::adam(0.05));

@@ -65,6 +65,59 @@ struct TrainOp {
   std::string variables;
 };
 
+// What one exported signature is (tf.estimator.export's PredictOutput, ClassificationOutput
+// and RegressionOutput), naming the prediction keys it reads. A server answers a predict
+// signature's :predict (tensors in, these keys out), a classification signature's :classify
+// and a regression signature's :regress (tf.Examples in, their features turned into the
+// model's inputs by the export's input specs).
+//
+//   EstimatorSpec::predict(predictions, {
+//       {"serving_default", {"class", "probabilities"}},               // predict
+//       {"classification", ExportOutput::classification("probabilities",
+//                                                        ExportOutput::class_ids(10))},
+//       {"regression", ExportOutput::regression("value")}});
+//
+// A braced list of keys (or a vector) is a predict signature, so specs written before the
+// other kinds existed read unchanged.
+struct ExportOutput {
+  enum class Kind { kPredict, kClassify, kRegress };
+  Kind kind = Kind::kPredict;
+  // kPredict: the prediction keys returned.
+  std::vector<std::string> outputs;
+  // kClassify: `scores`, a float prediction [batch, K], and the K classes' labels, either
+  // fixed (`class_names`, one per score column, as a canned classifier's label vocabulary or
+  // "0".."K-1") or per example (`classes`, an integer prediction [batch, K] or [batch] of
+  // class ids, written as decimal labels, or as class_names[id] when class_names is given
+  // too). At least one of scores and classes; without scores each class gets score 0,
+  // without either labels each gets the empty label (as TensorFlow Serving answers).
+  std::string scores;
+  std::string classes;
+  std::vector<std::string> class_names;
+  // kRegress: `value`, a float prediction [batch] or [batch, 1].
+  std::string value;
+
+  ExportOutput() = default;
+  ExportOutput(std::initializer_list<std::string> keys) : outputs(keys) {}
+  ExportOutput(std::vector<std::string> keys) : outputs(std::move(keys)) {}  // NOLINT
+
+  static ExportOutput predict(std::vector<std::string> keys) {
+    return ExportOutput(std::move(keys));
+  }
+  // Labels are class_names[j] for score column j.
+  static ExportOutput classification(std::string scores, std::vector<std::string> class_names);
+  // Labels from the `classes` prediction (ids; mapped through `class_names` when given).
+  static ExportOutput classification_with_classes(std::string scores, std::string classes,
+                                                  std::vector<std::string> class_names = {});
+  static ExportOutput regression(std::string value);
+  // "0", "1", ..., "n-1": the labels of a classifier without a label vocabulary.
+  static std::vector<std::string> class_ids(int n);
+
+  // The prediction keys the signature reads (what Predictor::predict returns for it).
+  std::vector<std::string> keys() const;
+  // "predict", "classify" or "regress" (TensorFlow Serving's method names' last part).
+  std::string_view kind_name() const;
+};
+
 class Hook;
 using Hooks = std::vector<std::shared_ptr<Hook>>;
 using MetricOps = std::map<std::string, std::shared_ptr<nn::Metric>>;
@@ -95,15 +148,16 @@ struct EstimatorSpec {
   Hooks training_hooks;
   Hooks evaluation_hooks;
   Hooks prediction_hooks;
-  // Signature name -> the prediction keys it outputs, for export(); empty: one signature,
-  // "serving_default", with every prediction.
-  std::map<std::string, std::vector<std::string>> export_outputs;
+  // Signature name -> what it exports (ExportOutput: the prediction keys of a predict
+  // signature, or a classification or regression output), for export(); empty: one
+  // signature, "serving_default", predicting every prediction.
+  std::map<std::string, ExportOutput> export_outputs;
 
   static EstimatorSpec train(Tensor loss, std::shared_ptr<nn::Optimizer> optimizer);
   static EstimatorSpec train(Tensor loss, TrainOp train_op);
   static EstimatorSpec eval(Tensor loss, MetricOps eval_metric_ops = {});
   static EstimatorSpec predict(std::map<std::string, Tensor> predictions,
-                               std::map<std::string, std::vector<std::string>> export_outputs = {});
+                               std::map<std::string, ExportOutput> export_outputs = {});
 
   EstimatorSpec& with_tensors(std::map<std::string, Tensor> values);
   EstimatorSpec& with_scalar_summaries(std::map<std::string, Tensor> values);
@@ -111,7 +165,8 @@ struct EstimatorSpec {
 
   // Throws InvalidArgumentError naming the field when the spec lacks what `expected` needs
   // (TRAIN: a scalar loss and an optimizer; EVAL: a scalar loss; PREDICT: predictions with
-  // one batch dimension) or was made for another mode.
+  // one batch dimension, and export outputs naming predictions of the right dtype and
+  // rank) or was made for another mode.
   void validate(ModeKeys expected) const;
 };
 

@@ -41,6 +41,10 @@ class Predictor {
   // The outputs `signature` returns; InvalidArgumentError for an unknown signature.
   std::map<std::string, TensorSpec> output_specs(const std::string& signature) const;
 
+  // What `signature` is (predict, classification or regression, and the keys it reads);
+  // InvalidArgumentError for an unknown signature.
+  const ExportOutput& export_output(const std::string& signature) const;
+
   std::vector<std::string> signatures() const;
   std::vector<std::string> input_names() const;
   int64_t global_step() const;
