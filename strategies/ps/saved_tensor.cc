@@ -1,5 +1,6 @@
 #include "strategies/ps/saved_tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "cadre/base/errors.h"
@@ -32,6 +33,7 @@ void SavedTensor::keep_rows(const Tensor& ids) {
     kept = std::make_unique<char[]>(row_bytes_);
     std::memcpy(kept.get(), live_row(row), row_bytes_);
   }
+  peak_kept_bytes_ = std::max(peak_kept_bytes_, kept_bytes());
 }
 
 void SavedTensor::keep_all() {
@@ -45,6 +47,7 @@ void SavedTensor::keep_all() {
                 row_bytes_);
   }
   kept_rows_.clear();
+  peak_kept_bytes_ = std::max(peak_kept_bytes_, kept_bytes());
 }
 
 void SavedTensor::read(int64_t begin, int64_t end, void* destination) {

@@ -38,8 +38,9 @@ class SavedTensor {
   void read(int64_t begin, int64_t end, void* destination);
 
   int64_t rows() const { return rows_; }
-  // The bytes kept aside now.
+  // The bytes kept aside now, and at most so far.
   size_t kept_bytes() const;
+  size_t peak_kept_bytes() const { return peak_kept_bytes_; }
 
  private:
   char* live_row(int64_t row) const;
@@ -53,6 +54,7 @@ class SavedTensor {
   // After keep_all(): the old values of rows [tail_from_, rows_), one block.
   int64_t tail_from_ = -1;
   std::vector<char> tail_;
+  size_t peak_kept_bytes_ = 0;
 };
 
 }  // namespace cadre::ps

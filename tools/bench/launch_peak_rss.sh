@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs `cadre_launch ARGS...` and prints, when it ends, each task's peak RSS (VmHWM, sampled
 # every 0.5 s from /proc) and the checkpoint lines that say how long training waited per save
-# and how long each ps task took to copy and write its part. The launcher's own output goes to
+# and how long each ps task took to mark (or copy) and write its part. The launcher's own output goes to
 # LOG (default /tmp/launch_peak_rss.log).
 #
 #   tools/bench/launch_peak_rss.sh build/tools/cadre_launch --chief=1 --ps=2 --workers=1 -- \
@@ -26,6 +26,6 @@ done
 wait "$launcher"
 status=$?
 for task in "${!peak[@]}"; do echo "peak RSS $task: $((peak[$task] / 1024)) MiB"; done
-grep -E "training waited|checkpoint part .*(copied|wrote)" "$log"
+grep -E "training waited|checkpoint part .*(marked|copied|wrote)|kept aside" "$log"
 echo "cadre_launch exit status $status"
 exit $status
