@@ -59,6 +59,10 @@ class PrefetchIterator : public IteratorNode {
 
   std::optional<Element> next() override {
     std::unique_lock lock(mutex_);
+    // The thread tuner (core/runtime/thread_tuner.h) may leave a core to spare once it finds
+    // fewer compute threads faster (a small model): the input then moves to a thread of its
+    // own for good, in parallel with the steps.
+    if (inline_ && spare_core()) inline_ = false;
     if (inline_ && buffer_.empty() && !end_) return next_inline();
     if (!inline_ && !producer_.joinable() && !end_) start();
     if (buffer_.empty() && !end_) {
@@ -274,7 +278,7 @@ class PrefetchIterator : public IteratorNode {
                                          // the producer is paused or stopped
   const bool fetchable_;                 // results are saved as origins (see saved_elements.h)
   const bool autotune_;
-  const bool inline_;  // see next_inline()
+  bool inline_;  // see next_inline()
 
   std::mutex mutex_;                    // guards everything below
   std::condition_variable has_result_;  // the consumer (or save) waits here

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -206,6 +207,37 @@ TEST(PipelineThreadsTest, AnAutotunedPrefetchReadsInlineWhenNoCoreIsSpare) {
   }
   set_processes_sharing_cores(1);
   set_intra_op_threads(budget);
+}
+
+// The thread tuner lowering the budget (a small model steps faster on fewer threads) leaves a
+// core spare: the next element is read by the prefetch's own thread, and the elements go on
+// in order.
+TEST(PipelineThreadsTest, AnInlinePrefetchMovesToItsThreadOnceACoreIsSpare) {
+  if (hardware_threads() < 2) GTEST_SKIP() << "needs two cores";
+  const int budget = intra_op_threads_budget();
+  set_intra_op_threads(hardware_threads());
+  std::mutex mutex;
+  std::vector<std::thread::id> readers;
+  Iterator it = Dataset::range(40)
+                    .map([&](Element e) {
+                      std::lock_guard lock(mutex);
+                      readers.push_back(std::this_thread::get_id());
+                      return e;
+                    })
+                    .prefetch()
+                    .make_iterator();
+  std::vector<int64_t> values;
+  for (int i = 0; i < 10; ++i) values.push_back(it.next()->value().item<int64_t>());
+  set_intra_op_threads(hardware_threads() - 1);
+  while (auto e = it.next()) values.push_back(e->value().item<int64_t>());
+  set_intra_op_threads(budget);
+  std::vector<int64_t> expected(40);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(values, expected);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(readers.size(), 40u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(readers[i], std::this_thread::get_id()) << i;
+  for (int i = 10; i < 40; ++i) EXPECT_NE(readers[i], std::this_thread::get_id()) << i;
 }
 
 }  // namespace
