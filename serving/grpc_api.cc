@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include "cadre/base/env.h"
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "serving/tensor_proto.h"
@@ -46,6 +47,24 @@ std::optional<int64_t> requested_version(const apis::ModelSpec& spec, const std:
   }
   if (spec.has_version()) return spec.version().value();
   return std::nullopt;
+}
+
+// TLS with the server's certificate and key when the options name them (no client
+// certificates: the bearer token says who may call).
+std::shared_ptr<grpc::ServerCredentials> credentials(const ServingOptions& options) {
+  if (options.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  auto read = [](const std::string& path, const char* what) {
+    try {
+      return posix_env()->read_file(path);
+    } catch (const Error& error) {
+      throw InvalidArgumentError(
+          str_cat("TLS: cannot read the ", what, " ", path, ": ", error.what()));
+    }
+  };
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back(
+      {read(options.tls_key_file, "private key"), read(options.tls_cert_file, "certificate")});
+  return grpc::SslServerCredentials(ssl);
 }
 
 }  // namespace
@@ -185,7 +204,7 @@ GrpcApi::GrpcApi(Inference& inference, const ServingOptions& options)
       models_(std::make_unique<Models>(inference, options)) {
   std::string address = str_cat(options.host, ":", options.grpc_port);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(address, credentials(options), &port_);
   // A second server on the port would otherwise share it silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(

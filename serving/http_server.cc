@@ -55,29 +55,6 @@ int listen_on(const std::string& host, int port, int* bound_port) {
   throw UnavailableError(str_cat("REST API: cannot listen on ", where, " (", why, ")"));
 }
 
-// Waits until `fd` is ready for `events` or `deadline` passes (false).
-bool wait_for(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
-    pollfd entry{fd, events, 0};
-    int ready = poll(&entry, 1, static_cast<int>(left.count()));
-    if (ready > 0) return true;
-    if (ready < 0 && errno != EINTR) return false;
-  }
-}
-
-bool send_all(int fd, std::string_view data, Clock::time_point deadline) {
-  while (!data.empty()) {
-    if (!wait_for(fd, POLLOUT, deadline)) return false;
-    ssize_t sent = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(sent));
-  }
-  return true;
-}
-
 std::string response_text(const HttpResponse& response, bool keep_alive) {
   return str_cat("HTTP/1.1 ", response.status, " ", http_reason(response.status),
                  "\r\nContent-Type: ", response.content_type,
@@ -129,11 +106,13 @@ const char* http_reason(int status) {
 }
 
 HttpServer::HttpServer(const std::string& host, int port, const HttpLimits& limits,
-                       int max_connections, double request_timeout_secs, Handler handler)
+                       int max_connections, double request_timeout_secs, Handler handler,
+                       std::shared_ptr<const TlsContext> tls)
     : limits_(limits),
       max_connections_(max_connections),
       request_timeout_secs_(request_timeout_secs),
-      handler_(std::move(handler)) {
+      handler_(std::move(handler)),
+      tls_(std::move(tls)) {
   listen_fd_ = listen_on(host, port, &port_);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
@@ -176,8 +155,12 @@ void HttpServer::accept_loop() {
     MutexLock lock(mutex_);
     reap_finished();
     if (static_cast<int>(connections_.size()) >= max_connections_) {
-      auto deadline = Clock::now() + std::chrono::milliseconds(100);
-      send_all(fd, response_text(error_response(503, "too many connections"), false), deadline);
+      // A TLS client could not read a plain answer: it only sees the connection close.
+      if (!tls_) {
+        auto deadline = Clock::now() + std::chrono::milliseconds(100);
+        plain_stream(fd)->write_all(
+            response_text(error_response(503, "too many connections"), false), deadline);
+      }
       close(fd);
       continue;
     }
@@ -192,44 +175,51 @@ void HttpServer::accept_loop() {
 void HttpServer::serve(Connection* connection) {
   int fd = connection->fd;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(request_timeout_secs_ * 1000));
+  std::unique_ptr<HttpStream> stream;
+  if (tls_) {
+    std::string why;
+    stream = tls_->accept(fd, Clock::now() + timeout, &why);
+    if (!stream) VLOG(1) << "REST: a TLS connection ended before a request: " << why;
+  } else {
+    stream = plain_stream(fd);
+  }
   std::string buffer;
-  bool keep_alive = true;
+  bool keep_alive = stream != nullptr;
   bool continued = false;
   while (keep_alive && !stopping_) {
     auto deadline = Clock::now() + (buffer.empty() ? std::chrono::seconds(kIdleSeconds) : timeout);
     HttpParse parse = parse_http_request(buffer, limits_);
     while (parse.state == HttpParse::State::kIncomplete) {
       if (parse.expects_continue && !continued) {
-        continued = send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", Clock::now() + timeout);
+        continued = stream->write_all("HTTP/1.1 100 Continue\r\n\r\n", Clock::now() + timeout);
       }
-      if (!wait_for(fd, POLLIN, deadline)) {
+      bool first = buffer.empty();
+      HttpStream::Read read = stream->read(&buffer, deadline);
+      if (read == HttpStream::Read::kTimedOut) {
         if (!buffer.empty()) {
-          send_all(fd,
-                   response_text(error_response(408, "the request did not arrive in time"), false),
-                   Clock::now() + timeout);
+          stream->write_all(
+              response_text(error_response(408, "the request did not arrive in time"), false),
+              Clock::now() + timeout);
         }
         parse.state = HttpParse::State::kError;
         break;
       }
-      char chunk[64 << 10];
-      ssize_t got = recv(fd, chunk, sizeof chunk, 0);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;
-      if (buffer.empty()) deadline = Clock::now() + timeout;
-      buffer.append(chunk, static_cast<size_t>(got));
+      if (read == HttpStream::Read::kClosed) break;
+      if (first) deadline = Clock::now() + timeout;
       parse = parse_http_request(buffer, limits_);
     }
     if (parse.state == HttpParse::State::kError && parse.status != 0) {
-      send_all(fd, response_text(error_response(parse.status, parse.error), false),
-               Clock::now() + timeout);
+      stream->write_all(response_text(error_response(parse.status, parse.error), false),
+                        Clock::now() + timeout);
     }
     if (parse.state != HttpParse::State::kComplete) break;
     buffer.erase(0, parse.consumed);
     continued = false;
     keep_alive = parse.request.keep_alive && !stopping_;
     HttpResponse response = handler_(parse.request);
-    if (!send_all(fd, response_text(response, keep_alive), Clock::now() + timeout)) break;
+    if (!stream->write_all(response_text(response, keep_alive), Clock::now() + timeout)) break;
   }
+  stream.reset();  // TLS says goodbye on the socket before it closes
   // Under the mutex, so that stop() never shuts down a number a new file took.
   MutexLock lock(mutex_);
   close(fd);

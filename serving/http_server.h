@@ -2,7 +2,8 @@
 // max_connections; more are answered 503 and closed), persistent connections, and
 // deadlines against slow clients: a request must arrive whole within request_timeout once
 // its first byte has, an idle connection is closed after kIdleSeconds, and a response
-// must be taken within request_timeout.
+// must be taken within request_timeout. With a TlsContext every connection is TLS, its
+// handshake due within request_timeout of the connection.
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 
 #include "cadre/base/mutex.h"
 #include "serving/http_request.h"
+#include "serving/http_stream.h"
 
 namespace cadre::serving_internal {
 
@@ -32,9 +34,11 @@ class HttpServer {
   static constexpr int kIdleSeconds = 30;
 
   // Listens on host:port (port 0: a free one) and serves requests with `handler`, which
-  // must not throw. Throws UnavailableError naming the address when it cannot listen.
+  // must not throw; over TLS when `tls` is given. Throws UnavailableError naming the
+  // address when it cannot listen.
   HttpServer(const std::string& host, int port, const HttpLimits& limits, int max_connections,
-             double request_timeout_secs, Handler handler);
+             double request_timeout_secs, Handler handler,
+             std::shared_ptr<const TlsContext> tls = nullptr);
   ~HttpServer();  // stop()
 
   int port() const { return port_; }
@@ -57,6 +61,7 @@ class HttpServer {
   const int max_connections_;
   const double request_timeout_secs_;
   const Handler handler_;
+  const std::shared_ptr<const TlsContext> tls_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};

@@ -45,6 +45,8 @@ void check_options(const ServingOptions& options) {
   require(options.max_json_depth > 0, "max_json_depth must be positive");
   require(options.max_connections > 0, "max_connections must be positive");
   require(options.request_timeout_secs > 0, "request_timeout_secs must be positive");
+  require(options.tls_cert_file.empty() == options.tls_key_file.empty(),
+          "TLS needs both tls_cert_file and tls_key_file");
 }
 
 class Server final : public ModelServer {
@@ -57,19 +59,25 @@ class Server final : public ModelServer {
         inference_(versions_, batcher_),
         rest_(inference_, options_) {
     versions_.poll();
+    // Made (and so checked: readable, a certificate and its key) whichever APIs are served.
+    std::shared_ptr<const TlsContext> tls;
+    if (!options_.tls_cert_file.empty()) {
+      tls = std::make_shared<TlsContext>(options_.tls_cert_file, options_.tls_key_file);
+    }
     if (options_.rest_port >= 0) {
       HttpLimits limits;
       limits.max_body_bytes = static_cast<size_t>(options_.max_request_bytes);
       http_ = std::make_unique<HttpServer>(
           options_.host, options_.rest_port, limits, options_.max_connections,
           options_.request_timeout_secs,
-          [this](const HttpRequest& request) { return rest_.handle(request); });
+          [this](const HttpRequest& request) { return rest_.handle(request); }, std::move(tls));
     }
     if (options_.grpc_port >= 0) grpc_ = std::make_unique<GrpcApi>(inference_, options_);
     poller_ = std::thread([this] { poll_loop(); });
     LOG(INFO) << "serving model " << options_.model_name << " from " << options_.export_base
               << ": REST on " << options_.host << ":" << rest_port() << ", gRPC on "
-              << options_.host << ":" << grpc_port();
+              << options_.host << ":" << grpc_port()
+              << (options_.tls_cert_file.empty() ? "" : " (TLS)");
   }
   ~Server() override { stop(); }
 

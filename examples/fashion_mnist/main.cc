@@ -83,6 +83,10 @@ DEFINE_int32(intra_op_threads, 1,
 DEFINE_string(bearer_token_file, "",
               "--serve: a file holding the token every request must bear "
               "(Authorization: Bearer ...); empty: none");
+DEFINE_string(serve_tls_cert, "",
+              "--serve: a PEM file with the server's certificate (chain): REST and gRPC over "
+              "TLS, with --serve_tls_key (as the cluster's CADRE_TLS_CERT and CADRE_TLS_KEY)");
+DEFINE_string(serve_tls_key, "", "--serve: the PEM file of that certificate's private key");
 
 namespace {
 
@@ -162,6 +166,8 @@ int serve_exports() {
                          "a file holding a token");
     options.bearer_token = token;
   }
+  options.tls_cert_file = FLAGS_serve_tls_cert;
+  options.tls_key_file = FLAGS_serve_tls_key;
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
   serve(model_fn, options, Params{{"model", FLAGS_model}});
   return 0;

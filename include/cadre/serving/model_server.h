@@ -79,6 +79,12 @@ struct ServingOptions {
   // When set, every request must carry "Authorization: Bearer <token>" (HTTP header or
   // gRPC metadata); others get UNAUTHENTICATED (HTTP 401).
   std::string bearer_token;
+  // TLS for both APIs when both are set: the server's certificate (chain) and private key,
+  // PEM files (as the cluster's CADRE_TLS_CERT / CADRE_TLS_KEY). REST is then https only (a
+  // plain HTTP request gets 400 saying so) and gRPC takes TLS channels only. Clients are not
+  // asked for certificates: the bearer token says who may call.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Thread-safe. The destructor stops the server (as stop()).
@@ -86,7 +92,8 @@ class ModelServer {
  public:
   // Listens on the ports and loads the versions present now before returning (a server
   // over a base with no complete version yet starts and waits for one). Throws
-  // InvalidArgumentError for bad options and UnavailableError when a port cannot be bound.
+  // InvalidArgumentError for bad options (TLS files that cannot be read or do not match
+  // included) and UnavailableError when a port cannot be bound.
   static std::unique_ptr<ModelServer> start(ModelFn model_fn, const ServingOptions& options,
                                             Params params = {});
   virtual ~ModelServer();
