@@ -4,13 +4,14 @@
 //
 //   python3 examples/wide_and_deep/make_census.py /tmp/census
 //   build/examples/wide_and_deep --data_dir=/tmp/census --model_dir=runs/census
-//   {"model":"wide_deep","global_step":2000,"accuracy":0.7,"auc":0.77,...}
+//   {"model":"wide_deep","global_step":2000,"train_seconds":4.1,"accuracy":0.7,"auc":0.77,...}
 //
 // Trains to --max_steps (resuming from model_dir's newest checkpoint: Cadre's, or
 // TensorFlow's of a tf.estimator.DNNLinearCombinedClassifier with these columns), evaluates
 // on test.csv and, with --predict_out, writes its probabilities there, one a line.
 #include <gflags/gflags.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -110,14 +111,17 @@ int run() {
                        "model", FLAGS_model, "wide_deep, wide or deep");
   Columns columns = census_columns();
   Estimator estimator = make_estimator(columns);
+  auto start = std::chrono::steady_clock::now();
   int64_t step =
       estimator.train([&](const InputContext&) { return census("train.csv", columns, true); },
                       {.max_steps = FLAGS_max_steps});
+  const double train_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EvalResult eval =
       estimator.evaluate([&](const InputContext&) { return census("test.csv", columns, false); });
   if (!FLAGS_predict_out.empty()) write_probabilities(estimator, columns);
-  std::printf("{\"model\":\"%s\",\"global_step\":%lld", FLAGS_model.c_str(),
-              static_cast<long long>(step));
+  std::printf("{\"model\":\"%s\",\"global_step\":%lld,\"train_seconds\":%.3f",
+              FLAGS_model.c_str(), static_cast<long long>(step), train_seconds);
   for (const char* metric : {"accuracy", "auc", "auc_precision_recall", "precision", "recall",
                              "average_loss", "loss", "label/mean", "prediction/mean"}) {
     if (auto value = eval.get(metric)) std::printf(",\"%s\":%.6f", metric, *value);
