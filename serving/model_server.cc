@@ -75,8 +75,8 @@ class Server final : public ModelServer {
     if (options_.grpc_port >= 0) grpc_ = std::make_unique<GrpcApi>(inference_, options_);
     poller_ = std::thread([this] { poll_loop(); });
     LOG(INFO) << "serving model " << options_.model_name << " from " << options_.export_base
-              << ": REST on " << options_.host << ":" << rest_port() << ", gRPC on "
-              << options_.host << ":" << grpc_port()
+              << ": REST " << (http_ ? str_cat("on ", options_.host, ":", rest_port()) : "off")
+              << ", gRPC " << (grpc_ ? str_cat("on ", options_.host, ":", grpc_port()) : "off")
               << (options_.tls_cert_file.empty() ? "" : " (TLS)");
   }
   ~Server() override { stop(); }

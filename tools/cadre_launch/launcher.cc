@@ -78,6 +78,9 @@ std::vector<Child> children_of(const LaunchOptions& options, const std::vector<T
     c.env["TF_CONFIG"] = configs[i].second;
     children.push_back(std::move(c));
   }
+  if (!options.server_command.empty()) {
+    children.push_back(Child{.task = {"server", 0}, .command = options.server_command});
+  }
   return children;
 }
 

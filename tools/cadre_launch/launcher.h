@@ -42,6 +42,13 @@ struct LaunchOptions {
   enum class Security { kSecret, kTls, kInsecure };
   Security security = Security::kSecret;
   std::vector<std::string> command;  // the program and its arguments
+  // A model server beside the job ("server:0"; docs/SERVING.md): this command line (empty:
+  // none). It gets no TF_CONFIG and no job secret, it is no part of the cluster, its output
+  // is prefixed "[server:0] ", it is stopped (SIGTERM, then SIGKILL after grace_secs) once
+  // the job has ended or the launcher is asked to stop, and it never outlives the launcher.
+  // Its failure is reported and not restarted; the launcher's exit status depends on the
+  // training tasks and the evaluator only.
+  std::vector<std::string> server_command;
 };
 
 inline constexpr int kMaxPlannedRestarts = 100;

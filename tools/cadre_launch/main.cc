@@ -4,6 +4,9 @@
 //   cadre_launch --client=1 --workers=2 --ps=1 [--max_restarts=2] -- PROGRAM ARGS...
 //   cadre_launch --explain --chief=1 --workers=2 -- PROGRAM   (the TF_CONFIG of each task)
 //   cadre_launch --k8s_out=job.yaml --chief=1 --workers=2 --evaluator=1 -- PROGRAM ARGS...
+//   cadre_launch --chief=1 --evaluator=1 --serve_args='--serve=DIR/export/latest' -- PROGRAM
+//   ARGS...
+//     (a model server beside the job: PROGRAM --serve=..., output prefixed [server:0])
 #include <fcntl.h>
 #include <gflags/gflags.h>
 #include <sys/stat.h>
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 
 #include "core/base/random_token.h"
 #include "examples/program_main.h"
@@ -37,6 +41,12 @@ DEFINE_bool(tls, false,
             "mutual TLS between the tasks, with a CA and certificates made for this job");
 DEFINE_bool(insecure, false,
             "no job secret: every process that reaches the tasks' ports is trusted");
+DEFINE_string(serve_args, "",
+              "also run a model server beside the job (task server:0, no TF_CONFIG): "
+              "PROGRAM (or --serve_program) with these arguments, split at whitespace, e.g. "
+              "'--serve=runs/fmnist/export/latest --model_name=fmnist'; stopped when the job "
+              "ends; its exit status does not count");
+DEFINE_string(serve_program, "", "the server's program (default: PROGRAM)");
 DEFINE_bool(explain, false, "print each task's TF_CONFIG (with placeholder ports) and exit");
 DEFINE_string(k8s_out, "", "write Kubernetes manifests for this cluster shape to FILE and exit");
 DEFINE_string(k8s_kind, "jobs",
@@ -79,8 +89,20 @@ int main(int argc, char** argv) {
   options.security =
       FLAGS_tls ? Security::kTls : (FLAGS_insecure ? Security::kInsecure : Security::kSecret);
   for (int i = 1; i < argc; ++i) options.command.push_back(argv[i]);
+  if (!FLAGS_serve_args.empty() || !FLAGS_serve_program.empty()) {
+    std::string program = FLAGS_serve_program;
+    if (program.empty() && !options.command.empty()) program = options.command[0];
+    if (!program.empty()) options.server_command.push_back(program);
+    std::istringstream words(FLAGS_serve_args);
+    for (std::string word; words >> word;) options.server_command.push_back(word);
+  }
   try {
     if (!FLAGS_k8s_out.empty()) {
+      if (!options.server_command.empty()) {
+        std::cerr << "cadre_launch: --serve_args is for a local cluster; on Kubernetes run the "
+                     "server as a Deployment of its own\n";
+        return 1;
+      }
       cadre::launch::KubernetesOptions k8s;
       if (FLAGS_k8s_kind == "tfjob") {
         k8s.kind = cadre::launch::KubernetesOptions::Kind::kTFJob;
@@ -117,6 +139,12 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 8 + FLAGS_workers + FLAGS_ps; ++i) ports.push_back(20000 + i);
       for (const auto& [task, tf_config] : cadre::launch::tf_configs(options, ports)) {
         std::printf("%s: TF_CONFIG='%s'\n", task.c_str(), tf_config.c_str());
+      }
+      if (!options.server_command.empty()) {
+        std::string line;
+        for (const std::string& word : options.server_command)
+          line += (line.empty() ? "" : " ") + word;
+        std::printf("server:0: no TF_CONFIG; runs %s\n", line.c_str());
       }
       return 0;
     }

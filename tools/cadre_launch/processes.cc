@@ -32,6 +32,9 @@ namespace {
     ::setenv("CADRE_NUM_THREADS", std::to_string(threads).c_str(), 1);
   }
   ::setenv("GOMP_SPINCOUNT", "1000", 0);
+  // A process outside the cluster (the model server) must not take the launcher's own
+  // TF_CONFIG, if it has one, for a role.
+  if (!c.env.count("TF_CONFIG")) ::unsetenv("TF_CONFIG");
   for (const auto& [name, value] : c.env) ::setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -81,7 +84,7 @@ void Processes::start(Child& c) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher_) ::_exit(1);  // the launcher died before prctl
     ::close(fds[0]);
-    exec_task(c, fds[1], command_, threads_);
+    exec_task(c, fds[1], c.command.empty() ? command_ : c.command, threads_);
   }
   ::close(fds[1]);
   c.out.open(fds[0], "[" + c.task.name() + "] ");

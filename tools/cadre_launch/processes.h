@@ -20,12 +20,15 @@ struct Task {
   int index = 0;
   std::string name() const;  // "type:index"
   bool trains() const { return type == "chief" || type == "worker"; }
+  // The model server beside the job (LaunchOptions::server_command): not a cluster task.
+  bool serves() const { return type == "server"; }
 };
 
 // One task and the process that runs it now.
 struct Child {
   Task task;
   std::map<std::string, std::string> env{};  // set in its environment (TF_CONFIG, security)
+  std::vector<std::string> command{};        // its own command line (empty: the job's)
   pid_t pid = -1;
   TaskOutput out{};  // its stdout and stderr
   bool done = false;

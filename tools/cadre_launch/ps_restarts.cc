@@ -22,7 +22,9 @@ class PsRestarts : public RestartPolicy {
  private:
   std::optional<int> step_training() override {
     for (Child& c : processes_.children()) {
-      if (c.task.type == "evaluator" || !c.done || c.status == 0 || c.reported) continue;
+      if (c.task.type == "evaluator" || c.task.serves() || !c.done || c.status == 0 || c.reported) {
+        continue;
+      }
       if (take_restart(c.status, training_restarts_, options_.max_restarts)) {
         restart(c);
         return std::nullopt;
@@ -51,10 +53,10 @@ class PsRestarts : public RestartPolicy {
                str_cat("cadre_launch: ", c.task.name(), " ", ended(c.status),
                        "; restarting the cluster, which resumes from the last checkpoint", count));
     for (Child& other : processes_.children()) {
-      if (other.task.type != "evaluator") processes_.stop(other);
+      if (other.task.type != "evaluator" && !other.task.serves()) processes_.stop(other);
     }
     for (Child& other : processes_.children()) {
-      if (other.task.type != "evaluator") processes_.start(other);
+      if (other.task.type != "evaluator" && !other.task.serves()) processes_.start(other);
     }
   }
 };

@@ -15,7 +15,17 @@ std::unique_ptr<RestartPolicy> RestartPolicy::make(const LaunchOptions& options,
 
 std::optional<int> RestartPolicy::step() {
   restart_failed_evaluator();
+  report_failed_server();
   return step_training();
+}
+
+void RestartPolicy::report_failed_server() {
+  for (Child& c : processes_.children()) {
+    if (!c.task.serves() || !c.done || c.reported) continue;
+    print_line("", str_cat("cadre_launch: ", c.task.name(), " ended (", describe(c.status),
+                           "); training goes on without it"));
+    c.reported = true;
+  }
 }
 
 void RestartPolicy::restart_failed_evaluator() {
@@ -60,6 +70,7 @@ void RestartPolicy::report_failure(const Child& c, const std::string& then) {
 std::optional<int> RestartPolicy::finished_status() {
   bool all_succeeded = true;
   for (const Child& c : processes_.children()) {
+    if (c.task.serves()) continue;  // stopped below, whatever it was doing
     if (c.task.type != "ps" && !c.done) return std::nullopt;
     if (c.done && c.status != 0) all_succeeded = false;
   }

@@ -52,6 +52,8 @@ class RestartPolicy {
   // alone (its durable cursor says where it was), up to max(max_restarts, 3) times of its
   // own; after that training goes on without it and the launcher's exit status is 1.
   void restart_failed_evaluator();
+  // The model server is no part of the job: its end is reported once, never restarted.
+  void report_failed_server();
 
   int evaluator_restarts_ = 0;
   int planned_restarts_ = 0;

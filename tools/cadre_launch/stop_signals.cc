@@ -52,9 +52,10 @@ int shut_down(Processes& processes, int signal, double grace_secs) {
   }
   bool clean = true;
   for (Child& c : processes.children()) {
-    if (processes.kill(c)) clean = false;
+    bool killed = processes.kill(c);
     c.out.drain();
-    clean = clean && (c.status == 0 || stopped_for_restart(c.status));
+    if (c.task.serves()) continue;  // the model server is no part of the job's state
+    clean = clean && !killed && (c.status == 0 || stopped_for_restart(c.status));
   }
   if (clean) {
     print_line("", "cadre_launch: every task stopped cleanly; the same command resumes");
