@@ -9,6 +9,7 @@
 #include "core/base/strings.h"
 #include "core/nn/optimizer_config.h"
 #include "core/runtime/in_parallel.h"
+#include "core/tensor/caching_allocator.h"
 #include "strategies/ps/gather.h"
 #include "strategies/ps/gradient_items.h"
 #include "strategies/ps/message_budget.h"
@@ -95,12 +96,30 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
     slices = placement_.place(spec.name, spec.shape, spec.dtype);
   }
   NoGradScope no_grad;
-  Tensor value = chief_ ? host(base_(spec, seed)->tensor()).clone()
-                        : Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
-  create_slices(spec, slices, value);
+  const bool row_access = spec.row_access && spec.shape.rank() > 0;
+  Tensor value, synced;
+  if (chief_ && row_access) {
+    // A row-access variable's local copy only ever holds the rows a step fetched: the chief
+    // keeps no copy of the value it gives (an embedding table, the bulk of the model), and
+    // fresh memory costs nothing until rows are written into it.
+    {
+      Tensor initial = host(base_(spec, seed)->tensor());
+      create_slices(spec, slices, initial);
+      if (!spec.trainable) synced = initial.clone();
+    }
+    // The initial value's memory goes back to the system: kept in the allocator's cache it
+    // would stay resident, and the local copy below would take it.
+    cpu_allocator().release_cached();
+    value = Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
+  } else {
+    value = chief_ ? host(base_(spec, seed)->tensor()).clone()
+                   : Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
+    create_slices(spec, slices, value);
+    if (!spec.trainable) synced = value.clone();
+  }
   auto variable = std::make_shared<nn::Variable>(spec, value);
-  Remote remote{variable, slices, nullptr, spec.trainable ? Tensor() : value.clone()};
-  if (spec.row_access && spec.shape.rank() > 0) {
+  Remote remote{variable, slices, nullptr, synced};
+  if (row_access) {
     remote.rows = std::make_shared<RowCache>(clients_, slices, spec.shape[0]);
     variable->set_remote(remote.rows);
   }
@@ -253,11 +272,25 @@ void PsVariables::add_optimizer_state(nn::Optimizer& optimizer,
       Tensor value = host(base_(spec, seed_)->tensor());
       std::string suffix = spec.name.substr(target->name().size());
       for (const Slice& s : slices) {
-        NamedTensor* slot = requests[static_cast<size_t>(s.ps)].add_slots();
+        const bool alone = slices.size() > 1;
+        PushRequest own;
+        PushRequest& request = alone ? own : requests[static_cast<size_t>(s.ps)];
+        NamedTensor* slot = request.add_slots();
         slot->set_name(s.name + suffix);
         slot->set_slot_of(s.name);
         to_proto(rows_of(value, s), slot->mutable_value());
+        if (!alone) continue;
+        // A partitioned variable's slot (an embedding table's accumulator) goes a slice at
+        // a time, now: the chief never holds a whole slot's messages beside the slot (a
+        // 1 GiB accumulator took 1 GiB more), and each message stays within a slice. The
+        // ps task takes it (from_chief) and waits for slots_for, which the push carries.
+        *own.mutable_optimizer() = requests[static_cast<size_t>(s.ps)].optimizer();
+        own.set_from_chief(true);
+        own.set_timeout_seconds(options_.init_timeout_seconds);
+        clients_[static_cast<size_t>(s.ps)]->push(own);
       }
+      value = Tensor();
+      if (slices.size() > 1) cpu_allocator().release_cached();  // as create_remote does
     }
     for (const Slice& s : slices) requests[static_cast<size_t>(s.ps)].add_slots_for(s.name);
     state_sent_.insert(key);
