@@ -22,25 +22,27 @@ namespace {
 class HashBucketColumn : public CategoricalColumn {
  public:
   HashBucketColumn(std::string key, int64_t buckets, KeyType type)
-      : key_(std::move(key)), buckets_(buckets), type_(type) {}
+      : key_(std::move(key)),
+        lengths_key_(io::string_lengths_key(key_)),
+        buckets_(buckets),
+        type_(type) {}
   std::string name() const override { return key_; }
   int64_t num_buckets() const override { return buckets_; }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
-    const Tensor& raw = feature(example, key_, key_);
     if (type_ == KeyType::kString) {
-      Tensor host;
-      std::string_view text = internal::string_value(raw, host, key_, key_);
-      if (!text.empty()) ids.push_back(io::hash_bucket(text, buckets_));
+      internal::for_each_string(example, key_, lengths_key_, key_, false, [&](std::string_view text) {
+        ids.push_back(io::hash_bucket(text, buckets_));
+      });
       return;
     }
-    for (const io::CrossValue& v : categorical_values(raw, false, key_, key_)) {
+    for (const io::CrossValue& v : categorical_values(example, key_, lengths_key_, false, key_)) {
       ids.push_back(io::hash_bucket(std::get<int64_t>(v), buckets_));
     }
   }
 
  private:
-  std::string key_;
+  std::string key_, lengths_key_;
   int64_t buckets_;
   KeyType type_;
 };
@@ -48,27 +50,28 @@ class HashBucketColumn : public CategoricalColumn {
 class VocabularyColumn : public CategoricalColumn {
  public:
   VocabularyColumn(std::string key, io::Vocabulary vocabulary)
-      : key_(std::move(key)), vocabulary_(std::move(vocabulary)) {}
+      : key_(std::move(key)),
+        lengths_key_(io::string_lengths_key(key_)),
+        vocabulary_(std::move(vocabulary)) {}
   std::string name() const override { return key_; }
   int64_t num_buckets() const override { return vocabulary_.num_ids(); }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
-    const Tensor& raw = feature(example, key_, key_);
-    if (raw.dtype() == DType::kUInt8) {
-      Tensor host;
-      std::string_view text = internal::string_value(raw, host, key_, key_);
-      int64_t id = text.empty() ? -1 : vocabulary_.id(text);
-      if (id >= 0) ids.push_back(id);
+    if (feature(example, key_, key_).dtype() == DType::kUInt8) {
+      internal::for_each_string(example, key_, lengths_key_, key_, false, [&](std::string_view text) {
+        int64_t id = vocabulary_.id(text);
+        if (id >= 0) ids.push_back(id);
+      });
       return;
     }
-    for (const io::CrossValue& v : categorical_values(raw, false, key_, key_)) {
+    for (const io::CrossValue& v : categorical_values(example, key_, lengths_key_, false, key_)) {
       int64_t id = vocabulary_.id(std::get<int64_t>(v));
       if (id >= 0) ids.push_back(id);
     }
   }
 
  private:
-  std::string key_;
+  std::string key_, lengths_key_;
   io::Vocabulary vocabulary_;
 };
 
@@ -80,8 +83,7 @@ class IdentityColumn : public CategoricalColumn {
   int64_t num_buckets() const override { return buckets_; }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
-    for (const io::CrossValue& v :
-         categorical_values(feature(example, key_, key_), false, key_, key_)) {
+    for (const io::CrossValue& v : categorical_values(example, key_, "", false, key_)) {
       int64_t id = std::get<int64_t>(v);
       if (id < 0 || id >= buckets_) {
         if (default_ < 0 || default_ >= buckets_) {

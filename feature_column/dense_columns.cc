@@ -2,7 +2,8 @@
 // the per-example transform.
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <map>
+#include <typeinfo>
 
 #include "cadre/base/errors.h"
 #include "cadre/feature_column/feature_column.h"
@@ -112,24 +113,26 @@ class IndicatorColumn : public DenseColumn {
 
 class EmbeddingColumn : public DenseColumn {
  public:
+  // `shared_table` empty: the column's own table, <name>/embedding_weights under the current
+  // name scope; else that variable name as it is (shared_embeddings).
   EmbeddingColumn(CategoricalPtr categorical, int64_t dimension, std::string combiner,
-                  nn::Initializer initializer)
+                  nn::Initializer initializer, std::string shared_table = "")
       : categorical_(std::move(categorical)),
         dimension_(dimension),
         combiner_(std::move(combiner)),
-        initializer_(std::move(initializer)) {}
-  std::string name() const override { return categorical_->name() + "_embedding"; }
+        initializer_(std::move(initializer)),
+        shared_table_(std::move(shared_table)),
+        name_(categorical_->name() +
+              (shared_table_.empty() ? "_embedding" : "_shared_embedding")) {}
+  std::string name() const override { return name_; }
   const CategoricalPtr& categorical() const { return categorical_; }
   int64_t dimension() const override { return dimension_; }
   void transform(const io::Features& example, io::Features& out) const override {
     categorical_->transform(example, out);
   }
   Tensor dense(const io::Features& batch) const override {
-    nn::NameScope scope(name());
-    nn::Variable& table = row_table("embedding_weights",
-                                    Shape{categorical_->num_buckets(), dimension_}, initializer_);
     BatchIds ids = batch_ids(batch, *categorical_);
-    Tensor total = weighted_rows(table, ids);
+    Tensor total = weighted_rows(table(), ids);
     if (combiner_ == "sum") return total;
     Tensor norm = combiner_ == "mean" ? sum(ids.weights, {1}, true)
                                       : sqrt(sum(square(ids.weights), {1}, true));
@@ -138,10 +141,26 @@ class EmbeddingColumn : public DenseColumn {
   }
 
  private:
+  nn::Variable& table() const {
+    const Shape shape{categorical_->num_buckets(), dimension_};
+    if (shared_table_.empty()) {
+      nn::NameScope scope(name_);
+      return row_table("embedding_weights", shape, initializer_);
+    }
+    nn::VariableSpec spec;
+    spec.name = shared_table_;
+    spec.shape = shape;
+    spec.initializer = initializer_;
+    spec.row_access = true;
+    return nn::current_store().get_or_create(spec);
+  }
+
   CategoricalPtr categorical_;
   int64_t dimension_;
   std::string combiner_;
   nn::Initializer initializer_;
+  std::string shared_table_;
+  std::string name_;
 };
 
 }  // namespace
@@ -150,25 +169,80 @@ std::shared_ptr<const DenseColumn> indicator_column(const CategoricalPtr& catego
   return std::make_shared<IndicatorColumn>(categorical);
 }
 
-std::shared_ptr<const DenseColumn> embedding_column(const CategoricalPtr& categorical,
-                                                    int64_t dimension, const std::string& combiner,
-                                                    std::optional<nn::Initializer> initializer) {
+namespace {
+
+void check_embedding(const std::string& what, int64_t dimension, const std::string& combiner) {
   if (dimension < 1 || (combiner != "sum" && combiner != "mean" && combiner != "sqrtn")) {
-    throw InvalidArgumentError(str_cat("embedding_column '", categorical->name(),
-                                       "': dimension must be >= 1 and combiner sum, mean or "
+    throw InvalidArgumentError(str_cat(what,
+                                       ": dimension must be >= 1 and combiner sum, mean or "
                                        "sqrtn; got ",
                                        dimension, " and '", combiner, "'"));
   }
+}
+
+nn::Initializer default_embedding_initializer(int64_t dimension) {
+  return nn::initializers::truncated_normal(0, 1 / std::sqrt(dimension));
+}
+
+}  // namespace
+
+std::shared_ptr<const DenseColumn> embedding_column(const CategoricalPtr& categorical,
+                                                    int64_t dimension, const std::string& combiner,
+                                                    std::optional<nn::Initializer> initializer) {
+  check_embedding(str_cat("embedding_column '", categorical->name(), "'"), dimension, combiner);
   return std::make_shared<EmbeddingColumn>(
       categorical, dimension, combiner,
-      initializer.value_or(nn::initializers::truncated_normal(0, 1 / std::sqrt(dimension))));
+      initializer.value_or(default_embedding_initializer(dimension)));
 }
+
+std::vector<DensePtr> shared_embeddings(const std::vector<CategoricalPtr>& categorical,
+                                        int64_t dimension, const std::string& combiner,
+                                        std::optional<nn::Initializer> initializer,
+                                        const std::string& shared_embedding_collection_name) {
+  if (categorical.empty()) throw InvalidArgumentError("shared_embeddings: no columns");
+  std::vector<std::string> names;
+  for (const CategoricalPtr& column : categorical) {
+    if (column->num_buckets() != categorical[0]->num_buckets()) {
+      throw InvalidArgumentError(str_cat(
+          "shared_embeddings: every column must have the same number of buckets; '",
+          column->name(), "' has ", column->num_buckets(), " and '", categorical[0]->name(),
+          "' ", categorical[0]->num_buckets()));
+    }
+    names.push_back(column->name());
+  }
+  std::sort(names.begin(), names.end());
+  const std::string table = shared_embedding_collection_name.empty()
+                                ? join(names, "_") + "_shared_embedding"
+                                : shared_embedding_collection_name;
+  check_embedding(str_cat("shared_embeddings '", table, "'"), dimension, combiner);
+  nn::Initializer init = initializer.value_or(default_embedding_initializer(dimension));
+  std::vector<DensePtr> columns;
+  for (const CategoricalPtr& column : categorical) {
+    columns.push_back(std::make_shared<EmbeddingColumn>(column, dimension, combiner, init, table));
+  }
+  return columns;
+}
+
+namespace {
+
+bool same_kind(const Column& a, const Column& b) {
+  if (&a == &b) return true;
+  if (typeid(a) != typeid(b)) return false;
+  auto* ca = dynamic_cast<const CategoricalColumn*>(&a);
+  auto* cb = dynamic_cast<const CategoricalColumn*>(&b);
+  return ca == nullptr || (cb != nullptr && ca->num_buckets() == cb->num_buckets());
+}
+
+}  // namespace
 
 io::Dataset::MapFn transform_fn(std::vector<ColumnPtr> columns) {
   // Each transformed feature once: an indicator or embedding column transforms as its
   // categorical column, which the list often holds as well.
+  // Two different columns of one name (a hash bucket and a vocabulary of the same key) would
+  // write their ids under the same key: an error rather than one reading the other's ids.
+  // Equal columns built twice (an indicator and an embedding of the same kind) are one.
   std::vector<ColumnPtr> unique;
-  std::set<std::string> keys;
+  std::map<std::string, const Column*> keys;
   for (const ColumnPtr& column : columns) {
     ColumnPtr source = column;
     if (auto* indicator = dynamic_cast<const IndicatorColumn*>(column.get())) {
@@ -176,7 +250,15 @@ io::Dataset::MapFn transform_fn(std::vector<ColumnPtr> columns) {
     } else if (auto* embedding = dynamic_cast<const EmbeddingColumn*>(column.get())) {
       source = embedding->categorical();
     }
-    if (keys.insert(source->name()).second) unique.push_back(source);
+    auto [it, added] = keys.emplace(source->name(), source.get());
+    if (added) {
+      unique.push_back(source);
+    } else if (!same_kind(*it->second, *source)) {
+      throw InvalidArgumentError(
+          str_cat("transform_fn: two different columns are named '", source->name(),
+                  "' (their transformed features are keyed by name); build one and use it in "
+                  "both places, or give one its own feature key"));
+    }
   }
   return [columns = std::move(unique)](io::Element element) {
     io::Features out;

@@ -95,12 +95,11 @@ class BucketizedColumn : public CategoricalColumn {
 
 class CrossedColumn : public CategoricalColumn {
  public:
-  // TensorFlow's sparse cross takes its sparse inputs (the columns' ids) before the dense
-  // ones (raw features): the parts are hashed in that order, each group as given.
   CrossedColumn(std::vector<CrossPart> parts, int64_t buckets, uint64_t hash_key)
       : parts_(std::move(parts)), buckets_(buckets), hash_key_(hash_key) {
-    std::stable_partition(parts_.begin(), parts_.end(),
-                          [](const CrossPart& part) { return part.column != nullptr; });
+    for (const CrossPart& part : parts_) {
+      lengths_keys_.push_back(part.column ? "" : io::string_lengths_key(part.key));
+    }
     std::vector<std::string> names;
     for (const CrossPart& part : parts_)
       names.push_back(part.column ? part.column->name() : part.key);
@@ -111,18 +110,28 @@ class CrossedColumn : public CategoricalColumn {
   int64_t num_buckets() const override { return buckets_; }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
+    // TensorFlow's sparse cross takes its sparse inputs (the columns' ids, lists of strings)
+    // before the dense ones (one string, numbers): the parts are hashed in that order, each
+    // group as given.
     std::vector<std::vector<io::CrossValue>> values;
-    for (const CrossPart& part : parts_) values.push_back(part_values(example, part));
+    for (bool sparse : {true, false}) {
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        const bool is_sparse =
+            parts_[i].column || internal::is_string_list(example, lengths_keys_[i]);
+        if (is_sparse == sparse) values.push_back(part_values(example, i));
+      }
+    }
     std::vector<io::CrossValue> combination(parts_.size());
     expand(values, 0, combination, ids);
   }
 
  private:
-  std::vector<io::CrossValue> part_values(const io::Features& example,
-                                          const CrossPart& part) const {
+  std::vector<io::CrossValue> part_values(const io::Features& example, size_t i) const {
+    const CrossPart& part = parts_[i];
     if (!part.column) {
       const Tensor& raw = internal::feature(example, part.key, name_);
-      return internal::categorical_values(raw, raw.dtype() == DType::kUInt8, name_, part.key,
+      return internal::categorical_values(example, part.key, lengths_keys_[i],
+                                          raw.dtype() == DType::kUInt8, name_,
                                           /*keep_missing=*/true);
     }
     std::vector<int64_t> part_ids;
@@ -143,6 +152,7 @@ class CrossedColumn : public CategoricalColumn {
   }
 
   std::vector<CrossPart> parts_;
+  std::vector<std::string> lengths_keys_;  // of the raw features' string lists
   int64_t buckets_;
   uint64_t hash_key_;
   std::string name_;

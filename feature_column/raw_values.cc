@@ -52,22 +52,39 @@ std::string_view string_value(const Tensor& raw, Tensor& host, const std::string
   if (raw.dtype() != DType::kUInt8 || raw.rank() != 1) {
     throw InvalidArgumentError(str_cat("feature column '", column, "': feature '", key, "' is ",
                                        raw.dtype(), " ", raw.shape(),
-                                       "; expected a string (uint8 [n])"));
+                                       "; expected strings (uint8 [n])"));
   }
   host = host_contiguous(raw);
   return {static_cast<const char*>(host.raw_data()), static_cast<size_t>(host.numel())};
 }
 
-std::vector<io::CrossValue> categorical_values(const Tensor& raw, bool strings,
-                                               const std::string& column, const std::string& key,
-                                               bool keep_missing) {
-  std::vector<io::CrossValue> values;
-  if (strings) {
+void for_each_string(const io::Features& example, const std::string& key,
+                     const std::string& lengths_key, const std::string& column,
+                     bool keep_missing, const std::function<void(std::string_view)>& fn) {
+  const Tensor& raw = feature(example, key, column);
+  if (!is_string_list(example, lengths_key)) {
     Tensor host;
     std::string_view text = string_value(raw, host, column, key);
-    if (keep_missing || !text.empty()) values.emplace_back(std::string(text));
+    if (keep_missing || !text.empty()) fn(text);
+    return;
+  }
+  try {
+    for (const std::string& s : io::string_list(example, key)) fn(s);
+  } catch (const InvalidArgumentError& e) {
+    throw InvalidArgumentError(str_cat("feature column '", column, "': ", e.what()));
+  }
+}
+
+std::vector<io::CrossValue> categorical_values(const io::Features& example, const std::string& key,
+                                               const std::string& lengths_key, bool strings,
+                                               const std::string& column, bool keep_missing) {
+  std::vector<io::CrossValue> values;
+  if (strings) {
+    for_each_string(example, key, lengths_key, column, keep_missing,
+                    [&](std::string_view text) { values.emplace_back(std::string(text)); });
     return values;
   }
+  const Tensor& raw = feature(example, key, column);
   const bool is_integer = raw.dtype() == DType::kInt64 || raw.dtype() == DType::kInt32;
   if (!is_integer) {
     throw InvalidArgumentError(str_cat("feature column '", column, "': feature '", key, "' is ",

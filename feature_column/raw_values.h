@@ -1,8 +1,10 @@
 // Internal to feature_column: one example's raw values of a feature, as the input pipeline
-// gives them: a byte string (uint8 [n], one value: CSV's and tf.train.Example's strings),
-// integers (any integer dtype, any shape: each element a value) or floats.
+// gives them: a byte string (uint8 [n], one value: CSV's and tf.train.Example's strings), a
+// list of them (io::set_string_list: a variable-length bytes feature), integers (any integer
+// dtype, any shape: each element a value) or floats.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,17 +19,28 @@ namespace cadre::feature_column::internal {
 const Tensor& feature(const io::Features& example, const std::string& key,
                       const std::string& column);
 
-// String or integer values, missing ones ("" and -1) dropped unless `keep_missing` (crosses
-// keep them, as TensorFlow's do). `strings` takes a byte string, else integers; the other is
-// an InvalidArgumentError naming the column and key.
-std::vector<io::CrossValue> categorical_values(const Tensor& raw, bool strings,
-                                               const std::string& column, const std::string& key,
-                                               bool keep_missing = false);
+// Whether feature `key` is a list of strings (io::set_string_list), which TensorFlow holds as
+// a sparse tensor; one string or numbers are dense there.
+inline bool is_string_list(const io::Features& example, const std::string& lengths_key) {
+  return example.find(lengths_key) != nullptr;
+}
 
-// A byte string's bytes, viewed in `host` (which keeps them alive): `raw` itself when it is on
-// the CPU and contiguous. InvalidArgumentError naming `column` and `key` for anything else.
-std::string_view string_value(const Tensor& raw, Tensor& host, const std::string& column,
-                              const std::string& key);
+// Calls fn for each string of feature `key`: its one byte string, or each of a list when
+// `lengths_key` (io::string_lengths_key(key)) is present. One empty string is a missing value
+// and skipped unless `keep_missing`; in a list, every string counts, as TensorFlow drops
+// missing values from dense inputs only. InvalidArgumentError naming `column` and `key` when
+// the feature is not a byte string.
+void for_each_string(const io::Features& example, const std::string& key,
+                     const std::string& lengths_key, const std::string& column,
+                     bool keep_missing, const std::function<void(std::string_view)>& fn);
+
+// String or integer values, missing ones ("" and -1 of a dense input) dropped unless
+// `keep_missing` (crosses keep them, as TensorFlow's do). `strings` takes byte strings, else
+// integers; the other is an InvalidArgumentError naming the column and key.
+std::vector<io::CrossValue> categorical_values(const io::Features& example, const std::string& key,
+                                               const std::string& lengths_key, bool strings,
+                                               const std::string& column,
+                                               bool keep_missing = false);
 
 // Every element as a double, or as a float (numbers of any dtype).
 std::vector<double> numbers(const Tensor& raw);

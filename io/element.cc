@@ -93,4 +93,49 @@ std::string tensor_bytes(const Tensor& tensor) {
   return std::string(static_cast<const char*>(host.raw_data()), host.nbytes());
 }
 
+std::string string_lengths_key(std::string_view name) { return str_cat(name, "/lengths"); }
+
+void set_string_list(Features& features, const std::string& name,
+                     const std::vector<std::string>& values) {
+  std::string bytes;
+  std::vector<int64_t> lengths;
+  lengths.reserve(values.size());
+  for (const std::string& v : values) {
+    bytes += v;
+    lengths.push_back(static_cast<int64_t>(v.size()));
+  }
+  features.set(name, bytes_tensor(bytes));
+  features.set(string_lengths_key(name), Tensor::from_vector(lengths));
+}
+
+std::vector<std::string> string_list(const Features& features, std::string_view name) {
+  const Tensor& raw = features.at(name);
+  const Tensor* lengths = features.find(string_lengths_key(name));
+  if (raw.dtype() != DType::kUInt8 || raw.rank() != 1 ||
+      (lengths != nullptr && (lengths->dtype() != DType::kInt64 || lengths->rank() != 1))) {
+    throw InvalidArgumentError(str_cat(
+        "feature '", name, "' is ", raw.dtype(), " ", raw.shape(),
+        "; expected a string (uint8 [n]) or a list of strings (their bytes end to end, uint8 "
+        "[n], and their lengths, int64 [k], as '",
+        string_lengths_key(name), "')"));
+  }
+  std::string bytes = tensor_bytes(raw);
+  if (lengths == nullptr) return {std::move(bytes)};
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (int64_t size : lengths->to_vector<int64_t>()) {
+    if (size < 0 || static_cast<size_t>(size) > bytes.size() - at) {
+      throw InvalidArgumentError(str_cat("feature '", name, "': its lengths add up to more than ",
+                                         "its ", bytes.size(), " bytes"));
+    }
+    out.emplace_back(bytes.data() + at, static_cast<size_t>(size));
+    at += static_cast<size_t>(size);
+  }
+  if (at != bytes.size()) {
+    throw InvalidArgumentError(str_cat("feature '", name, "': its lengths add up to ", at,
+                                       " of its ", bytes.size(), " bytes"));
+  }
+  return out;
+}
+
 }  // namespace cadre::io

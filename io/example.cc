@@ -109,10 +109,6 @@ void validate(const FeatureSpec& spec) {
                                            fixed->default_value.shape(), " for shape ",
                                            fixed->shape));
       }
-    } else if (std::get<VarLenFeature>(entry).type == FeatureType::kBytes) {
-      throw InvalidArgumentError(str_cat("feature spec '", name, "': variable-length bytes ",
-                                         "features are not supported (a byte string is a uint8 ",
-                                         "tensor); use FixedLenFeature for one string"));
     }
   }
 }
@@ -142,8 +138,14 @@ Features parse_example(std::string_view serialized, const FeatureSpec& spec) {
       }
     } else {
       static const proto::Feature kEmpty;
-      out.set(name, parse_var(name, found != map.end() ? found->second : kEmpty,
-                              std::get<VarLenFeature>(entry)));
+      const proto::Feature& f = found != map.end() ? found->second : kEmpty;
+      const VarLenFeature& var = std::get<VarLenFeature>(entry);
+      if (var.type == FeatureType::kBytes) {
+        check_type(name, f, var.type);
+        set_string_list(out, name, {f.bytes_list().value().begin(), f.bytes_list().value().end()});
+      } else {
+        out.set(name, parse_var(name, f, var));
+      }
     }
   }
   return out;

@@ -75,6 +75,51 @@ TEST(FeatureColumnTest, InputLayerIsTensorFlowsOnTheSameRawBatch) {
                 1,  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1}});
 }
 
+// Lists of strings (tf.train.Example's variable-length bytes features, which TensorFlow holds
+// as sparse tensors) through hash buckets, a cross with a dense string and shared embeddings:
+// TensorFlow 2.15.1's input_layer on the same batch (make_tf_feature_columns.py, part 2). In a
+// list an empty string is a value, not a missing one; the cross takes the list (sparse) first.
+TEST(FeatureColumnTest, ListsOfStringsAndSharedEmbeddingsAreTensorFlows) {
+  auto example = [](std::vector<std::string> words, const std::string& color,
+                    std::vector<std::string> genre) {
+    io::Features f{{"color", io::bytes_tensor(color)}};
+    io::set_string_list(f, "words", words);
+    io::set_string_list(f, "tags", words);
+    io::set_string_list(f, "genre", genre);
+    return f;
+  };
+  auto tags = categorical_column_with_vocabulary_list("tags", {"a", "b", "c"}, 1);
+  auto genre = categorical_column_with_vocabulary_list("genre", {"x", "y", "z"}, 1);
+  std::vector<DensePtr> shared = shared_embeddings({tags, genre}, 2, "sum");
+  ASSERT_EQ(shared.size(), 2u);
+  EXPECT_EQ(shared[0]->name(), "tags_shared_embedding");
+  std::vector<DensePtr> dense = {
+      indicator_column(categorical_column_with_hash_bucket("words", 7)),
+      indicator_column(crossed_column({"words", "color"}, 11)), shared[0], shared[1]};
+  io::Features batch = transformed_batch({example({"a", "b"}, "green", {"z"}),
+                                          example({}, "red", {"x", "q"}),
+                                          example({"b", "", "zz"}, "blue", {})},
+                                         {dense.begin(), dense.end()});
+  nn::VariableStore store;
+  nn::VariableStoreScope scope(store);
+  input_layer(batch, dense);  // creates the shared table, once, under TensorFlow 2's name
+  nn::Variable* table = store.find("genre_tags_shared_embedding");
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(store.variables().size(), 1u);
+  table->assign(Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, Shape{4, 2}));
+  // Columns in name order: color_X_words_indicator [11], genre_shared_embedding [2],
+  // tags_shared_embedding [2], words_indicator [7].
+  expect_rows(input_layer(batch, dense),
+              {{0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 4, 5, 2, 4, 0, 0, 1, 0, 0, 1, 0},
+               {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+               {1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 14, 17, 0, 1, 1, 0, 0, 0, 1}});
+  EXPECT_THROW(shared_embeddings({tags, categorical_column_with_hash_bucket("g", 3)}, 2),
+               InvalidArgumentError);
+  // Two different columns of one key would write their ids under the same name.
+  EXPECT_THROW(transform_fn({categorical_column_with_hash_bucket("tags", 7), tags}),
+               InvalidArgumentError);
+}
+
 // Examples of 2, 0 and 1 ids (weighted): sum, mean and sqrtn of the table's rows, zeros for
 // the example without ids.
 TEST(FeatureColumnTest, EmbeddingsCombineTheirRowsAsTensorFlowsCombiners) {

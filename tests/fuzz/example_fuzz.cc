@@ -14,6 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {"name", FixedLenFeature(FeatureType::kBytes, cadre::Shape{})},
       {"ids", VarLenFeature{FeatureType::kInt64}},
       {"weights", VarLenFeature{FeatureType::kFloat}},
+      {"tags", VarLenFeature{FeatureType::kBytes}},
   };
   try {
     parse_example(std::string_view(reinterpret_cast<const char*>(data), size), spec);

@@ -64,6 +64,37 @@ TEST(ExampleTest, ParsesFixedAndVariableLengthFeatures) {
   EXPECT_EQ(m.at("m").shape(), (Shape{2, 3}));
 }
 
+// A variable-length bytes feature (tags, as tf.io.VarLenFeature(tf.string) reads them): the
+// strings end to end with their lengths beside them, NUL bytes and empty strings kept.
+TEST(ExampleTest, ParsesAListOfStringsWithTheirLengths) {
+  const std::vector<std::string> tags = {"red", "", std::string("a\0b", 3), "blue"};
+  FeatureSpec spec = {{"tags", VarLenFeature{FeatureType::kBytes}},
+                      {"none", VarLenFeature{FeatureType::kBytes}}};
+  Features f = parse_example(ExampleBuilder().add_bytes("tags", tags).serialize(), spec);
+  EXPECT_EQ(f.at("tags").shape(), (Shape{10}));
+  EXPECT_EQ(f.at(string_lengths_key("tags")).to_vector<int64_t>(),
+            (std::vector<int64_t>{3, 0, 3, 4}));
+  EXPECT_EQ(string_list(f, "tags"), tags);
+  EXPECT_EQ(f.at("none").shape(), (Shape{0}));  // missing: no strings
+  EXPECT_TRUE(string_list(f, "none").empty());
+  // One string (a FixedLenFeature's, CSV's) reads as a list of one.
+  Features one{{"s", bytes_tensor("hi")}};
+  EXPECT_EQ(string_list(one, "s"), std::vector<std::string>{"hi"});
+  // Lengths that do not add up to the bytes are an error naming the feature.
+  Features bad{{"t", bytes_tensor("abc")},
+               {string_lengths_key("t"), Tensor::from_vector(std::vector<int64_t>{2, 2})}};
+  EXPECT_THROW(
+      {
+        try {
+          string_list(bad, "t");
+        } catch (const InvalidArgumentError& e) {
+          EXPECT_NE(std::string(e.what()).find("feature 't'"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      InvalidArgumentError);
+}
+
 std::string invalid_argument(const std::string& serialized, const FeatureSpec& spec) {
   try {
     parse_example(serialized, spec);

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Prints what TensorFlow 2.15's input_layer and linear_model give for FeatureColumnTest's
-batch (tests/feature_column/feature_column_test.cc holds the output; change both together).
+"""Prints what TensorFlow 2.15's input_layer gives for FeatureColumnTest's batches
+(tests/feature_column/feature_column_test.cc holds the output; change both together):
+1. dense features (InputLayerIsTensorFlowsOnTheSameRawBatch);
+2. lists of strings, which TensorFlow holds as sparse tensors, through a hash bucket, a
+   cross with a dense string and shared embeddings (ListsOfStringsAndSharedEmbeddings...).
 
 Needs TensorFlow (pip install 'tensorflow-cpu==2.15.*'); NOT run by ./dev test.
 
@@ -35,17 +38,43 @@ def columns():
             fc.indicator_column(cross), fc.indicator_column(n)]
 
 
-def main():
+def sparse(rows):
+    """A batch of string lists as the SparseTensor tf.io.VarLenFeature(tf.string) gives."""
+    indices = [[r, i] for r, row in enumerate(rows) for i in range(len(row))]
+    values = [v.encode() for row in rows for v in row]
+    width = max(len(row) for row in rows)
+    return tf.SparseTensor(np.array(indices, np.int64).reshape(-1, 2), tf.constant(values, tf.string),
+                           [len(rows), width])
+
+
+def list_columns():
+    words = fc.categorical_column_with_hash_bucket("words", 7)
+    tags = fc.categorical_column_with_vocabulary_list("tags", ["a", "b", "c"], num_oov_buckets=1)
+    genre = fc.categorical_column_with_vocabulary_list("genre", ["x", "y", "z"], num_oov_buckets=1)
+    table = tf.compat.v1.constant_initializer(np.arange(8, dtype=np.float32).reshape(4, 2))
+    shared = fc.shared_embedding_columns([tags, genre], 2, combiner="sum", initializer=table)
+    return [fc.indicator_column(words), fc.indicator_column(fc.crossed_column(["words", "color"], 11))
+            ] + shared
+
+
+def show(inputs, cols):
     with tf.Graph().as_default():
-        inputs = {k: tf.constant(v) for k, v in FEATURES.items()}
-        dense = fc.input_layer(inputs, columns())
+        dense = fc.input_layer(inputs(), cols())
         with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
             session.run(tf.compat.v1.tables_initializer())
             out = session.run(dense)
-    names = sorted(c.name for c in columns())
-    print("order:", names)
+        print("order:", sorted(c.name for c in cols()))
     for row in out:
         print("{" + ", ".join(f"{v:g}" for v in row) + "},")
+
+
+def main():
+    show(lambda: {k: tf.constant(v) for k, v in FEATURES.items()}, columns)
+    lists = [["a", "b"], [], ["b", "", "zz"]]
+    show(lambda: {"words": sparse(lists), "tags": sparse(lists),
+                  "genre": sparse([["z"], ["x", "q"], []]),
+                  "color": tf.constant([[b"green"], [b"red"], [b"blue"]])}, list_columns)
 
 
 if __name__ == "__main__":

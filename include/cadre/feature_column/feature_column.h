@@ -3,7 +3,8 @@
 // reads the same way here.
 //
 // Two stages. Per example, before batching: transform_fn(columns) turns the raw features
-// (numbers, one string as CSV and tf.train.Example give it, or an int64 list) into each
+// (numbers, one string as CSV and tf.train.Example give it, a list of strings as
+// io::set_string_list leaves a variable-length bytes feature, or an int64 list) into each
 // column's values: a numeric column's floats, a categorical column's ids (int64 [k], the
 // missing values "" and -1 dropped, as TensorFlow drops them) and weights. Then batch with
 // padded_batch(batch_size, /*padding_value=*/-1), so that a padded id is -1: no id. In the
@@ -111,6 +112,17 @@ std::shared_ptr<const DenseColumn> indicator_column(const CategoricalPtr& catego
 std::shared_ptr<const DenseColumn> embedding_column(
     const CategoricalPtr& categorical, int64_t dimension, const std::string& combiner = "mean",
     std::optional<nn::Initializer> initializer = std::nullopt);
+
+// shared_embeddings (tf.feature_column.shared_embeddings): embedding columns, one per
+// categorical column (named <column>_shared_embedding), that look their ids up in one table,
+// [num_buckets, dimension], named shared_embedding_collection_name or, by default, the
+// columns' names sorted and joined by "_" with "_shared_embedding" appended: TensorFlow 2's
+// name, which takes no name scope (canned estimators' checkpoints hold it at the top).
+// InvalidArgumentError when the columns' num_buckets differ.
+std::vector<DensePtr> shared_embeddings(const std::vector<CategoricalPtr>& categorical,
+                                        int64_t dimension, const std::string& combiner = "mean",
+                                        std::optional<nn::Initializer> initializer = std::nullopt,
+                                        const std::string& shared_embedding_collection_name = "");
 
 // The Dataset map function that transforms each example for every column (keys of columns
 // that share a source are transformed once).

@@ -83,6 +83,17 @@ struct Element {
 Tensor bytes_tensor(std::string_view bytes);
 std::string tensor_bytes(const Tensor& tensor);
 
+// A list of byte strings in one example (tf.train.Example's variable-length bytes features,
+// a user's tags): their bytes end to end, uint8 [n], under `name`, and their lengths, int64
+// [k], under string_lengths_key(name). A byte string without lengths beside it is one string.
+std::string string_lengths_key(std::string_view name);
+void set_string_list(Features& features, const std::string& name,
+                     const std::vector<std::string>& values);
+// The strings of `name` in `features`: a list as set_string_list leaves it, or one byte
+// string. InvalidArgumentError naming the feature when it is neither (another dtype or rank,
+// lengths that do not add up to the bytes).
+std::vector<std::string> string_list(const Features& features, std::string_view name);
+
 }  // namespace cadre::io
 
 namespace cadre {

@@ -32,8 +32,9 @@ struct FixedLenFeature {
 };
 
 // A feature with any number of values, returned as a 1-D tensor [n] (n = 0 when missing);
-// padded_batch batches such features. Numeric types only: a list of byte strings has no
-// tensor form here.
+// padded_batch batches such features. A list of byte strings comes as set_string_list
+// (element.h) leaves it: the bytes end to end and the lengths beside them, which feature
+// columns read per example.
 struct VarLenFeature {
   FeatureType type = FeatureType::kInt64;
 };
