@@ -3,8 +3,9 @@
 
 For each model (the Fashion-MNIST MLP and CNN, exported once by `fashion_mnist --export`
 into --work), each round runs, in turn: `fashion_mnist --serve` with batching and without,
-loaded by `cadre_bench serve` at each concurrency (REST, keep-alive, one image a request),
-then tools/bench/tf_serving_peer.py at the same concurrencies. Rounds alternate so that the
+loaded by `cadre_bench serve` at each concurrency (one image a request) over each protocol
+of --protocols (REST: keep-alive connections; gRPC: PredictionService.Predict calls on one
+channel), then tools/bench/tf_serving_peer.py at the same concurrencies. Rounds alternate so that the
 machine's drift falls on both; with --lock each round holds that file (flock), so that no
 build sharing it runs meanwhile. Prints every run as a JSON line, then a Markdown table of
 the medians over rounds (requests/s min-max beside them) and the ratios to TensorFlow.
@@ -51,13 +52,13 @@ def start_server(args, model, base, batching):
     log = open(os.path.join(args.work, f"serve_{model}.log"), "w+")
     server = subprocess.Popen(
         [os.path.join(args.build, "examples", "fashion_mnist"), f"--serve={base}", f"--model={model}",
-         "--rest_port=0", "--grpc_port=-1", f"--enable_batching={str(batching).lower()}"]
+         "--rest_port=0", "--grpc_port=0", f"--enable_batching={str(batching).lower()}"]
         + args.server_flags, stderr=log, stdout=subprocess.DEVNULL)
     for _ in range(300):
         log.seek(0)
-        found = re.search(r"REST on 127\.0\.0\.1:(\d+)", log.read())
+        found = re.search(r"REST on 127\.0\.0\.1:(\d+), gRPC on 127\.0\.0\.1:(\d+)", log.read())
         if found:
-            return server, int(found.group(1))
+            return server, {"rest": int(found.group(1)), "grpc": int(found.group(2))}
         if server.poll() is not None:
             break
         time.sleep(0.05)
@@ -66,18 +67,20 @@ def start_server(args, model, base, batching):
 
 
 def run_cadre(args, model, base, batching):
-    server, port = start_server(args, model, base, batching)
+    server, ports = start_server(args, model, base, batching)
     results = []
     try:
-        for c in args.concurrency:
-            before = cpu_secs(server.pid)
-            out = subprocess.run(args.client_prefix + [
-                os.path.join(args.build, "tools", "cadre_bench"), "serve", f"--port={port}",
-                f"--concurrency={c}", f"--seconds={args.seconds}", f"--warmup_secs={args.warmup}"],
-                check=True, capture_output=True, text=True).stdout
-            result = last_json(out)
-            result["server_cpu"] = round((cpu_secs(server.pid) - before) / (args.seconds + args.warmup), 3)
-            results.append(result)
+        for protocol in args.protocols:
+            for c in args.concurrency:
+                before = cpu_secs(server.pid)
+                out = subprocess.run(args.client_prefix + [
+                    os.path.join(args.build, "tools", "cadre_bench"), "serve",
+                    f"--protocol={protocol}", f"--port={ports[protocol]}", f"--concurrency={c}",
+                    f"--seconds={args.seconds}", f"--warmup_secs={args.warmup}"],
+                    check=True, capture_output=True, text=True).stdout
+                result = last_json(out)
+                result["server_cpu"] = round((cpu_secs(server.pid) - before) / (args.seconds + args.warmup), 3)
+                results.append(result)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -101,9 +104,11 @@ def one_round(args, round_index, table):
                 ("tf", lambda: run_tf(args, model, base))]
         for peer, run in runs:
             for result in run():
-                result.update(round=round_index, model=model, peer=peer)
+                # REST keeps the peer names of the tables before gRPC was measured.
+                name = peer if result.get("protocol", "rest") == "rest" else f"{peer}_grpc"
+                result.update(round=round_index, model=model, peer=name)
                 print(json.dumps(result), flush=True)
-                table.setdefault((model, result["concurrency"], peer), []).append(result)
+                table.setdefault((model, result["concurrency"], name), []).append(result)
 
 
 def summary(table, args):
@@ -122,6 +127,19 @@ def summary(table, args):
             cells = [cell(table[(model, c, peer)]) for peer in ("cadre_batching", "cadre_no_batching", "tf")]
             print(f"| {model}, {c} | {cells[0][1]} | {cells[1][1]} | {cells[2][1]} | "
                   f"{cells[0][0] / cells[2][0]:.2f} | {cells[1][0] / cells[2][0]:.2f} |")
+    if "grpc" not in args.protocols:
+        return
+    print()
+    print("| model, concurrency | Cadre gRPC, batching | Cadre gRPC, no batching | "
+          "gRPC / TF, batching | no batching | gRPC / REST, batching | no batching |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for model in args.models:
+        for c in args.concurrency:
+            grpc = [cell(table[(model, c, f"{peer}_grpc")]) for peer in ("cadre_batching", "cadre_no_batching")]
+            rest = [cell(table[(model, c, peer)]) for peer in ("cadre_batching", "cadre_no_batching")]
+            tf = cell(table[(model, c, "tf")])
+            print(f"| {model}, {c} | {grpc[0][1]} | {grpc[1][1]} | {grpc[0][0] / tf[0]:.2f} | "
+                  f"{grpc[1][0] / tf[0]:.2f} | {grpc[0][0] / rest[0][0]:.2f} | {grpc[1][0] / rest[1][0]:.2f} |")
 
 
 def main():
@@ -131,6 +149,7 @@ def main():
     parser.add_argument("--work", default="/tmp/serving_table")
     parser.add_argument("--models", default="mlp,cnn")
     parser.add_argument("--concurrency", default="1,8,64")
+    parser.add_argument("--protocols", default="rest", help="rest, grpc or rest,grpc")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4)
     parser.add_argument("--warmup", type=float, default=1)
@@ -139,6 +158,7 @@ def main():
     parser.add_argument("--client_prefix", default="", help="e.g. 'taskset -c 1' before cadre_bench")
     args = parser.parse_args()
     args.models = args.models.split(",")
+    args.protocols = args.protocols.split(",")
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
     args.server_flags = args.server_flags.split()
     args.client_prefix = args.client_prefix.split()
