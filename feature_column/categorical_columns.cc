@@ -28,6 +28,11 @@ class HashBucketColumn : public CategoricalColumn {
         type_(type) {}
   std::string name() const override { return key_; }
   int64_t num_buckets() const override { return buckets_; }
+  void add_parse_spec(io::FeatureSpec& spec) const override {
+    internal::add_spec(spec, key_,
+                       io::VarLenFeature{type_ == KeyType::kString ? io::FeatureType::kBytes
+                                                                   : io::FeatureType::kInt64});
+  }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
     if (type_ == KeyType::kString) {
@@ -55,6 +60,10 @@ class VocabularyColumn : public CategoricalColumn {
         vocabulary_(std::move(vocabulary)) {}
   std::string name() const override { return key_; }
   int64_t num_buckets() const override { return vocabulary_.num_ids(); }
+  // A vocabulary of strings (TensorFlow infers the dtype from the vocabulary's values).
+  void add_parse_spec(io::FeatureSpec& spec) const override {
+    internal::add_spec(spec, key_, io::VarLenFeature{io::FeatureType::kBytes});
+  }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
     if (feature(example, key_, key_).dtype() == DType::kUInt8) {
@@ -81,6 +90,9 @@ class IdentityColumn : public CategoricalColumn {
       : key_(std::move(key)), buckets_(buckets), default_(default_value) {}
   std::string name() const override { return key_; }
   int64_t num_buckets() const override { return buckets_; }
+  void add_parse_spec(io::FeatureSpec& spec) const override {
+    internal::add_spec(spec, key_, io::VarLenFeature{io::FeatureType::kInt64});
+  }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
     for (const io::CrossValue& v : categorical_values(example, key_, "", false, key_)) {
@@ -109,6 +121,10 @@ class WeightedColumn : public CategoricalColumn {
         name_(str_cat(categorical_->name(), "_weighted_by_", weight_key_)) {}
   std::string name() const override { return name_; }
   int64_t num_buckets() const override { return categorical_->num_buckets(); }
+  void add_parse_spec(io::FeatureSpec& spec) const override {
+    categorical_->add_parse_spec(spec);
+    internal::add_spec(spec, weight_key_, io::VarLenFeature{io::FeatureType::kFloat});
+  }
   bool weighted() const override { return true; }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>* weights) const override {

@@ -97,6 +97,7 @@ class IndicatorColumn : public DenseColumn {
   std::string name() const override { return name_; }
   const CategoricalPtr& categorical() const { return categorical_; }
   int64_t dimension() const override { return categorical_->num_buckets(); }
+  void add_parse_spec(io::FeatureSpec& spec) const override { categorical_->add_parse_spec(spec); }
   void transform(const io::Features& example, io::Features& out) const override {
     categorical_->transform(example, out);
   }
@@ -127,6 +128,7 @@ class EmbeddingColumn : public DenseColumn {
   std::string name() const override { return name_; }
   const CategoricalPtr& categorical() const { return categorical_; }
   int64_t dimension() const override { return dimension_; }
+  void add_parse_spec(io::FeatureSpec& spec) const override { categorical_->add_parse_spec(spec); }
   void transform(const io::Features& example, io::Features& out) const override {
     categorical_->transform(example, out);
   }
@@ -234,6 +236,12 @@ bool same_kind(const Column& a, const Column& b) {
 }
 
 }  // namespace
+
+io::FeatureSpec make_parse_example_spec(const std::vector<ColumnPtr>& columns) {
+  io::FeatureSpec spec;
+  for (const ColumnPtr& column : columns) column->add_parse_spec(spec);
+  return spec;
+}
 
 io::Dataset::MapFn transform_fn(std::vector<ColumnPtr> columns) {
   // Each transformed feature once: an indicator or embedding column transforms as its

@@ -22,6 +22,11 @@ class NumericColumn : public DenseColumn {
         normalizer_(std::move(normalizer)) {}
   std::string name() const override { return key_; }
   int64_t dimension() const override { return shape_.num_elements(); }
+  void add_parse_spec(io::FeatureSpec& spec) const override {
+    Tensor fallback;
+    if (default_) fallback = Tensor::full(shape_, *default_, DType::kFloat32);
+    internal::add_spec(spec, key_, io::FixedLenFeature(io::FeatureType::kFloat, shape_, fallback));
+  }
 
   void transform(const io::Features& example, io::Features& out) const override {
     out.set(key_, values(example));
@@ -76,6 +81,7 @@ class BucketizedColumn : public CategoricalColumn {
     io::bucketize(0, boundaries_);  // checks that they increase
   }
   std::string name() const override { return name_; }
+  void add_parse_spec(io::FeatureSpec& spec) const override { source_->add_parse_spec(spec); }
   int64_t buckets_per_element() const { return static_cast<int64_t>(boundaries_.size()) + 1; }
   int64_t num_buckets() const override { return source_->dimension() * buckets_per_element(); }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
@@ -108,6 +114,16 @@ class CrossedColumn : public CategoricalColumn {
   }
   std::string name() const override { return name_; }
   int64_t num_buckets() const override { return buckets_; }
+  // A raw feature in a cross is a string list, as TensorFlow's spec has it.
+  void add_parse_spec(io::FeatureSpec& spec) const override {
+    for (const CrossPart& part : parts_) {
+      if (part.column) {
+        part.column->add_parse_spec(spec);
+      } else {
+        internal::add_spec(spec, part.key, io::VarLenFeature{io::FeatureType::kBytes});
+      }
+    }
+  }
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
     // TensorFlow's sparse cross takes its sparse inputs (the columns' ids, lists of strings)

@@ -96,6 +96,40 @@ std::vector<io::CrossValue> categorical_values(const io::Features& example, cons
   return values;
 }
 
+namespace {
+
+std::string describe(const std::variant<io::FixedLenFeature, io::VarLenFeature>& entry) {
+  auto type = [](io::FeatureType t) {
+    return t == io::FeatureType::kBytes ? "string" : t == io::FeatureType::kFloat ? "float" : "int64";
+  };
+  if (const auto* fixed = std::get_if<io::FixedLenFeature>(&entry)) {
+    return str_cat("FixedLenFeature(", type(fixed->type), ", ", fixed->shape, ")");
+  }
+  return str_cat("VarLenFeature(", type(std::get<io::VarLenFeature>(entry).type), ")");
+}
+
+bool same_entry(const std::variant<io::FixedLenFeature, io::VarLenFeature>& a,
+                const std::variant<io::FixedLenFeature, io::VarLenFeature>& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* fa = std::get_if<io::FixedLenFeature>(&a)) {
+    const auto& fb = std::get<io::FixedLenFeature>(b);
+    return fa->type == fb.type && fa->shape == fb.shape;
+  }
+  return std::get<io::VarLenFeature>(a).type == std::get<io::VarLenFeature>(b).type;
+}
+
+}  // namespace
+
+void add_spec(io::FeatureSpec& spec, const std::string& key,
+              std::variant<io::FixedLenFeature, io::VarLenFeature> entry) {
+  auto [it, added] = spec.emplace(key, entry);
+  if (!added && !same_entry(it->second, entry)) {
+    throw InvalidArgumentError(str_cat("make_parse_example_spec: feature '", key, "' is read as ",
+                                       describe(it->second), " by one column and as ",
+                                       describe(entry), " by another"));
+  }
+}
+
 std::vector<double> numbers(const Tensor& raw) {
   std::vector<double> out;
   out.reserve(static_cast<size_t>(raw.numel()));

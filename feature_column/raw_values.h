@@ -11,6 +11,7 @@
 
 #include "cadre/io/categorical.h"
 #include "cadre/io/element.h"
+#include "cadre/io/example.h"
 
 namespace cadre::feature_column::internal {
 
@@ -41,6 +42,11 @@ std::vector<io::CrossValue> categorical_values(const io::Features& example, cons
                                                const std::string& lengths_key, bool strings,
                                                const std::string& column,
                                                bool keep_missing = false);
+
+// Adds `key`'s entry to a parse spec; InvalidArgumentError naming the key when the spec
+// already reads it another way.
+void add_spec(io::FeatureSpec& spec, const std::string& key,
+              std::variant<io::FixedLenFeature, io::VarLenFeature> entry);
 
 // Every element as a double, or as a float (numbers of any dtype).
 std::vector<double> numbers(const Tensor& raw);

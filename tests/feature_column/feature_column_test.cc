@@ -120,6 +120,59 @@ TEST(FeatureColumnTest, ListsOfStringsAndSharedEmbeddingsAreTensorFlows) {
                InvalidArgumentError);
 }
 
+// make_parse_example_spec gives TensorFlow's spec for the columns, and tf.train.Example records
+// parsed by it go through the columns as the features in memory do.
+TEST(FeatureColumnTest, TheParseSpecReadsExamplesForTheColumns) {
+  auto age = numeric_column("age", Shape{1}, -1.0);
+  auto words = categorical_column_with_hash_bucket("words", 7);
+  auto n = weighted_categorical_column(categorical_column_with_identity("n", 5), "w");
+  std::vector<ColumnPtr> columns = {bucketized_column(age, {18, 30}),
+                                    indicator_column(crossed_column({"words", "color"}, 11)),
+                                    indicator_column(n), age};
+  io::FeatureSpec spec = make_parse_example_spec(columns);
+  ASSERT_EQ(spec.size(), 5u);
+  const auto& age_spec = std::get<io::FixedLenFeature>(spec.at("age"));
+  EXPECT_EQ(age_spec.shape, Shape{1});
+  EXPECT_EQ(age_spec.default_value.to_vector<float>(), std::vector<float>{-1});
+  EXPECT_EQ(std::get<io::VarLenFeature>(spec.at("words")).type, io::FeatureType::kBytes);
+  EXPECT_EQ(std::get<io::VarLenFeature>(spec.at("color")).type, io::FeatureType::kBytes);
+  EXPECT_EQ(std::get<io::VarLenFeature>(spec.at("n")).type, io::FeatureType::kInt64);
+  EXPECT_EQ(std::get<io::VarLenFeature>(spec.at("w")).type, io::FeatureType::kFloat);
+  EXPECT_THROW(make_parse_example_spec({age, categorical_column_with_hash_bucket("age", 3)}),
+               InvalidArgumentError);
+
+  std::vector<std::string> records = {
+      io::ExampleBuilder()
+          .add_floats("age", {25})
+          .add_bytes("words", {"a", "b"})
+          .add_bytes("color", {"green"})
+          .add_int64s("n", {1, 4})
+          .add_floats("w", {0.5f, 2})
+          .serialize(),
+      io::ExampleBuilder().add_bytes("words", {}).add_bytes("color", {"red"}).serialize()};
+  std::vector<io::Features> parsed;
+  for (const std::string& record : records) parsed.push_back(io::parse_example(record, spec));
+  std::vector<DensePtr> dense = {std::dynamic_pointer_cast<const DenseColumn>(columns[1]),
+                                 std::dynamic_pointer_cast<const DenseColumn>(columns[2]), age,
+                                 indicator_column(bucketized_column(age, {18, 30}))};
+  io::Features batch = transformed_batch(parsed, {dense.begin(), dense.end()});
+  // age, age_bucketized (one-hot of 3), color_X_words (11), n_weighted_by_w (5). The second
+  // example has no age (the default, -1), no words (no cross), no ids.
+  Tensor rows = input_layer(batch, dense);
+  std::vector<double> got = rows.to_vector<double>();
+  ASSERT_EQ(rows.shape(), (Shape{2, 20}));
+  EXPECT_EQ(got[0], 25);
+  EXPECT_EQ(got[2], 1);  // 25 in [18, 30)
+  double crossed = 0;
+  for (int i = 4; i < 15; ++i) crossed += got[i];
+  EXPECT_EQ(crossed, 2);  // (a, green) and (b, green)
+  EXPECT_EQ(got[15 + 1], 0.5);
+  EXPECT_EQ(got[15 + 4], 2);
+  EXPECT_EQ(got[20], -1);
+  EXPECT_EQ(got[21], 1);  // -1 below 18
+  for (int i = 24; i < 40; ++i) EXPECT_EQ(got[i], 0) << i;
+}
+
 // Examples of 2, 0 and 1 ids (weighted): sum, mean and sqrtn of the table's rows, zeros for
 // the example without ids.
 TEST(FeatureColumnTest, EmbeddingsCombineTheirRowsAsTensorFlowsCombiners) {

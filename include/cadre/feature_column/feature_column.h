@@ -22,6 +22,7 @@
 #include "cadre/io/categorical.h"
 #include "cadre/io/dataset.h"
 #include "cadre/io/element.h"
+#include "cadre/io/example.h"
 #include "cadre/nn/initializers.h"
 
 namespace cadre::feature_column {
@@ -35,6 +36,10 @@ class Column {
   // Adds this column's per-example values to `out` (transform_fn). InvalidArgumentError
   // naming the column and feature when a feature is missing or of the wrong type.
   virtual void transform(const io::Features& example, io::Features& out) const = 0;
+  // The raw features it reads and how a tf.train.Example holds them (TensorFlow's
+  // parse_example_spec): numbers as a FixedLenFeature of the column's shape, categorical
+  // values as VarLenFeatures.
+  virtual void add_parse_spec(io::FeatureSpec& spec) const = 0;
 };
 
 // Gives ids in [0, num_buckets()).
@@ -123,6 +128,11 @@ std::vector<DensePtr> shared_embeddings(const std::vector<CategoricalPtr>& categ
                                         int64_t dimension, const std::string& combiner = "mean",
                                         std::optional<nn::Initializer> initializer = std::nullopt,
                                         const std::string& shared_embedding_collection_name = "");
+
+// make_parse_example_spec: what io::example_parser needs to read every raw feature the
+// columns use from tf.train.Example records. InvalidArgumentError naming the key when two
+// columns read one key differently.
+io::FeatureSpec make_parse_example_spec(const std::vector<ColumnPtr>& columns);
 
 // The Dataset map function that transforms each example for every column (keys of columns
 // that share a source are transformed once).
