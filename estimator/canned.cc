@@ -60,7 +60,8 @@ ModelFn canned_model_fn(CannedModel model) {
       Tensor linear = feature_column::linear_model(features, model.linear->feature_columns, units);
       logits = logits.defined() ? add(logits, linear) : linear;
     }
-    return estimator_internal::head_spec(model.head, logits, labels, mode, model.optimizer);
+    return estimator_internal::head_spec(model.head, logits, labels, features, mode,
+                                         model.optimizer);
   };
 }
 
@@ -129,42 +130,50 @@ Estimator combined_estimator(LinearOptions linear, DnnOptions dnn, Head head, Ru
 }  // namespace
 
 Estimator linear_classifier(LinearOptions linear, RunConfig config, int64_t n_classes,
-                            std::optional<WarmStartSettings> warm_start_from) {
-  return linear_estimator(std::move(linear), estimator_internal::classification_head(n_classes),
+                            std::optional<WarmStartSettings> warm_start_from, HeadOptions head) {
+  return linear_estimator(std::move(linear),
+                          estimator_internal::classification_head(n_classes, std::move(head)),
                           std::move(config), std::move(warm_start_from));
 }
 
 Estimator linear_regressor(LinearOptions linear, RunConfig config, int64_t label_dimension,
-                           std::optional<WarmStartSettings> warm_start_from) {
-  return linear_estimator(std::move(linear), estimator_internal::regression_head(label_dimension),
+                           std::optional<WarmStartSettings> warm_start_from, HeadOptions head) {
+  return linear_estimator(std::move(linear),
+                          estimator_internal::regression_head(label_dimension, std::move(head)),
                           std::move(config), std::move(warm_start_from));
 }
 
 Estimator dnn_classifier(DnnOptions dnn, RunConfig config, int64_t n_classes,
-                         std::optional<WarmStartSettings> warm_start_from) {
-  return dnn_estimator(std::move(dnn), estimator_internal::classification_head(n_classes),
+                         std::optional<WarmStartSettings> warm_start_from, HeadOptions head) {
+  return dnn_estimator(std::move(dnn),
+                       estimator_internal::classification_head(n_classes, std::move(head)),
                        std::move(config), std::move(warm_start_from));
 }
 
 Estimator dnn_regressor(DnnOptions dnn, RunConfig config, int64_t label_dimension,
-                        std::optional<WarmStartSettings> warm_start_from) {
-  return dnn_estimator(std::move(dnn), estimator_internal::regression_head(label_dimension),
+                        std::optional<WarmStartSettings> warm_start_from, HeadOptions head) {
+  return dnn_estimator(std::move(dnn),
+                       estimator_internal::regression_head(label_dimension, std::move(head)),
                        std::move(config), std::move(warm_start_from));
 }
 
 Estimator dnn_linear_combined_classifier(LinearOptions linear, DnnOptions dnn, RunConfig config,
                                          int64_t n_classes,
-                                         std::optional<WarmStartSettings> warm_start_from) {
+                                         std::optional<WarmStartSettings> warm_start_from,
+                                         HeadOptions head) {
   return combined_estimator(std::move(linear), std::move(dnn),
-                            estimator_internal::classification_head(n_classes), std::move(config),
+                            estimator_internal::classification_head(n_classes, std::move(head)),
+                            std::move(config),
                             std::move(warm_start_from));
 }
 
 Estimator dnn_linear_combined_regressor(LinearOptions linear, DnnOptions dnn, RunConfig config,
                                         int64_t label_dimension,
-                                        std::optional<WarmStartSettings> warm_start_from) {
+                                        std::optional<WarmStartSettings> warm_start_from,
+                                        HeadOptions head) {
   return combined_estimator(std::move(linear), std::move(dnn),
-                            estimator_internal::regression_head(label_dimension), std::move(config),
+                            estimator_internal::regression_head(label_dimension, std::move(head)),
+                            std::move(config),
                             std::move(warm_start_from));
 }
 
