@@ -163,8 +163,7 @@ Estimator dnn_linear_combined_classifier(LinearOptions linear, DnnOptions dnn, R
                                          HeadOptions head) {
   return combined_estimator(std::move(linear), std::move(dnn),
                             estimator_internal::classification_head(n_classes, std::move(head)),
-                            std::move(config),
-                            std::move(warm_start_from));
+                            std::move(config), std::move(warm_start_from));
 }
 
 Estimator dnn_linear_combined_regressor(LinearOptions linear, DnnOptions dnn, RunConfig config,
@@ -173,8 +172,7 @@ Estimator dnn_linear_combined_regressor(LinearOptions linear, DnnOptions dnn, Ru
                                         HeadOptions head) {
   return combined_estimator(std::move(linear), std::move(dnn),
                             estimator_internal::regression_head(label_dimension, std::move(head)),
-                            std::move(config),
-                            std::move(warm_start_from));
+                            std::move(config), std::move(warm_start_from));
 }
 
 }  // namespace cadre

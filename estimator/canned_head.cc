@@ -98,8 +98,8 @@ Tensor example_weights(const Head& head, const io::Features& features, int64_t b
   const Tensor* found = features.find(head.weight_column);
   if (found == nullptr || found->numel() != batch) {
     throw InvalidArgumentError(str_cat(
-        "weight_column '", head.weight_column, "': ",
-        found ? str_cat("the feature is ", found->shape()) : std::string("no such feature"),
+        "weight_column '", head.weight_column,
+        "': ", found ? str_cat("the feature is ", found->shape()) : std::string("no such feature"),
         "; expected one weight per example of the batch of ", batch,
         " (keep it through the transform with numeric_column(\"", head.weight_column, "\"))"));
   }
@@ -115,13 +115,14 @@ Tensor weights_like(const Tensor& weights, const Tensor& like) {
 // SUM_OVER_BATCH_SIZE, which divides by the batch, not by the weights).
 EstimatorSpec finish(ModeKeys mode, const Tensor& per_example_loss, const Tensor& weights,
                      MetricOps metrics, std::shared_ptr<nn::Optimizer> optimizer) {
-  Tensor weighted = weights.defined() ? mul(per_example_loss, weights_like(weights, per_example_loss))
-                                      : per_example_loss;
+  Tensor weighted = weights.defined()
+                        ? mul(per_example_loss, weights_like(weights, per_example_loss))
+                        : per_example_loss;
   Tensor loss = mean(weighted);
   if (mode == ModeKeys::kTrain) return EstimatorSpec::train(loss, std::move(optimizer));
-  Tensor w = weights.defined() ? broadcast_to(weights_like(weights, per_example_loss),
-                                              per_example_loss.shape())
-                               : Tensor();
+  Tensor w = weights.defined()
+                 ? broadcast_to(weights_like(weights, per_example_loss), per_example_loss.shape())
+                 : Tensor();
   metrics["average_loss"] = nn::metrics::mean(per_example_loss, w, "average_loss");
   return EstimatorSpec::eval(loss, std::move(metrics));
 }
@@ -200,7 +201,8 @@ EstimatorSpec regression_spec(const Head& head, const Tensor& logits, const Tens
                               std::shared_ptr<nn::Optimizer> optimizer) {
   const int64_t dimension = logits.shape()[1];
   if (mode == ModeKeys::kPredict) {
-    std::map<std::string, ExportOutput> outputs{{"predict", ExportOutput::predict({"predictions"})}};
+    std::map<std::string, ExportOutput> outputs{
+        {"predict", ExportOutput::predict({"predictions"})}};
     if (dimension == 1) {
       outputs["serving_default"] = ExportOutput::regression("predictions");
       outputs["regression"] = ExportOutput::regression("predictions");
@@ -237,12 +239,12 @@ Head classification_head(int64_t n_classes, HeadOptions options) {
     std::sort(sorted.begin(), sorted.end());
     if (static_cast<int64_t>(vocabulary.size()) != n_classes ||
         std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-      throw InvalidArgumentError(str_cat("label_vocabulary: expected ", n_classes,
-                                         " distinct labels (n_classes), got ", vocabulary.size(),
-                                         " labels", sorted.size() == vocabulary.size() &&
-                                                 static_cast<int64_t>(vocabulary.size()) == n_classes
-                                             ? " with a repeat"
-                                             : ""));
+      throw InvalidArgumentError(str_cat(
+          "label_vocabulary: expected ", n_classes, " distinct labels (n_classes), got ",
+          vocabulary.size(), " labels",
+          sorted.size() == vocabulary.size() && static_cast<int64_t>(vocabulary.size()) == n_classes
+              ? " with a repeat"
+              : ""));
     }
   }
   Head head{n_classes == 2 ? Head::Kind::kBinary : Head::Kind::kMultiClass,
@@ -258,7 +260,8 @@ Head regression_head(int64_t label_dimension, HeadOptions options) {
         str_cat("label_dimension must be at least 1, got ", label_dimension));
   }
   if (!options.label_vocabulary.empty()) {
-    throw InvalidArgumentError("label_vocabulary is for classifiers; a regressor's labels are numbers");
+    throw InvalidArgumentError(
+        "label_vocabulary is for classifiers; a regressor's labels are numbers");
   }
   Head head{Head::Kind::kRegression, label_dimension};
   head.weight_column = std::move(options.weight_column);

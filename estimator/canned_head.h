@@ -16,7 +16,7 @@ namespace cadre::estimator_internal {
 struct Head {
   enum class Kind { kBinary, kMultiClass, kRegression };
   Kind kind = Kind::kBinary;
-  int64_t logits_dimension = 1;  // 1 (binary), n_classes or label_dimension
+  int64_t logits_dimension = 1;               // 1 (binary), n_classes or label_dimension
   std::string weight_column;                  // HeadOptions'
   std::vector<std::string> label_vocabulary;  // HeadOptions'
 };

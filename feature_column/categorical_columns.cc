@@ -36,9 +36,9 @@ class HashBucketColumn : public CategoricalColumn {
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
     if (type_ == KeyType::kString) {
-      internal::for_each_string(example, key_, lengths_key_, key_, false, [&](std::string_view text) {
-        ids.push_back(io::hash_bucket(text, buckets_));
-      });
+      internal::for_each_string(
+          example, key_, lengths_key_, key_, false,
+          [&](std::string_view text) { ids.push_back(io::hash_bucket(text, buckets_)); });
       return;
     }
     for (const io::CrossValue& v : categorical_values(example, key_, lengths_key_, false, key_)) {
@@ -67,10 +67,11 @@ class VocabularyColumn : public CategoricalColumn {
   void ids(const io::Features& example, std::vector<int64_t>& ids,
            std::vector<float>*) const override {
     if (feature(example, key_, key_).dtype() == DType::kUInt8) {
-      internal::for_each_string(example, key_, lengths_key_, key_, false, [&](std::string_view text) {
-        int64_t id = vocabulary_.id(text);
-        if (id >= 0) ids.push_back(id);
-      });
+      internal::for_each_string(example, key_, lengths_key_, key_, false,
+                                [&](std::string_view text) {
+                                  int64_t id = vocabulary_.id(text);
+                                  if (id >= 0) ids.push_back(id);
+                                });
       return;
     }
     for (const io::CrossValue& v : categorical_values(example, key_, lengths_key_, false, key_)) {

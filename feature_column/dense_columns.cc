@@ -34,8 +34,8 @@ BatchIds host_batch_ids(const Tensor& raw, const Tensor* given_weights) {
   if (given_weights) {
     given = internal::floats(*given_weights);
     if (static_cast<int64_t>(given.size()) != batch * k) {
-      throw InvalidArgumentError(str_cat("feature column weights: ", given.size(),
-                                         " weights for ", batch * k, " ids"));
+      throw InvalidArgumentError(
+          str_cat("feature column weights: ", given.size(), " weights for ", batch * k, " ids"));
     }
   }
   std::vector<int64_t> safe(static_cast<size_t>(batch * k));
@@ -46,14 +46,16 @@ BatchIds host_batch_ids(const Tensor& raw, const Tensor* given_weights) {
     safe[i] = present ? p[i] : 0;
     weights[i] = present ? (given_weights ? given[i] : 1.0f) : 0.0f;
   }
-  return {Tensor::from_vector(safe, Shape{batch, k}), Tensor::from_vector(weights, Shape{batch, k})};
+  return {Tensor::from_vector(safe, Shape{batch, k}),
+          Tensor::from_vector(weights, Shape{batch, k})};
 }
 BatchIds batch_ids(const io::Features& batch, const CategoricalColumn& column) {
   const std::string name = column.name();
   const Tensor& raw = internal::feature(batch, name, name);
-  if (raw.dtype() == DType::kInt64 && raw.device().is_cpu() && (raw.rank() == 1 || raw.rank() == 2)) {
-    return host_batch_ids(raw, column.weighted() ? &internal::feature(batch, name + "/weights", name)
-                                                 : nullptr);
+  if (raw.dtype() == DType::kInt64 && raw.device().is_cpu() &&
+      (raw.rank() == 1 || raw.rank() == 2)) {
+    return host_batch_ids(
+        raw, column.weighted() ? &internal::feature(batch, name + "/weights", name) : nullptr);
   }
   Tensor ids = cast(raw, DType::kInt64);
   if (ids.rank() == 1) ids = reshape(ids, {-1, 1});
@@ -123,8 +125,8 @@ class EmbeddingColumn : public DenseColumn {
         combiner_(std::move(combiner)),
         initializer_(std::move(initializer)),
         shared_table_(std::move(shared_table)),
-        name_(categorical_->name() +
-              (shared_table_.empty() ? "_embedding" : "_shared_embedding")) {}
+        name_(categorical_->name() + (shared_table_.empty() ? "_embedding" : "_shared_embedding")) {
+  }
   std::string name() const override { return name_; }
   const CategoricalPtr& categorical() const { return categorical_; }
   int64_t dimension() const override { return dimension_; }
@@ -205,10 +207,10 @@ std::vector<DensePtr> shared_embeddings(const std::vector<CategoricalPtr>& categ
   std::vector<std::string> names;
   for (const CategoricalPtr& column : categorical) {
     if (column->num_buckets() != categorical[0]->num_buckets()) {
-      throw InvalidArgumentError(str_cat(
-          "shared_embeddings: every column must have the same number of buckets; '",
-          column->name(), "' has ", column->num_buckets(), " and '", categorical[0]->name(),
-          "' ", categorical[0]->num_buckets()));
+      throw InvalidArgumentError(
+          str_cat("shared_embeddings: every column must have the same number of buckets; '",
+                  column->name(), "' has ", column->num_buckets(), " and '", categorical[0]->name(),
+                  "' ", categorical[0]->num_buckets()));
     }
     names.push_back(column->name());
   }

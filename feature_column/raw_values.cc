@@ -27,11 +27,20 @@ bool for_each_number(const Tensor& raw, Fn&& fn) {
   Tensor host = host_contiguous(raw);
   auto as_v = [&](auto x) { fn(static_cast<V>(x)); };
   switch (host.dtype()) {
-    case DType::kFloat32: for_each_as<float>(host, as_v); return true;
-    case DType::kFloat64: for_each_as<double>(host, as_v); return true;
-    case DType::kInt64: for_each_as<int64_t>(host, as_v); return true;
-    case DType::kInt32: for_each_as<int32_t>(host, as_v); return true;
-    default: return false;
+    case DType::kFloat32:
+      for_each_as<float>(host, as_v);
+      return true;
+    case DType::kFloat64:
+      for_each_as<double>(host, as_v);
+      return true;
+    case DType::kInt64:
+      for_each_as<int64_t>(host, as_v);
+      return true;
+    case DType::kInt32:
+      for_each_as<int32_t>(host, as_v);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -59,8 +68,8 @@ std::string_view string_value(const Tensor& raw, Tensor& host, const std::string
 }
 
 void for_each_string(const io::Features& example, const std::string& key,
-                     const std::string& lengths_key, const std::string& column,
-                     bool keep_missing, const std::function<void(std::string_view)>& fn) {
+                     const std::string& lengths_key, const std::string& column, bool keep_missing,
+                     const std::function<void(std::string_view)>& fn) {
   const Tensor& raw = feature(example, key, column);
   if (!is_string_list(example, lengths_key)) {
     Tensor host;
@@ -100,7 +109,9 @@ namespace {
 
 std::string describe(const std::variant<io::FixedLenFeature, io::VarLenFeature>& entry) {
   auto type = [](io::FeatureType t) {
-    return t == io::FeatureType::kBytes ? "string" : t == io::FeatureType::kFloat ? "float" : "int64";
+    return t == io::FeatureType::kBytes   ? "string"
+           : t == io::FeatureType::kFloat ? "float"
+                                          : "int64";
   };
   if (const auto* fixed = std::get_if<io::FixedLenFeature>(&entry)) {
     return str_cat("FixedLenFeature(", type(fixed->type), ", ", fixed->shape, ")");

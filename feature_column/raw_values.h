@@ -32,8 +32,8 @@ inline bool is_string_list(const io::Features& example, const std::string& lengt
 // missing values from dense inputs only. InvalidArgumentError naming `column` and `key` when
 // the feature is not a byte string.
 void for_each_string(const io::Features& example, const std::string& key,
-                     const std::string& lengths_key, const std::string& column,
-                     bool keep_missing, const std::function<void(std::string_view)>& fn);
+                     const std::string& lengths_key, const std::string& column, bool keep_missing,
+                     const std::function<void(std::string_view)>& fn);
 
 // String or integer values, missing ones ("" and -1 of a dense input) dropped unless
 // `keep_missing` (crosses keep them, as TensorFlow's do). `strings` takes byte strings, else

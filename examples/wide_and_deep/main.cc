@@ -120,8 +120,8 @@ int run() {
   EvalResult eval =
       estimator.evaluate([&](const InputContext&) { return census("test.csv", columns, false); });
   if (!FLAGS_predict_out.empty()) write_probabilities(estimator, columns);
-  std::printf("{\"model\":\"%s\",\"global_step\":%lld,\"train_seconds\":%.3f",
-              FLAGS_model.c_str(), static_cast<long long>(step), train_seconds);
+  std::printf("{\"model\":\"%s\",\"global_step\":%lld,\"train_seconds\":%.3f", FLAGS_model.c_str(),
+              static_cast<long long>(step), train_seconds);
   for (const char* metric : {"accuracy", "auc", "auc_precision_recall", "precision", "recall",
                              "average_loss", "loss", "label/mean", "prediction/mean"}) {
     if (auto value = eval.get(metric)) std::printf(",\"%s\":%.6f", metric, *value);

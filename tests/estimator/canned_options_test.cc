@@ -75,16 +75,16 @@ RunConfig config(const std::string& model_dir) {
 TEST(CannedOptionsTest, AWeightColumnWeighsTheLossAndMetricsAsRepeatedExamples) {
   TempDir dir;
   const std::string model_dir = dir.file("model_dir");
-  linear_classifier(linear(), config(model_dir)).train(input(rows(false), false, true),
-                                                       {.max_steps = 20});
+  linear_classifier(linear(), config(model_dir))
+      .train(input(rows(false), false, true), {.max_steps = 20});
   Estimator weighted =
       linear_classifier(linear(), config(model_dir), 2, std::nullopt, {.weight_column = "w"});
   Estimator plain = linear_classifier(linear(), config(model_dir));
   EvalResult by_weight = weighted.evaluate(input(rows(false), false, false));
   EvalResult repeated = plain.evaluate(input(rows(true), false, false, /*batch=*/1000));
-  for (const char* metric : {"accuracy", "auc", "auc_precision_recall", "precision", "recall",
-                             "average_loss", "label/mean", "prediction/mean",
-                             "accuracy_baseline"}) {
+  for (const char* metric :
+       {"accuracy", "auc", "auc_precision_recall", "precision", "recall", "average_loss",
+        "label/mean", "prediction/mean", "accuracy_baseline"}) {
     EXPECT_NEAR(by_weight.at(metric), repeated.at(metric), 1e-5) << metric;
   }
   // The loss sums the weighted losses over the batch (64 examples, weights summing to 63),
@@ -116,8 +116,7 @@ TEST(CannedOptionsTest, ALabelVocabularyTakesStringLabelsAsTheirIds) {
   // Labels outside the vocabulary, or a vocabulary of the wrong size, are errors.
   Estimator other = linear_classifier(linear(), config(b.file("other")), 2, std::nullopt,
                                       {.label_vocabulary = {"n", "y"}});
-  EXPECT_THROW(other.train(input(rows(false), true, true), {.max_steps = 1}),
-               InvalidArgumentError);
+  EXPECT_THROW(other.train(input(rows(false), true, true), {.max_steps = 1}), InvalidArgumentError);
   EXPECT_THROW(linear_classifier(linear(), config(b.file("x")), 3, std::nullopt,
                                  {.label_vocabulary = kVocabulary}),
                InvalidArgumentError);
@@ -128,12 +127,13 @@ TEST(CannedOptionsTest, ALabelVocabularyTakesStringLabelsAsTheirIds) {
 
 TEST(CannedOptionsTest, ExportsCarryTensorFlowsSignatures) {
   TempDir dir;
-  Estimator classifier = dnn_classifier(
-      {.hidden_units = {4}, .feature_columns = {fc::numeric_column("x")}},
-      config(dir.file("c")), 2, std::nullopt, {.label_vocabulary = kVocabulary});
+  Estimator classifier =
+      dnn_classifier({.hidden_units = {4}, .feature_columns = {fc::numeric_column("x")}},
+                     config(dir.file("c")), 2, std::nullopt, {.label_vocabulary = kVocabulary});
   classifier.train(input(rows(false), true, true), {.max_steps = 5});
-  io::Features serving{{"x", Tensor::from_vector(std::vector<float>{0.5f, -0.5f}, Shape{2, 1})},
-                       {"x_bucketized", Tensor::from_vector(std::vector<int64_t>{3, 1}, Shape{2, 1})}};
+  io::Features serving{
+      {"x", Tensor::from_vector(std::vector<float>{0.5f, -0.5f}, Shape{2, 1})},
+      {"x_bucketized", Tensor::from_vector(std::vector<int64_t>{3, 1}, Shape{2, 1})}};
   ModelFn model_fn = classifier.model_fn();
   auto predictor = Predictor::load(classifier.export_model(dir.file("export"), serving), model_fn);
   std::vector<std::string> signatures = predictor->signatures();
@@ -146,8 +146,8 @@ TEST(CannedOptionsTest, ExportsCarryTensorFlowsSignatures) {
 
   Estimator regressor = linear_regressor(linear(), config(dir.file("r")));
   regressor.train(input(rows(false), false, true), {.max_steps = 5});
-  auto regression = Predictor::load(regressor.export_model(dir.file("export_r"), serving),
-                                    regressor.model_fn());
+  auto regression =
+      Predictor::load(regressor.export_model(dir.file("export_r"), serving), regressor.model_fn());
   EXPECT_EQ(regression->export_output("regression").kind_name(), "regress");
   EXPECT_EQ(regression->export_output("serving_default").value, "predictions");
 }

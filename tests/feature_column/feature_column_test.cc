@@ -93,13 +93,13 @@ TEST(FeatureColumnTest, ListsOfStringsAndSharedEmbeddingsAreTensorFlows) {
   std::vector<DensePtr> shared = shared_embeddings({tags, genre}, 2, "sum");
   ASSERT_EQ(shared.size(), 2u);
   EXPECT_EQ(shared[0]->name(), "tags_shared_embedding");
-  std::vector<DensePtr> dense = {
-      indicator_column(categorical_column_with_hash_bucket("words", 7)),
-      indicator_column(crossed_column({"words", "color"}, 11)), shared[0], shared[1]};
-  io::Features batch = transformed_batch({example({"a", "b"}, "green", {"z"}),
-                                          example({}, "red", {"x", "q"}),
-                                          example({"b", "", "zz"}, "blue", {})},
-                                         {dense.begin(), dense.end()});
+  std::vector<DensePtr> dense = {indicator_column(categorical_column_with_hash_bucket("words", 7)),
+                                 indicator_column(crossed_column({"words", "color"}, 11)),
+                                 shared[0], shared[1]};
+  io::Features batch =
+      transformed_batch({example({"a", "b"}, "green", {"z"}), example({}, "red", {"x", "q"}),
+                         example({"b", "", "zz"}, "blue", {})},
+                        {dense.begin(), dense.end()});
   nn::VariableStore store;
   nn::VariableStoreScope scope(store);
   input_layer(batch, dense);  // creates the shared table, once, under TensorFlow 2's name

@@ -22,10 +22,11 @@
 // binary ones also "logistic"; regressors "predictions". Exports carry TensorFlow's
 // signatures: a classifier's serving_default and "classification" (scores: the
 // probabilities; classes: the label vocabulary, or "0".."n-1"), a regressor's
-// serving_default and "regression" (label_dimension 1), and "predict" (every prediction). Eval metrics under TensorFlow's
-// names: "loss", "average_loss", "accuracy" (classifiers); binary ones also "precision",
-// "recall", "auc", "auc_precision_recall" (200 thresholds, as TensorFlow), "label/mean",
-// "prediction/mean" and "accuracy_baseline"; regressors "label/mean" and "prediction/mean".
+// serving_default and "regression" (label_dimension 1), and "predict" (every prediction). Eval
+// metrics under TensorFlow's names: "loss", "average_loss", "accuracy" (classifiers); binary ones
+// also "precision", "recall", "auc", "auc_precision_recall" (200 thresholds, as TensorFlow),
+// "label/mean", "prediction/mean" and "accuracy_baseline"; regressors "label/mean" and
+// "prediction/mean".
 #pragma once
 
 #include <memory>
@@ -80,25 +81,23 @@ struct HeadOptions {
 // n_classes, label_dimension or dropout; labels outside [0, n_classes) fail the step with one.
 Estimator linear_classifier(LinearOptions linear, RunConfig config, int64_t n_classes = 2,
                             std::optional<WarmStartSettings> warm_start_from = std::nullopt,
-    HeadOptions head = {});
+                            HeadOptions head = {});
 Estimator linear_regressor(LinearOptions linear, RunConfig config, int64_t label_dimension = 1,
                            std::optional<WarmStartSettings> warm_start_from = std::nullopt,
-    HeadOptions head = {});
+                           HeadOptions head = {});
 Estimator dnn_classifier(DnnOptions dnn, RunConfig config, int64_t n_classes = 2,
                          std::optional<WarmStartSettings> warm_start_from = std::nullopt,
-    HeadOptions head = {});
+                         HeadOptions head = {});
 Estimator dnn_regressor(DnnOptions dnn, RunConfig config, int64_t label_dimension = 1,
                         std::optional<WarmStartSettings> warm_start_from = std::nullopt,
-    HeadOptions head = {});
+                        HeadOptions head = {});
 // Wide & deep: the logits are the sum of both parts', each part trained by its own optimizer.
 // Not under ParameterServerStrategy yet (two optimizers): UnimplementedError.
 Estimator dnn_linear_combined_classifier(
     LinearOptions linear, DnnOptions dnn, RunConfig config, int64_t n_classes = 2,
-    std::optional<WarmStartSettings> warm_start_from = std::nullopt,
-    HeadOptions head = {});
+    std::optional<WarmStartSettings> warm_start_from = std::nullopt, HeadOptions head = {});
 Estimator dnn_linear_combined_regressor(
     LinearOptions linear, DnnOptions dnn, RunConfig config, int64_t label_dimension = 1,
-    std::optional<WarmStartSettings> warm_start_from = std::nullopt,
-    HeadOptions head = {});
+    std::optional<WarmStartSettings> warm_start_from = std::nullopt, HeadOptions head = {});
 
 }  // namespace cadre
