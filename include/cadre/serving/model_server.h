@@ -1,9 +1,11 @@
 // A model server compatible with TensorFlow Serving: it serves the versions that exporters
 // (LatestExporter, BestExporter) or Estimator::export_model write under one export base,
-// over TensorFlow Serving's REST API (POST /v1/models/NAME[/versions/V]:predict, GET
-// /v1/models/NAME[/versions/V][/metadata]) and its gRPC PredictionService (Predict,
-// GetModelMetadata) and ModelService (GetModelStatus), so that clients written for
-// TensorFlow Serving talk to it unchanged.
+// over TensorFlow Serving's REST API (POST /v1/models/NAME[/versions/V]:predict, :classify
+// and :regress, GET /v1/models/NAME[/versions/V][/metadata]) and its gRPC PredictionService
+// (Predict, Classify, Regress, GetModelMetadata) and ModelService (GetModelStatus), so that
+// clients written for TensorFlow Serving talk to it unchanged. Classify and Regress run the
+// classification and regression signatures an EstimatorSpec exports (ExportOutput) on
+// tf.Examples. Optionally over TLS (tls_cert_file, tls_key_file).
 //
 //   ServingOptions options;
 //   options.export_base = "runs/fmnist/export/latest";
