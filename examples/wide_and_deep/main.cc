@@ -4,7 +4,7 @@
 //
 //   python3 examples/wide_and_deep/make_census.py /tmp/census
 //   build/examples/wide_and_deep --data_dir=/tmp/census --model_dir=runs/census
-//   {"model":"wide_deep","global_step":2000,"train_seconds":4.1,"accuracy":0.7,"auc":0.77,...}
+//   {"model":"wide_deep","global_step":2000,"accuracy":0.7,"auc":0.77,...,"train_seconds":4.1}
 //
 // Trains to --max_steps (resuming from model_dir's newest checkpoint: Cadre's, or
 // TensorFlow's of a tf.estimator.DNNLinearCombinedClassifier with these columns), evaluates
@@ -120,13 +120,13 @@ int run() {
   EvalResult eval =
       estimator.evaluate([&](const InputContext&) { return census("test.csv", columns, false); });
   if (!FLAGS_predict_out.empty()) write_probabilities(estimator, columns);
-  std::printf("{\"model\":\"%s\",\"global_step\":%lld,\"train_seconds\":%.3f", FLAGS_model.c_str(),
-              static_cast<long long>(step), train_seconds);
+  std::printf("{\"model\":\"%s\",\"global_step\":%lld", FLAGS_model.c_str(),
+              static_cast<long long>(step));
   for (const char* metric : {"accuracy", "auc", "auc_precision_recall", "precision", "recall",
                              "average_loss", "loss", "label/mean", "prediction/mean"}) {
     if (auto value = eval.get(metric)) std::printf(",\"%s\":%.6f", metric, *value);
   }
-  std::printf("}\n");
+  std::printf(",\"train_seconds\":%.3f}\n", train_seconds);
   return 0;
 }
 
