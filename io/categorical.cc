@@ -72,7 +72,7 @@ Vocabulary Vocabulary::from_file(Env& env, const std::string& path, int64_t voca
 }
 
 int64_t Vocabulary::id(std::string_view value) const {
-  auto it = positions_.find(std::string(value));
+  auto it = positions_.find(value);
   if (it != positions_.end()) return it->second;
   if (num_oov_buckets_ == 0) return default_value_;
   return static_cast<int64_t>(values_.size()) + hash_bucket(value, num_oov_buckets_);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,8 +52,13 @@ class Vocabulary {
   int64_t num_ids() const { return static_cast<int64_t>(values_.size()) + num_oov_buckets_; }
 
  private:
+  // Looked up by string_view without making a string (a lookup per example and column).
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   std::vector<std::string> values_;
-  std::unordered_map<std::string, int64_t> positions_;
+  std::unordered_map<std::string, int64_t, Hash, std::equal_to<>> positions_;
   int64_t num_oov_buckets_ = 0;
   int64_t default_value_ = -1;
 };
