@@ -95,6 +95,21 @@ TEST(RestJsonTest, NumbersParseExactlyAndNonFiniteValuesRoundTrip) {
       R"({"instances": [[0.1, 2.2250738585072011e-308, 0.30000000000000004]]})", 32);
   EXPECT_EQ(decode_inputs(body, specs).at("x").to_vector<double>(),
             (std::vector<double>{0.1, 2.2250738585072011e-308, 0.30000000000000004}));
+  // Numbers RapidJSON 1.1.0 converted wrongly (found by the rest_request fuzzer): a zero with
+  // more than 22 decimals (3.5e-46), a significand that overflowed (1.29e-26); and numbers
+  // past a double's range. Converted here as strtod converts them; in a string, left alone.
+  body = parse_predict_body(
+      R"({"instances": [[0.00000000000000000000000000, 0.0000001844674407370955161570000232, )"
+      R"(-1e-400]], "signature_name": "0.00000000000000000000000000"})",
+      32);
+  std::vector<double> hard = decode_inputs(body, specs).at("x").to_vector<double>();
+  EXPECT_EQ(hard, (std::vector<double>{0.0, 1.844674407370955161570000232e-7, -0.0}));
+  EXPECT_TRUE(std::signbit(hard[2]));
+  EXPECT_EQ(body.signature_name, "0.00000000000000000000000000");
+  for (const char* invalid : {R"({"instances": [[0.]]})", R"({"instances": [[0.0e]]})",
+                              R"({"instances": [[00.0]]})", R"({"instances": [[1e999]]})"}) {
+    EXPECT_THROW(parse_predict_body(invalid, 32), InvalidArgumentError) << invalid;
+  }
   body = parse_predict_body(R"({"instances": [[NaN, Infinity, -Infinity]]})", 32);
   std::vector<double> values = decode_inputs(body, specs).at("x").to_vector<double>();
   EXPECT_TRUE(std::isnan(values[0]));
