@@ -75,8 +75,7 @@ void internal::write_checkpoint_file(const std::string& path, const CheckpointDa
                         ErrorCode::kUnavailable, str_cat("cannot create checkpoint ", path));
   {
     FileBuilder builder(file.get());
-    builder.write(data, created,
-                  {path, options, internal::posix_descriptor(file.get()), &sources});
+    builder.write(data, created, {path, options, internal::posix_descriptor(file.get()), &sources});
   }
   if (!file.close()) {
     internal::throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot finish checkpoint ", path));

@@ -52,8 +52,8 @@ SaveResponse PartSaver::save(Shard& shard, const SaveRequest& request) {
   }
   // What the chief's training waits for: the part before (saves closer than a part takes to
   // write) and the mark.
-  LOG(INFO) << task_ << ": checkpoint part " << name << ": marked " << bytes << " bytes ("
-            << copied << " copied, the rest copy-on-write) in "
+  LOG(INFO) << task_ << ": checkpoint part " << name << ": marked " << bytes << " bytes (" << copied
+            << " copied, the rest copy-on-write) in "
             << std::chrono::duration<double>(marked - written).count() << " s, after "
             << std::chrono::duration<double>(written - started).count()
             << " s waiting for the part before";
