@@ -37,8 +37,14 @@ void SplitOptimizer::apply_gradients(std::vector<Gradient> gradients,
 }
 
 nn::OptimizerConfig SplitOptimizer::config() const {
-  throw UnimplementedError(
-      "a wide & deep model's two optimizers cannot yet be applied on parameter servers");
+  nn::OptimizerConfig config;
+  config.kind = "split";
+  for (const auto& [prefix, optimizer] : parts_) {
+    nn::OptimizerConfig part = optimizer->config();
+    part.prefix = prefix;
+    config.parts.push_back(std::move(part));
+  }
+  return config;
 }
 
 void SplitOptimizer::apply_dense(std::span<Tensor>, std::span<const Tensor>,

@@ -24,7 +24,8 @@ class SplitOptimizer final : public nn::Optimizer {
   // InvalidArgumentError.
   void apply_gradients(std::vector<Gradient> gradients,
                        const std::vector<nn::Variable*>& variables) override;
-  // Parameter servers apply one optimizer described as data: UnimplementedError.
+  // Kind "split", each part's config with its prefix: parameter servers apply the parts one
+  // at a time.
   nn::OptimizerConfig config() const override;
 
  protected:

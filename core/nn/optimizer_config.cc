@@ -40,6 +40,10 @@ std::shared_ptr<LearningRateSchedule> schedule_from_config(const ScheduleConfig&
 }
 
 std::shared_ptr<Optimizer> optimizer_from_config(const OptimizerConfig& config) {
+  if (config.kind == "split") {
+    throw InvalidArgumentError(
+        "an optimizer split by variable name prefix is made part by part (its config's parts)");
+  }
   auto number = [&](const std::string& name) { return field(config.numbers, name, config.kind); };
   LearningRate lr = config.schedule ? LearningRate(schedule_from_config(*config.schedule))
                                     : LearningRate(number("learning_rate"));

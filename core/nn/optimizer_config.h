@@ -21,10 +21,15 @@ struct ScheduleConfig {
 };
 
 struct OptimizerConfig {
-  std::string kind;                        // "sgd", "adam", "adagrad", "rmsprop", "ftrl"
+  // "sgd", "adam", "adagrad", "rmsprop", "ftrl", or "split": an optimizer per variable name
+  // prefix (a wide & deep model's), each in `parts` with its `prefix`, which a parameter
+  // server applies one at a time (optimizer_from_config refuses it; the parts it makes).
+  std::string kind;
   std::map<std::string, double> numbers;   // hyperparameters; learning_rate when constant
   std::optional<ScheduleConfig> schedule;  // the learning rate when it is a schedule
   OptimizerOptions options;                // clipping
+  std::string prefix;                      // a part's: the variables it updates
+  std::vector<OptimizerConfig> parts;      // "split"'s
 };
 
 // The optimizer or schedule a config describes. Throws InvalidArgumentError naming an

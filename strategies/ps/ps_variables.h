@@ -73,6 +73,20 @@ class PsVariables : public DistributedVariables {
   // others read theirs into it (unless row access fetches rows later).
   void create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices, Tensor& value);
   std::vector<Slice> slices_of(const nn::Variable& variable);
+  // An optimizer split by variable name prefix (its config's kind "split"): each part's
+  // optimizer with its gradients and targets. InvalidArgumentError for a target under no
+  // prefix.
+  struct Part {
+    std::shared_ptr<nn::Optimizer> optimizer;
+    std::vector<Gradient> gradients;
+    std::vector<nn::Variable*> targets;
+  };
+  std::vector<Part> parts_of(const nn::Optimizer& optimizer, std::vector<Gradient> gradients,
+                             const std::vector<nn::Variable*>& targets);
+  // push() of one optimizer's gradients; only the push that `counts_the_step` increments
+  // the global step and carries a coordinator's unit.
+  void push_part(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
+                 const std::vector<nn::Variable*>& targets, bool counts_the_step);
   // A push request per ps task, with the optimizer and the step, and `gradients` cut into
   // their slices' items.
   std::vector<PushRequest> push_requests(const nn::Optimizer& optimizer,

@@ -91,8 +91,8 @@ Estimator dnn_classifier(DnnOptions dnn, RunConfig config, int64_t n_classes = 2
 Estimator dnn_regressor(DnnOptions dnn, RunConfig config, int64_t label_dimension = 1,
                         std::optional<WarmStartSettings> warm_start_from = std::nullopt,
                         HeadOptions head = {});
-// Wide & deep: the logits are the sum of both parts', each part trained by its own optimizer.
-// Not under ParameterServerStrategy yet (two optimizers): UnimplementedError.
+// Wide & deep: the logits are the sum of both parts', each part trained by its own optimizer
+// (on parameter servers, a push each a step).
 Estimator dnn_linear_combined_classifier(
     LinearOptions linear, DnnOptions dnn, RunConfig config, int64_t n_classes = 2,
     std::optional<WarmStartSettings> warm_start_from = std::nullopt, HeadOptions head = {});
