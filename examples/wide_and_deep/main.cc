@@ -9,6 +9,13 @@
 // Trains to --max_steps (resuming from model_dir's newest checkpoint: Cadre's, or
 // TensorFlow's of a tf.estimator.DNNLinearCombinedClassifier with these columns), evaluates
 // on test.csv and, with --predict_out, writes its probabilities there, one a line.
+//
+// Under TF_CONFIG, each task plays its role in train_and_evaluate (--strategy, by default on
+// the cluster's parameter servers, or MultiWorkerMirrored without ps tasks), and the chief,
+// the workers and the evaluator end with the line, "task" first:
+//
+//   build/tools/cadre_launch --chief=1 --workers=1 --ps=2 --evaluator=1 -- \
+//       build/examples/wide_and_deep --data_dir=/tmp/census --model_dir=runs/census_ps
 #include <gflags/gflags.h>
 
 #include <chrono>
@@ -17,7 +24,9 @@
 
 #include "cadre/base/errors.h"
 #include "cadre/estimator/canned.h"
+#include "cadre/estimator/train_and_evaluate.h"
 #include "cadre/io/csv.h"
+#include "cadre/strategies/strategy_from_flags.h"
 #include "examples/program_main.h"
 
 DEFINE_string(data_dir, "", "train.csv and test.csv from make_census.py (required)");
@@ -28,6 +37,9 @@ DEFINE_int64(batch_size, 64, "batch size");
 DEFINE_int64(save_checkpoints_steps, 1000, "checkpoint interval in steps");
 DEFINE_string(predict_out, "", "when set, the test set's probabilities are written here");
 DEFINE_uint64(seed, 42, "global seed");
+DEFINE_string(strategy, "",
+              "under TF_CONFIG: parameter_server (the default with ps tasks), "
+              "multi_worker_mirrored (the default without) or another of strategy_from_flags");
 
 namespace {
 
@@ -62,7 +74,8 @@ Columns census_columns() {
   return columns;
 }
 
-io::Dataset census(const std::string& file, const Columns& columns, bool training) {
+io::Dataset census(const std::string& file, const Columns& columns, bool training,
+                   const InputContext& context = InputContext()) {
   io::CsvOptions options;
   options.columns = {{"age"},
                      {"hours_per_week"},
@@ -74,12 +87,15 @@ io::Dataset census(const std::string& file, const Columns& columns, bool trainin
   // Parsed once and kept in memory (as TensorFlow's tutorial keeps its DataFrame); the
   // columns transform each epoch's examples anew, as TensorFlow's do inside its model.
   io::Dataset data = io::csv_dataset({FLAGS_data_dir + "/" + file}, options).cache();
-  if (training) data = data.shuffle(10'000, FLAGS_seed).repeat();
+  if (training) {
+    data = data.shard(context.num_input_pipelines, context.input_pipeline_id)
+               .shuffle(10'000, FLAGS_seed)
+               .repeat();
+  }
   return data.map(fc::transform_fn(columns.all)).padded_batch(FLAGS_batch_size, -1).prefetch();
 }
 
-Estimator make_estimator(const Columns& columns) {
-  RunConfig config;
+Estimator make_estimator(const Columns& columns, RunConfig config) {
   config.model_dir = FLAGS_model_dir;
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
@@ -103,6 +119,38 @@ void write_probabilities(Estimator& estimator, const Columns& columns) {
   if (!out) throw InvalidArgumentError("could not write --predict_out=" + FLAGS_predict_out);
 }
 
+void print_metrics(const EvalResult& eval) {
+  for (const char* metric : {"accuracy", "auc", "auc_precision_recall", "precision", "recall",
+                             "average_loss", "loss", "label/mean", "prediction/mean"}) {
+    if (auto value = eval.get(metric)) std::printf(",\"%s\":%.6f", metric, *value);
+  }
+}
+
+// A task of a cluster: train_and_evaluate in its role.
+int run_in_cluster(const Columns& columns, RunConfig config) {
+  std::string strategy = FLAGS_strategy;
+  if (strategy.empty()) {
+    strategy = config.cluster->num_ps_replicas() > 0 ? "parameter_server" : "multi_worker_mirrored";
+  }
+  config.train_distribute = strategy_from_flags(strategy, "", &*config.cluster);
+  Estimator estimator = make_estimator(columns, config);
+  EvalSpec eval_spec([&](const InputContext&) { return census("test.csv", columns, false); }, 0);
+  eval_spec.start_delay_secs = 0;
+  eval_spec.throttle_secs = 0;
+  TrainAndEvaluateResult result = train_and_evaluate(
+      estimator,
+      TrainSpec(
+          [&](const InputContext& context) { return census("train.csv", columns, true, context); },
+          FLAGS_max_steps),
+      eval_spec);
+  std::printf("{\"task\":\"%s\",\"model\":\"%s\",\"global_step\":%lld", config.task_type.c_str(),
+              FLAGS_model.c_str(),
+              static_cast<long long>(result.final_eval.get("global_step").value_or(0)));
+  print_metrics(result.final_eval);
+  std::printf("}\n");
+  return 0;
+}
+
 int run() {
   if (FLAGS_data_dir.empty() || FLAGS_model_dir.empty()) {
     throw InvalidArgumentError("--data_dir and --model_dir are required");
@@ -110,7 +158,9 @@ int run() {
   examples::check_flag(FLAGS_model == "wide_deep" || FLAGS_model == "wide" || FLAGS_model == "deep",
                        "model", FLAGS_model, "wide_deep, wide or deep");
   Columns columns = census_columns();
-  Estimator estimator = make_estimator(columns);
+  RunConfig config = RunConfig::from_environment();
+  if (config.cluster) return run_in_cluster(columns, config);
+  Estimator estimator = make_estimator(columns, config);
   auto start = std::chrono::steady_clock::now();
   int64_t step =
       estimator.train([&](const InputContext&) { return census("train.csv", columns, true); },
@@ -122,10 +172,7 @@ int run() {
   if (!FLAGS_predict_out.empty()) write_probabilities(estimator, columns);
   std::printf("{\"model\":\"%s\",\"global_step\":%lld", FLAGS_model.c_str(),
               static_cast<long long>(step));
-  for (const char* metric : {"accuracy", "auc", "auc_precision_recall", "precision", "recall",
-                             "average_loss", "loss", "label/mean", "prediction/mean"}) {
-    if (auto value = eval.get(metric)) std::printf(",\"%s\":%.6f", metric, *value);
-  }
+  print_metrics(eval);
   std::printf(",\"train_seconds\":%.3f}\n", train_seconds);
   return 0;
 }
