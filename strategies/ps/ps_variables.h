@@ -87,6 +87,8 @@ class PsVariables : public DistributedVariables {
   // the global step and carries a coordinator's unit.
   void push_part(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
                  const std::vector<nn::Variable*>& targets, bool counts_the_step);
+  // send_optimizer_state of one optimizer.
+  void send_part_state(nn::Optimizer& optimizer, const std::vector<nn::Variable*>& targets);
   // A push request per ps task, with the optimizer and the step, and `gradients` cut into
   // their slices' items.
   std::vector<PushRequest> push_requests(const nn::Optimizer& optimizer,
