@@ -80,10 +80,20 @@ nn::Variable& row_table(const std::string& name, Shape shape, const nn::Initiali
   return nn::current_store().get_or_create(spec);
 }
 
-// sum over k of weights[b, k] * table[ids[b, k]]: [batch, columns of table].
-Tensor weighted_rows(nn::Variable& table, const BatchIds& ids) {
+// sum over k of weights[b, k] * table[ids[b, k]]: [batch, columns of table]. With max_norm,
+// each row looked up is first scaled to an L2 norm of at most max_norm (TensorFlow's
+// clip_by_norm: row * max_norm / max(norm, max_norm)).
+Tensor weighted_rows(nn::Variable& table, const BatchIds& ids,
+                     std::optional<double> max_norm = std::nullopt) {
   Tensor flat = reshape(ids.safe_ids, {-1});
   Tensor rows = gather(table.read_rows(flat), flat, 0);
+  if (max_norm) {
+    // The norm's square root starts from a tiny floor: a zero row has no norm to clip, and
+    // its gradient would be 0 * inf through sqrt at 0.
+    Tensor norm = sqrt(maximum(sum(square(rows), {1}, true), scalar_like(rows, 1e-30)));
+    rows =
+        div(mul(rows, scalar_like(rows, *max_norm)), maximum(norm, scalar_like(norm, *max_norm)));
+  }
   const int64_t batch = ids.safe_ids.shape()[0], k = ids.safe_ids.shape()[1];
   Tensor weighted = mul(reshape(rows, {batch, k, -1}), expand_dims(ids.weights, 2));
   return sum(weighted, {1});
@@ -119,11 +129,13 @@ class EmbeddingColumn : public DenseColumn {
   // `shared_table` empty: the column's own table, <name>/embedding_weights under the current
   // name scope; else that variable name as it is (shared_embeddings).
   EmbeddingColumn(CategoricalPtr categorical, int64_t dimension, std::string combiner,
-                  nn::Initializer initializer, std::string shared_table = "")
+                  nn::Initializer initializer, std::optional<double> max_norm,
+                  std::string shared_table = "")
       : categorical_(std::move(categorical)),
         dimension_(dimension),
         combiner_(std::move(combiner)),
         initializer_(std::move(initializer)),
+        max_norm_(max_norm),
         shared_table_(std::move(shared_table)),
         name_(categorical_->name() + (shared_table_.empty() ? "_embedding" : "_shared_embedding")) {
   }
@@ -136,7 +148,7 @@ class EmbeddingColumn : public DenseColumn {
   }
   Tensor dense(const io::Features& batch) const override {
     BatchIds ids = batch_ids(batch, *categorical_);
-    Tensor total = weighted_rows(table(), ids);
+    Tensor total = weighted_rows(table(), ids, max_norm_);
     if (combiner_ == "sum") return total;
     Tensor norm = combiner_ == "mean" ? sum(ids.weights, {1}, true)
                                       : sqrt(sum(square(ids.weights), {1}, true));
@@ -163,6 +175,7 @@ class EmbeddingColumn : public DenseColumn {
   int64_t dimension_;
   std::string combiner_;
   nn::Initializer initializer_;
+  std::optional<double> max_norm_;
   std::string shared_table_;
   std::string name_;
 };
@@ -175,12 +188,16 @@ std::shared_ptr<const DenseColumn> indicator_column(const CategoricalPtr& catego
 
 namespace {
 
-void check_embedding(const std::string& what, int64_t dimension, const std::string& combiner) {
+void check_embedding(const std::string& what, int64_t dimension, const std::string& combiner,
+                     std::optional<double> max_norm) {
   if (dimension < 1 || (combiner != "sum" && combiner != "mean" && combiner != "sqrtn")) {
     throw InvalidArgumentError(str_cat(what,
                                        ": dimension must be >= 1 and combiner sum, mean or "
                                        "sqrtn; got ",
                                        dimension, " and '", combiner, "'"));
+  }
+  if (max_norm && !(*max_norm > 0)) {
+    throw InvalidArgumentError(str_cat(what, ": max_norm must be positive, got ", *max_norm));
   }
 }
 
@@ -192,17 +209,20 @@ nn::Initializer default_embedding_initializer(int64_t dimension) {
 
 std::shared_ptr<const DenseColumn> embedding_column(const CategoricalPtr& categorical,
                                                     int64_t dimension, const std::string& combiner,
-                                                    std::optional<nn::Initializer> initializer) {
-  check_embedding(str_cat("embedding_column '", categorical->name(), "'"), dimension, combiner);
+                                                    std::optional<nn::Initializer> initializer,
+                                                    std::optional<double> max_norm) {
+  check_embedding(str_cat("embedding_column '", categorical->name(), "'"), dimension, combiner,
+                  max_norm);
   return std::make_shared<EmbeddingColumn>(
       categorical, dimension, combiner,
-      initializer.value_or(default_embedding_initializer(dimension)));
+      initializer.value_or(default_embedding_initializer(dimension)), max_norm);
 }
 
 std::vector<DensePtr> shared_embeddings(const std::vector<CategoricalPtr>& categorical,
                                         int64_t dimension, const std::string& combiner,
                                         std::optional<nn::Initializer> initializer,
-                                        const std::string& shared_embedding_collection_name) {
+                                        const std::string& shared_embedding_collection_name,
+                                        std::optional<double> max_norm) {
   if (categorical.empty()) throw InvalidArgumentError("shared_embeddings: no columns");
   std::vector<std::string> names;
   for (const CategoricalPtr& column : categorical) {
@@ -218,11 +238,12 @@ std::vector<DensePtr> shared_embeddings(const std::vector<CategoricalPtr>& categ
   const std::string table = shared_embedding_collection_name.empty()
                                 ? join(names, "_") + "_shared_embedding"
                                 : shared_embedding_collection_name;
-  check_embedding(str_cat("shared_embeddings '", table, "'"), dimension, combiner);
+  check_embedding(str_cat("shared_embeddings '", table, "'"), dimension, combiner, max_norm);
   nn::Initializer init = initializer.value_or(default_embedding_initializer(dimension));
   std::vector<DensePtr> columns;
   for (const CategoricalPtr& column : categorical) {
-    columns.push_back(std::make_shared<EmbeddingColumn>(column, dimension, combiner, init, table));
+    columns.push_back(
+        std::make_shared<EmbeddingColumn>(column, dimension, combiner, init, max_norm, table));
   }
   return columns;
 }

@@ -203,6 +203,39 @@ TEST(FeatureColumnTest, EmbeddingsCombineTheirRowsAsTensorFlowsCombiners) {
   }
 }
 
+// max_norm: each row looked up is scaled down to that L2 norm before the combiner, as
+// TensorFlow 2.15.1's embedding_column gives on the same lists (make_tf_feature_columns.py,
+// part 3); the table's rows are [0.5 r, 0.5 r + 0.5] for r = 0..6.
+TEST(FeatureColumnTest, EmbeddingsClipTheirRowsToMaxNorm) {
+  auto words = categorical_column_with_hash_bucket("words", 7);
+  std::vector<io::Features> examples;
+  for (std::vector<std::string> list :
+       std::vector<std::vector<std::string>>{{"a", "b"}, {}, {"b", "", "zz"}}) {
+    io::Features f;
+    io::set_string_list(f, "words", list);
+    examples.push_back(std::move(f));
+  }
+  io::Features batch = transformed_batch(examples, {words});
+  std::vector<float> table;
+  for (int i = 0; i < 14; ++i) table.push_back(0.5f * static_cast<float>(i));
+  for (const std::string combiner : {"mean", "sum"}) {
+    nn::VariableStore store;
+    nn::VariableStoreScope scope(store);
+    auto column = embedding_column(words, 2, combiner, std::nullopt, 1.5);
+    column->dense(batch);
+    store.find("words_embedding/embedding_weights")
+        ->assign(Tensor::from_vector(table, Shape{7, 2}));
+    if (combiner == "mean") {
+      expect_rows(column->dense(batch),
+                  {{0.973025918, 1.14060664}, {0, 0}, {0.928837657, 1.17386127}});
+    } else {
+      expect_rows(column->dense(batch),
+                  {{1.94605184, 2.28121328}, {0, 0}, {2.78651285, 3.5215838}});
+    }
+  }
+  EXPECT_THROW(embedding_column(words, 2, "mean", std::nullopt, 0.0), InvalidArgumentError);
+}
+
 TEST(FeatureColumnTest, LinearModelSumsEachColumnsWeightsAndTheBias) {
   auto age = numeric_column("age");
   auto color = categorical_column_with_vocabulary_list("color", {"red", "green", "blue"});

@@ -3,7 +3,8 @@
 (tests/feature_column/feature_column_test.cc holds the output; change both together):
 1. dense features (InputLayerIsTensorFlowsOnTheSameRawBatch);
 2. lists of strings, which TensorFlow holds as sparse tensors, through a hash bucket, a
-   cross with a dense string and shared embeddings (ListsOfStringsAndSharedEmbeddings...).
+   cross with a dense string and shared embeddings (ListsOfStringsAndSharedEmbeddings...);
+3. embeddings whose rows are clipped to max_norm (EmbeddingsClipTheirRowsToMaxNorm).
 
 Needs TensorFlow (pip install 'tensorflow-cpu==2.15.*'); NOT run by ./dev test.
 
@@ -66,12 +67,18 @@ def show(inputs, cols):
             out = session.run(dense)
         print("order:", sorted(c.name for c in cols()))
     for row in out:
-        print("{" + ", ".join(f"{v:g}" for v in row) + "},")
+        print("{" + ", ".join(f"{v:.9g}" for v in row) + "},")
 
 
 def main():
     show(lambda: {k: tf.constant(v) for k, v in FEATURES.items()}, columns)
     lists = [["a", "b"], [], ["b", "", "zz"]]
+    table = tf.compat.v1.constant_initializer(np.arange(14, dtype=np.float32).reshape(7, 2) * 0.5)
+    words = fc.categorical_column_with_hash_bucket("words", 7)
+    for combiner in ("mean", "sum"):
+        show(lambda: {"words": sparse(lists)},
+             lambda: [fc.embedding_column(words, 2, combiner=combiner, initializer=table,
+                                          max_norm=1.5)])
     show(lambda: {"words": sparse(lists), "tags": sparse(lists),
                   "genre": sparse([["z"], ["x", "q"], []]),
                   "color": tf.constant([[b"green"], [b"red"], [b"blue"]])}, list_columns)

@@ -113,10 +113,12 @@ std::shared_ptr<const DenseColumn> indicator_column(const CategoricalPtr& catego
 // Rows of <scope>/<categorical>_embedding/embedding_weights [num_buckets, dimension] combined
 // per example by "sum", "mean" (weighted) or "sqrtn" (sum over the root of the squared
 // weights), zeros for an example without ids; the default initializer is TensorFlow's,
-// truncated normal with stddev 1/sqrt(dimension).
+// truncated normal with stddev 1/sqrt(dimension). With max_norm (> 0), each row looked up is
+// first scaled down to that L2 norm when its own is larger, as TensorFlow's.
 std::shared_ptr<const DenseColumn> embedding_column(
     const CategoricalPtr& categorical, int64_t dimension, const std::string& combiner = "mean",
-    std::optional<nn::Initializer> initializer = std::nullopt);
+    std::optional<nn::Initializer> initializer = std::nullopt,
+    std::optional<double> max_norm = std::nullopt);
 
 // shared_embeddings (tf.feature_column.shared_embeddings): embedding columns, one per
 // categorical column (named <column>_shared_embedding), that look their ids up in one table,
@@ -127,7 +129,8 @@ std::shared_ptr<const DenseColumn> embedding_column(
 std::vector<DensePtr> shared_embeddings(const std::vector<CategoricalPtr>& categorical,
                                         int64_t dimension, const std::string& combiner = "mean",
                                         std::optional<nn::Initializer> initializer = std::nullopt,
-                                        const std::string& shared_embedding_collection_name = "");
+                                        const std::string& shared_embedding_collection_name = "",
+                                        std::optional<double> max_norm = std::nullopt);
 
 // make_parse_example_spec: what io::example_parser needs to read every raw feature the
 // columns use from tf.train.Example records. InvalidArgumentError naming the key when two
