@@ -86,7 +86,9 @@ void check_dnn(const DnnOptions& dnn) {
 }
 
 // TensorFlow's defaults: Ftrl at min(rate, 1/sqrt(columns)) for the linear part (0.2 alone,
-// 0.005 beside a DNN), Adagrad for the DNN part (0.05 alone, 0.001 beside a linear part).
+// 0.005 beside a DNN), Adagrad at 0.001 for the DNN part. TensorFlow 2's DNNClassifier takes
+// Adagrad's own default rate, 0.001 (tf.estimator's canned/dnn.py, the v2 model_fn); the 0.05
+// of its documentation is TensorFlow 1's.
 std::shared_ptr<nn::Optimizer> linear_optimizer(const LinearOptions& linear, double rate) {
   if (linear.optimizer) return linear.optimizer;
   double columns = static_cast<double>(linear.feature_columns.size());
@@ -112,7 +114,7 @@ Estimator linear_estimator(LinearOptions linear, Head head, RunConfig config,
 Estimator dnn_estimator(DnnOptions dnn, Head head, RunConfig config,
                         std::optional<WarmStartSettings> warm) {
   check_dnn(dnn);
-  auto optimizer = dnn_optimizer(dnn, 0.05);
+  auto optimizer = dnn_optimizer(dnn, 0.001);
   return make({std::nullopt, std::move(dnn), head, optimizer}, std::move(config), std::move(warm));
 }
 

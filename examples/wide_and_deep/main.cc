@@ -37,6 +37,7 @@ DEFINE_int64(batch_size, 64, "batch size");
 DEFINE_int64(save_checkpoints_steps, 1000, "checkpoint interval in steps");
 DEFINE_string(predict_out, "", "when set, the test set's probabilities are written here");
 DEFINE_uint64(seed, 42, "global seed");
+DEFINE_int64(shuffle_buffer, 10000, "training rows shuffled in a buffer of this many; 0: in order");
 DEFINE_string(strategy, "",
               "under TF_CONFIG: parameter_server (the default with ps tasks), "
               "multi_worker_mirrored (the default without) or another of strategy_from_flags");
@@ -88,9 +89,9 @@ io::Dataset census(const std::string& file, const Columns& columns, bool trainin
   // columns transform each epoch's examples anew, as TensorFlow's do inside its model.
   io::Dataset data = io::csv_dataset({FLAGS_data_dir + "/" + file}, options).cache();
   if (training) {
-    data = data.shard(context.num_input_pipelines, context.input_pipeline_id)
-               .shuffle(10'000, FLAGS_seed)
-               .repeat();
+    data = data.shard(context.num_input_pipelines, context.input_pipeline_id);
+    if (FLAGS_shuffle_buffer > 0) data = data.shuffle(FLAGS_shuffle_buffer, FLAGS_seed);
+    data = data.repeat();
   }
   return data.map(fc::transform_fn(columns.all)).padded_batch(FLAGS_batch_size, -1).prefetch();
 }

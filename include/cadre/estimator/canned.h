@@ -53,7 +53,8 @@ struct LinearOptions {
 struct DnnOptions {
   std::vector<int64_t> hidden_units{};
   std::vector<feature_column::DensePtr> feature_columns{};
-  // Null: TensorFlow's default, Adagrad at 0.05 alone, or at 0.001 in a wide & deep model.
+  // Null: TensorFlow 2's default, Adagrad at 0.001 (alone as in a wide & deep model: TF 1's
+  // DNNClassifier took 0.05).
   std::shared_ptr<nn::Optimizer> optimizer{};
   Activation activation = nn::relu;
   double dropout = 0;  // the probability that a unit is dropped while training
