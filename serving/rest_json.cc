@@ -268,19 +268,36 @@ void append_nested(std::string* out, const std::vector<double>& values, DType dt
 
 std::shared_ptr<rapidjson::Document> parse_json_object(std::string_view body, int max_depth) {
   check_depth(body, max_depth);
-  auto document = std::make_shared<rapidjson::Document>();
-  // Numbers as text, converted exactly by ExactNumbers. Iterative: no recursion, whatever the
-  // nesting. NaN and Infinity: as encode_predictions writes them (TensorFlow Serving takes
-  // them too).
-  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag |
+  // In situ: the parse reads a copy of the body that the document keeps (its strings point
+  // into it), and hands each number's text over without copying it (the numbers as strings
+  // cost 25% more time per body when RapidJSON copied them twice). Numbers as text,
+  // converted exactly by ExactNumbers. Iterative: no recursion, whatever the nesting. NaN and
+  // Infinity: as encode_predictions writes them (TensorFlow Serving takes them too).
+  struct Parsed {
+    std::string text;
+    rapidjson::Document document;
+  };
+  // The in-situ stream ends at a NUL byte, which JSON never holds outside strings (escaped
+  // as \u0000 inside them).
+  if (body.find('\0') != std::string_view::npos) {
+    throw InvalidArgumentError(
+        str_cat("the body is not valid JSON: a NUL byte at byte ", body.find('\0')));
+  }
+  auto parsed = std::make_shared<Parsed>();
+  // Padded: RapidJSON's UTF-8 validation takes a truncated sequence's continuation bytes
+  // without looking for the end (the fuzzer read past a bare terminator); a sequence is at
+  // most 4 bytes, so it stops inside the padding, which fails the validation.
+  parsed->text.assign(body.data(), body.size());
+  parsed->text.append(8, '\0');
+  std::shared_ptr<rapidjson::Document> document(parsed, &parsed->document);
+  constexpr unsigned kFlags = rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag |
                               rapidjson::kParseIterativeFlag | rapidjson::kParseNanAndInfFlag |
                               rapidjson::kParseValidateEncodingFlag;
   rapidjson::ParseResult result;
   std::string out_of_range;
   auto generate = [&](rapidjson::Document& handler) {
     ExactNumbers<rapidjson::Document> numbers(handler);
-    rapidjson::MemoryStream memory(body.data(), body.size());
-    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> stream(memory);
+    rapidjson::InsituStringStream stream(parsed->text.data());
     rapidjson::Reader reader;
     result = reader.Parse<kFlags>(stream, numbers);
     out_of_range = numbers.out_of_range();
