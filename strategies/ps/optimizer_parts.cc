@@ -34,7 +34,9 @@ void PsVariables::push(nn::Optimizer& optimizer, std::vector<Gradient> gradients
     return;
   }
   // The ps tasks apply one optimizer a push: a push a part (a wide & deep model's Ftrl, then
-  // its Adagrad), the last counting the step (and carrying a coordinator's unit).
+  // its Adagrad), the last counting the step and carrying a coordinator's unit. Should the
+  // unit's ledger refuse that last push, the earlier parts have landed: in coordinator mode
+  // a step's first part may apply once more than the units count.
   std::vector<Part> parts = parts_of(optimizer, std::move(gradients), targets);
   for (size_t p = 0; p < parts.size(); ++p) {
     push_part(*parts[p].optimizer, std::move(parts[p].gradients), parts[p].targets,
