@@ -67,6 +67,18 @@ class ClassifyRegressTest : public ::testing::Test {
     return json + "]}";
   }
 
+  // A Classify request for the first `rows` rows of x on the classification signature.
+  static tensorflow::serving::ClassificationRequest classify_request(const Tensor& x,
+                                                                     int64_t rows) {
+    tensorflow::serving::ClassificationRequest request;
+    request.mutable_model_spec()->set_name("toy");
+    request.mutable_model_spec()->set_signature_name("classification");
+    for (int64_t row = 0; row < rows; ++row) {
+      add_example(x, row, request.mutable_input()->mutable_example_list()->add_examples());
+    }
+    return request;
+  }
+
   static void add_example(const Tensor& x, int64_t row, proto::Example* example) {
     std::vector<float> values = x.to_vector<float>();
     auto& list = *(*example->mutable_features()->mutable_feature())["x"].mutable_float_list();
@@ -193,24 +205,22 @@ TEST_F(ClassifyRegressTest, BadExamplesAndSignaturesAreNamed) {
   EXPECT_EQ(reply.status, 200) << reply.body;
 }
 
+std::unique_ptr<tensorflow::serving::PredictionService::Stub> grpc_stub(int port) {
+  return tensorflow::serving::PredictionService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+}
+
 TEST_F(ClassifyRegressTest, GrpcClassifyAndRegressAreThePredictors) {
   auto server = start();
-  auto stub = tensorflow::serving::PredictionService::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(server->grpc_port()), grpc::InsecureChannelCredentials()));
+  auto stub = grpc_stub(server->grpc_port());
   Tensor x = testing::serving_examples(3, 400);
   std::vector<float> probabilities =
       expected(x, "classification").at("probabilities").to_vector<float>();
   std::vector<float> values = expected(x, "regression").at("value").to_vector<float>();
 
-  tensorflow::serving::ClassificationRequest request;
-  request.mutable_model_spec()->set_name("toy");
-  request.mutable_model_spec()->set_signature_name("classification");
-  for (int64_t row = 0; row < 3; ++row) {
-    add_example(x, row, request.mutable_input()->mutable_example_list()->add_examples());
-  }
   tensorflow::serving::ClassificationResponse response;
   grpc::ClientContext context;
-  grpc::Status status = stub->Classify(&context, request, &response);
+  grpc::Status status = stub->Classify(&context, classify_request(x, 3), &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.model_spec().version().value(), 1);
   EXPECT_EQ(response.model_spec().signature_name(), "classification");
@@ -239,9 +249,15 @@ TEST_F(ClassifyRegressTest, GrpcClassifyAndRegressAreThePredictors) {
   ASSERT_EQ(regressed.result().regressions_size(), 2);
   EXPECT_NEAR(regressed.result().regressions(0).value(), values[0], 1e-6);
   EXPECT_NEAR(regressed.result().regressions(1).value(), values[1], 1e-6);
+}
 
-  // INVALID_ARGUMENT naming what is wrong: no input, a missing feature, a short one, an
-  // int64 list with a fraction cannot happen (int64), a predict signature.
+// INVALID_ARGUMENT naming what is wrong: no input, a missing feature, a long one, a predict
+// signature; NOT_FOUND for an unknown model.
+TEST_F(ClassifyRegressTest, GrpcBadClassifyRequestsNameWhatIsWrong) {
+  auto server = start();
+  auto stub = grpc_stub(server->grpc_port());
+  const tensorflow::serving::ClassificationRequest request =
+      classify_request(testing::serving_examples(3, 400), 3);
   auto refused = [&](const tensorflow::serving::ClassificationRequest& bad,
                      const std::string& says) {
     grpc::ClientContext bad_context;

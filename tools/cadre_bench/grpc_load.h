@@ -1,8 +1,8 @@
 // A closed-loop gRPC load generator for TensorFlow Serving's PredictionService.Predict:
 // `concurrency` calls in flight on `channels` channels (by default one HTTP/2 connection,
-// as a client's stub shares one), each sent again as soon as the previous one has completed, all driven by one
-// thread through a completion queue, so that the client costs the machine little. Reports
-// as the REST load does (tools/cadre_bench/http_load.h).
+// as a client's stub shares one), each sent again as soon as the previous one has completed, all
+// driven by one thread through a completion queue, so that the client costs the machine little.
+// Reports as the REST load does (tools/cadre_bench/http_load.h).
 #pragma once
 
 #include <string>

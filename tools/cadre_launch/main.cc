@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "core/base/random_token.h"
@@ -63,12 +64,10 @@ DEFINE_string(k8s_memory, "", "memory request and limit per pod, e.g. 8Gi (empty
 DEFINE_int32(k8s_gpus, -1,
              "nvidia.com/gpu per training pod (-1: the gpu devices PROGRAM's --devices names)");
 
-int main(int argc, char** argv) {
-  cadre::examples::parse_program_flags(
-      &argc, &argv,
-      "cadre_launch [--client=1 | --chief=1] --workers=N --ps=M --evaluator=1 "
-      "[--max_restarts=R] -- PROGRAM ARGS...\n  a local cluster on loopback: one process per "
-      "task, TF_CONFIG set for each");
+namespace {
+
+// The job the flags describe; nullopt after naming a bad combination on stderr.
+std::optional<cadre::launch::LaunchOptions> launch_options(int argc, char** argv) {
   cadre::launch::LaunchOptions options;
   options.client = FLAGS_client;
   options.chief = FLAGS_chief;
@@ -83,7 +82,7 @@ int main(int argc, char** argv) {
   options.grace_secs = FLAGS_grace_secs;
   if (FLAGS_tls && FLAGS_insecure) {
     std::cerr << "cadre_launch: --tls and --insecure: expected at most one of them\n";
-    return 1;
+    return std::nullopt;
   }
   using Security = cadre::launch::LaunchOptions::Security;
   options.security =
@@ -96,59 +95,77 @@ int main(int argc, char** argv) {
     std::istringstream words(FLAGS_serve_args);
     for (std::string word; words >> word;) options.server_command.push_back(word);
   }
+  return options;
+}
+
+// --k8s_out: the manifests instead of a local cluster.
+int write_manifests(const cadre::launch::LaunchOptions& options) {
+  if (!options.server_command.empty()) {
+    std::cerr << "cadre_launch: --serve_args is for a local cluster; on Kubernetes run the "
+                 "server as a Deployment of its own\n";
+    return 1;
+  }
+  cadre::launch::KubernetesOptions k8s;
+  if (FLAGS_k8s_kind == "tfjob") {
+    k8s.kind = cadre::launch::KubernetesOptions::Kind::kTFJob;
+  } else if (FLAGS_k8s_kind != "jobs") {
+    std::cerr << "cadre_launch: --k8s_kind=" << FLAGS_k8s_kind << ": expected jobs or tfjob\n";
+    return 1;
+  }
+  k8s.name = FLAGS_k8s_name;
+  k8s.image = FLAGS_k8s_image;
+  k8s.port = FLAGS_k8s_port;
+  k8s.mount_path = FLAGS_k8s_mount_path;
+  k8s.storage_size = FLAGS_k8s_storage;
+  k8s.volume_claim = FLAGS_k8s_volume_claim;
+  k8s.cpu = FLAGS_k8s_cpu;
+  k8s.memory = FLAGS_k8s_memory;
+  k8s.gpus = FLAGS_k8s_gpus;
+  k8s.secret = cadre::random_token();
+  std::string text = cadre::launch::kubernetes_manifests(options, k8s);
+  // The manifests hold the job's secret: readable by their owner only.
+  int fd = ::open(FLAGS_k8s_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+                 ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (fd >= 0 && ::close(fd) != 0) written = false;
+  if (!written) {
+    std::cerr << "cadre_launch: cannot write " << FLAGS_k8s_out << ": " << std::strerror(errno)
+              << "\n";
+    return 1;
+  }
+  std::printf("wrote %s\n", FLAGS_k8s_out.c_str());
+  return 0;
+}
+
+// --explain: each task's TF_CONFIG (on example ports) and the server's command line.
+int explain(const cadre::launch::LaunchOptions& options) {
+  std::vector<int> ports;
+  for (int i = 0; i < 8 + FLAGS_workers + FLAGS_ps; ++i) ports.push_back(20000 + i);
+  for (const auto& [task, tf_config] : cadre::launch::tf_configs(options, ports)) {
+    std::printf("%s: TF_CONFIG='%s'\n", task.c_str(), tf_config.c_str());
+  }
+  if (!options.server_command.empty()) {
+    std::string line;
+    for (const std::string& word : options.server_command) line += (line.empty() ? "" : " ") + word;
+    std::printf("server:0: no TF_CONFIG; runs %s\n", line.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cadre::examples::parse_program_flags(
+      &argc, &argv,
+      "cadre_launch [--client=1 | --chief=1] --workers=N --ps=M --evaluator=1 "
+      "[--max_restarts=R] -- PROGRAM ARGS...\n  a local cluster on loopback: one process per "
+      "task, TF_CONFIG set for each");
+  std::optional<cadre::launch::LaunchOptions> options = launch_options(argc, argv);
+  if (!options) return 1;
   try {
-    if (!FLAGS_k8s_out.empty()) {
-      if (!options.server_command.empty()) {
-        std::cerr << "cadre_launch: --serve_args is for a local cluster; on Kubernetes run the "
-                     "server as a Deployment of its own\n";
-        return 1;
-      }
-      cadre::launch::KubernetesOptions k8s;
-      if (FLAGS_k8s_kind == "tfjob") {
-        k8s.kind = cadre::launch::KubernetesOptions::Kind::kTFJob;
-      } else if (FLAGS_k8s_kind != "jobs") {
-        std::cerr << "cadre_launch: --k8s_kind=" << FLAGS_k8s_kind << ": expected jobs or tfjob\n";
-        return 1;
-      }
-      k8s.name = FLAGS_k8s_name;
-      k8s.image = FLAGS_k8s_image;
-      k8s.port = FLAGS_k8s_port;
-      k8s.mount_path = FLAGS_k8s_mount_path;
-      k8s.storage_size = FLAGS_k8s_storage;
-      k8s.volume_claim = FLAGS_k8s_volume_claim;
-      k8s.cpu = FLAGS_k8s_cpu;
-      k8s.memory = FLAGS_k8s_memory;
-      k8s.gpus = FLAGS_k8s_gpus;
-      k8s.secret = cadre::random_token();
-      std::string text = cadre::launch::kubernetes_manifests(options, k8s);
-      // The manifests hold the job's secret: readable by their owner only.
-      int fd = ::open(FLAGS_k8s_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
-                     ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-      if (fd >= 0 && ::close(fd) != 0) written = false;
-      if (!written) {
-        std::cerr << "cadre_launch: cannot write " << FLAGS_k8s_out << ": " << std::strerror(errno)
-                  << "\n";
-        return 1;
-      }
-      std::printf("wrote %s\n", FLAGS_k8s_out.c_str());
-      return 0;
-    }
-    if (FLAGS_explain) {
-      std::vector<int> ports;
-      for (int i = 0; i < 8 + FLAGS_workers + FLAGS_ps; ++i) ports.push_back(20000 + i);
-      for (const auto& [task, tf_config] : cadre::launch::tf_configs(options, ports)) {
-        std::printf("%s: TF_CONFIG='%s'\n", task.c_str(), tf_config.c_str());
-      }
-      if (!options.server_command.empty()) {
-        std::string line;
-        for (const std::string& word : options.server_command)
-          line += (line.empty() ? "" : " ") + word;
-        std::printf("server:0: no TF_CONFIG; runs %s\n", line.c_str());
-      }
-      return 0;
-    }
-    return cadre::launch::run_cluster(options);
+    if (!FLAGS_k8s_out.empty()) return write_manifests(*options);
+    if (FLAGS_explain) return explain(*options);
+    return cadre::launch::run_cluster(*options);
   } catch (const std::exception& e) {
     std::cerr << "cadre_launch: " << e.what() << "\n";
     return 1;
