@@ -17,6 +17,7 @@
 #include "cadre/estimator/predictor.h"
 #include "cadre/serving/model_server.h"
 #include "serving/proto/serving_apis.grpc.pb.h"
+#include "tests/serving/predict_request.h"
 #include "tests/serving/serving_test_support.h"
 #include "tests/support/mini_json.h"
 #include "tests/support/temp_dir.h"
@@ -142,13 +143,7 @@ TEST_F(TlsTest, RestAndGrpcOverTlsAreThePredictors) {
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->grpc_port()),
                                      grpc::SslCredentials(ssl));
   auto stub = tensorflow::serving::PredictionService::NewStub(channel);
-  tensorflow::serving::PredictRequest request;
-  request.mutable_model_spec()->set_name("toy");
-  tensorflow::TensorProto& input = (*request.mutable_inputs())["x"];
-  input.set_dtype(tensorflow::DT_FLOAT);
-  input.mutable_tensor_shape()->add_dim()->set_size(3);
-  input.mutable_tensor_shape()->add_dim()->set_size(4);
-  for (float value : x.to_vector<float>()) input.add_float_val(value);
+  tensorflow::serving::PredictRequest request = testing::predict_request(x);
   tensorflow::serving::PredictResponse response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));

@@ -8,6 +8,7 @@
 #include "cadre/estimator/predictor.h"
 #include "cadre/serving/model_server.h"
 #include "serving/proto/serving_apis.grpc.pb.h"
+#include "tests/serving/predict_request.h"
 #include "tests/serving/serving_test_support.h"
 #include "tests/support/mini_json.h"
 #include "tests/support/temp_dir.h"
@@ -107,13 +108,8 @@ TEST_F(ServerTest, GrpcPredictionServiceIsThePredictors) {
   Tensor x = testing::serving_examples(3, 200);
   auto expected = Predictor::load(version_dir_, testing::serving_model_fn)->predict({{"x", x}});
 
-  tensorflow::serving::PredictRequest request;
-  request.mutable_model_spec()->set_name("toy");
+  tensorflow::serving::PredictRequest request = testing::predict_request(x);
   tensorflow::TensorProto& input = (*request.mutable_inputs())["x"];
-  input.set_dtype(tensorflow::DT_FLOAT);
-  input.mutable_tensor_shape()->add_dim()->set_size(3);
-  input.mutable_tensor_shape()->add_dim()->set_size(4);
-  for (float value : x.to_vector<float>()) input.add_float_val(value);
   tensorflow::serving::PredictResponse response;
   grpc::ClientContext context;
   grpc::Status status = stub->Predict(&context, request, &response);
