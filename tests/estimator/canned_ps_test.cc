@@ -18,7 +18,7 @@ namespace fc = feature_column;
 using testing::TempDir;
 
 // 128 rows of x in [-1, 1) and a color, the class x > 0; batches of 16.
-InputFn rows(bool repeat) {
+InputFn ps_rows(bool repeat) {
   return [=](const InputContext&) {
     size_t i = 0;
     io::Dataset d = io::Dataset::from_generator([=]() mutable -> std::optional<io::Element> {
@@ -74,8 +74,8 @@ TEST(CannedPsTest, WideAndDeepTrainsOnParameterServersAsOnOneDevice) {
   Estimator on_ps = wide_and_deep(
       dir.file("ps"), ParameterServerStrategy::create(chief, {Device::cpu(0)}, options));
   Estimator alone = wide_and_deep(dir.file("one"), nullptr);
-  EXPECT_EQ(on_ps.train(rows(true), {.max_steps = 40}), 40);
-  alone.train(rows(true), {.max_steps = 40});
+  EXPECT_EQ(on_ps.train(ps_rows(true), {.max_steps = 40}), 40);
+  alone.train(ps_rows(true), {.max_steps = 40});
 
   std::vector<std::string> names = on_ps.get_variable_names();
   for (const char* name :
