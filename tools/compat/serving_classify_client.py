@@ -13,8 +13,6 @@ tensorflow-cpu==2.15.* and tensorflow-serving-api==2.15.* (not dependencies of t
 
 Prints one JSON line; exits 1 when they disagree.
 """
-import argparse
-import gzip
 import json
 import sys
 import urllib.request
@@ -24,12 +22,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, prediction_service_pb2_grpc
 
-
-def test_images(data_dir, count):
-    with gzip.open(f"{data_dir}/t10k-images-idx3-ubyte.gz", "rb") as f:
-        data = f.read()
-    pixels = np.frombuffer(data, dtype=np.uint8, offset=16)[: count * 784]
-    return (pixels.astype(np.float32) / 255.0).reshape(count, 784)
+from serving_client import client_arguments, test_images  # the same directory
 
 
 def rest(port, model, verb, body):
@@ -56,13 +49,7 @@ def scores_of(classifications):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rest_port", type=int, default=8501)
-    parser.add_argument("--grpc_port", type=int, default=8500)
-    parser.add_argument("--model_name", default="fashion_mnist")
-    parser.add_argument("--examples", type=int, default=16)
-    parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
-    args = parser.parse_args()
+    args = client_arguments()
     images = test_images(args.data_dir, args.examples)
 
     stub = prediction_service_pb2_grpc.PredictionServiceStub(

@@ -41,14 +41,20 @@ def rest_predictions(port, model, images):
         return json.load(reply)["predictions"]
 
 
-def main():
+def client_arguments():
+    """The flags of this client and serving_classify_client.py: where the server listens and
+    which Fashion-MNIST test images to send."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--rest_port", type=int, default=8501)
     parser.add_argument("--grpc_port", type=int, default=8500)
     parser.add_argument("--model_name", default="fashion_mnist")
     parser.add_argument("--examples", type=int, default=16)
     parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main():
+    args = client_arguments()
     images = test_images(args.data_dir, args.examples)
 
     channel = grpc.insecure_channel(f"127.0.0.1:{args.grpc_port}")
