@@ -87,6 +87,7 @@ void RunConfig::validate() const {
     fail("model_dir", model_dir, "a directory (or a path to create), not a file");
   }
   if (keep_checkpoint_max < 0) fail("keep_checkpoint_max", keep_checkpoint_max, ">= 0");
+  if (input_shards < 0) fail("input_shards", input_shards, "0 (off) or more");
   if (keep_checkpoint_every_n_hours < 0) {
     fail("keep_checkpoint_every_n_hours", keep_checkpoint_every_n_hours, ">= 0");
   }

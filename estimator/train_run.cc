@@ -139,6 +139,8 @@ std::string TrainRun::save_checkpoint() {
                    << " holds the chief's input position only (it was not announced)";
     }
   }
+  } else if (worker_parts_ && worker_parts_->take(global_step_, &data.parts)) {
+    logical = std::make_shared<nn::VariableStore>();  // every variable is in a worker's part
   if (attributes_.empty()) {  // the same for every save of the run (and not free to build)
     set_input_pipelines(strategy_->num_workers(), &data);
     data.attributes["strategy"] = strategy_->name();
@@ -177,6 +179,7 @@ std::vector<nn::Variable*> TrainRun::chosen_variables(const nn::VariableStore& s
   size_t trainable = store.trainable_variables().size();
   MutexLock lock(chosen_mutex_);
   Chosen& chosen = chosen_[{&store, op.variables}];
+  if (heard & StrategyExtended::kCheckpoint) start_worker_parts();
   if (chosen.trainable != trainable) {
     chosen.variables = variables_to_train(store, op);
     chosen.trainable = trainable;
@@ -186,6 +189,18 @@ std::vector<nn::Variable*> TrainRun::chosen_variables(const nn::VariableStore& s
 
 ReplicaOutput TrainRun::replica_step(ReplicaContext& ctx, const io::Element& batch) {
   ReplicaOutput out;
+void TrainRun::start_worker_parts() {
+  const StrategyExtended& extended = strategy_->extended();
+  std::shared_ptr<const nn::VariableStore> store = extended.variables_to_save(*variables_);
+  if (!worker_parts_decided_) {
+    const RunConfig& config = estimator_.config();
+    worker_parts_ = WorkerParts::create(extended, *store, config.model_dir,
+                                        str_cat(config.task_type, ":", config.task_id));
+    worker_parts_decided_ = true;
+  }
+  if (worker_parts_) worker_parts_->start(*store, global_step_);
+}
+
   out.batch_size = batch_size_of(batch.features, batch.labels);
   GradientTape tape;
   profiler::Phases phase("forward");

@@ -23,6 +23,7 @@
 #include "cadre/strategies/distributed_dataset.h"
 #include "cadre/strategies/strategy.h"
 #include "estimator/model_session.h"
+#include "estimator/worker_parts.h"
 #include "estimator/worker_states.h"
 
 namespace cadre::estimator_internal {
@@ -75,6 +76,10 @@ class TrainRun : public Run {
  private:
   // This worker's input position and its replicas' generators.
   WorkerState own_state();
+  // After a step whose checkpoint the chief announced, on every worker: its part of that
+  // checkpoint, where the workers write one (WorkerParts; decided at the first checkpoint,
+  // once model_fn has made the variables).
+  void start_worker_parts();
   // variables_to_train, chosen again only when the store's trainable variables change (the
   // regular expression is not matched against every name at every step). Replicas call it
   // concurrently.
@@ -99,6 +104,8 @@ class TrainRun : public Run {
   int64_t gathered_step_ = -1;
   bool planned_stop_ = false;
   std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves
+  std::unique_ptr<WorkerParts> worker_parts_;
+  bool worker_parts_decided_ = false;
   struct Chosen {
     size_t trainable = 0;
     std::vector<nn::Variable*> variables;

@@ -28,6 +28,7 @@
 #include "estimator/stop_notice.h"
 #include "estimator/train_run.h"
 #include "estimator/worker_states.h"
+#include "io/virtual_shards.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre {
@@ -56,6 +57,32 @@ void restore_input(DistributedIterator& iterator, const checkpoint::CheckpointRe
     LOG(WARNING) << "the input pipeline differs from the one checkpointed in " << reader.path()
                  << " (" << error.what() << "); reading the input from its start";
   }
+}
+
+// The virtual shards to read the input as: a checkpoint's own number (its positions are per
+// shard), else RunConfig's; none for workers that step on their own, whose positions are not
+// kept.
+int64_t input_shards(const RunConfig& config, const checkpoint::CheckpointReader* resume,
+                     const Strategy& strategy) {
+  int64_t shards = config.input_shards;
+  if (resume) {
+    if (int64_t saved = io::saved_virtual_shards(resume->iterator_state(/*verify=*/false))) {
+      if (shards != 0 && shards != saved) {
+        LOG(WARNING) << "RunConfig.input_shards is " << shards << "; reading the input as the "
+                     << saved << " input shards of " << resume->path();
+      }
+      shards = saved;
+    }
+  }
+  if (strategy.num_workers_in_sync() != strategy.num_workers()) {
+    if (shards > 0) {
+      LOG(WARNING) << "input shards apply to workers that step together; " << strategy.name()
+                   << "'s workers each read their own part of the input";
+    }
+    return 0;
+  }
+  // A worker that cannot see the chief's checkpoints reads the input as the chief does.
+  return strategy.extended().broadcast_from_chief(shards);
 }
 
 std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start_checkpoint(
@@ -345,8 +372,11 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   }
   TrainRun run(*this, strategy, start_step, resume, warm.reader, warm.names, manager.get(),
                max_steps, std::move(open_writer));
+  int64_t shards = input_shards(config_, resume.get(), *strategy);
   DistributedIterator iterator =
-      strategy->distribute_datasets_from_function(input_fn).make_iterator();
+      (shards > 0 ? strategy->distribute_datasets_from_function(input_fn, shards)
+                  : strategy->distribute_datasets_from_function(input_fn))
+          .make_iterator();
   if (resume) restore_input(iterator, *resume, *strategy);
   run.set_iterator(&iterator);
   // Hooks see the logical variables (replica 0's) and generator, as model_fn does.

@@ -3,6 +3,7 @@
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "io/element_codec.h"
+#include "io/virtual_shards.h"
 
 namespace cadre::estimator_internal {
 namespace {
@@ -66,6 +67,18 @@ void set_input_pipelines(int pipelines, checkpoint::CheckpointData* data) {
 
 std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointReader& reader,
                                                 int pipeline, int pipelines, std::string* why) {
+  std::map<std::string, Tensor> all = reader.iterator_state(/*verify=*/false);
+  if (io::saved_virtual_shards(all) > 0) {
+    // Each worker saved the shards it read, under names of their own: together they are the
+    // input's position, which any number of workers divide again.
+    io::IteratorState shards;
+    for (auto& [key, value] : all) {
+      std::string_view name = key;
+      if (name.starts_with(kPipelinePrefix)) name.remove_prefix(name.find('/') + 1);
+      shards.emplace(std::string(name), value);
+    }
+    return shards;
+  }
   int saved = 1;
   std::map<std::string, std::string> attributes = reader.attributes();
   if (auto it = attributes.find(kPipelinesAttribute); it != attributes.end()) {
@@ -74,10 +87,10 @@ std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointRead
   if (saved != pipelines) {
     *why = str_cat("the checkpoint holds the input positions of ", saved,
                    " worker(s) and this job shards its input over ", pipelines,
-                   ": every worker reads its new shard from the start");
+                   ": every worker reads its new shard from the start (RunConfig.input_shards, "
+                   "set when a job starts, keeps positions across a change of workers)");
     return std::nullopt;
   }
-  std::map<std::string, Tensor> all = reader.iterator_state(/*verify=*/false);
   io::IteratorState mine;
   std::string prefix = pipeline_prefix(pipeline);
   for (const auto& [key, value] : all) {

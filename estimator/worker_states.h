@@ -35,7 +35,9 @@ void set_input_pipelines(int pipelines, checkpoint::CheckpointData* data);
 
 // The input position of worker `pipeline` of `pipelines` in `reader`'s checkpoint, or nullopt
 // with the reason in `why`: the checkpoint has none for it, or was written by a job whose
-// input was sharded over another number of workers (then every worker starts over).
+// input was sharded over another number of workers (then every worker starts over). An input
+// read as virtual shards gives every worker the positions of all shards, whatever the number
+// of workers that saved them.
 std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointReader& reader,
                                                 int pipeline, int pipelines, std::string* why);
 

@@ -4,12 +4,12 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset_options.h"
 #include "core/base/strings.h"
 #include "io/dataset_node.h"
+#include "io/pipeline_rewrite.h"
 #include "io/shard_node.h"
 
 namespace cadre::io {
@@ -30,41 +30,6 @@ class OptionsNode : public PassingNode<OptionsNode> {
   DatasetOptions options_;
 };
 
-// Visits every stage once, depending stages before their inputs; stops early when `visit`
-// returns true.
-bool walk(const NodePtr& root, const std::function<bool(const DatasetNode&)>& visit) {
-  std::vector<const DatasetNode*> pending{root.get()};
-  std::set<const DatasetNode*> seen;
-  while (!pending.empty()) {
-    const DatasetNode* node = pending.back();
-    pending.pop_back();
-    if (!seen.insert(node).second) continue;
-    if (visit(*node)) return true;
-    for (const NodePtr& input : node->inputs()) pending.push_back(input.get());
-  }
-  return false;
-}
-
-// The pipeline with each stage for which `replace` returns a node replaced by it (stages
-// shared by several consumers are rewritten once).
-NodePtr rewrite(const NodePtr& node, const std::function<NodePtr(const NodePtr&)>& replace,
-                std::map<const DatasetNode*, NodePtr>& done) {
-  if (auto it = done.find(node.get()); it != done.end()) return it->second;
-  NodePtr result = replace(node);
-  if (!result) {
-    std::vector<NodePtr> inputs = node->inputs();
-    bool changed = false;
-    for (NodePtr& input : inputs) {
-      NodePtr rewritten = rewrite(input, replace, done);
-      changed |= rewritten != input;
-      input = std::move(rewritten);
-    }
-    result = changed ? node->with_inputs(std::move(inputs)) : node;
-  }
-  done[node.get()] = result;
-  return result;
-}
-
 AutoShardPolicy policy_of(const NodePtr& root) {
   AutoShardPolicy policy = AutoShardPolicy::kAuto;
   // The options nearest the output win, as later with_options calls override earlier ones.
@@ -78,10 +43,10 @@ AutoShardPolicy policy_of(const NodePtr& root) {
 
 std::string base_name(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
-// FILE: each file-reading source keeps files i with i % workers == index. Returns null and
-// sets *problem when the pipeline cannot be sharded by files.
-std::optional<ShardedDataset> shard_files(const Dataset& dataset, int64_t workers, int64_t index,
-                                          std::string* problem) {
+}  // namespace
+
+std::optional<ShardedDataset> shard_by_files(const Dataset& dataset, int64_t workers, int64_t index,
+                                             std::string* problem) {
   std::vector<const FileSourceNode*> sources;
   walk(dataset.node(), [&](const DatasetNode& node) {
     if (auto* source = dynamic_cast<const FileSourceNode*>(&node)) sources.push_back(source);
@@ -123,6 +88,8 @@ std::optional<ShardedDataset> shard_files(const Dataset& dataset, int64_t worker
   return ShardedDataset{Dataset(root),
                         str_cat("FILE: ", mine.size(), " of ", total, " files (", names, ")")};
 }
+
+namespace {
 
 // DATA: shard(workers, index) at the output, below trailing stages that map elements one
 // for one.
@@ -174,7 +141,8 @@ ShardedDataset auto_shard(const Dataset& dataset, int64_t num_workers, int64_t w
   }
   std::string problem;
   if (policy == AutoShardPolicy::kAuto || policy == AutoShardPolicy::kFile) {
-    if (auto sharded = shard_files(dataset, num_workers, worker_index, &problem)) return *sharded;
+    if (auto sharded = shard_by_files(dataset, num_workers, worker_index, &problem))
+      return *sharded;
     if (policy == AutoShardPolicy::kFile) {
       throw InvalidArgumentError(str_cat("auto-shard policy FILE cannot divide the input among ",
                                          num_workers, " workers: ", problem,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cadre/base/errors.h"
@@ -25,5 +26,11 @@ struct ShardedDataset {
 // same, with less work). Throws InvalidArgumentError for a bad worker index, and for FILE
 // when no stage reads files or one reads fewer files than there are workers.
 ShardedDataset auto_shard(const Dataset& dataset, int64_t num_workers, int64_t worker_index);
+
+// FILE alone: each file-reading source keeps its files i with i % num_shards == index.
+// nullopt, with the reason in *problem, when no stage reads files or one reads fewer files
+// than there are shards.
+std::optional<ShardedDataset> shard_by_files(const Dataset& dataset, int64_t num_shards,
+                                             int64_t index, std::string* problem);
 
 }  // namespace cadre::io

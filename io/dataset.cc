@@ -87,7 +87,8 @@ int64_t InputContext::per_replica_batch_size(int64_t global_batch_size) const {
   if (num_replicas_in_sync <= 0 || global_batch_size % num_replicas_in_sync != 0) {
     throw InvalidArgumentError(str_cat("the global batch size ", global_batch_size,
                                        " does not divide evenly among ", num_replicas_in_sync,
-                                       " replicas in sync"));
+                                       " replicas in sync (with RunConfig.input_shards: among the "
+                                       "input shards, which must divide the global batch)"));
   }
   return global_batch_size / num_replicas_in_sync;
 }

@@ -56,7 +56,8 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
       : StrategyExtended(std::move(devices), hierarchical_copy_all_reduce()),
         group_(std::move(group)),
         gpus_(std::move(gpus)),
-        timeout_seconds_(options.collective_timeout_seconds) {
+        timeout_seconds_(options.collective_timeout_seconds),
+        sharded_checkpoint_min_bytes_(options.sharded_checkpoint_min_bytes) {
     // Buckets need one replica (the tape's hook runs on its thread); else one buffer after
     // the backward pass (cross_worker_sum).
     if (num_local_replicas() == 1) {
@@ -120,6 +121,12 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
     group_->collective->broadcast(&value, sizeof value, /*root=*/0);
     return value;
   }
+  int worker_checkpoint_parts(int64_t bytes) const override {
+    bool sharded = num_workers() > 1 && sharded_checkpoint_min_bytes_ >= 0 &&
+                   bytes >= sharded_checkpoint_min_bytes_;
+    return sharded ? num_workers() : 0;
+  }
+  Store* part_store() const override { return group_->client.get(); }
   std::string reduction() const override {
     std::string across = str_cat(gpus_ ? "NCCL" : group_->collective->transport(),
                                  " all-reduce across ", num_workers(), " workers");
@@ -139,6 +146,7 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<GpuCollective> gpus_;  // NCCL across workers, else the host collective
   double timeout_seconds_;
+  int64_t sharded_checkpoint_min_bytes_;
   std::unique_ptr<GradientBuckets> buckets_;  // when gradients overlap the backward pass
   // Per source of the bucketed step, whether its gradient is sparse (learnt from the last
   // step's own gradients), and the sparse ones' dense shapes.

@@ -14,6 +14,7 @@
 #include "core/base/strings.h"
 #include "io/auto_shard.h"
 #include "io/element_codec.h"
+#include "io/virtual_shards.h"
 #include "strategies/replica_group.h"
 #include "strategies/strategy_extended.h"
 
@@ -215,6 +216,29 @@ DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& in
     dataset = std::move(sharded.dataset);
   }
   return DistributedDataset(std::move(dataset), devices(), /*split_batches=*/false);
+}
+
+DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& input_fn,
+                                                               int64_t input_shards) const {
+  if (num_workers_in_sync() != num_workers()) {
+    throw InvalidArgumentError(str_cat("input shards need workers that step together; ", name(),
+                                       "'s workers step on their own"));
+  }
+  if (input_shards < num_workers()) {
+    throw InvalidArgumentError(str_cat("the input is read as ", input_shards,
+                                       " input shards and this job has ", num_workers(),
+                                       " workers; run at most ", input_shards, " workers"));
+  }
+  auto [first, last] = io::owned_shards(input_shards, num_workers(), worker_index());
+  io::InputContext context;
+  context.num_input_pipelines = static_cast<int>(input_shards);
+  context.input_pipeline_id = static_cast<int>(first);
+  context.num_replicas_in_sync = static_cast<int>(input_shards);
+  io::VirtualShards shards = io::read_virtual_shards(input_fn(context), input_shards, first, last);
+  LOG(INFO) << "input of worker " << worker_index() << " of " << num_workers() << ": "
+            << shards.plan;
+  return DistributedDataset(std::move(shards.dataset), devices(), /*split_batches=*/true,
+                            BatchSplit{0, num_local_replicas()});
 }
 
 std::vector<Device> parse_devices(const std::string& text) {

@@ -51,6 +51,9 @@ DEFINE_int64(batch_size, 128, "global batch size");
 DEFINE_double(learning_rate, 0.001, "Adam learning rate");
 DEFINE_int64(save_checkpoints_steps, 500, "checkpoint interval in steps");
 DEFINE_int32(keep_checkpoint_max, 5, "checkpoints kept (0: every one, as in TensorFlow)");
+DEFINE_int64(input_shards, 0,
+             "read the training input as this many shards, so that a job resumed with "
+             "another number of workers reads every example once (0: one per worker)");
 DEFINE_int64(steps_per_unit, 10,
              "coordinator mode (a client task) with ps tasks: steps the client hands a worker "
              "at a time");
@@ -200,12 +203,21 @@ int run() {
                                std::to_string(strategy->num_replicas_in_sync()) +
                                " replicas of --strategy=" + FLAGS_strategy);
   }
+  examples::check_flag(FLAGS_input_shards >= 0, "input_shards", FLAGS_input_shards,
+                       "0 (one per worker) or more");
+  if (FLAGS_input_shards > 0 && FLAGS_batch_size % FLAGS_input_shards != 0) {
+    throw InvalidArgumentError(
+        "--batch_size=" + std::to_string(FLAGS_batch_size) +
+        " does not divide over --input_shards=" + std::to_string(FLAGS_input_shards) +
+        ": each step takes an equal share of every shard");
+  }
   if (FLAGS_threads > 0) set_intra_op_threads(FLAGS_threads);
 
   config.model_dir = FLAGS_model_dir;
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
   config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
+  config.input_shards = FLAGS_input_shards;
   config.steps_per_unit = FLAGS_steps_per_unit;
   config.train_distribute = strategy;
   config.profile_every_n_steps = FLAGS_profile_every_n_steps;

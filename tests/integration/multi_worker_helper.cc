@@ -7,9 +7,10 @@
 // HELPER_INPUT=unsharded the input_fn leaves sharding to the strategy's auto-sharding;
 // HELPER_SEED replaces the seed 42; HELPER_STEP_SLEEP_MS paces every task's steps, so that a
 // test that restarts a task knows the job is still training when the task is back.
-// HELPER_TRANSPORT=gloo keeps MultiWorkerMirrored's workers on TCP, HELPER_OVERLAP=0 sums
-// the gradient buckets after the backward pass, HELPER_BUCKET_BYTES sizes the buckets,
-// HELPER_EMBEDDING=1 adds an embedding (a sparse gradient) to the model, and
+// HELPER_SHARDED=1 has every checkpoint sharded (by the ps tasks, or by the workers under
+// MultiWorkerMirrored). HELPER_TRANSPORT=gloo keeps MultiWorkerMirrored's workers on TCP,
+// HELPER_OVERLAP=0 sums the gradient buckets after the backward pass, HELPER_BUCKET_BYTES sizes the
+// buckets, HELPER_EMBEDDING=1 adds an embedding (a sparse gradient) to the model, and
 // HELPER_FAIL_AT_STEP=N makes this task's training throw at global step N (a task that
 // fails on its own while the others are well), and HELPER_KEEP_AFTER_FAILURE=S makes it
 // catch that error and live on for S seconds, its strategy alive, before it exits.
@@ -108,6 +109,9 @@ int main(int argc, char** argv) {
       }
       if (const char* p = std::getenv("HELPER_PIECE_BYTES"); p && *p) {
         options.piece_bytes = std::strtoull(p, nullptr, 10);
+      }
+      if (const char* sharded = std::getenv("HELPER_SHARDED"); sharded && *sharded == '1') {
+        options.sharded_checkpoint_min_bytes = 0;
       }
       config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
           *config.cluster, {cadre::Device::cpu(0)}, options);

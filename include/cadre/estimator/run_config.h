@@ -60,6 +60,16 @@ struct RunConfig {
   // any count; oneDNN's, for other convolutions, may not: false keeps the count fixed for
   // bit-reproducible runs of those.
   bool intra_op_autotune = true;
+  // Read the training input as this many virtual shards (io/virtual_shards.h), chosen when
+  // a job first starts and kept in its checkpoints: a job resumed with another number of
+  // workers (MultiWorkerMirrored, Mirrored or one device, at most this many workers) then
+  // reads every element of an epoch once, since each shard keeps its own position and
+  // moves whole to its new owner. The input_fn sees this many input pipelines and replicas
+  // (per_replica_batch_size is a shard's share of the global batch, which it must divide),
+  // and each step takes one batch of every shard. 0: one pipeline per worker, whose
+  // positions are kept only while the number of workers stays the same (as in TensorFlow,
+  // which keeps none). A checkpoint's own number wins over this one.
+  int64_t input_shards = 0;
   int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
   int64_t save_summary_steps = 100;    // 0: no training summaries
   // Coordinator mode (a "client" task, docs/DEPLOY.md): the steps the client hands a worker

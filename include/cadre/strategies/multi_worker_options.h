@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace cadre {
 
@@ -40,6 +41,12 @@ struct MultiWorkerOptions {
   // only where the network, not the cores, carries the bytes
   // (docs/BENCHMARKS.md#distributed-scaling).
   size_t piece_bytes = 0;
+  // Checkpoints of variables (without slots) of at least this many bytes are sharded: each
+  // worker writes a share of the variables and their slots as its own part of the
+  // checkpoint, in parallel and while training goes on, and the chief commits the parts
+  // (checkpoint/FORMAT.md, Sharded checkpoints). Smaller ones are one file the chief writes,
+  // cheaper for a few megabytes. 0: always sharded; negative: never.
+  int64_t sharded_checkpoint_min_bytes = int64_t{16} << 20;
   CoordinationOptions coordination;
 };
 

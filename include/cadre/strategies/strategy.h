@@ -114,6 +114,15 @@ class Strategy {
   // several workers the pipeline is auto-sharded (io/auto_shard.h) by the policy in its
   // options, so that each worker reads a disjoint part of the input; the plan is logged.
   DistributedDataset distribute_datasets_from_function(const InputFn& input_fn) const;
+  // The same input read as `input_shards` virtual shards (io/virtual_shards.h), of which
+  // this worker owns a contiguous range: input_fn is called once, with an InputContext of
+  // input_shards pipelines and as many replicas (so per_replica_batch_size gives a shard's
+  // share of the global batch), and each step joins one batch of every owned shard, split
+  // over the local replicas. Every worker steps with the others, so the shards advance
+  // together. Throws InvalidArgumentError when the workers outnumber the shards or the
+  // strategy's workers step on their own.
+  DistributedDataset distribute_datasets_from_function(const InputFn& input_fn,
+                                                       int64_t input_shards) const;
 
   // The hooks that the framework drives (strategies/strategy_extended.h, not installed).
   const StrategyExtended& extended() const;

@@ -1,0 +1,146 @@
+#include "checkpoint/worker_parts.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "checkpoint/background_saver.h"
+
+namespace cadre::checkpoint {
+namespace {
+
+// A variable and its slots, which a worker writes together, the same rows of each.
+struct Unit {
+  std::vector<std::string> tensors;  // the variable first
+  int64_t bytes = 0;
+  // Rows each tensor has (all alike); 0: not splittable by rows (a scalar, or slots shaped
+  // otherwise than their variable).
+  int64_t rows = 0;
+};
+
+int64_t tensor_bytes(const Tensor& tensor) {
+  return tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
+}
+
+std::vector<Unit> units_of(const CheckpointData& data) {
+  std::map<std::string, Unit> by_variable;
+  auto variable_of = [&](const std::string& name) {
+    auto slot = data.slot_of.find(name);
+    return slot != data.slot_of.end() && data.variables.count(slot->second) ? slot->second : name;
+  };
+  for (const auto& [name, tensor] : data.variables) {
+    Unit& unit = by_variable[variable_of(name)];
+    unit.bytes += tensor_bytes(tensor);
+    if (name == variable_of(name)) {
+      unit.tensors.insert(unit.tensors.begin(), name);
+    } else {
+      unit.tensors.push_back(name);
+    }
+  }
+  std::vector<Unit> units;
+  for (auto& [variable, unit] : by_variable) {
+    const Tensor& value = data.variables.at(variable);
+    unit.rows = value.shape().rank() > 0 ? value.dim(0) : 0;
+    for (const std::string& name : unit.tensors) {
+      const Tensor& t = data.variables.at(name);
+      if (t.shape().rank() == 0 || t.dim(0) != unit.rows) unit.rows = 0;
+    }
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+PartSlice slice_of(const CheckpointData& data, const std::string& name, int64_t first_row,
+                   int64_t rows) {
+  const Tensor& value = data.variables.at(name);
+  auto slot = data.slot_of.find(name);
+  return {name,          slot == data.slot_of.end() ? "" : slot->second,
+          value.dtype(), value.shape(),
+          first_row,     value.shape().rank() == 0 ? 1 : rows};
+}
+
+}  // namespace
+
+std::vector<std::vector<PartSlice>> split_among_workers(const CheckpointData& data, int workers,
+                                                        int64_t split_by_rows_bytes) {
+  CHECK_GT(workers, 0);
+  std::vector<std::vector<PartSlice>> shares(static_cast<size_t>(workers));
+  std::vector<int64_t> load(static_cast<size_t>(workers), 0);
+  std::vector<Unit> whole;
+  for (Unit& unit : units_of(data)) {
+    if (unit.bytes < split_by_rows_bytes || unit.rows < workers) {
+      whole.push_back(std::move(unit));
+      continue;
+    }
+    for (int w = 0; w < workers; ++w) {
+      int64_t first = unit.rows * w / workers, end = unit.rows * (w + 1) / workers;
+      for (const std::string& name : unit.tensors) {
+        shares[static_cast<size_t>(w)].push_back(slice_of(data, name, first, end - first));
+      }
+      load[static_cast<size_t>(w)] += unit.bytes * (end - first) / unit.rows;
+    }
+  }
+  // Largest first onto the least loaded worker: within the largest whole unit of even.
+  std::stable_sort(whole.begin(), whole.end(),
+                   [](const Unit& a, const Unit& b) { return a.bytes > b.bytes; });
+  for (const Unit& unit : whole) {
+    size_t w = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    for (const std::string& name : unit.tensors) {
+      const Tensor& value = data.variables.at(name);
+      shares[w].push_back(slice_of(data, name, 0, value.shape().rank() > 0 ? value.dim(0) : 1));
+    }
+    load[w] += unit.bytes;
+  }
+  return shares;
+}
+
+CheckpointData part_data(const CheckpointData& data, const std::vector<PartSlice>& share) {
+  CheckpointData part;
+  part.global_step = data.global_step;
+  for (const PartSlice& slice : share) {
+    const Tensor& value = data.variables.at(slice.name);
+    std::string name = part_dataset_name(slice.name, slice.first_row);
+    bool whole = value.shape().rank() == 0 || (slice.first_row == 0 && slice.rows == value.dim(0));
+    part.variables[name] =
+        whole ? value : value.slice(0, slice.first_row, slice.first_row + slice.rows);
+    if (!slice.slot_of.empty()) {
+      part.slot_of[name] = part_dataset_name(slice.slot_of, slice.first_row);
+    }
+  }
+  return part;
+}
+
+WorkerPartWriter::WorkerPartWriter()
+    : saver_(std::make_unique<BackgroundSaver>([this](const CheckpointData& data) {
+        WrittenPart written;
+        std::exception_ptr error;
+        try {
+          written = write_part_file(target_.model_dir, target_.file_name, data);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        target_.done(written, error);
+      })) {}
+
+WorkerPartWriter::~WorkerPartWriter() { wait(); }
+
+void WorkerPartWriter::write(const std::string& model_dir, const std::string& file_name,
+                             CheckpointData part, Done done) {
+  wait();
+  target_ = {model_dir, file_name, std::move(done)};
+  saver_->save_deferred(std::move(part));
+}
+
+void WorkerPartWriter::wait() {
+  try {
+    saver_->wait();
+  } catch (...) {
+    // The snapshot failed (the writer reports its own failures through `done`), so the part
+    // was never written: its reader hears it now.
+    if (target_.done) target_.done({}, std::current_exception());
+  }
+}
+
+}  // namespace cadre::checkpoint

@@ -1,0 +1,187 @@
+#include "io/virtual_shards.h"
+
+#include <glog/logging.h>
+
+#include <memory>
+#include <vector>
+
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "core/base/strings.h"
+#include "io/auto_shard.h"
+#include "io/dataset_node.h"
+#include "io/pipeline_rewrite.h"
+#include "io/shard_node.h"
+
+namespace cadre::io {
+namespace {
+
+constexpr char kVirtualShardsKind[] = "virtual_shards";
+constexpr char kVirtualShardsCount[] = "shards";
+
+// Features and labels of the shards' elements, concatenated in shard order.
+Element joined_parts(std::vector<Element>& parts) {
+  if (parts.size() == 1) return std::move(parts[0]);
+  Element joined;
+  for (const auto& [name, first] : parts[0].features) {
+    std::vector<Tensor> pieces;
+    for (const Element& part : parts) {
+      const Tensor* piece = part.features.find(name);
+      if (!piece) {
+        throw InvalidArgumentError(str_cat("input shards: one shard's element has a feature '",
+                                           name, "' and another's has not (",
+                                           join(part.features.names()), ")"));
+      }
+      pieces.push_back(*piece);
+    }
+    joined.features.set(name, concat(pieces, 0));
+  }
+  if (parts[0].labels.defined()) {
+    std::vector<Tensor> pieces;
+    for (const Element& part : parts) pieces.push_back(part.labels);
+    joined.labels = concat(pieces, 0);
+  }
+  return joined;
+}
+
+class JoinedShardsNode : public DatasetNode {
+ public:
+  JoinedShardsNode(std::vector<NodePtr> shards, int64_t num_shards, int64_t first)
+      : shards_(std::move(shards)), num_shards_(num_shards), first_(first) {}
+  std::string_view kind() const override { return kVirtualShardsKind; }
+  std::vector<NodePtr> inputs() const override { return shards_; }
+  NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
+    return std::make_shared<JoinedShardsNode>(std::move(inputs), num_shards_, first_);
+  }
+  std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
+    class It : public IteratorNode {
+     public:
+      It(const JoinedShardsNode& n, const IteratorContext& c)
+          : IteratorNode(kVirtualShardsKind), num_shards_(n.num_shards_), first_(n.first_) {
+        for (const NodePtr& shard : n.shards_) shards_.push_back(shard->make_iterator(c));
+      }
+      std::optional<Element> next() override {
+        if (done_) return std::nullopt;
+        std::vector<Element> parts;
+        parts.reserve(shards_.size());
+        for (auto& shard : shards_) {
+          std::optional<Element> part = shard->next();
+          // A step needs every shard's share: the shards that still have elements keep
+          // them, as a batch with drop_remainder keeps the remainder.
+          if (!part) {
+            done_ = true;
+            return std::nullopt;
+          }
+          parts.push_back(std::move(*part));
+        }
+        return joined_parts(parts);
+      }
+      void prepare_save() override {
+        for (auto& shard : shards_) shard->prepare_save();
+      }
+      void save_state(StateWriter& w) override {
+        w.write_int(kVirtualShardsCount, num_shards_);
+        for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->save(w.child(name(i)));
+      }
+      void restore_state(const StateReader& r) override {
+        for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->restore(r.child(name(i)));
+        done_ = false;
+      }
+
+     private:
+      std::string name(size_t i) const {
+        return str_cat("shard_", first_ + static_cast<int64_t>(i));
+      }
+      int64_t num_shards_, first_;
+      std::vector<std::unique_ptr<IteratorNode>> shards_;
+      bool done_ = false;
+    };
+    return std::make_unique<It>(*this, context);
+  }
+
+ private:
+  std::vector<NodePtr> shards_;
+  int64_t num_shards_, first_;
+};
+
+// The pipeline's own shard(num_shards, index) stage, if it has one.
+const ShardNode* own_shard(const Dataset& dataset, int64_t num_shards, int64_t index) {
+  const ShardNode* own = nullptr;
+  walk(dataset.node(), [&](const DatasetNode& node) {
+    auto* shard = dynamic_cast<const ShardNode*>(&node);
+    if (shard && shard->num_shards() == num_shards && shard->index() == index) own = shard;
+    return own != nullptr;
+  });
+  return own;
+}
+
+// shard(num_shards, index) right after every source: each shard then runs the whole pipeline
+// over its elements, and a source that reads rows in memory skips the others' for nothing.
+NodePtr shard_sources(const NodePtr& root, int64_t num_shards, int64_t index) {
+  std::map<const DatasetNode*, NodePtr> done;
+  return rewrite(
+      root,
+      [&](const NodePtr& node) -> NodePtr {
+        if (!node->inputs().empty()) return nullptr;
+        return std::make_shared<ShardNode>(node, num_shards, index);
+      },
+      done);
+}
+
+}  // namespace
+
+int64_t saved_virtual_shards(const IteratorState& state) {
+  StateReader reader(state);
+  if (!reader.contains("kind") || reader.read_string("kind") != kVirtualShardsKind) return 0;
+  return reader.read_int(kVirtualShardsCount);
+}
+
+std::pair<int64_t, int64_t> owned_shards(int64_t num_shards, int64_t workers, int64_t worker) {
+  return {num_shards * worker / workers, num_shards * (worker + 1) / workers};
+}
+
+VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
+                                  int64_t last) {
+  if (num_shards <= 0 || first < 0 || last > num_shards || first >= last) {
+    throw InvalidArgumentError(str_cat("input shards [", first, ", ", last, ") of ", num_shards,
+                                       "; expected 0 <= first < last <= shards"));
+  }
+  std::vector<NodePtr> shards;
+  std::string how;
+  std::string problem;
+  if (const ShardNode* own = own_shard(dataset, num_shards, first)) {
+    how = "the input_fn's own shard stage";
+    for (int64_t v = first; v < last; ++v) {
+      std::map<const DatasetNode*, NodePtr> done;
+      shards.push_back(rewrite(
+          dataset.node(),
+          [&](const NodePtr& node) -> NodePtr {
+            if (node.get() != own) return nullptr;
+            return std::make_shared<ShardNode>(own->input(), num_shards, v);
+          },
+          done));
+    }
+  } else if (shard_by_files(dataset, num_shards, first, &problem)) {
+    how = "divided by files";
+    for (int64_t v = first; v < last; ++v) {
+      shards.push_back(shard_by_files(dataset, num_shards, v, &problem)->dataset.node());
+    }
+  } else {
+    how = "divided element by element at the sources";
+    bool generator =
+        walk(dataset.node(), [](const DatasetNode& node) { return node.kind() == "generator"; });
+    if (generator) {
+      LOG(WARNING) << "input shards: every shard runs the pipeline's generator and keeps its "
+                      "own elements; resuming is exact only if it yields the same sequence "
+                      "every time";
+    }
+    for (int64_t v = first; v < last; ++v) {
+      shards.push_back(shard_sources(dataset.node(), num_shards, v));
+    }
+  }
+  std::string range = last - first == 1 ? str_cat(first) : str_cat(first, "-", last - 1);
+  return {Dataset(std::make_shared<JoinedShardsNode>(std::move(shards), num_shards, first)),
+          str_cat("input shard(s) ", range, " of ", num_shards, " (", how, ")")};
+}
+
+}  // namespace cadre::io

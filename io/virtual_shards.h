@@ -1,0 +1,42 @@
+// Reading an input as a fixed number of virtual shards, so that a job can change its number
+// of workers and still read every element once. Each shard is the whole pipeline over its own
+// part of the input, with its own position (shuffle buffer, random stream, file offsets); a
+// worker reads the shards it owns, and a resize hands whole shards, positions and all, to
+// their new owners. Shard v's position is under "shard_<v>/" in the iterator state, so the
+// states of all workers together hold every shard's once, whatever the number of workers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "cadre/io/dataset.h"
+
+namespace cadre::io {
+
+struct VirtualShards {
+  Dataset dataset;
+  // For the start-up log: "input shards 0-31 of 64 (the input_fn's own shard stage)".
+  std::string plan;
+};
+
+// Shards [first, last) of `num_shards`, read from `dataset`, which an input_fn built for
+// shard `first`. A shard(num_shards, first) stage of the pipeline's own is moved to each
+// shard's index; a pipeline without one is divided at its sources: by files when every
+// file-reading stage has at least num_shards files, else element by element right after each
+// source. Each element joins the next element of every shard in shard order (features and
+// labels concatenated along dimension 0: the step's share of the global batch), and the
+// input ends when any shard ends. Throws InvalidArgumentError for a bad range.
+VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
+                                  int64_t last);
+
+// The number of shards a state saved by such an input names at its top, or 0 when the state
+// is not one of virtual shards.
+int64_t saved_virtual_shards(const IteratorState& state);
+
+// The shards worker `worker` of `workers` owns: a contiguous range, so that the workers'
+// shares in worker order are the shards in shard order. Empty when there are more workers
+// than shards.
+std::pair<int64_t, int64_t> owned_shards(int64_t num_shards, int64_t workers, int64_t worker);
+
+}  // namespace cadre::io

@@ -1,0 +1,110 @@
+// Virtual shards: a job's input read as a fixed number of shards, each with its own position,
+// so that any number of workers can take them over and still read every element once.
+#include "io/virtual_shards.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+#include "cadre/base/errors.h"
+#include "cadre/io/tfrecord.h"
+#include "tests/support/temp_dir.h"
+
+namespace cadre::io {
+namespace {
+
+constexpr int64_t kShards = 8;
+
+// 480 numbers, shuffled within each shard, in batches of 2 per shard (as an input_fn that
+// shards by itself would build them for shard `index`).
+Dataset numbers(int64_t index) {
+  return Dataset::range(480).shard(kShards, index).shuffle(16, /*seed=*/3).batch(2);
+}
+
+// The numbers of every batch `workers` workers read in `steps` steps (all of them when
+// steps < 0), each worker resuming from `state` when it holds positions; their states
+// together afterwards.
+IteratorState read_as(int64_t workers, int steps, const IteratorState& state,
+                      std::vector<int64_t>* seen) {
+  IteratorState together;
+  for (int64_t w = 0; w < workers; ++w) {
+    auto [first, last] = owned_shards(kShards, workers, w);
+    Iterator it = read_virtual_shards(numbers(first), kShards, first, last).dataset.make_iterator();
+    if (!state.empty()) it.restore(state);
+    for (int s = 0; steps < 0 || s < steps; ++s) {
+      std::optional<Element> batch = it.next();
+      if (!batch) break;
+      EXPECT_EQ(batch->value().dim(0), 2 * (last - first));
+      for (int64_t v : batch->value().to_vector<int64_t>()) seen->push_back(v);
+    }
+    IteratorState mine = it.save();
+    for (auto& [key, value] : mine) together.emplace(key, value);
+  }
+  return together;
+}
+
+TEST(VirtualShardsTest, ResizedJobsReadEveryElementOnce) {
+  std::vector<int64_t> seen;
+  IteratorState state = read_as(2, 7, {}, &seen);
+  state = read_as(4, 5, state, &seen);
+  state = read_as(1, 6, state, &seen);
+  read_as(3, -1, state, &seen);
+  std::map<int64_t, int> counts;
+  for (int64_t v : seen) ++counts[v];
+  ASSERT_EQ(counts.size(), 480u);
+  for (const auto& [v, count] : counts) EXPECT_EQ(count, 1) << v;
+  EXPECT_EQ(counts.begin()->first, 0);
+  EXPECT_EQ(counts.rbegin()->first, 479);
+  EXPECT_EQ(saved_virtual_shards(state), kShards);
+}
+
+TEST(VirtualShardsTest, AStepJoinsEveryOwnedShardInShardOrder) {
+  VirtualShards shards = read_virtual_shards(Dataset::range(64).shard(kShards, 2).batch(2), kShards,
+                                             /*first=*/2, /*last=*/4);
+  EXPECT_EQ(shards.plan, "input shard(s) 2-3 of 8 (the input_fn's own shard stage)");
+  Iterator it = shards.dataset.make_iterator();
+  EXPECT_EQ(it.next()->value().to_vector<int64_t>(), (std::vector<int64_t>{2, 10, 3, 11}));
+  EXPECT_EQ(it.next()->value().to_vector<int64_t>(), (std::vector<int64_t>{18, 26, 19, 27}));
+}
+
+TEST(VirtualShardsTest, APipelineThatDoesNotShardIsDividedAtItsSources) {
+  Dataset pairs = Dataset::zip({Dataset::range(16), Dataset::range(100, 116).map([](Element e) {
+                                  Element out;
+                                  out.features.set("other", e.value());
+                                  return out;
+                                })});
+  VirtualShards shards = read_virtual_shards(pairs.batch(2), 4, 1, 2);
+  EXPECT_EQ(shards.plan, "input shard(s) 1 of 4 (divided element by element at the sources)");
+  Iterator it = shards.dataset.make_iterator();
+  std::optional<Element> e = it.next();
+  EXPECT_EQ(e->features.at("value").to_vector<int64_t>(), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(e->features.at("other").to_vector<int64_t>(), (std::vector<int64_t>{101, 105}));
+}
+
+class VirtualShardFilesTest : public cadre::testing::TempDirTest {};
+
+TEST_F(VirtualShardFilesTest, EnoughFilesAreDividedByFile) {
+  std::vector<std::string> files;
+  for (int i = 0; i < 4; ++i) {
+    files.push_back(path("part-" + std::to_string(i)));
+    TFRecordWriter writer(files.back());
+    writer.write("file" + std::to_string(i));
+    writer.close();
+  }
+  VirtualShards shards = read_virtual_shards(tfrecord_dataset(files), 4, 2, 4);
+  EXPECT_EQ(shards.plan, "input shard(s) 2-3 of 4 (divided by files)");
+  Iterator it = shards.dataset.make_iterator();
+  EXPECT_EQ(tensor_bytes(it.next()->value()), "file2file3");
+  EXPECT_FALSE(it.next());
+}
+
+TEST(VirtualShardsTest, ABadRangeIsRefused) {
+  EXPECT_THROW(read_virtual_shards(Dataset::range(4), 4, 3, 3), InvalidArgumentError);
+  EXPECT_THROW(read_virtual_shards(Dataset::range(4), 4, 0, 5), InvalidArgumentError);
+  EXPECT_EQ(owned_shards(8, 3, 0), (std::pair<int64_t, int64_t>{0, 2}));
+  EXPECT_EQ(owned_shards(8, 3, 2), (std::pair<int64_t, int64_t>{5, 8}));
+}
+
+}  // namespace
+}  // namespace cadre::io
