@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -21,6 +22,10 @@ namespace {
 // cluster, and the store answers a wait with that failure at once; this bounds only a worker
 // alive but stuck.
 constexpr double kPartTimeoutSeconds = 3600;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 std::string part_key(const std::string& file_name) { return "checkpoint_part/" + file_name; }
 
@@ -77,6 +82,7 @@ WorkerParts::WorkerParts(const StrategyExtended& extended, int count, std::strin
       task_(std::move(task)) {}
 
 void WorkerParts::start(const nn::VariableStore& store, int64_t step) {
+  auto started = std::chrono::steady_clock::now();
   // The chief's id for the save: a step saved again never overwrites its published parts.
   std::random_device random;
   int64_t drawn = extended_.broadcast_from_chief(static_cast<int64_t>(random() & 0xffffffffu));
@@ -95,15 +101,29 @@ void WorkerParts::start(const nn::VariableStore& store, int64_t step) {
   checkpoint::CheckpointData mine = checkpoint::part_data(all, shares[static_cast<size_t>(me)]);
   mine.attributes["task"] = task_;
   Store* reports = extended_.part_store();
-  writer_.write(model_dir_, names[static_cast<size_t>(me)], std::move(mine),
-                [reports, key = part_key(names[static_cast<size_t>(me)])](
-                    const checkpoint::WrittenPart& written, std::exception_ptr error) {
+  const std::string& name = names[static_cast<size_t>(me)];
+  writer_.wait();  // the part before: one in flight
+  auto handed = std::make_shared<const std::chrono::steady_clock::time_point>(
+      std::chrono::steady_clock::now());
+  writer_.write(model_dir_, name, std::move(mine),
+                [reports, name, handed, task = task_](const checkpoint::WrittenPart& written,
+                                                      std::exception_ptr error) {
+                  std::string outcome = outcome_text(written, error);
+                  if (error) {
+                    LOG(ERROR) << task << ": checkpoint part " << name << ": " << outcome;
+                  } else {
+                    LOG(INFO) << task << ": wrote checkpoint part " << name << " (" << written.bytes
+                              << " bytes) in " << seconds_since(*handed) << " s";
+                  }
                   try {
-                    reports->set(key, outcome_text(written, error));
+                    reports->set(part_key(name), outcome);
                   } catch (const std::exception& e) {
-                    LOG(ERROR) << "cannot report " << key << " to the chief: " << e.what();
+                    LOG(ERROR) << "cannot report " << name << " to the chief: " << e.what();
                   }
                 });
+  // What this worker's training waits for: the id, the part before and the handover.
+  LOG(INFO) << task_ << ": checkpoint part " << name << ": training waited "
+            << 1e3 * seconds_since(started) << " ms";
   if (me != 0) return;
   started_.clear();
   started_step_ = step;

@@ -21,6 +21,8 @@ namespace cadre {
 
 namespace {
 
+constexpr size_t kLoggedVariableBytes = size_t{16} << 20;
+
 // The chief's initial values, as local replica 0 received them, for the other local
 // replicas of one create_variables call.
 class InitialValues {
@@ -171,13 +173,24 @@ std::vector<nn::VariableCreator> MultiWorkerMirroredExtended::copy_creators(
   auto initial = std::make_shared<InitialValues>();
   std::vector<nn::VariableCreator> creators;
   creators.push_back([this, creator, initial](const nn::VariableSpec& spec, uint64_t seed) {
+    auto started = std::chrono::steady_clock::now();
     std::shared_ptr<nn::Variable> variable = creator(spec, seed);
+    auto made = std::chrono::steady_clock::now();
     NoGradScope no_grad;
     Tensor host = contiguous(to_device(variable->tensor(), Device::cpu(0)));
     if (host.shares_buffer_with(variable->tensor())) host = host.clone();
     group_->collective->broadcast(host.raw_data(), host.nbytes(), /*root=*/0);
     variable->assign(host);
     initial->publish(spec.name, host);
+    // What a large model's start costs (initialized or restored, then the chief's sent).
+    if (host.nbytes() >= kLoggedVariableBytes) {
+      auto seconds = [](auto from, auto to) {
+        return std::chrono::duration<double>(to - from).count();
+      };
+      LOG(INFO) << "variable " << spec.name << " (" << host.nbytes() << " bytes): made in "
+                << seconds(started, made) << " s, the chief's value received in "
+                << seconds(made, std::chrono::steady_clock::now()) << " s";
+    }
     return variable;
   });
   for (int r = 1; r < copies; ++r) {

@@ -42,7 +42,7 @@
 #include "examples/result_line.h"
 
 DEFINE_string(model_dir, "", "checkpoints and summaries (required)");
-DEFINE_string(model, "mlp", "mlp (784-256-256-10) or cnn");
+DEFINE_string(model, "mlp", "mlp (784-256-256-10), mlp:N (784-N-N-10) or cnn");
 DEFINE_string(strategy, "one_device",
               "one_device, mirrored, central_storage, multi_worker_mirrored, parameter_server");
 DEFINE_string(devices, "", "devices, e.g. cpu:0,cpu:1 (default: all GPUs, else cpu:0)");

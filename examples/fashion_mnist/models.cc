@@ -5,9 +5,9 @@
 
 namespace cadre::examples {
 
-Tensor mlp_logits(const Tensor& images) {
-  Tensor x = nn::dense("hidden1", images, 256, nn::relu);
-  x = nn::dense("hidden2", x, 256, nn::relu);
+Tensor mlp_logits(const Tensor& images, int64_t units) {
+  Tensor x = nn::dense("hidden1", images, units, nn::relu);
+  x = nn::dense("hidden2", x, units, nn::relu);
   return nn::dense("logits", x, 10);
 }
 
@@ -21,15 +21,32 @@ Tensor cnn_logits(const Tensor& images) {
   return nn::dense("logits", x, 10);
 }
 
+namespace {
+
+// The hidden layers' width of "mlp" (256) or "mlp:N"; 0 for any other name.
+int64_t mlp_units(const std::string& model) {
+  if (model == "mlp") return 256;
+  if (!model.starts_with("mlp:") || model.size() > 13) return 0;
+  int64_t units = 0;
+  for (char c : model.substr(4)) {
+    if (c < '0' || c > '9') return 0;
+    units = units * 10 + (c - '0');
+  }
+  return units;
+}
+
+}  // namespace
+
 void check_model_name(const std::string& model) {
-  if (model != "mlp" && model != "cnn") {
-    throw InvalidArgumentError("unknown model '" + model + "'; expected mlp or cnn");
+  if (model != "cnn" && mlp_units(model) <= 0) {
+    throw InvalidArgumentError("unknown model '" + model +
+                               "'; expected mlp, mlp:N (N hidden units a layer) or cnn");
   }
 }
 
 Tensor model_logits(const std::string& model, const Tensor& images) {
   check_model_name(model);
-  return model == "mlp" ? mlp_logits(images) : cnn_logits(images);
+  return model == "cnn" ? cnn_logits(images) : mlp_logits(images, mlp_units(model));
 }
 
 }  // namespace cadre::examples
