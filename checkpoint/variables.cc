@@ -3,6 +3,7 @@
 #include <regex>
 
 #include "cadre/base/errors.h"
+#include "checkpoint/restore_rows.h"
 #include "core/base/strings.h"
 
 namespace cadre::checkpoint {
@@ -73,21 +74,7 @@ nn::VariableCreator restoring_creator(std::shared_ptr<const CheckpointReader> re
              const nn::VariableSpec& spec, uint64_t seed) -> std::shared_ptr<nn::Variable> {
     std::optional<std::string> from = source(spec);
     if (!from) return base(spec, seed);
-    auto found = reader->variables().find(*from);
-    if (found == reader->variables().end()) {
-      throw InvalidArgumentError(
-          str_cat("variable '", spec.name, "' is not in checkpoint ", reader->path(),
-                  *from == spec.name ? "" : str_cat(" (looked for '", *from, "')"),
-                  ": the checkpoint holds another model (", reader->variables().size(),
-                  " variables), or the model changed"));
-    }
-    const VariableInfo& info = found->second;
-    if (info.shape != spec.shape || info.dtype != spec.dtype) {
-      throw InvalidArgumentError(str_cat("variable '", spec.name, "' is ", dtype_name(spec.dtype),
-                                         " ", spec.shape, " but checkpoint ", reader->path(),
-                                         " holds '", *from, "' as ", dtype_name(info.dtype), " ",
-                                         info.shape));
-    }
+    restorable(*reader, spec, *from);
     std::shared_ptr<nn::Variable> variable = base(spec, seed);
     reader->read_into(*from, variable->tensor(), verify);
     return variable;

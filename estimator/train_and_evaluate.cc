@@ -12,6 +12,7 @@
 #include "cadre/checkpoint/contents.h"
 #include "cadre/checkpoint/state_file.h"
 #include "checkpoint/parts.h"
+#include "checkpoint/restore_rows.h"
 #include "core/base/clock.h"
 #include "core/base/strings.h"
 #include "estimator/coordinated_tasks.h"
@@ -174,6 +175,13 @@ void serve_parameters(const RunConfig& config) {
                                              const ps::PartSnapshot& snapshot) {
     return write_part(task, directory, file_name, step, snapshot);
   };
+  if (!config.model_dir.empty()) {
+    options.read_rows = [model_dir = config.model_dir](const std::string& checkpoint,
+                                                       const std::string& name, int64_t first_row,
+                                                       const Tensor& destination) {
+      checkpoint::read_own_rows(model_dir, checkpoint, name, first_row, destination);
+    };
+  }
   if (const ps::ParameterServers* servers = parameter_servers(config)) {
     options.max_message_bytes = servers->options().max_message_bytes;
   }

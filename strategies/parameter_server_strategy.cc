@@ -65,9 +65,14 @@ class ParameterServerExtended final : public StrategyExtended {
 
   std::unique_ptr<DistributedVariables> create_variables(
       uint64_t seed, nn::VariableCreator creator) const override {
+    return create_restored_variables(seed, std::move(creator), {});
+  }
+  // Only the chief's sources count: the others take the values the ps tasks hold.
+  std::unique_ptr<DistributedVariables> create_restored_variables(
+      uint64_t seed, nn::VariableCreator creator, VariableSourceFn sources) const override {
     connect();
     return std::make_unique<ps::PsVariables>(servers_, cluster_.is_chief(), seed,
-                                             std::move(creator));
+                                             std::move(creator), std::move(sources));
   }
   void before_run(DistributedVariables& variables) const override {
     if (ps::PsVariables* remote = on_ps(variables)) remote->pull();

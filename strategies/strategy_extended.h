@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,16 @@ struct SavedPart {
   std::vector<SavedPartSlice> slices;
   std::function<std::pair<uint64_t, uint32_t>()> wait;
 };
+
+// Where a variable that a run restores can be read by the tasks that hold it: the
+// checkpoint's file name in model_dir and the variable's name there.
+struct VariableSource {
+  std::string checkpoint;
+  std::string name;
+};
+// The source of a variable being created, or nullopt when the creator alone makes it. Throws
+// InvalidArgumentError for a variable the checkpoint cannot restore (another model).
+using VariableSourceFn = std::function<std::optional<VariableSource>(const nn::VariableSpec&)>;
 
 class StrategyExtended {
  public:
@@ -139,6 +150,14 @@ class StrategyExtended {
   // variable made by copy_creators()[r] on replica r's variable device), else one.
   virtual std::unique_ptr<DistributedVariables> create_variables(uint64_t seed,
                                                                  nn::VariableCreator creator) const;
+  // create_variables for a restore: `creator` restores every variable, and `sources` says
+  // where each is in model_dir, so that a strategy whose tasks read their own share of a
+  // variable (parameter servers: a ps task its rows) skips the creator for it, and no process
+  // reads the whole variable. By default create_variables(seed, creator).
+  virtual std::unique_ptr<DistributedVariables> create_restored_variables(
+      uint64_t seed, nn::VariableCreator creator, VariableSourceFn sources) const {
+    return create_variables(seed, std::move(creator));
+  }
 
   // The parts of a step that depend on where variables live; see the file comment.
   virtual void before_run(DistributedVariables& variables) const {}

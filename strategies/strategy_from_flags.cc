@@ -11,7 +11,8 @@
 namespace cadre {
 
 std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices,
-                                              const ClusterConfig* cluster) {
+                                              const ClusterConfig* cluster,
+                                              const ParameterServerOptions& ps_options) {
   constexpr char kNames[] =
       "one_device, mirrored, central_storage, multi_worker_mirrored or parameter_server";
   if (cluster && cluster->task.type == "client" && name == "multi_worker_mirrored") {
@@ -34,7 +35,7 @@ std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std
     // Without a cluster, TensorFlow's local parameter-server mode: variables on the CPU,
     // computation on the local devices, which is central storage.
     if (!cluster) return CentralStorageStrategy::create(parse_devices(devices));
-    return ParameterServerStrategy::create(*cluster, parse_devices(devices));
+    return ParameterServerStrategy::create(*cluster, parse_devices(devices), ps_options);
   }
   throw InvalidArgumentError(str_cat("unknown strategy '", name, "'; expected ", kNames));
 }

@@ -45,6 +45,9 @@ DEFINE_double(learning_rate, 0.5, "Adagrad learning rate");
 DEFINE_int64(save_checkpoints_steps, 1000, "checkpoint interval in steps");
 DEFINE_int64(eval_steps, 0, "eval batches per checkpoint; 0 = the whole test set");
 DEFINE_uint64(seed, 42, "global seed");
+DEFINE_bool(restore_on_ps_tasks, true,
+            "on resuming, each ps task reads its own rows of the table (false: the chief reads "
+            "the table and sends them)");
 
 namespace {
 
@@ -130,8 +133,10 @@ int run() {
   examples::check_flag(FLAGS_learning_rate > 0, "learning_rate", FLAGS_learning_rate,
                        "a positive number");
   RunConfig config = RunConfig::from_environment();
+  ParameterServerOptions ps_options;
+  ps_options.restore_on_ps_tasks = FLAGS_restore_on_ps_tasks;
   std::shared_ptr<Strategy> strategy = strategy_from_flags(
-      FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr);
+      FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr, ps_options);
   config.model_dir = FLAGS_model_dir;
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;

@@ -1,6 +1,7 @@
 // What a ps task writes as its part of a sharded checkpoint: a snapshot of its variables (row
-// slices of logical ones) and their optimizer slots, and how they are written, which the
-// program that runs the task supplies (the checkpoint module is not the strategies').
+// slices of logical ones) and their optimizer slots, and how they are written; and how the
+// task reads its rows of a checkpoint back on restore. The program that runs the task
+// supplies both (the checkpoint module is not the strategies').
 #pragma once
 
 #include <cstdint>
@@ -42,5 +43,13 @@ struct PartSnapshot {
 using PartWriter = std::function<std::pair<uint64_t, uint32_t>(
     const std::string& directory, const std::string& file_name, int64_t global_step,
     const PartSnapshot& snapshot)>;
+
+// Reads rows [first_row, first_row + destination.dim(0)) of logical variable or slot `name`
+// of checkpoint `checkpoint` (a file name) in the task's model_dir into `destination`, a
+// host tensor of the variable's dtype. Throws Cadre's typed errors: PermissionDeniedError for
+// a name that is not a file in model_dir, NotFoundError, InvalidArgumentError when the rows
+// do not fit, DataLossError.
+using RowRestorer = std::function<void(const std::string& checkpoint, const std::string& name,
+                                       int64_t first_row, const Tensor& destination)>;
 
 }  // namespace cadre::ps

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "cadre/base/errors.h"
@@ -99,8 +100,11 @@ Response PsClient::call(const std::string& what, const Request& request, Method 
 }
 
 CreateResponse PsClient::create(const CreateRequest& request) {
+  // A restore reads from the task's disk, which may be slow: it gets the longer of the two.
   double timeout = request.has_initial_value() ? options_.rpc_timeout_seconds
-                                               : request.timeout_seconds() + kMargin;
+                   : request.has_restore()
+                       ? std::max(options_.rpc_timeout_seconds, request.timeout_seconds() + kMargin)
+                       : request.timeout_seconds() + kMargin;
   return call<CreateRequest, CreateResponse>(
       str_cat("creating variable '", request.variable().name(), "'"), request,
       &ParameterServerService::Stub::Create, timeout);

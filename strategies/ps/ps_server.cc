@@ -36,7 +36,7 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
  public:
   explicit Server(ServerOptions options)
       : options_(std::move(options)),
-        shard_(options_.task),
+        shard_(options_.task, options_.read_rows),
         parts_(options_.task, options_.write_part) {}
   ~Server() override { stop(); }
 

@@ -28,6 +28,10 @@ struct ServerOptions {
   // holding the job's secret may name any directory the task can write to). Unset: Save
   // fails with FAILED_PRECONDITION.
   PartWriter write_part;
+  // Reads this task's rows when the chief's Create or Push names a checkpoint instead of
+  // carrying the values (ps.proto's RestoreRows). Unset (a task without a model_dir): those
+  // requests fail with FAILED_PRECONDITION, and the chief sends values instead.
+  RowRestorer read_rows;
 };
 
 class ParameterServer {

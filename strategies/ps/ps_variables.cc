@@ -22,13 +22,6 @@
 namespace cadre::ps {
 namespace {
 
-// Trainable variables live on the ps tasks, and so do non-trainable floating-point ones
-// (batch norm's moving statistics), which every worker's steps update; integer counters
-// stay with each worker.
-bool on_ps(const nn::VariableSpec& spec) {
-  return spec.trainable || (spec.slot_of.empty() && is_floating(spec.dtype));
-}
-
 std::vector<std::unique_ptr<nn::VariableStore>> one_store(uint64_t seed,
                                                           nn::VariableCreator create) {
   std::vector<std::unique_ptr<nn::VariableStore>> stores;
@@ -36,22 +29,10 @@ std::vector<std::unique_ptr<nn::VariableStore>> one_store(uint64_t seed,
   return stores;
 }
 
-CreateRequest create_request(const nn::VariableSpec& spec, const Slice& s) {
-  CreateRequest request;
-  VariableDef* def = request.mutable_variable();
-  def->set_name(s.name);
-  def->set_logical_name(spec.name);
-  def->set_first_row(s.first_row);
-  def->set_dtype(static_cast<int32_t>(spec.dtype));
-  for (int d = 0; d < spec.shape.rank(); ++d) def->add_shape(d == 0 ? s.rows : spec.shape[d]);
-  def->set_trainable(spec.trainable);
-  return request;
-}
-
 }  // namespace
 
 PsVariables::PsVariables(const ParameterServers& servers, bool chief, uint64_t seed,
-                         nn::VariableCreator base)
+                         nn::VariableCreator base, VariableSourceFn sources)
     : DistributedVariables(one_store(
           seed, [this](const nn::VariableSpec& spec, uint64_t s) { return create(spec, s); })),
       clients_(servers.clients()),
@@ -60,99 +41,11 @@ PsVariables::PsVariables(const ParameterServers& servers, bool chief, uint64_t s
       chief_(chief),
       seed_(seed),
       base_(std::move(base)),
+      sources_(std::move(sources)),
       placement_(static_cast<int>(clients_.size()), options_.placement,
                  max_slice_bytes(options_.max_message_bytes)) {}
 
 PsVariables::~PsVariables() = default;
-
-std::shared_ptr<nn::Variable> PsVariables::create(const nn::VariableSpec& spec, uint64_t seed) {
-  DeviceScope on_host(Device::cpu(0));
-  if (!on_ps(spec)) return base_(spec, seed);  // stays on this worker
-  std::promise<std::shared_ptr<nn::Variable>> made;
-  {
-    MutexLock lock(mutex_);
-    if (auto it = creating_.find(spec.name); it != creating_.end()) {
-      std::shared_future<std::shared_ptr<nn::Variable>> pending = it->second;
-      lock.unlock();
-      return pending.get();  // another replica is creating it
-    }
-    creating_[spec.name] = made.get_future().share();
-  }
-  try {
-    std::shared_ptr<nn::Variable> variable = create_remote(spec, seed);
-    made.set_value(variable);
-    return variable;
-  } catch (...) {
-    made.set_exception(std::current_exception());
-    throw;
-  }
-}
-
-std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec& spec,
-                                                         uint64_t seed) {
-  std::vector<Slice> slices;
-  {
-    MutexLock lock(mutex_);
-    slices = placement_.place(spec.name, spec.shape, spec.dtype);
-  }
-  NoGradScope no_grad;
-  const bool row_access = spec.row_access && spec.shape.rank() > 0;
-  Tensor value, synced;
-  if (chief_ && row_access) {
-    // A row-access variable's local copy only ever holds the rows a step fetched: the chief
-    // keeps no copy of the value it gives (an embedding table, the bulk of the model), and
-    // fresh memory costs nothing until rows are written into it.
-    {
-      Tensor initial = host(base_(spec, seed)->tensor());
-      create_slices(spec, slices, initial);
-      if (!spec.trainable) synced = initial.clone();
-    }
-    // The initial value's memory goes back to the system: kept in the allocator's cache it
-    // would stay resident, and the local copy below would take it.
-    cpu_allocator().release_cached();
-    value = Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
-  } else {
-    value = chief_ ? host(base_(spec, seed)->tensor()).clone()
-                   : Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
-    create_slices(spec, slices, value);
-    if (!spec.trainable) synced = value.clone();
-  }
-  auto variable = std::make_shared<nn::Variable>(spec, value);
-  Remote remote{variable, slices, nullptr, synced};
-  if (row_access) {
-    remote.rows = std::make_shared<RowCache>(clients_, slices, spec.shape[0]);
-    variable->set_remote(remote.rows);
-  }
-  MutexLock lock(mutex_);
-  remote_[spec.name] = std::move(remote);
-  order_.push_back(spec.name);
-  return variable;
-}
-
-// A ps task's slices one after another (so that at most a slice per task is in flight),
-// the tasks concurrently.
-void PsVariables::create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
-                                Tensor& value) {
-  std::vector<std::vector<const Slice*>> by_ps(clients_.size());
-  for (const Slice& s : slices) by_ps[static_cast<size_t>(s.ps)].push_back(&s);
-  std::vector<int> which;
-  for (size_t p = 0; p < by_ps.size(); ++p) {
-    if (!by_ps[p].empty()) which.push_back(static_cast<int>(p));
-  }
-  in_parallel(which, [&](int p) {
-    for (const Slice* s : by_ps[static_cast<size_t>(p)]) {
-      CreateRequest request = create_request(spec, *s);
-      if (chief_) to_proto(rows_of(value, *s), request.mutable_initial_value());
-      request.set_want_value(!chief_ && !spec.row_access);
-      request.set_timeout_seconds(options_.init_timeout_seconds);
-      CreateResponse response = clients_[static_cast<size_t>(p)]->create(request);
-      if (request.want_value()) {
-        write_rows(value, from_proto(response.value(), s->name),
-                   value.rank() == 0 ? 0 : s->first_row);
-      }
-    }
-  });
-}
 
 void PsVariables::pull() {
   // Each task's slices, pulled in batches under the message limit.
@@ -262,13 +155,19 @@ void PsVariables::add_optimizer_state(nn::Optimizer& optimizer,
     std::string key = optimizer.name() + "/" + target->name();
     if (state_sent_.count(key)) continue;
     std::vector<Slice> slices;
+    bool row_access = false;
     {
       MutexLock lock(mutex_);
       auto it = remote_.find(target->name());
       if (it == remote_.end()) continue;  // a local variable
       slices = it->second.slices;
+      row_access = it->second.rows != nullptr;
     }
     for (const nn::VariableSpec& spec : optimizer.slot_variable_specs(*target)) {
+      // A row-access variable's restored slots are read by the ps tasks, as the variable is.
+      if (row_access && restore_slot_on_ps(spec, *target, slices, requests[0].optimizer())) {
+        continue;
+      }
       Tensor value = host(base_(spec, seed_)->tensor());
       std::string suffix = spec.name.substr(target->name().size());
       for (const Slice& s : slices) {

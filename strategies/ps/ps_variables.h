@@ -4,13 +4,17 @@
 // pulls before each step, pushes of gradients, and the logical view for checkpoints.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cadre/base/errors.h"
 #include "cadre/base/mutex.h"
 #include "cadre/nn/optimizer.h"
 #include "cadre/strategies/distributed_variables.h"
@@ -27,9 +31,13 @@ class RowCache;
 class PsVariables : public DistributedVariables {
  public:
   // `servers` (connected) outlive this object. The chief creates variables with `base`
-  // (restoring them or initialising them) and gives the ps tasks their values; other
-  // workers take the ps tasks' values.
-  PsVariables(const ParameterServers& servers, bool chief, uint64_t seed, nn::VariableCreator base);
+  // (restoring them or initialising them) and gives the ps tasks their values, except for
+  // the trainable row-access variables (and their slots) that `sources` names: each ps task
+  // reads its slices of those from the checkpoint itself (unless a task cannot, having no
+  // model_dir or another file system: then the chief sends them). Other workers take the ps
+  // tasks' values.
+  PsVariables(const ParameterServers& servers, bool chief, uint64_t seed, nn::VariableCreator base,
+              VariableSourceFn sources = {});
   ~PsVariables() override;
 
   // Brings the local copies of the variables up to date (row-access ones lazily, by the rows
@@ -69,9 +77,21 @@ class PsVariables : public DistributedVariables {
 
   std::shared_ptr<nn::Variable> create(const nn::VariableSpec& spec, uint64_t seed);
   std::shared_ptr<nn::Variable> create_remote(const nn::VariableSpec& spec, uint64_t seed);
-  // Creates `slices` of a variable on their ps tasks; the chief gives them `value`, the
-  // others read theirs into it (unless row access fetches rows later).
+  // ps_create.cc. Creates `slices` of a variable on their ps tasks; the chief gives them
+  // `value`, the others read theirs into it (unless row access fetches rows later).
   void create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices, Tensor& value);
+  void for_each_slice(const std::vector<Slice>& slices,
+                      const std::function<void(const Slice&)>& fn);
+  // Where the ps tasks can read `spec` themselves: nullopt when it is not restored, when
+  // ParameterServerOptions::restore_on_ps_tasks is off, or once a task could not (no
+  // model_dir, or not the chief's file system: restore_on_chief).
+  std::optional<VariableSource> source_of(const nn::VariableSpec& spec) const;
+  void restore_on_chief(const Error& why);
+  // The chief's restore of variable `spec` (its `slices`), or of its variable `target`'s slot
+  // `spec`, by the ps tasks: false when the chief must give the values itself.
+  bool restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices);
+  bool restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Variable& target,
+                          const std::vector<Slice>& slices, const OptimizerSpec& optimizer);
   std::vector<Slice> slices_of(const nn::Variable& variable);
   // An optimizer split by variable name prefix (its config's kind "split"): each part's
   // optimizer with its gradients and targets. InvalidArgumentError for a target under no
@@ -111,6 +131,8 @@ class PsVariables : public DistributedVariables {
   bool chief_;
   uint64_t seed_;
   nn::VariableCreator base_;
+  VariableSourceFn sources_;
+  std::atomic<bool> restore_on_ps_{true};
 
   mutable Mutex mutex_;
   Placement placement_ CADRE_GUARDED_BY(mutex_);

@@ -12,14 +12,8 @@
 #include "strategies/ps/tensor_data.h"
 
 namespace cadre::ps {
-namespace {
-
-constexpr char kGlobalStep[] = "global_step";
-constexpr char kIterations[] = "/iterations";
-
-}  // namespace
-
-Shard::Shard(std::string task) : task_(std::move(task)), slots_(0) {}
+Shard::Shard(std::string task, RowRestorer read_rows)
+    : task_(std::move(task)), read_rows_(std::move(read_rows)), slots_(0) {}
 
 template <typename Pred>
 void Shard::wait_for(double timeout_seconds, Pred ready, const std::string& what) {
@@ -46,9 +40,16 @@ CreateResponse Shard::create(const CreateRequest& request) {
   const VariableDef& def = request.variable();
   std::string what = str_cat(task_, ": variable '", def.name(), "'");
   if (def.name().empty()) throw InvalidArgumentError(str_cat(task_, ": a variable without a name"));
+  Tensor restored;
+  if (request.has_restore()) {
+    restored = read_restored(request.restore(), checked_dtype(def.dtype(), what),
+                             checked_shape(def.shape(), what), what);
+  }
   MutexLock lock(mutex_);
   Entry& entry = entry_for(def, what);
-  if (request.has_initial_value()) {
+  if (restored.defined()) {
+    initialise(entry, restored, what);
+  } else if (request.has_initial_value()) {
     initialise(entry, from_proto(request.initial_value(), what), what);
   } else {
     wait_for(
@@ -162,11 +163,13 @@ PushResponse Shard::push(const PushRequest& request) {
   ++pushes_;
   PushResponse response;
   std::vector<Entry*> entries;
+  std::map<std::string, Tensor> restored;
+  if (request.from_chief()) restored = read_restored_slots(request);
   {
     MutexLock lock(mutex_);
     OptimizerState& state = optimizers_.find_or_make(request.optimizer());
     const std::string name = state.optimizer->name();
-    if (request.from_chief()) take_optimizer_state(request, name, state);
+    if (request.from_chief()) take_optimizer_state(request, name, state, restored);
     if (request.max_staleness() > 0 && global_step_ &&
         *global_step_ - request.pulled_step() > request.max_staleness()) {
       ++dropped_;
@@ -250,14 +253,17 @@ std::vector<Entry*> Shard::entries_to_update(const PushRequest& request) {
 }
 
 void Shard::take_optimizer_state(const PushRequest& request, const std::string& optimizer,
-                                 OptimizerState& state) {
+                                 OptimizerState& state,
+                                 const std::map<std::string, Tensor>& restored) {
   for (const NamedTensor& slot : request.slots()) {
     auto owner = entries_.find(slot.slot_of());
     if (owner == entries_.end() || !owner->second->variable) {
       throw NotFoundError(str_cat(task_, ": slot '", slot.name(),
                                   "' belongs to an unknown variable '", slot.slot_of(), "'"));
     }
-    Tensor value = from_proto(slot.value(), str_cat(task_, ": slot '", slot.name(), "'"));
+    Tensor value = slot.has_restore()
+                       ? restored.at(slot.name())
+                       : from_proto(slot.value(), str_cat(task_, ": slot '", slot.name(), "'"));
     std::lock_guard<std::mutex> hold(owner->second->mutex);
     if (nn::Variable* existing = slots_.find(slot.name())) {
       for (auto& saved : owner->second->saving) saved->keep_all();
@@ -315,72 +321,6 @@ void Shard::add_delta(const NamedTensor& delta) {
   NoGradScope no_grad;
   for (auto& saved : entry.saving) saved->keep_all();
   entry.variable->assign(entry.variable->tensor() + value);
-}
-
-// ---------------------------------------------------------------- reads
-
-ReadResponse Shard::read(const ReadRequest& request) {
-  ReadResponse response;
-  if (request.names().empty()) {
-    list(&response);
-    return response;
-  }
-  for (const std::string& name : request.names()) read_one(name, response.add_variables());
-  return response;
-}
-
-void Shard::list(ReadResponse* response) {
-  MutexLock lock(mutex_);
-  auto add = [&](const std::string& name, DType dtype, const Shape& shape,
-                 const std::string& slot_of) {
-    NamedTensor* t = response->add_variables();
-    t->set_name(name);
-    t->set_slot_of(slot_of);
-    t->mutable_value()->set_dtype(static_cast<int>(dtype));
-    for (int64_t d : shape) t->mutable_value()->add_shape(d);
-  };
-  for (const auto& [name, entry] : entries_) {
-    if (entry->variable) add(name, entry->dtype, entry->shape, "");
-  }
-  for (nn::Variable* slot : slots_.variables()) {
-    add(slot->name(), slot->dtype(), slot->shape(), slot->spec().slot_of);
-  }
-  for (const auto& [name, state] : optimizers_.by_name()) {
-    add(name + kIterations, DType::kInt64, Shape{}, "");
-  }
-  if (global_step_) add(kGlobalStep, DType::kInt64, Shape{}, "");
-}
-
-void Shard::read_one(const std::string& name, NamedTensor* out) {
-  out->set_name(name);
-  MutexLock lock(mutex_);
-  if (name == kGlobalStep && global_step_) {
-    to_proto(Tensor::scalar<int64_t>(*global_step_), out->mutable_value());
-    return;
-  }
-  if (name.ends_with(kIterations)) {
-    std::string optimizer = name.substr(0, name.size() - std::string_view(kIterations).size());
-    if (OptimizerState* state = optimizers_.find(optimizer)) {
-      to_proto(Tensor::scalar<int64_t>(state->iterations), out->mutable_value());
-      return;
-    }
-  }
-  if (auto it = entries_.find(name); it != entries_.end() && it->second->variable) {
-    Entry& entry = *it->second;
-    lock.unlock();
-    std::lock_guard<std::mutex> hold(entry.mutex);
-    to_proto(entry.variable->tensor(), out->mutable_value());
-    return;
-  }
-  if (nn::Variable* slot = slots_.find(name)) {
-    Entry& owner = *entries_.at(slot->spec().slot_of);
-    lock.unlock();
-    std::lock_guard<std::mutex> hold(owner.mutex);
-    out->set_slot_of(slot->spec().slot_of);
-    to_proto(slot->tensor(), out->mutable_value());
-    return;
-  }
-  throw NotFoundError(str_cat(task_, " holds nothing named '", name, "'"));
 }
 
 std::string Shard::report() {

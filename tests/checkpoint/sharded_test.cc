@@ -15,6 +15,7 @@
 #include "cadre/checkpoint/state_file.h"
 #include "cadre/checkpoint/watcher.h"
 #include "checkpoint/parts.h"
+#include "checkpoint/restore_rows.h"
 #include "core/base/crc32c.h"
 #include "tests/checkpoint/test_util.h"
 
@@ -150,6 +151,37 @@ TEST(ShardedCheckpointTest, PartsStreamedFromRowSourcesHoldTheirRows) {
   expect_equal_tensors(m.table, reader->read("table"), "table");
   expect_equal_tensors(m.accumulator, reader->read("table/Adagrad/accumulator"), "slot");
   EXPECT_EQ(reader->variable("table/Adagrad/accumulator").slot_of, "table");
+}
+
+// What a ps task reads on restore (read_own_rows): its rows from whichever parts hold them,
+// or from a single-file checkpoint; nothing but a checkpoint file in model_dir.
+TEST(ShardedCheckpointTest, ATaskReadsItsOwnRowsFromModelDirAndNothingOutsideIt) {
+  TempDir dir, outside;
+  Model m = model(4);
+  CheckpointManager manager(dir.path());
+  manager.save(sharded_data(manager, 5, m));
+  Tensor rows = Tensor::zeros(Shape{5, 3});  // [3, 8): across both parts' slices
+  read_own_rows(dir.path(), "model.ckpt-5.h5", "table/Adagrad/accumulator", 3, rows);
+  expect_equal_tensors(m.accumulator.slice(0, 3, 8).contiguous(), rows, "sharded rows");
+  CheckpointData whole;
+  whole.global_step = 6;
+  whole.variables["table"] = m.table;
+  manager.save(whole);
+  read_own_rows(dir.path(), "model.ckpt-6.h5", "table", 3, rows);
+  expect_equal_tensors(m.table.slice(0, 3, 8).contiguous(), rows, "single-file rows");
+
+  EXPECT_THROW(read_own_rows(dir.path(), "model.ckpt-6.h5", "table", 6, rows),
+               InvalidArgumentError);
+  EXPECT_THROW(read_own_rows(dir.path(), "model.ckpt-6.h5", "nothing", 0, rows), NotFoundError);
+  EXPECT_THROW(read_own_rows(dir.path(), "model.ckpt-9.h5", "table", 0, rows), NotFoundError);
+  EXPECT_THROW(read_own_rows("", "model.ckpt-6.h5", "table", 0, rows), FailedPreconditionError);
+  std::filesystem::copy_file(dir.file("model.ckpt-6.h5"), outside.file("elsewhere.h5"));
+  std::filesystem::create_symlink(outside.file("elsewhere.h5"), dir.file("link.h5"));
+  for (std::string name :
+       {"../" + std::filesystem::path(outside.path()).filename().string() + "/elsewhere.h5",
+        outside.file("elsewhere.h5"), std::string("link.h5"), std::string(".."), std::string("")}) {
+    EXPECT_THROW(read_own_rows(dir.path(), name, "table", 0, rows), PermissionDeniedError) << name;
+  }
 }
 
 TEST(ShardedCheckpointTest, ADamagedPartIsDataLossNamingItAndThePreviousCheckpointIsUsed) {

@@ -29,7 +29,10 @@ using testing::tail;
 // size; `ps` 0: one process, no TF_CONFIG.
 class ShardedCluster {
  public:
-  ShardedCluster(int ps, std::string logs) : ps_(ps), logs_(std::move(logs)) {
+  // `embedding`: the model has an embedding, a row-access variable that the ps tasks
+  // restore themselves.
+  ShardedCluster(int ps, std::string logs, bool embedding = false)
+      : ps_(ps), logs_(std::move(logs)), embedding_(embedding) {
     cluster_ = "\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(free_port()) + "\"]";
     std::string addresses;
     for (int i = 0; i < ps; ++i) {
@@ -57,6 +60,7 @@ class ShardedCluster {
   pid_t ps_pid(int i) const { return ps_pids_[static_cast<size_t>(i)]; }
   pid_t chief_pid() const { return chief_; }
   std::string chief_log() const { return read_log(logs_ + "-chief0"); }
+  std::string ps_log(int i) const { return read_log(logs_ + "-ps" + std::to_string(i)); }
   void stop() {
     if (chief_ > 0) ::kill(chief_, SIGKILL), testing::wait_for(chief_);
     chief_ = -1;
@@ -69,6 +73,7 @@ class ShardedCluster {
              int step_ms) {
     std::vector<std::pair<std::string, std::string>> env = {
         {"HELPER_SHARDED", "1"},
+        {"HELPER_EMBEDDING", embedding_ ? "1" : "0"},
         {"HELPER_STEP_SLEEP_MS", std::to_string(step_ms)},
         testing::job_secret_env()};
     if (ps_ > 0) {
@@ -81,6 +86,7 @@ class ShardedCluster {
 
   int ps_;
   std::string logs_, cluster_;
+  bool embedding_;
   std::vector<pid_t> ps_pids_;
   pid_t chief_ = -1;
 };
@@ -151,6 +157,35 @@ TEST_F(ShardedCheckpointTest, RestoresIdenticallyUnderAnyNumberOfPsTasksAndOnOne
   }
   // The step changed them: diff tells.
   EXPECT_NE(ckpt("diff " + reference + " " + path("a/model.ckpt-20.h5")).substr(0, 3), "0: ");
+}
+
+// The embedding's table and slots are restored by the ps tasks, each reading its own rows
+// from the parts of a checkpoint written under 2 ps tasks (the chief only names them): under
+// 2, 1 and 3 ps tasks the logical variables are the same.
+TEST_F(ShardedCheckpointTest, PsTasksRestoreTheirOwnRowsUnderAnyNumberOfPsTasks) {
+  ShardedCluster two(2, path("log-a"), /*embedding=*/true);
+  ASSERT_EQ(two.train(path("a"), 20), 0) << tail(two.chief_log());
+  for (int ps : {2, 1, 3}) {
+    std::string dir = path("from" + std::to_string(ps));
+    std::filesystem::copy(path("a"), dir);
+    ShardedCluster cluster(ps, path("log-" + std::to_string(ps)), /*embedding=*/true);
+    ASSERT_EQ(cluster.train(dir, 21), 0) << tail(cluster.chief_log());
+    for (int i = 0; i < ps; ++i) {
+      for (const char* name : {"token/embeddings", "token/embeddings/Adam/m"}) {
+        EXPECT_NE(cluster.ps_log(i).find(std::string(") of '") + name + "' from model.ckpt-20.h5"),
+                  std::string::npos)
+            << "ps:" << i << " did not read its rows of " << name << "\n"
+            << tail(cluster.ps_log(i));
+      }
+    }
+    EXPECT_EQ(cluster.chief_log().find("the chief restores the variables"), std::string::npos);
+  }
+  for (const char* other : {"from1", "from3"}) {
+    EXPECT_EQ(
+        ckpt("diff " + path("from2/model.ckpt-21.h5") + " " + path(other) + "/model.ckpt-21.h5"),
+        "0: no variables differ\n")
+        << other;
+  }
 }
 
 // A ps task killed while it writes its part, and a chief killed while it writes the

@@ -44,6 +44,12 @@ struct ParameterServerOptions {
   // from the ps tasks, cheaper for a few megabytes. 0: always sharded (TensorFlow's
   // Estimator shards every parameter-server checkpoint); negative: never.
   int64_t sharded_checkpoint_min_bytes = int64_t{16} << 20;
+  // On restore, each ps task reads its own rows of the embedding tables (row-access
+  // variables) and their slots from the checkpoint in the model_dir, which the chief only
+  // names, as TensorFlow's restore ops run on the ps devices: no process reads a table whole.
+  // False, or a ps task that cannot read the checkpoint (no model_dir, or not the chief's
+  // file system): the chief reads them and sends each task its rows.
+  bool restore_on_ps_tasks = true;
 };
 
 }  // namespace cadre

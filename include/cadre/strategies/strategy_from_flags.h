@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/parameter_server_options.h"
 #include "cadre/strategies/strategy.h"
 
 namespace cadre {
@@ -16,7 +17,9 @@ namespace cadre {
 // see to it), and the client of coordinator mode under multi_worker_mirrored gets one_device
 // (its workers join each other). Throws InvalidArgumentError listing the names for an
 // unknown one or naming what is missing, and what the strategies' create() functions throw.
+// `ps_options` are parameter_server's.
 std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices,
-                                              const ClusterConfig* cluster = nullptr);
+                                              const ClusterConfig* cluster = nullptr,
+                                              const ParameterServerOptions& ps_options = {});
 
 }  // namespace cadre

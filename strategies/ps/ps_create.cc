@@ -1,0 +1,207 @@
+// PsVariables' creation of variables on the ps tasks: the chief's values (restored or
+// initialised), which the other workers take; or, when the chief restores a row-access
+// variable (an embedding table, the bulk of a model), the checkpoint rows each ps task reads
+// itself (ps.proto's RestoreRows), so that the chief never holds the table and every task
+// reads its share at once.
+#include <glog/logging.h>
+
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "core/base/strings.h"
+#include "core/runtime/in_parallel.h"
+#include "core/tensor/caching_allocator.h"
+#include "strategies/ps/ps_variables.h"
+#include "strategies/ps/row_cache.h"
+#include "strategies/ps/rows.h"
+#include "strategies/ps/tensor_data.h"
+
+namespace cadre::ps {
+namespace {
+
+// Trainable variables live on the ps tasks, and so do non-trainable floating-point ones
+// (batch norm's moving statistics), which every worker's steps update; integer counters
+// stay with each worker.
+bool on_ps(const nn::VariableSpec& spec) {
+  return spec.trainable || (spec.slot_of.empty() && is_floating(spec.dtype));
+}
+
+CreateRequest create_request(const nn::VariableSpec& spec, const Slice& s) {
+  CreateRequest request;
+  VariableDef* def = request.mutable_variable();
+  def->set_name(s.name);
+  def->set_logical_name(spec.name);
+  def->set_first_row(s.first_row);
+  def->set_dtype(static_cast<int32_t>(spec.dtype));
+  for (int d = 0; d < spec.shape.rank(); ++d) def->add_shape(d == 0 ? s.rows : spec.shape[d]);
+  def->set_trainable(spec.trainable);
+  return request;
+}
+
+void set_rows(const VariableSource& source, const Slice& s, RestoreRows* rows) {
+  rows->set_checkpoint(source.checkpoint);
+  rows->set_name(source.name);
+  rows->set_first_row(s.first_row);
+}
+
+}  // namespace
+
+std::shared_ptr<nn::Variable> PsVariables::create(const nn::VariableSpec& spec, uint64_t seed) {
+  DeviceScope on_host(Device::cpu(0));
+  if (!on_ps(spec)) return base_(spec, seed);  // stays on this worker
+  std::promise<std::shared_ptr<nn::Variable>> made;
+  {
+    MutexLock lock(mutex_);
+    if (auto it = creating_.find(spec.name); it != creating_.end()) {
+      std::shared_future<std::shared_ptr<nn::Variable>> pending = it->second;
+      lock.unlock();
+      return pending.get();  // another replica is creating it
+    }
+    creating_[spec.name] = made.get_future().share();
+  }
+  try {
+    std::shared_ptr<nn::Variable> variable = create_remote(spec, seed);
+    made.set_value(variable);
+    return variable;
+  } catch (...) {
+    made.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec& spec,
+                                                         uint64_t seed) {
+  std::vector<Slice> slices;
+  {
+    MutexLock lock(mutex_);
+    slices = placement_.place(spec.name, spec.shape, spec.dtype);
+  }
+  NoGradScope no_grad;
+  const bool row_access = spec.row_access && spec.shape.rank() > 0;
+  Tensor value, synced;
+  if (chief_ && row_access) {
+    // A row-access variable's local copy only ever holds the rows a step fetched: the chief
+    // keeps no copy of the value it gives, and fresh memory costs nothing until rows are
+    // written into it. A trainable one restored is read by the ps tasks themselves.
+    if (!spec.trainable || !restore_on_ps(spec, slices)) {
+      Tensor initial = host(base_(spec, seed)->tensor());
+      create_slices(spec, slices, initial);
+      if (!spec.trainable) synced = initial.clone();
+    }
+    // The initial value's memory goes back to the system: kept in the allocator's cache it
+    // would stay resident, and the local copy below would take it.
+    cpu_allocator().release_cached();
+    value = Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
+  } else {
+    value = chief_ ? host(base_(spec, seed)->tensor()).clone()
+                   : Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
+    create_slices(spec, slices, value);
+    if (!spec.trainable) synced = value.clone();
+  }
+  auto variable = std::make_shared<nn::Variable>(spec, value);
+  Remote remote{variable, slices, nullptr, synced};
+  if (row_access) {
+    remote.rows = std::make_shared<RowCache>(clients_, slices, spec.shape[0]);
+    variable->set_remote(remote.rows);
+  }
+  MutexLock lock(mutex_);
+  remote_[spec.name] = std::move(remote);
+  order_.push_back(spec.name);
+  return variable;
+}
+
+// A ps task's slices one after another (so that at most a slice per task is in flight),
+// the tasks concurrently.
+void PsVariables::for_each_slice(const std::vector<Slice>& slices,
+                                 const std::function<void(const Slice&)>& fn) {
+  std::vector<std::vector<const Slice*>> by_ps(clients_.size());
+  for (const Slice& s : slices) by_ps[static_cast<size_t>(s.ps)].push_back(&s);
+  std::vector<int> which;
+  for (size_t p = 0; p < by_ps.size(); ++p) {
+    if (!by_ps[p].empty()) which.push_back(static_cast<int>(p));
+  }
+  in_parallel(which, [&](int p) {
+    for (const Slice* s : by_ps[static_cast<size_t>(p)]) fn(*s);
+  });
+}
+
+void PsVariables::create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
+                                Tensor& value) {
+  for_each_slice(slices, [&](const Slice& s) {
+    CreateRequest request = create_request(spec, s);
+    if (chief_) to_proto(rows_of(value, s), request.mutable_initial_value());
+    request.set_want_value(!chief_ && !spec.row_access);
+    request.set_timeout_seconds(options_.init_timeout_seconds);
+    CreateResponse response = clients_[static_cast<size_t>(s.ps)]->create(request);
+    if (request.want_value()) {
+      write_rows(value, from_proto(response.value(), s.name), value.rank() == 0 ? 0 : s.first_row);
+    }
+  });
+}
+
+std::optional<VariableSource> PsVariables::source_of(const nn::VariableSpec& spec) const {
+  if (!sources_ || !options_.restore_on_ps_tasks || !restore_on_ps_) return std::nullopt;
+  return sources_(spec);
+}
+
+void PsVariables::restore_on_chief(const Error& why) {
+  if (restore_on_ps_.exchange(false)) {
+    LOG(WARNING) << "the ps tasks cannot read the checkpoint themselves (" << why.what()
+                 << "); the chief restores the variables and sends them";
+  }
+}
+
+bool PsVariables::restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices) {
+  std::optional<VariableSource> source = source_of(spec);
+  if (!source) return false;
+  try {
+    for_each_slice(slices, [&](const Slice& s) {
+      CreateRequest request = create_request(spec, s);
+      set_rows(*source, s, request.mutable_restore());
+      request.set_timeout_seconds(options_.init_timeout_seconds);
+      clients_[static_cast<size_t>(s.ps)]->create(request);
+    });
+  } catch (const FailedPreconditionError& why) {
+    restore_on_chief(why);
+    return false;
+  } catch (const NotFoundError& why) {  // not the chief's file system
+    restore_on_chief(why);
+    return false;
+  }
+  return true;
+}
+
+bool PsVariables::restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Variable& target,
+                                     const std::vector<Slice>& slices,
+                                     const OptimizerSpec& optimizer) {
+  // A slot is read in its variable's slices: it must have the variable's rows.
+  if (spec.shape.rank() == 0 || spec.shape[0] != target.shape()[0]) return false;
+  std::optional<VariableSource> source = source_of(spec);
+  if (!source) return false;
+  const std::string suffix = spec.name.substr(target.name().size());
+  try {
+    for_each_slice(slices, [&](const Slice& s) {
+      PushRequest request;
+      *request.mutable_optimizer() = optimizer;
+      request.set_from_chief(true);
+      request.set_timeout_seconds(options_.init_timeout_seconds);
+      NamedTensor* slot = request.add_slots();
+      slot->set_name(s.name + suffix);
+      slot->set_slot_of(s.name);
+      slot->mutable_value()->set_dtype(static_cast<int32_t>(spec.dtype));
+      for (int d = 0; d < spec.shape.rank(); ++d) {
+        slot->mutable_value()->add_shape(d == 0 ? s.rows : spec.shape[d]);
+      }
+      set_rows(*source, s, slot->mutable_restore());
+      clients_[static_cast<size_t>(s.ps)]->push(request);
+    });
+  } catch (const FailedPreconditionError& why) {
+    restore_on_chief(why);
+    return false;
+  } catch (const NotFoundError& why) {  // not the chief's file system
+    restore_on_chief(why);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace cadre::ps
