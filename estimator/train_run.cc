@@ -139,6 +139,8 @@ std::string TrainRun::save_checkpoint() {
         extended.save_parts(*variables_, manager_->model_dir(),
                             manager_->part_file_names(global_step_, count), global_step_, &parts);
     for (SavedPart& part : parts) data.parts.push_back(checkpoint_part(std::move(part)));
+  } else if (worker_parts_ && worker_parts_->take(global_step_, &data.parts)) {
+    logical = std::make_shared<nn::VariableStore>();  // every variable is in a worker's part
   } else {
     logical = extended.variables_to_save(*variables_);
   }
@@ -154,8 +156,6 @@ std::string TrainRun::save_checkpoint() {
                    << " holds the chief's input position only (it was not announced)";
     }
   }
-  } else if (worker_parts_ && worker_parts_->take(global_step_, &data.parts)) {
-    logical = std::make_shared<nn::VariableStore>();  // every variable is in a worker's part
   if (attributes_.empty()) {  // the same for every save of the run (and not free to build)
     set_input_pipelines(strategy_->num_workers(), &data);
     data.attributes["strategy"] = strategy_->name();
@@ -179,6 +179,7 @@ unsigned TrainRun::take_step_signals() {
   if (strategy_->num_workers_in_sync() <= 1 || heard == 0) return heard;
   std::vector<std::string> all =
       strategy_->extended().all_gather_bytes(encode_worker_state(own_state()));
+  if (heard & StrategyExtended::kCheckpoint) start_worker_parts();
   if (!manager_) return heard;
   gathered_.clear();
   for (size_t w = 1; w < all.size(); ++w) {
@@ -188,22 +189,6 @@ unsigned TrainRun::take_step_signals() {
   return heard;
 }
 
-std::vector<nn::Variable*> TrainRun::chosen_variables(const nn::VariableStore& store,
-                                                      const TrainOp& op) {
-  if (op.variables.empty()) return store.trainable_variables();
-  size_t trainable = store.trainable_variables().size();
-  MutexLock lock(chosen_mutex_);
-  Chosen& chosen = chosen_[{&store, op.variables}];
-  if (heard & StrategyExtended::kCheckpoint) start_worker_parts();
-  if (chosen.trainable != trainable) {
-    chosen.variables = variables_to_train(store, op);
-    chosen.trainable = trainable;
-  }
-  return chosen.variables;
-}
-
-ReplicaOutput TrainRun::replica_step(ReplicaContext& ctx, const io::Element& batch) {
-  ReplicaOutput out;
 void TrainRun::start_worker_parts() {
   const StrategyExtended& extended = strategy_->extended();
   std::shared_ptr<const nn::VariableStore> store = extended.variables_to_save(*variables_);
@@ -216,6 +201,22 @@ void TrainRun::start_worker_parts() {
   if (worker_parts_) worker_parts_->start(*store, global_step_);
 }
 
+std::vector<nn::Variable*> TrainRun::chosen_variables(const nn::VariableStore& store,
+                                                      const TrainOp& op) {
+  if (op.variables.empty()) return store.trainable_variables();
+  size_t trainable = store.trainable_variables().size();
+  MutexLock lock(chosen_mutex_);
+  Chosen& chosen = chosen_[{&store, op.variables}];
+  if (chosen.trainable != trainable) {
+    chosen.variables = variables_to_train(store, op);
+    chosen.trainable = trainable;
+  }
+  return chosen.variables;
+}
+
+ReplicaOutput TrainRun::replica_step(ReplicaContext& ctx, const io::Element& batch) {
+  if (ordered_first_shard_) return shard_ordered_step(ctx, batch);
+  ReplicaOutput out;
   out.batch_size = batch_size_of(batch.features, batch.labels);
   GradientTape tape;
   profiler::Phases phase("forward");

@@ -58,6 +58,9 @@ class TrainRun : public Run {
     if (manager_) manager_->wait();
   }
   void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
+  // RunConfig.deterministic: each step takes its gradients per input shard, this worker's
+  // shards starting at `first_shard`, and adds them in shard order (shard_ordered_step.cc).
+  void reduce_in_shard_order(int64_t first_shard) { ordered_first_shard_ = first_shard; }
   void announce_checkpoint() override;
   // After every step: the step signals any worker that steps with this one raised (this
   // worker's own, where none does). When the chief announced a checkpoint of this step, or
@@ -86,6 +89,8 @@ class TrainRun : public Run {
   std::vector<nn::Variable*> chosen_variables(const nn::VariableStore& store, const TrainOp& op);
   // model_fn's training step on one replica.
   ReplicaOutput replica_step(ReplicaContext& ctx, const io::Element& batch);
+  // The same, one input shard's rows at a time, reduced in shard order.
+  ReplicaOutput shard_ordered_step(ReplicaContext& ctx, const io::Element& batch);
   // Each scalar summary of replica 0's spec becomes the replicas' average by batch size.
   static void average_summaries(PerReplica<ReplicaOutput>& steps, int64_t global_batch,
                                 EstimatorSpec* spec);
@@ -100,6 +105,7 @@ class TrainRun : public Run {
   std::function<io::SummaryWriter*()> open_writer_;  // null: this run writes no summaries
   io::SummaryWriter* writer_ = nullptr;              // the Estimator's, once opened
   DistributedIterator* iterator_ = nullptr;
+  std::optional<int64_t> ordered_first_shard_;
   std::vector<WorkerState> gathered_;  // the other workers', on the chief
   int64_t gathered_step_ = -1;
   bool planned_stop_ = false;

@@ -113,7 +113,8 @@ int64_t batch_rows(const io::Element& element) {
 
 // The line a training run starts with: the strategy, its replicas and devices, the batch
 // per replica and how gradients are combined.
-std::string plan_line(const Strategy& strategy, const PerReplica<io::Element>& batch) {
+std::string plan_line(const Strategy& strategy, const PerReplica<io::Element>& batch,
+                      bool deterministic) {
   int64_t smallest = batch_rows(batch[0]), largest = smallest, local = 0;
   for (size_t r = 0; r < batch.size(); ++r) {
     int64_t rows = batch_rows(batch[r]);
@@ -127,7 +128,9 @@ std::string plan_line(const Strategy& strategy, const PerReplica<io::Element>& b
       strategy.num_workers() > 1 ? str_cat(" on each of ", strategy.num_workers(), " workers") : "";
   return str_cat("strategy ", strategy.name(), ": ", strategy.topology(), workers, "; batch ",
                  per_replica, " per replica (", local * strategy.num_workers_in_sync(),
-                 " per step); gradients: ", strategy.extended().reduction());
+                 " per step); gradients: ",
+                 deterministic ? "summed per input shard, in shard order (deterministic)"
+                               : strategy.extended().reduction());
 }
 
 void check_train_args(const RunConfig& config, const TrainArgs& args) {
@@ -229,7 +232,7 @@ class TrainLoop {
         hooks_(hooks),
         strategy_(strategy),
         notice_(notice) {
-    if (config.intra_op_autotune && strategy.num_workers_in_sync() == 1) {
+    if (config.intra_op_autotune && !config.deterministic && strategy.num_workers_in_sync() == 1) {
       tuner_.emplace(intra_op_threads_budget());
     }
   }
@@ -246,7 +249,7 @@ class TrainLoop {
         LOG(INFO) << "the training input ended at step " << run_.global_step();
         break;
       }
-      if (first_) LOG(INFO) << plan_line(strategy_, *batch);
+      if (first_) LOG(INFO) << plan_line(strategy_, *batch, config_.deterministic);
       StepResult result = run_.step(*batch, &spec);
       time_step();
       // Every worker that steps with this one hears a planned stop after the same step.
@@ -373,10 +376,20 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   TrainRun run(*this, strategy, start_step, resume, warm.reader, warm.names, manager.get(),
                max_steps, std::move(open_writer));
   int64_t shards = input_shards(config_, resume.get(), *strategy);
+  if (config_.deterministic && shards == 0) {
+    throw InvalidArgumentError(
+        "RunConfig.deterministic needs input shards (RunConfig.input_shards, dividing the "
+        "global batch) and workers that step together");
+  }
   DistributedIterator iterator =
-      (shards > 0 ? strategy->distribute_datasets_from_function(input_fn, shards)
-                  : strategy->distribute_datasets_from_function(input_fn))
+      (shards > 0
+           ? strategy->distribute_datasets_from_function(input_fn, shards, config_.deterministic)
+           : strategy->distribute_datasets_from_function(input_fn))
           .make_iterator();
+  if (config_.deterministic) {
+    run.reduce_in_shard_order(
+        io::owned_shards(shards, strategy->num_workers(), strategy->worker_index()).first);
+  }
   if (resume) restore_input(iterator, *resume, *strategy);
   run.set_iterator(&iterator);
   // Hooks see the logical variables (replica 0's) and generator, as model_fn does.

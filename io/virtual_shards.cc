@@ -19,10 +19,27 @@ namespace {
 constexpr char kVirtualShardsKind[] = "virtual_shards";
 constexpr char kVirtualShardsCount[] = "shards";
 
-// Features and labels of the shards' elements, concatenated in shard order.
-Element joined_parts(std::vector<Element>& parts) {
-  if (parts.size() == 1) return std::move(parts[0]);
+int64_t rows_of(const Element& element) {
+  if (element.labels.defined() && element.labels.rank() > 0) return element.labels.dim(0);
+  for (const auto& [name, value] : element.features) {
+    if (value.rank() > 0) return value.dim(0);
+  }
+  return 1;
+}
+
+// Features and labels of the shards' elements, concatenated in shard order, and with
+// `part_rows` the rows of each.
+Element joined_parts(std::vector<Element>& parts, bool part_rows) {
+  std::vector<int64_t> rows;
+  if (part_rows) {
+    for (const Element& part : parts) rows.push_back(rows_of(part));
+  }
   Element joined;
+  if (parts.size() == 1) {
+    joined = std::move(parts[0]);
+    if (part_rows) joined.features.set(kShardRowsFeature, Tensor::from_vector(rows));
+    return joined;
+  }
   for (const auto& [name, first] : parts[0].features) {
     std::vector<Tensor> pieces;
     for (const Element& part : parts) {
@@ -41,23 +58,27 @@ Element joined_parts(std::vector<Element>& parts) {
     for (const Element& part : parts) pieces.push_back(part.labels);
     joined.labels = concat(pieces, 0);
   }
+  if (part_rows) joined.features.set(kShardRowsFeature, Tensor::from_vector(rows));
   return joined;
 }
 
 class JoinedShardsNode : public DatasetNode {
  public:
-  JoinedShardsNode(std::vector<NodePtr> shards, int64_t num_shards, int64_t first)
-      : shards_(std::move(shards)), num_shards_(num_shards), first_(first) {}
+  JoinedShardsNode(std::vector<NodePtr> shards, int64_t num_shards, int64_t first, bool part_rows)
+      : shards_(std::move(shards)), num_shards_(num_shards), first_(first), part_rows_(part_rows) {}
   std::string_view kind() const override { return kVirtualShardsKind; }
   std::vector<NodePtr> inputs() const override { return shards_; }
   NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
-    return std::make_shared<JoinedShardsNode>(std::move(inputs), num_shards_, first_);
+    return std::make_shared<JoinedShardsNode>(std::move(inputs), num_shards_, first_, part_rows_);
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
      public:
       It(const JoinedShardsNode& n, const IteratorContext& c)
-          : IteratorNode(kVirtualShardsKind), num_shards_(n.num_shards_), first_(n.first_) {
+          : IteratorNode(kVirtualShardsKind),
+            num_shards_(n.num_shards_),
+            first_(n.first_),
+            part_rows_(n.part_rows_) {
         for (const NodePtr& shard : n.shards_) shards_.push_back(shard->make_iterator(c));
       }
       std::optional<Element> next() override {
@@ -74,7 +95,7 @@ class JoinedShardsNode : public DatasetNode {
           }
           parts.push_back(std::move(*part));
         }
-        return joined_parts(parts);
+        return joined_parts(parts, part_rows_);
       }
       void prepare_save() override {
         for (auto& shard : shards_) shard->prepare_save();
@@ -93,6 +114,7 @@ class JoinedShardsNode : public DatasetNode {
         return str_cat("shard_", first_ + static_cast<int64_t>(i));
       }
       int64_t num_shards_, first_;
+      bool part_rows_;
       std::vector<std::unique_ptr<IteratorNode>> shards_;
       bool done_ = false;
     };
@@ -102,6 +124,7 @@ class JoinedShardsNode : public DatasetNode {
  private:
   std::vector<NodePtr> shards_;
   int64_t num_shards_, first_;
+  bool part_rows_;
 };
 
 // The pipeline's own shard(num_shards, index) stage, if it has one.
@@ -141,7 +164,7 @@ std::pair<int64_t, int64_t> owned_shards(int64_t num_shards, int64_t workers, in
 }
 
 VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
-                                  int64_t last) {
+                                  int64_t last, bool part_rows) {
   if (num_shards <= 0 || first < 0 || last > num_shards || first >= last) {
     throw InvalidArgumentError(str_cat("input shards [", first, ", ", last, ") of ", num_shards,
                                        "; expected 0 <= first < last <= shards"));
@@ -180,8 +203,9 @@ VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, in
     }
   }
   std::string range = last - first == 1 ? str_cat(first) : str_cat(first, "-", last - 1);
-  return {Dataset(std::make_shared<JoinedShardsNode>(std::move(shards), num_shards, first)),
-          str_cat("input shard(s) ", range, " of ", num_shards, " (", how, ")")};
+  return {
+      Dataset(std::make_shared<JoinedShardsNode>(std::move(shards), num_shards, first, part_rows)),
+      str_cat("input shard(s) ", range, " of ", num_shards, " (", how, ")")};
 }
 
 }  // namespace cadre::io

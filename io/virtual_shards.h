@@ -20,6 +20,10 @@ struct VirtualShards {
   std::string plan;
 };
 
+// The feature read_virtual_shards(..., part_rows = true) adds to each element: int64 [k], the
+// rows each of the k shards gave, in shard order (for a reduction per shard).
+inline constexpr char kShardRowsFeature[] = "_input_shard_rows";
+
 // Shards [first, last) of `num_shards`, read from `dataset`, which an input_fn built for
 // shard `first`. A shard(num_shards, first) stage of the pipeline's own is moved to each
 // shard's index; a pipeline without one is divided at its sources: by files when every
@@ -28,7 +32,7 @@ struct VirtualShards {
 // labels concatenated along dimension 0: the step's share of the global batch), and the
 // input ends when any shard ends. Throws InvalidArgumentError for a bad range.
 VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
-                                  int64_t last);
+                                  int64_t last, bool part_rows = false);
 
 // The number of shards a state saved by such an input names at its top, or 0 when the state
 // is not one of virtual shards.

@@ -219,7 +219,8 @@ DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& in
 }
 
 DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& input_fn,
-                                                               int64_t input_shards) const {
+                                                               int64_t input_shards,
+                                                               bool part_rows) const {
   if (num_workers_in_sync() != num_workers()) {
     throw InvalidArgumentError(str_cat("input shards need workers that step together; ", name(),
                                        "'s workers step on their own"));
@@ -234,9 +235,18 @@ DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& in
   context.num_input_pipelines = static_cast<int>(input_shards);
   context.input_pipeline_id = static_cast<int>(first);
   context.num_replicas_in_sync = static_cast<int>(input_shards);
-  io::VirtualShards shards = io::read_virtual_shards(input_fn(context), input_shards, first, last);
+  io::VirtualShards shards =
+      io::read_virtual_shards(input_fn(context), input_shards, first, last, part_rows);
   LOG(INFO) << "input of worker " << worker_index() << " of " << num_workers() << ": "
             << shards.plan;
+  if (part_rows) {
+    if (num_local_replicas() != 1) {
+      throw InvalidArgumentError(
+          str_cat("a reduction in shard order needs one replica per worker; ", name(), " has ",
+                  num_local_replicas()));
+    }
+    return DistributedDataset(std::move(shards.dataset), devices(), /*split_batches=*/false);
+  }
   return DistributedDataset(std::move(shards.dataset), devices(), /*split_batches=*/true,
                             BatchSplit{0, num_local_replicas()});
 }

@@ -1,16 +1,24 @@
-// A training program for InputShardsTest: one epoch of 480 numbered examples read as 8 input
-// shards, one process or MultiWorkerMirrored per TF_CONFIG. Every example a training step
-// takes is appended to SEEN_PREFIX-<pid> as its number, so that a test can count them over
-// jobs of different sizes.
+// A training program for InputShardsTest and tools/chaos/resize_chaos.py: epochs of 480
+// numbered examples read as 8 input shards, one process or MultiWorkerMirrored per TF_CONFIG.
+// Every example a training step takes is appended to SEEN_PREFIX-<pid> as "<step> <number>"
+// (the global step the step started at), so that one can count them over jobs of different
+// sizes, also jobs killed part-way (whose steps past the checkpoint resumed from count for
+// nothing). Optional environment: INPUT_SHARDS_EPOCHS (1), INPUT_SHARDS_STEP_MS (0: a pause
+// per step), INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint interval), INPUT_SHARDS_DETERMINISTIC
+// (0; 1: RunConfig.deterministic, and dropout, whose random streams it must make alike).
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "cadre/estimator/estimator.h"
+#include "cadre/estimator/planned_stop.h"
 #include "cadre/strategies/multi_worker_mirrored_strategy.h"
 #include "tests/estimator/test_model.h"
 
@@ -20,6 +28,12 @@ constexpr int64_t kNumbered = 480;
 constexpr int64_t kGlobalBatch = 16;
 
 std::string seen_file;
+std::atomic<int64_t> current_step{0};
+
+int64_t from_environment(const char* name, int64_t otherwise) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::atoll(value) : otherwise;
+}
 
 cadre::Dataset numbered_examples(const cadre::InputContext& context) {
   auto [x, y] = cadre::testing::classification_data(kNumbered);
@@ -29,6 +43,7 @@ cadre::Dataset numbered_examples(const cadre::InputContext& context) {
              cadre::Features{{"x", x}, {"id", cadre::Tensor::from_vector(ids)}}, y)
       .shard(context.num_input_pipelines, context.input_pipeline_id)
       .shuffle(16, /*seed=*/5)
+      .repeat(from_environment("INPUT_SHARDS_EPOCHS", 1))
       .batch(context.per_replica_batch_size(kGlobalBatch));
 }
 
@@ -36,10 +51,22 @@ cadre::EstimatorSpec counting_fn(const cadre::Features& features, const cadre::T
                                  cadre::ModeKeys mode, const cadre::Params& params) {
   if (mode == cadre::ModeKeys::kTrain) {
     std::ofstream out(seen_file, std::ios::app);
-    for (int64_t id : features.at("id").to_vector<int64_t>()) out << id << "\n";
+    for (int64_t id : features.at("id").to_vector<int64_t>()) {
+      out << current_step.load() << " " << id << "\n";
+    }
   }
   return cadre::testing::classifier_fn(features, labels, mode, params);
 }
+
+class StepHook : public cadre::Hook {
+ public:
+  void before_run(cadre::Run& run, cadre::RunContext&) override {
+    current_step = run.global_step();
+    if (int64_t pause = from_environment("INPUT_SHARDS_STEP_MS", 0)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause));
+    }
+  }
+};
 
 }  // namespace
 
@@ -54,7 +81,7 @@ int main(int argc, char** argv) {
     config.model_dir = argv[1];
     config.tf_random_seed = 42;
     config.input_shards = 8;
-    config.save_checkpoints_steps = 1000;  // the checkpoint train() ends with
+    config.save_checkpoints_steps = from_environment("INPUT_SHARDS_SAVE_STEPS", 1000);
     if (config.num_worker_replicas > 1) {
       cadre::MultiWorkerOptions options;
       options.registration_timeout_seconds = 60;
@@ -62,11 +89,17 @@ int main(int argc, char** argv) {
       config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
           *config.cluster, {cadre::Device::cpu(0)}, options);
     }
-    cadre::Estimator estimator(counting_fn, config, {{"dropout", 0.0}});
-    int64_t step = estimator.train(numbered_examples, {.max_steps = std::atoll(argv[2])});
+    config.deterministic = from_environment("INPUT_SHARDS_DETERMINISTIC", 0) == 1;
+    cadre::Estimator estimator(counting_fn, config,
+                               {{"dropout", config.deterministic ? 0.2 : 0.0}});
+    int64_t step = estimator.train(numbered_examples, {.max_steps = std::atoll(argv[2]),
+                                                       .hooks = {std::make_shared<StepHook>()}});
     std::printf("{\"task\":\"%s\",\"global_step\":%lld}\n", config.task_type.c_str(),
                 static_cast<long long>(step));
     return 0;
+  } catch (const cadre::PlannedStopError& stop) {
+    std::cerr << "input_shards_helper: " << stop.what() << "\n";
+    return stop.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "input_shards_helper: " << e.what() << "\n";
     return 1;

@@ -70,6 +70,14 @@ struct RunConfig {
   // positions are kept only while the number of workers stays the same (as in TensorFlow,
   // which keeps none). A checkpoint's own number wins over this one.
   int64_t input_shards = 0;
+  // Deterministic training (needs input_shards, and one replica per worker): each step runs
+  // model_fn on every input shard's rows separately, with a random stream of the shard and
+  // the step, and adds the shards' gradients in shard order, so that the trajectory is the
+  // same bits whether the job ran on 1, 2 or 4 workers or was resized part-way. It costs a
+  // model_fn call per shard and a gather of every shard's gradients instead of an
+  // all-reduce (docs/BENCHMARKS.md, Deterministic steps). Off, as TensorFlow's
+  // enable_op_determinism.
+  bool deterministic = false;
   int64_t log_step_count_steps = 100;  // progress line and global_step/sec every this many steps
   int64_t save_summary_steps = 100;    // 0: no training summaries
   // Coordinator mode (a "client" task, docs/DEPLOY.md): the steps the client hands a worker

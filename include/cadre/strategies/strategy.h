@@ -119,10 +119,13 @@ class Strategy {
   // input_shards pipelines and as many replicas (so per_replica_batch_size gives a shard's
   // share of the global batch), and each step joins one batch of every owned shard, split
   // over the local replicas. Every worker steps with the others, so the shards advance
-  // together. Throws InvalidArgumentError when the workers outnumber the shards or the
+  // together. With `part_rows` (one replica per worker) each step's element also says how
+  // many rows each shard gave (io/virtual_shards.h, kShardRowsFeature), for a reduction in
+  // shard order. Throws InvalidArgumentError when the workers outnumber the shards or the
   // strategy's workers step on their own.
   DistributedDataset distribute_datasets_from_function(const InputFn& input_fn,
-                                                       int64_t input_shards) const;
+                                                       int64_t input_shards,
+                                                       bool part_rows = false) const;
 
   // The hooks that the framework drives (strategies/strategy_extended.h, not installed).
   const StrategyExtended& extended() const;
