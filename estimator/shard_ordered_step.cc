@@ -1,8 +1,8 @@
 // TrainRun's step under RunConfig.deterministic: model_fn runs on each input shard's rows in
 // turn, with a random stream of the shard and the step, and the shards' gradient sums are
-// added in shard order on every worker (ReplicaContext::apply_shard_gradients). A shard's
-// rows give the same bits on whichever worker reads them, so the trajectory is the same for
-// 1, 2 or 4 workers, and across a resize.
+// added along one tree over the shards on every worker (ReplicaContext::
+// apply_shard_gradients). A shard's rows give the same bits on whichever worker reads them,
+// so the trajectory is the same for 1, 2 or 4 workers, and across a resize.
 #include "cadre/autodiff/tape.h"
 #include "cadre/ops/math.h"
 #include "cadre/random/generator.h"
@@ -47,8 +47,8 @@ ReplicaOutput TrainRun::shard_ordered_step(ReplicaContext& ctx, const io::Elemen
   }
   out.batch_size = at;
   std::vector<double> means(scalar_sums.at(0).size());
-  ctx.apply_shard_gradients(*out.spec.train_op.optimizer, *ordered_first_shard_, std::move(parts),
-                            rows, scalar_sums, variables, &means);
+  ctx.apply_shard_gradients(*out.spec.train_op.optimizer, *ordered_first_shard_, ordered_shards_,
+                            std::move(parts), rows, scalar_sums, variables, &means);
   out.loss = means[0];
   size_t i = 1;
   for (auto& [tag, value] : out.spec.scalar_summaries) value = Tensor::scalar(means[i++]);

@@ -59,8 +59,12 @@ class TrainRun : public Run {
   }
   void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
   // RunConfig.deterministic: each step takes its gradients per input shard, this worker's
-  // shards starting at `first_shard`, and adds them in shard order (shard_ordered_step.cc).
-  void reduce_in_shard_order(int64_t first_shard) { ordered_first_shard_ = first_shard; }
+  // shards of `shards` starting at `first_shard`, and adds them along a tree over the shards
+  // (shard_ordered_step.cc).
+  void reduce_in_shard_order(int64_t first_shard, int64_t shards) {
+    ordered_first_shard_ = first_shard;
+    ordered_shards_ = shards;
+  }
   void announce_checkpoint() override;
   // After every step: the step signals any worker that steps with this one raised (this
   // worker's own, where none does). When the chief announced a checkpoint of this step, or
@@ -106,6 +110,7 @@ class TrainRun : public Run {
   io::SummaryWriter* writer_ = nullptr;              // the Estimator's, once opened
   DistributedIterator* iterator_ = nullptr;
   std::optional<int64_t> ordered_first_shard_;
+  int64_t ordered_shards_ = 0;
   std::vector<WorkerState> gathered_;  // the other workers', on the chief
   int64_t gathered_step_ = -1;
   bool planned_stop_ = false;

@@ -388,7 +388,7 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
           .make_iterator();
   if (config_.deterministic) {
     run.reduce_in_shard_order(
-        io::owned_shards(shards, strategy->num_workers(), strategy->worker_index()).first);
+        io::owned_shards(shards, strategy->num_workers(), strategy->worker_index()).first, shards);
   }
   if (resume) restore_input(iterator, *resume, *strategy);
   run.set_iterator(&iterator);

@@ -54,6 +54,9 @@ DEFINE_int32(keep_checkpoint_max, 5, "checkpoints kept (0: every one, as in Tens
 DEFINE_int64(input_shards, 0,
              "read the training input as this many shards, so that a job resumed with "
              "another number of workers reads every example once (0: one per worker)");
+DEFINE_bool(deterministic, false,
+            "with --input_shards: steps that are the same bits for any number of workers "
+            "(gradients per shard, added in shard order)");
 DEFINE_int64(steps_per_unit, 10,
              "coordinator mode (a client task) with ps tasks: steps the client hands a worker "
              "at a time");
@@ -218,6 +221,7 @@ int run() {
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
   config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
   config.input_shards = FLAGS_input_shards;
+  config.deterministic = FLAGS_deterministic;
   config.steps_per_unit = FLAGS_steps_per_unit;
   config.train_distribute = strategy;
   config.profile_every_n_steps = FLAGS_profile_every_n_steps;

@@ -76,20 +76,21 @@ bool same_bits(const std::string& a_path, const std::string& b_path) {
   return same;
 }
 
-// RunConfig.deterministic: the same bits after the epoch's 30 steps on one process, 2 and 4
-// workers, and 2 workers resized to 4 at step 12; without it, 2 workers add their gradients
+// RunConfig.deterministic: the same bits after the epoch's 30 steps on one process, 2, 3 and
+// 4 workers, and 2 workers resized to 4 at step 12; without it, 2 workers add their gradients
 // in another order than one process does, and end elsewhere.
 TEST_F(InputShardsTest, DeterministicStepsAreTheSameBitsForAnyNumberOfWorkers) {
   const std::string on = "INPUT_SHARDS_DETERMINISTIC=1";
   train(1, 100, "one", on);
   train(2, 100, "two", on);
+  train(3, 100, "three", on);
   train(4, 100, "four", on);
   train(2, 12, "resized", on);
   train(4, 100, "resized", on);
   train(1, 100, "one_plain");
   train(2, 100, "two_plain");
   const std::string last = "/model.ckpt-30.h5";
-  for (const char* other : {"two", "four", "resized"}) {
+  for (const char* other : {"two", "three", "four", "resized"}) {
     EXPECT_TRUE(same_bits(path("one") + last, path(other) + last)) << other;
   }
   EXPECT_FALSE(same_bits(path("one_plain") + last, path("two_plain") + last));

@@ -52,12 +52,13 @@ class ReplicaContext {
   void minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer, double weight = 1,
                 std::vector<nn::Variable*> variables = {}, std::vector<double>* means = nullptr);
   // Collective, for a deterministic step: `parts` are this replica's gradient sums, one per
-  // input shard it read (shards first_shard, first_shard + 1, ...), each over `rows[i]`
-  // examples, with scalar sums alike in `scalar_sums[i]` (a loss times its rows). Every
-  // worker gathers every shard's sums and adds them in shard order, so that the update (the
-  // mean over all the rows, applied as apply_gradients does) is the same bits whatever the
-  // number of workers. `means` receives the scalars' means. One replica per worker.
-  void apply_shard_gradients(nn::Optimizer& optimizer, int64_t first_shard,
+  // input shard it read (shards first_shard, first_shard + 1, ... of `shards`), each over
+  // `rows[i]` examples, with scalar sums alike in `scalar_sums[i]` (a loss times its rows).
+  // The shards' sums are added along one binary tree over the shards, whatever worker holds
+  // them, so that the update (the mean over all the rows, applied as apply_gradients does)
+  // is the same bits for any number of workers. `means` receives the scalars' means. One
+  // replica per worker.
+  void apply_shard_gradients(nn::Optimizer& optimizer, int64_t first_shard, int64_t shards,
                              std::vector<std::vector<Gradient>> parts,
                              const std::vector<int64_t>& rows,
                              const std::vector<std::vector<double>>& scalar_sums,
