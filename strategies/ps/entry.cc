@@ -2,12 +2,38 @@
 
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
+#include "strategies/ps/rows.h"
 #include "strategies/ps/tensor_data.h"
 
 namespace cadre::ps {
 
 std::string describe(DType dtype, const Shape& shape) {
   return str_cat(dtype_name(dtype), " ", shape);
+}
+
+Tensor fill(Filling& filling, DType dtype, const Shape& shape, const Tensor& chunk,
+            int64_t first_row, const std::string& what) {
+  bool fits = shape.rank() > 0 && chunk.dtype() == dtype && chunk.rank() == shape.rank() &&
+              first_row >= 0 && first_row + chunk.dim(0) <= shape[0];
+  for (int d = 1; fits && d < shape.rank(); ++d) fits = chunk.dim(d) == shape[d];
+  if (!fits) {
+    throw InvalidArgumentError(str_cat(what, ": a chunk of ",
+                                       describe(chunk.dtype(), chunk.shape()), " from row ",
+                                       first_row, " does not fit ", describe(dtype, shape)));
+  }
+  if (first_row == 0) {
+    filling.value = Tensor::empty(shape, dtype, Device::cpu(0));
+    filling.rows = 0;
+  } else if (first_row != filling.rows) {
+    throw InvalidArgumentError(str_cat(what, ": a chunk from row ", first_row, " after ",
+                                       filling.rows, " rows (chunks come in row order)"));
+  }
+  write_rows(filling.value, chunk, first_row);
+  filling.rows += chunk.dim(0);
+  if (filling.rows < shape[0]) return Tensor();
+  Tensor whole = std::move(filling.value);
+  filling = Filling();
+  return whole;
 }
 
 Tensor row_ids(const Tensor& ids, const Entry& entry, const std::string& what) {

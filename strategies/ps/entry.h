@@ -2,6 +2,7 @@
 // requests say about it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -18,11 +19,25 @@
 
 namespace cadre::ps {
 
+// A value that comes in chunks of rows, in order (ps.proto's value_partial).
+struct Filling {
+  Tensor value;
+  int64_t rows = 0;  // filled so far
+};
+
+// Writes `chunk`, rows [first_row, first_row + chunk.dim(0)) of a value of `dtype` and
+// `shape`, into `filling` (a chunk from row 0 starts it again) and returns the whole value
+// once its last row has come (emptying `filling`), else an undefined tensor.
+// InvalidArgumentError naming `what` for a chunk that does not fit or comes out of order.
+Tensor fill(Filling& filling, DType dtype, const Shape& shape, const Tensor& chunk,
+            int64_t first_row, const std::string& what);
+
 struct Entry {
   VariableDef def;
   DType dtype = DType::kFloat32;
   Shape shape;
   std::shared_ptr<nn::Variable> variable;  // set once the chief has initialised it
+  Filling filling;  // the chief's value while its chunks come; guarded by the shard's mutex
   // Serialises updates and reads of the variable and its slots.
   std::mutex mutex;
   // Optimizers whose state (slots) the chief has sent for this variable. Guarded by the

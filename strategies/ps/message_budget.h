@@ -13,6 +13,10 @@
 
 namespace cadre::ps {
 
+// The most bytes of a slice's value (or a slot's) that one of the chief's messages carries
+// when it fills a ps task: the task holds a chunk's message, not a slice's, beside its share.
+constexpr int64_t kFillChunkBytes = int64_t{4} << 20;
+
 // The largest slice of a variable under a message limit of `max_message_bytes`.
 int64_t max_slice_bytes(int64_t max_message_bytes);
 // The most bytes of tensors that one batched message carries.

@@ -5,11 +5,14 @@
 // reads its share at once.
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "core/base/strings.h"
 #include "core/runtime/in_parallel.h"
 #include "core/tensor/caching_allocator.h"
+#include "strategies/ps/message_budget.h"
 #include "strategies/ps/ps_variables.h"
 #include "strategies/ps/row_cache.h"
 #include "strategies/ps/rows.h"
@@ -35,6 +38,13 @@ CreateRequest create_request(const nn::VariableSpec& spec, const Slice& s) {
   for (int d = 0; d < spec.shape.rank(); ++d) def->add_shape(d == 0 ? s.rows : spec.shape[d]);
   def->set_trainable(spec.trainable);
   return request;
+}
+
+// Rows of `rows` a chunk of about kFillChunkBytes holds (all of a 0-d tensor).
+int64_t chunk_rows(const Tensor& rows) {
+  if (rows.rank() == 0) return 1;
+  return std::max<int64_t>(
+      1, kFillChunkBytes / std::max<int64_t>(1, static_cast<int64_t>(row_bytes(rows))));
 }
 
 void set_rows(const VariableSource& source, const Slice& s, RestoreRows* rows) {
@@ -127,15 +137,52 @@ void PsVariables::for_each_slice(const std::vector<Slice>& slices,
 void PsVariables::create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
                                 Tensor& value) {
   for_each_slice(slices, [&](const Slice& s) {
+    if (chief_) {
+      send_value(spec, s, rows_of(value, s));
+      return;
+    }
     CreateRequest request = create_request(spec, s);
-    if (chief_) to_proto(rows_of(value, s), request.mutable_initial_value());
-    request.set_want_value(!chief_ && !spec.row_access);
+    request.set_want_value(!spec.row_access);
     request.set_timeout_seconds(options_.init_timeout_seconds);
     CreateResponse response = clients_[static_cast<size_t>(s.ps)]->create(request);
     if (request.want_value()) {
       write_rows(value, from_proto(response.value(), s.name), value.rank() == 0 ? 0 : s.first_row);
     }
   });
+}
+
+void PsVariables::send_value(const nn::VariableSpec& spec, const Slice& s, const Tensor& rows) {
+  const int64_t n = rows.rank() == 0 ? 1 : rows.dim(0), per = chunk_rows(rows);
+  for (int64_t first = 0; first < n; first += per) {
+    CreateRequest request = create_request(spec, s);
+    const bool partial = per < n;
+    to_proto(partial ? rows.slice(0, first, std::min(n, first + per)) : rows,
+             request.mutable_initial_value());
+    request.set_value_partial(partial);
+    request.set_value_first_row(first);
+    request.set_timeout_seconds(options_.init_timeout_seconds);
+    clients_[static_cast<size_t>(s.ps)]->create(request);
+  }
+}
+
+void PsVariables::send_slot(const OptimizerSpec& optimizer, const Slice& s,
+                            const std::string& suffix, const Tensor& rows) {
+  const int64_t n = rows.rank() == 0 ? 1 : rows.dim(0), per = chunk_rows(rows);
+  for (int64_t first = 0; first < n; first += per) {
+    PushRequest request;
+    *request.mutable_optimizer() = optimizer;
+    request.set_from_chief(true);
+    request.set_timeout_seconds(options_.init_timeout_seconds);
+    NamedTensor* slot = request.add_slots();
+    slot->set_name(s.name + suffix);
+    slot->set_slot_of(s.name);
+    const bool partial = per < n;
+    to_proto(partial ? rows.slice(0, first, std::min(n, first + per)) : rows,
+             slot->mutable_value());
+    slot->set_partial(partial);
+    slot->set_first_row(first);
+    clients_[static_cast<size_t>(s.ps)]->push(request);
+  }
 }
 
 std::optional<VariableSource> PsVariables::source_of(const nn::VariableSpec& spec) const {

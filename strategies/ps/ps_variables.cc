@@ -171,22 +171,18 @@ void PsVariables::add_optimizer_state(nn::Optimizer& optimizer,
       Tensor value = host(base_(spec, seed_)->tensor());
       std::string suffix = spec.name.substr(target->name().size());
       for (const Slice& s : slices) {
-        const bool alone = slices.size() > 1;
-        PushRequest own;
-        PushRequest& request = alone ? own : requests[static_cast<size_t>(s.ps)];
-        NamedTensor* slot = request.add_slots();
+        if (slices.size() > 1) {
+          // A partitioned variable's slot (an embedding table's accumulator) goes a slice at
+          // a time, now: the chief never holds a whole slot's messages beside the slot (a
+          // 1 GiB accumulator took 1 GiB more). The ps task takes it (from_chief) and waits
+          // for slots_for, which the push carries.
+          send_slot(requests[static_cast<size_t>(s.ps)].optimizer(), s, suffix, rows_of(value, s));
+          continue;
+        }
+        NamedTensor* slot = requests[static_cast<size_t>(s.ps)].add_slots();
         slot->set_name(s.name + suffix);
         slot->set_slot_of(s.name);
         to_proto(rows_of(value, s), slot->mutable_value());
-        if (!alone) continue;
-        // A partitioned variable's slot (an embedding table's accumulator) goes a slice at
-        // a time, now: the chief never holds a whole slot's messages beside the slot (a
-        // 1 GiB accumulator took 1 GiB more), and each message stays within a slice. The
-        // ps task takes it (from_chief) and waits for slots_for, which the push carries.
-        *own.mutable_optimizer() = requests[static_cast<size_t>(s.ps)].optimizer();
-        own.set_from_chief(true);
-        own.set_timeout_seconds(options_.init_timeout_seconds);
-        clients_[static_cast<size_t>(s.ps)]->push(own);
       }
       value = Tensor();
       if (slices.size() > 1) cpu_allocator().release_cached();  // as create_remote does

@@ -92,6 +92,12 @@ class PsVariables : public DistributedVariables {
   bool restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices);
   bool restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Variable& target,
                           const std::vector<Slice>& slices, const OptimizerSpec& optimizer);
+  // The chief's value `rows` of slice `s` (its slot "<s.name><suffix>"), sent in chunks of
+  // about kFillChunkBytes (message_budget.h) when larger, so that a ps task holds a chunk's
+  // message beside its share rather than a slice's.
+  void send_value(const nn::VariableSpec& spec, const Slice& s, const Tensor& rows);
+  void send_slot(const OptimizerSpec& optimizer, const Slice& s, const std::string& suffix,
+                 const Tensor& rows);
   std::vector<Slice> slices_of(const nn::Variable& variable);
   // An optimizer split by variable name prefix (its config's kind "split"): each part's
   // optimizer with its gradients and targets. InvalidArgumentError for a target under no

@@ -49,6 +49,10 @@ CreateResponse Shard::create(const CreateRequest& request) {
   Entry& entry = entry_for(def, what);
   if (restored.defined()) {
     initialise(entry, restored, what);
+  } else if (request.value_partial()) {
+    Tensor whole = fill(entry.filling, entry.dtype, entry.shape,
+                        from_proto(request.initial_value(), what), request.value_first_row(), what);
+    if (whole.defined()) initialise(entry, whole, what);
   } else if (request.has_initial_value()) {
     initialise(entry, from_proto(request.initial_value(), what), what);
   } else {
@@ -261,9 +265,18 @@ void Shard::take_optimizer_state(const PushRequest& request, const std::string& 
       throw NotFoundError(str_cat(task_, ": slot '", slot.name(),
                                   "' belongs to an unknown variable '", slot.slot_of(), "'"));
     }
-    Tensor value = slot.has_restore()
-                       ? restored.at(slot.name())
-                       : from_proto(slot.value(), str_cat(task_, ": slot '", slot.name(), "'"));
+    std::string what = str_cat(task_, ": slot '", slot.name(), "'");
+    Tensor value = slot.has_restore() ? restored.at(slot.name()) : from_proto(slot.value(), what);
+    if (slot.partial()) {
+      if (value.rank() == 0 || owner->second->shape.rank() == 0) {
+        throw InvalidArgumentError(str_cat(what, ": chunks of a 0-d slot"));
+      }
+      Filling& filling = slot_filling_[slot.name()];
+      value = fill(filling, value.dtype(), value.shape().with_dim(0, owner->second->shape[0]),
+                   value, slot.first_row(), what);
+      if (!value.defined()) continue;
+      slot_filling_.erase(slot.name());
+    }
     std::lock_guard<std::mutex> hold(owner->second->mutex);
     if (nn::Variable* existing = slots_.find(slot.name())) {
       for (auto& saved : owner->second->saving) saved->keep_all();

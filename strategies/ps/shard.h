@@ -122,7 +122,8 @@ class Shard {
   OptimizerTable optimizers_ CADRE_GUARDED_BY(mutex_);
   std::optional<int64_t> global_step_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
-  std::vector<Entry*> snapshot_entries_ CADRE_GUARDED_BY(mutex_);  // those with `saving` set
+  std::vector<Entry*> snapshot_entries_ CADRE_GUARDED_BY(mutex_);         // those with `saving` set
+  std::map<std::string, Filling> slot_filling_ CADRE_GUARDED_BY(mutex_);  // chunks of slots
   nn::VariableStore slots_;  // which optimizers find by name; each guarded by its entry
   UnitLedger units_;
   std::atomic<int64_t> pushes_{0}, pulls_{0}, dropped_{0};

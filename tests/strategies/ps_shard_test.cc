@@ -69,6 +69,44 @@ TEST_F(ShardTest, TheChiefCreatesAndOthersWaitForItsValue) {
   EXPECT_THROW(shard_.pull(pull_request("nobody")), NotFoundError);
 }
 
+// A slice and its slot in chunks of rows (as the chief sends a large one): a worker waits
+// for the last chunk; chunks out of order or that do not fit are refused.
+TEST_F(ShardTest, AValueAndASlotInChunksAreTakenWhenTheirLastRowHasCome) {
+  Tensor value = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{3, 2});
+  auto chunk = [&](int64_t first, int64_t rows) {
+    Tensor part = value.slice(0, first, first + rows).contiguous();
+    ps::CreateRequest request = create_request("w", &part, Shape{3, 2});
+    request.set_value_partial(true);
+    request.set_value_first_row(first);
+    return request;
+  };
+  auto worker = std::async(std::launch::async, [&] {
+    return shard_.create(create_request("w", nullptr, Shape{3, 2}));
+  });
+  shard_.create(chunk(0, 2));
+  EXPECT_EQ(worker.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  EXPECT_THROW(shard_.create(chunk(1, 2)), InvalidArgumentError);  // overlaps, out of order
+  shard_.create(chunk(2, 1));
+  EXPECT_EQ(ps::from_proto(worker.get().value(), "w").to_vector<float>(), value.to_vector<float>());
+
+  auto adagrad = nn::optimizers::adagrad(0.1);
+  for (int64_t first : {0, 1}) {
+    ps::PushRequest state = push_request(*adagrad, /*from_chief=*/true);
+    ps::NamedTensor* slot = state.add_slots();
+    slot->set_name("w/Adagrad/accumulator");
+    slot->set_slot_of("w");
+    ps::to_proto(Tensor::full(Shape{first == 0 ? 1 : 2, 2}, 0.5 + first), slot->mutable_value());
+    slot->set_partial(true);
+    slot->set_first_row(first);
+    if (first == 1) state.add_slots_for("w");
+    shard_.push(state);
+  }
+  ps::ReadRequest read_slot;
+  read_slot.add_names("w/Adagrad/accumulator");
+  EXPECT_EQ(ps::from_proto(shard_.read(read_slot).variables(0).value(), "slot").to_vector<float>(),
+            (std::vector<float>{0.5, 0.5, 1.5, 1.5, 1.5, 1.5}));
+}
+
 TEST_F(ShardTest, PushesApplyTheOptimizerAsALocalOneWould) {
   Tensor initial = Tensor::from_vector<float>({1, -2, 3, 0.5}, Shape{2, 2});
   shard_.create(create_request("w", &initial, Shape{2, 2}));
