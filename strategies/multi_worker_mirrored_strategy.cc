@@ -172,16 +172,23 @@ std::vector<nn::VariableCreator> MultiWorkerMirroredExtended::copy_creators(
     nn::VariableCreator creator, int copies) const {
   auto initial = std::make_shared<InitialValues>();
   std::vector<nn::VariableCreator> creators;
-  creators.push_back([this, creator, initial](const nn::VariableSpec& spec, uint64_t seed) {
+  const bool others = copies > 1;
+  creators.push_back([this, creator, initial, others](const nn::VariableSpec& spec, uint64_t seed) {
     auto started = std::chrono::steady_clock::now();
     std::shared_ptr<nn::Variable> variable = creator(spec, seed);
     auto made = std::chrono::steady_clock::now();
     NoGradScope no_grad;
     Tensor host = contiguous(to_device(variable->tensor(), Device::cpu(0)));
-    if (host.shares_buffer_with(variable->tensor())) host = host.clone();
+    // A variable in host memory receives the chief's value in place, unless other local
+    // replicas take that value later (a copy kept for them would be a second model).
+    bool in_place = host.shares_buffer_with(variable->tensor());
+    if (in_place && others) {
+      host = host.clone();
+      in_place = false;
+    }
     group_->collective->broadcast(host.raw_data(), host.nbytes(), /*root=*/0);
-    variable->assign(host);
-    initial->publish(spec.name, host);
+    if (!in_place) variable->assign(host);
+    if (others) initial->publish(spec.name, host);
     // What a large model's start costs (initialized or restored, then the chief's sent).
     if (host.nbytes() >= kLoggedVariableBytes) {
       auto seconds = [](auto from, auto to) {

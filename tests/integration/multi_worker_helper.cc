@@ -68,6 +68,30 @@ class FailingHook : public cadre::Hook {
   int64_t step_;
 };
 
+// MultiWorkerMirrored's options as the HELPER_ variables set them.
+cadre::MultiWorkerOptions multi_worker_options() {
+  cadre::MultiWorkerOptions options;
+  options.registration_timeout_seconds = 60;
+  options.collective_timeout_seconds = 60;
+  options.coordination.heartbeat_timeout_seconds = 5;
+  if (const char* t = std::getenv("HELPER_TRANSPORT"); t && std::string(t) == "gloo") {
+    options.shared_memory = false;
+  }
+  if (const char* o = std::getenv("HELPER_OVERLAP"); o && std::string(o) == "0") {
+    options.overlap_gradients = false;
+  }
+  if (const char* b = std::getenv("HELPER_BUCKET_BYTES"); b && *b) {
+    options.bucket_bytes = options.first_bucket_bytes = std::strtoull(b, nullptr, 10);
+  }
+  if (const char* p = std::getenv("HELPER_PIECE_BYTES"); p && *p) {
+    options.piece_bytes = std::strtoull(p, nullptr, 10);
+  }
+  if (const char* sharded = std::getenv("HELPER_SHARDED"); sharded && *sharded == '1') {
+    options.sharded_checkpoint_min_bytes = 0;
+  }
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,27 +118,8 @@ int main(int argc, char** argv) {
       config.train_distribute =
           cadre::ParameterServerStrategy::create(*config.cluster, {cadre::Device::cpu(0)}, options);
     } else if (config.num_worker_replicas > 1) {
-      cadre::MultiWorkerOptions options;
-      options.registration_timeout_seconds = 60;
-      options.collective_timeout_seconds = 60;
-      options.coordination.heartbeat_timeout_seconds = 5;
-      if (const char* t = std::getenv("HELPER_TRANSPORT"); t && std::string(t) == "gloo") {
-        options.shared_memory = false;
-      }
-      if (const char* o = std::getenv("HELPER_OVERLAP"); o && std::string(o) == "0") {
-        options.overlap_gradients = false;
-      }
-      if (const char* b = std::getenv("HELPER_BUCKET_BYTES"); b && *b) {
-        options.bucket_bytes = options.first_bucket_bytes = std::strtoull(b, nullptr, 10);
-      }
-      if (const char* p = std::getenv("HELPER_PIECE_BYTES"); p && *p) {
-        options.piece_bytes = std::strtoull(p, nullptr, 10);
-      }
-      if (const char* sharded = std::getenv("HELPER_SHARDED"); sharded && *sharded == '1') {
-        options.sharded_checkpoint_min_bytes = 0;
-      }
       config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
-          *config.cluster, {cadre::Device::cpu(0)}, options);
+          *config.cluster, {cadre::Device::cpu(0)}, multi_worker_options());
     } else if (const char* s = std::getenv("HELPER_STRATEGY"); s && std::string(s) == "mirrored2") {
       config.train_distribute =
           cadre::MirroredStrategy::create({cadre::Device::cpu(0), cadre::Device::cpu(1)});
