@@ -307,6 +307,11 @@ checkpoint::CheckpointManagerOptions client_manager_options(const RunConfig& con
 TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_spec,
                                   const EvalSpec& eval_spec) {
   const RunConfig& config = estimator.config();
+  if (config.input_shards > 0 || config.deterministic) {
+    LOG(WARNING) << "RunConfig.input_shards and deterministic apply to workers that step "
+                    "together; the workers of a client with ps tasks each read their own "
+                    "input, whose positions are not kept";
+  }
   const ps::ParameterServers& servers = client_servers(config, train_spec);
   std::shared_ptr<const Strategy> strategy = config.train_distribute;
   const int64_t max_steps = *train_spec.max_steps;

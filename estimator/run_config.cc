@@ -8,6 +8,7 @@
 #include "cadre/base/errors.h"
 #include "core/base/logging.h"
 #include "core/base/strings.h"
+#include "io/virtual_shards.h"
 
 namespace cadre {
 namespace {
@@ -87,7 +88,9 @@ void RunConfig::validate() const {
     fail("model_dir", model_dir, "a directory (or a path to create), not a file");
   }
   if (keep_checkpoint_max < 0) fail("keep_checkpoint_max", keep_checkpoint_max, ">= 0");
-  if (input_shards < 0) fail("input_shards", input_shards, "0 (off) or more");
+  if (input_shards < 0 || input_shards > io::kMaxInputShards) {
+    fail("input_shards", input_shards, str_cat("0 (off) to ", io::kMaxInputShards));
+  }
   if (keep_checkpoint_every_n_hours < 0) {
     fail("keep_checkpoint_every_n_hours", keep_checkpoint_every_n_hours, ">= 0");
   }

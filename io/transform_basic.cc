@@ -140,6 +140,10 @@ class RepeatNode : public PassingNode<RepeatNode> {
         input_.reset();
         if (r.read_int("active") != 0) {
           start_pass();
+          if (!input_) {
+            throw InvalidArgumentError(str_cat("iterator state: repeat's pass ", pass_,
+                                               " is past its count of ", node_.count_));
+          }
           input_->restore(r.child("input"));
         }
         in_pass_ = r.read_int("in_pass");

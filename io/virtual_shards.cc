@@ -156,7 +156,12 @@ NodePtr shard_sources(const NodePtr& root, int64_t num_shards, int64_t index) {
 int64_t saved_virtual_shards(const IteratorState& state) {
   StateReader reader(state);
   if (!reader.contains("kind") || reader.read_string("kind") != kVirtualShardsKind) return 0;
-  return reader.read_int(kVirtualShardsCount);
+  int64_t shards = reader.read_int(kVirtualShardsCount);
+  if (shards <= 0 || shards > kMaxInputShards) {
+    throw DataLossError(str_cat("iterator state entry '", kVirtualShardsCount, "' is ", shards,
+                                "; expected 1 to ", kMaxInputShards, " input shards"));
+  }
+  return shards;
 }
 
 std::pair<int64_t, int64_t> owned_shards(int64_t num_shards, int64_t workers, int64_t worker) {
@@ -165,7 +170,8 @@ std::pair<int64_t, int64_t> owned_shards(int64_t num_shards, int64_t workers, in
 
 VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
                                   int64_t last, bool part_rows) {
-  if (num_shards <= 0 || first < 0 || last > num_shards || first >= last) {
+  if (num_shards <= 0 || num_shards > kMaxInputShards || first < 0 || last > num_shards ||
+      first >= last) {
     throw InvalidArgumentError(str_cat("input shards [", first, ", ", last, ") of ", num_shards,
                                        "; expected 0 <= first < last <= shards"));
   }

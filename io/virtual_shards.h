@@ -20,6 +20,10 @@ struct VirtualShards {
   std::string plan;
 };
 
+// More shards than any job has workers, and each a pipeline of its own: a bound on what a
+// checkpoint may ask for.
+inline constexpr int64_t kMaxInputShards = 65536;
+
 // The feature read_virtual_shards(..., part_rows = true) adds to each element: int64 [k], the
 // rows each of the k shards gave, in shard order (for a reduction per shard).
 inline constexpr char kShardRowsFeature[] = "_input_shard_rows";
@@ -35,7 +39,7 @@ VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, in
                                   int64_t last, bool part_rows = false);
 
 // The number of shards a state saved by such an input names at its top, or 0 when the state
-// is not one of virtual shards.
+// is not one of virtual shards. DataLossError for a number out of range.
 int64_t saved_virtual_shards(const IteratorState& state);
 
 // The shards worker `worker` of `workers` owns: a contiguous range, so that the workers'

@@ -2,14 +2,19 @@
 // elements a restored pipeline fetches again, through every stage that fetches (batch,
 // map, interleave, sources). The first byte picks the entry replaced by the rest. With its
 // high bit set, the rest (up to 8 bytes, little-endian) is instead the number of rows a
-// shuffle of rows draws again on restore (shuffle.cc).
+// shuffle of rows draws again on restore (shuffle.cc). With 0x40 set instead, the bytes
+// change an entry of an input read as virtual shards (io/virtual_shards.h), whose state a
+// job of another number of workers restores (data[1] picks the entry; the rest is its value,
+// a number or bytes by data[1]'s high bit).
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 
 #include "cadre/base/errors.h"
 #include "cadre/io/dataset.h"
 #include "cadre/ops/array.h"
+#include "io/virtual_shards.h"
 
 namespace {
 
@@ -58,10 +63,43 @@ void replay_count(const uint8_t* data, size_t size) {
   restore_and_draw(&rows, state);
 }
 
+Dataset numbers() { return Dataset::range(64).shard(8, 2).shuffle(8, 1).repeat(2).batch(2); }
+
+Dataset two_shards() { return cadre::io::read_virtual_shards(numbers(), 8, 2, 4).dataset; }
+
+void resized_shards(const uint8_t* data, size_t size) {
+  if (size < 2) return;
+  cadre::io::Iterator original =
+      cadre::io::read_virtual_shards(numbers(), 8, 2, 5).dataset.make_iterator();
+  for (int i = 0; i < 3; ++i) original.next();
+  cadre::io::IteratorState state = original.save();
+  auto entry = state.begin();
+  std::advance(entry, (data[0] & 0x7f) % state.size());
+  std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (data[0] & 0x80) {
+    entry->second = cadre::io::bytes_tensor(rest);
+  } else {
+    int64_t value = 0;
+    for (size_t i = 0; i < rest.size() && i < 8; ++i) {
+      value |= static_cast<int64_t>(static_cast<uint8_t>(rest[i])) << (8 * i);
+    }
+    entry->second = cadre::Tensor::scalar<int64_t>(value);
+  }
+  try {
+    cadre::io::saved_virtual_shards(state);
+  } catch (const cadre::Error&) {
+  }
+  restore_and_draw(&two_shards, state);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  if (data[0] & 0x40) {
+    resized_shards(data + 1, size - 1);
+    return 0;
+  }
   if (data[0] & 0x80) {
     replay_count(data + 1, size - 1);
     return 0;

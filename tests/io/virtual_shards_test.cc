@@ -102,6 +102,15 @@ TEST_F(VirtualShardFilesTest, EnoughFilesAreDividedByFile) {
 TEST(VirtualShardsTest, ABadRangeIsRefused) {
   EXPECT_THROW(read_virtual_shards(Dataset::range(4), 4, 3, 3), InvalidArgumentError);
   EXPECT_THROW(read_virtual_shards(Dataset::range(4), 4, 0, 5), InvalidArgumentError);
+  EXPECT_THROW(read_virtual_shards(Dataset::range(4), kMaxInputShards + 1, 0, 1),
+               InvalidArgumentError);
+  // A state that names an absurd number of shards is damaged, not a job to build.
+  IteratorState state =
+      read_virtual_shards(Dataset::range(4), 4, 0, 4).dataset.make_iterator().save();
+  state["shards"] = Tensor::scalar(int64_t{-3});
+  EXPECT_THROW(saved_virtual_shards(state), DataLossError);
+  state["shards"] = Tensor::scalar(kMaxInputShards + 1);
+  EXPECT_THROW(saved_virtual_shards(state), DataLossError);
   EXPECT_EQ(owned_shards(8, 3, 0), (std::pair<int64_t, int64_t>{0, 2}));
   EXPECT_EQ(owned_shards(8, 3, 2), (std::pair<int64_t, int64_t>{5, 8}));
 }
