@@ -17,6 +17,14 @@ slots); the chief and worker hold no share, only the rows they fetch.
 
 Run from the repository root, with the build lock held around each run when --lock names it:
   tools/bench/ps_scale_table.py --sizes_mib 64,512,2048 --lock /tmp/cadre-build.lock
+
+With --restore_table it makes the restore table instead: for each size it trains to one
+checkpoint (a fresh start: its creation and peaks are the first row), then resumes
+2 x --restore_rounds times for --resume_steps more steps each, alternating the chief's
+restore (--restore_on_ps_tasks=false: it reads the table and sends each ps task its rows) with
+the ps tasks' own (each reads its rows from the checkpoint's parts), each resume restoring the
+checkpoint the one before wrote; it prints each resume's restore seconds and every task's
+peak RSS during it.
 """
 import argparse
 import os
@@ -44,12 +52,12 @@ def peaks(output):
             re.findall(r"peak RSS task:\{type:(\w+),index:(\d+)\}: (\d+) MiB", output)}
 
 
-def launch(args, model_dir, max_steps, save_every):
+def launch(args, model_dir, max_steps, save_every, extra=()):
     return [
         "tools/bench/launch_peak_rss.sh", args.launch, "--chief=1", "--ps=2", "--workers=1", "--",
         args.example, f"--vocab_size={args.vocab}", f"--embedding_dim={EMBEDDING_DIM}",
         f"--max_steps={max_steps}", f"--save_checkpoints_steps={save_every}",
-        f"--model_dir={model_dir}"
+        f"--model_dir={model_dir}", *extra
     ]
 
 
@@ -134,6 +142,37 @@ def one_size(args, mib):
             f"{restore:.1f} s (fresh start: {create:.1f} s) | {rss} |")
 
 
+def restore_rounds(args, mib):
+    """Rows of the restore table for one size: the chief's restore against the ps tasks'."""
+    args.vocab = mib * (1 << 20) // (2 * EMBEDDING_DIM * 4)
+    model_dir = os.path.join(args.dir, f"ps_restore_{mib}")
+    shutil.rmtree(model_dir, ignore_errors=True)
+    log = f"/tmp/ps_restore_{mib}_train.log"
+    steps = args.resume_steps
+    out, _ = run(launch(args, model_dir, steps, steps), args.lock, log)
+    if "exit status 0" not in out:
+        sys.exit(f"training at {mib} MiB failed; see {log}\n{out[-2000:]}")
+    create = chief_seconds(log, r"connecting to \d+ parameter server", r"placement:")
+    p = peaks(out)
+    rss = ", ".join(str(p.get(t, 0)) for t in ("chief0", "worker0", "ps0", "ps1"))
+    rows = [f"| {mib} MiB | (fresh start: the chief initialises) | {create:.1f} s | {rss} |"]
+    for r in range(args.restore_rounds):
+        for on_ps in (False, True):
+            steps += args.resume_steps
+            log = f"/tmp/ps_restore_{mib}_{r}_{'ps' if on_ps else 'chief'}.log"
+            flag = f"--restore_on_ps_tasks={'true' if on_ps else 'false'}"
+            out, _ = run(launch(args, model_dir, steps, 100 * steps, [flag]), args.lock, log)
+            if "exit status 0" not in out:
+                sys.exit(f"resuming at {mib} MiB failed; see {log}\n{out[-2000:]}")
+            restore = chief_seconds(log, r"connecting to \d+ parameter server", r"placement:")
+            p = peaks(out)
+            rss = ", ".join(str(p.get(t, 0)) for t in ("chief0", "worker0", "ps0", "ps1"))
+            who = "ps tasks" if on_ps else "chief"
+            rows.append(f"| {mib} MiB | {who} | {restore:.1f} s | {rss} |")
+    shutil.rmtree(model_dir, ignore_errors=True)
+    return "\n".join(rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes_mib", default="64,512,2048",
@@ -144,7 +183,18 @@ def main():
     parser.add_argument("--launch", default="build/tools/cadre_launch")
     parser.add_argument("--example", default="build/examples/embedding_classifier")
     parser.add_argument("--lock", default="", help="a lock file to hold around each run")
+    parser.add_argument("--restore_table", action="store_true",
+                        help="the restore table: a fresh start, then the chief's and the ps "
+                        "tasks' restores --restore_rounds times each")
+    parser.add_argument("--restore_rounds", type=int, default=2)
     args = parser.parse_args()
+    if args.restore_table:
+        print("| variables + slots | restored by | restore (chief: start to placement) | "
+              "peak RSS MiB during the resume: chief, worker, ps:0, ps:1 |")
+        print("| --- | --- | --- | --- |")
+        for mib in [int(s) for s in args.sizes_mib.split(",")]:
+            print(restore_rounds(args, mib), flush=True)
+        return
     print("| variables + slots | training blocked per save (mean / max) | parts written "
           "(slower save) against dd | restore (chief: start to placement) | peak RSS MiB: "
           "chief, worker, ps tasks (x own share) |")
