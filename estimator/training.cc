@@ -27,8 +27,7 @@
 #include "estimator/model_session.h"
 #include "estimator/stop_notice.h"
 #include "estimator/train_run.h"
-#include "estimator/worker_states.h"
-#include "io/virtual_shards.h"
+#include "estimator/training_input.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre {
@@ -37,53 +36,6 @@ namespace {
 using estimator_internal::StopNotice;
 using estimator_internal::throw_planned_stop;
 using estimator_internal::TrainRun;
-
-// Restores this worker's input position unless the checkpoint has none for it or the
-// pipeline changed since, in which case the input starts over (TensorFlow never restores it
-// at all).
-void restore_input(DistributedIterator& iterator, const checkpoint::CheckpointReader& reader,
-                   const Strategy& strategy) {
-  if (reader.iterator_state(/*verify=*/false).empty()) return;
-  std::string why;
-  std::optional<io::IteratorState> state = estimator_internal::input_state_of(
-      reader, strategy.worker_index(), strategy.num_workers(), &why);
-  if (!state) {
-    LOG(WARNING) << "worker " << strategy.worker_index() << ": " << why;
-    return;
-  }
-  try {
-    iterator.restore(*state);
-  } catch (const InvalidArgumentError& error) {
-    LOG(WARNING) << "the input pipeline differs from the one checkpointed in " << reader.path()
-                 << " (" << error.what() << "); reading the input from its start";
-  }
-}
-
-// The virtual shards to read the input as: a checkpoint's own number (its positions are per
-// shard), else RunConfig's; none for workers that step on their own, whose positions are not
-// kept.
-int64_t input_shards(const RunConfig& config, const checkpoint::CheckpointReader* resume,
-                     const Strategy& strategy) {
-  int64_t shards = config.input_shards;
-  if (resume) {
-    if (int64_t saved = io::saved_virtual_shards(resume->iterator_state(/*verify=*/false))) {
-      if (shards != 0 && shards != saved) {
-        LOG(WARNING) << "RunConfig.input_shards is " << shards << "; reading the input as the "
-                     << saved << " input shards of " << resume->path();
-      }
-      shards = saved;
-    }
-  }
-  if (strategy.num_workers_in_sync() != strategy.num_workers()) {
-    if (shards > 0) {
-      LOG(WARNING) << "input shards apply to workers that step together; " << strategy.name()
-                   << "'s workers each read their own part of the input";
-    }
-    return 0;
-  }
-  // A worker that cannot see the chief's checkpoints reads the input as the chief does.
-  return strategy.extended().broadcast_from_chief(shards);
-}
 
 std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start_checkpoint(
     const WarmStartSettings& ws) {
@@ -375,22 +327,8 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   }
   TrainRun run(*this, strategy, start_step, resume, warm.reader, warm.names, manager.get(),
                max_steps, std::move(open_writer));
-  int64_t shards = input_shards(config_, resume.get(), *strategy);
-  if (config_.deterministic && shards == 0) {
-    throw InvalidArgumentError(
-        "RunConfig.deterministic needs input shards (RunConfig.input_shards, dividing the "
-        "global batch) and workers that step together");
-  }
   DistributedIterator iterator =
-      (shards > 0
-           ? strategy->distribute_datasets_from_function(input_fn, shards, config_.deterministic)
-           : strategy->distribute_datasets_from_function(input_fn))
-          .make_iterator();
-  if (config_.deterministic) {
-    run.reduce_in_shard_order(
-        io::owned_shards(shards, strategy->num_workers(), strategy->worker_index()).first, shards);
-  }
-  if (resume) restore_input(iterator, *resume, *strategy);
+      estimator_internal::training_input(config_, input_fn, *strategy, resume.get(), run);
   run.set_iterator(&iterator);
   // Hooks see the logical variables (replica 0's) and generator, as model_fn does.
   nn::VariableStoreScope store_scope(run.store());
