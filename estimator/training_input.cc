@@ -54,6 +54,9 @@ int64_t input_shards(const RunConfig& config, const checkpoint::CheckpointReader
     return 0;
   }
   // A worker that cannot see the chief's checkpoints reads the input as the chief does.
+  // (Only among workers: a parameter-server strategy's broadcast_from_chief sets the global
+  // step on ps 0.)
+  if (strategy.num_workers_in_sync() <= 1) return shards;
   return strategy.extended().broadcast_from_chief(shards);
 }
 
