@@ -208,6 +208,8 @@ int run() {
   }
   examples::check_flag(FLAGS_input_shards >= 0, "input_shards", FLAGS_input_shards,
                        "0 (one per worker) or more");
+  examples::check_flag(!FLAGS_deterministic || FLAGS_input_shards > 0, "deterministic", "true",
+                       "with --input_shards (e.g. 8): the shards fix each step's rows");
   if (FLAGS_input_shards > 0 && FLAGS_batch_size % FLAGS_input_shards != 0) {
     throw InvalidArgumentError(
         "--batch_size=" + std::to_string(FLAGS_batch_size) +
