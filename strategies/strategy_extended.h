@@ -43,8 +43,8 @@ namespace cadre {
 namespace ps {
 class ParameterServers;
 }
-
 class Store;
+
 // A part of a sharded checkpoint that a task holding variables writes itself: the slices
 // of logical variables and slots it holds (as checkpoint::PartSlice), and a wait that
 // returns its size and CRC-32C once it is durable.
@@ -180,6 +180,13 @@ class StrategyExtended {
       DistributedVariables& variables, const std::string& directory,
       const std::vector<std::string>& part_names, int64_t step,
       std::vector<SavedPart>* parts) const;
+  // Sharded checkpoints that the workers write, each a share of the variables they all hold
+  // (MultiWorkerMirrored): how many workers write a part when the variables (without their
+  // slots) take `bytes` (0: the chief saves them whole), alike on every worker; and the
+  // store through which each worker tells the chief how its part ended (the coordination
+  // service's, whose reads fail at once when the cluster fails), null when there is none.
+  virtual int worker_checkpoint_parts(int64_t bytes) const { return 0; }
+  virtual Store* part_store() const { return nullptr; }
 
  protected:
   // Throws InvalidArgumentError listing the available devices for an unknown device, one
@@ -199,13 +206,6 @@ class StrategyExtended {
 
  private:
   std::vector<Device> devices_;
-  // Sharded checkpoints that the workers write, each a share of the variables they all hold
-  // (MultiWorkerMirrored): how many workers write a part when the variables (without their
-  // slots) take `bytes` (0: the chief saves them whole), alike on every worker; and the
-  // store through which each worker tells the chief how its part ended (the coordination
-  // service's, whose reads fail at once when the cluster fails), null when there is none.
-  virtual int worker_checkpoint_parts(int64_t bytes) const { return 0; }
-  virtual Store* part_store() const { return nullptr; }
   std::shared_ptr<CrossDeviceOps> cross_device_ops_;
 };
 
