@@ -40,17 +40,18 @@ Element joined_parts(std::vector<Element>& parts, bool part_rows) {
     if (part_rows) joined.features.set(kShardRowsFeature, Tensor::from_vector(rows));
     return joined;
   }
+  for (const Element& part : parts) {
+    if (part.features.names() != parts[0].features.names() ||
+        part.labels.defined() != parts[0].labels.defined()) {
+      throw InvalidArgumentError(str_cat(
+          "input shards: the shards' elements differ: features [", join(parts[0].features.names()),
+          "]", parts[0].labels.defined() ? " and labels" : "", " against [",
+          join(part.features.names()), "]", part.labels.defined() ? " and labels" : ""));
+    }
+  }
   for (const auto& [name, first] : parts[0].features) {
     std::vector<Tensor> pieces;
-    for (const Element& part : parts) {
-      const Tensor* piece = part.features.find(name);
-      if (!piece) {
-        throw InvalidArgumentError(str_cat("input shards: one shard's element has a feature '",
-                                           name, "' and another's has not (",
-                                           join(part.features.names()), ")"));
-      }
-      pieces.push_back(*piece);
-    }
+    for (const Element& part : parts) pieces.push_back(part.features.at(name));
     joined.features.set(name, concat(pieces, 0));
   }
   if (parts[0].labels.defined()) {

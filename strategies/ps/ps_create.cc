@@ -197,16 +197,9 @@ void PsVariables::restore_on_chief(const Error& why) {
   }
 }
 
-bool PsVariables::restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices) {
-  std::optional<VariableSource> source = source_of(spec);
-  if (!source) return false;
+bool PsVariables::sent_or_chief_restores(const std::function<void()>& send) {
   try {
-    for_each_slice(slices, [&](const Slice& s) {
-      CreateRequest request = create_request(spec, s);
-      set_rows(*source, s, request.mutable_restore());
-      request.set_timeout_seconds(options_.init_timeout_seconds);
-      clients_[static_cast<size_t>(s.ps)]->create(request);
-    });
+    send();
   } catch (const FailedPreconditionError& why) {
     restore_on_chief(why);
     return false;
@@ -217,6 +210,19 @@ bool PsVariables::restore_on_ps(const nn::VariableSpec& spec, const std::vector<
   return true;
 }
 
+bool PsVariables::restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices) {
+  std::optional<VariableSource> source = source_of(spec);
+  if (!source) return false;
+  return sent_or_chief_restores([&] {
+    for_each_slice(slices, [&](const Slice& s) {
+      CreateRequest request = create_request(spec, s);
+      set_rows(*source, s, request.mutable_restore());
+      request.set_timeout_seconds(options_.init_timeout_seconds);
+      clients_[static_cast<size_t>(s.ps)]->create(request);
+    });
+  });
+}
+
 bool PsVariables::restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Variable& target,
                                      const std::vector<Slice>& slices,
                                      const OptimizerSpec& optimizer) {
@@ -225,7 +231,7 @@ bool PsVariables::restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Var
   std::optional<VariableSource> source = source_of(spec);
   if (!source) return false;
   const std::string suffix = spec.name.substr(target.name().size());
-  try {
+  return sent_or_chief_restores([&] {
     for_each_slice(slices, [&](const Slice& s) {
       PushRequest request;
       *request.mutable_optimizer() = optimizer;
@@ -241,14 +247,7 @@ bool PsVariables::restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Var
       set_rows(*source, s, slot->mutable_restore());
       clients_[static_cast<size_t>(s.ps)]->push(request);
     });
-  } catch (const FailedPreconditionError& why) {
-    restore_on_chief(why);
-    return false;
-  } catch (const NotFoundError& why) {  // not the chief's file system
-    restore_on_chief(why);
-    return false;
-  }
-  return true;
+  });
 }
 
 }  // namespace cadre::ps

@@ -87,6 +87,9 @@ class PsVariables : public DistributedVariables {
   // model_dir, or not the chief's file system: restore_on_chief).
   std::optional<VariableSource> source_of(const nn::VariableSpec& spec) const;
   void restore_on_chief(const Error& why);
+  // Runs `send` (requests that have ps tasks read rows themselves); false, and the chief
+  // restores from then on, when a task could not read the checkpoint.
+  bool sent_or_chief_restores(const std::function<void()>& send);
   // The chief's restore of variable `spec` (its `slices`), or of its variable `target`'s slot
   // `spec`, by the ps tasks: false when the chief must give the values itself.
   bool restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices);

@@ -15,12 +15,17 @@
 
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/state_file.h"
+#include "tests/integration/model_dir_files.h"
 #include "tests/support/job_secret.h"
 #include "tests/support/processes.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
+
+using testing::await_created;
+using testing::ckpt_tool;
+using testing::files_matching;
 
 using testing::free_port;
 using testing::read_log;
@@ -89,39 +94,6 @@ class MwmsJob {
   std::vector<pid_t> workers_pids_;
   pid_t chief_ = -1;
 };
-
-std::vector<std::string> files_matching(const std::string& dir, const std::string& pattern) {
-  std::vector<std::string> found;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    std::string name = entry.path().filename();
-    if (name.find(pattern) != std::string::npos) found.push_back(name);
-  }
-  return found;
-}
-
-// Blocks (up to 60 s) until a file whose name begins with `a` and contains `b` is created in
-// the watched directory; returns its name, or "" on timeout.
-std::string await_created(int inotify, const std::string& a, const std::string& b) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  alignas(inotify_event) char buffer[16384];
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd ready{inotify, POLLIN, 0};
-    if (::poll(&ready, 1, 100) <= 0) continue;
-    ssize_t got = ::read(inotify, buffer, sizeof(buffer));
-    for (ssize_t at = 0; at < got;) {
-      auto* event = reinterpret_cast<inotify_event*>(buffer + at);
-      std::string name = event->len ? event->name : "";
-      if (name.starts_with(a) && name.find(b) != std::string::npos) return name;
-      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-    }
-  }
-  return "";
-}
-
-std::string ckpt_tool(const std::string& args) {
-  auto [status, output] = testing::run_command(std::string(CADRE_CKPT) + " " + args + " 2>&1");
-  return std::to_string(status) + ": " + output;
-}
 
 class MwmsShardedCheckpointTest : public testing::TempDirTest {};
 

@@ -14,12 +14,17 @@
 #include "cadre/checkpoint/reader.h"
 #include "cadre/checkpoint/restore.h"
 #include "cadre/checkpoint/state_file.h"
+#include "tests/integration/model_dir_files.h"
 #include "tests/support/job_secret.h"
 #include "tests/support/processes.h"
 #include "tests/support/temp_dir.h"
 
 namespace cadre {
 namespace {
+
+using testing::await_created;
+using testing::ckpt_tool;
+using testing::files_matching;
 
 using testing::free_port;
 using testing::read_log;
@@ -91,39 +96,6 @@ class ShardedCluster {
   pid_t chief_ = -1;
 };
 
-std::vector<std::string> names_in(const std::string& dir, const std::string& pattern) {
-  std::vector<std::string> found;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    std::string name = entry.path().filename();
-    if (name.find(pattern) != std::string::npos) found.push_back(name);
-  }
-  return found;
-}
-
-// Blocks (up to 60 s) until a file whose name begins with `a` and contains `b` is created in
-// the watched directory; returns its name, or "" on timeout.
-std::string wait_for_file(int inotify, const std::string& a, const std::string& b) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  alignas(inotify_event) char buffer[16384];
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd ready{inotify, POLLIN, 0};
-    if (::poll(&ready, 1, 100) <= 0) continue;
-    ssize_t got = ::read(inotify, buffer, sizeof(buffer));
-    for (ssize_t at = 0; at < got;) {
-      auto* event = reinterpret_cast<inotify_event*>(buffer + at);
-      std::string name = event->len ? event->name : "";
-      if (name.starts_with(a) && name.find(b) != std::string::npos) return name;
-      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-    }
-  }
-  return "";
-}
-
-std::string ckpt(const std::string& args) {
-  auto [status, output] = testing::run_command(std::string(CADRE_CKPT) + " " + args + " 2>&1");
-  return std::to_string(status) + ": " + output;
-}
-
 class ShardedCheckpointTest : public testing::TempDirTest {};
 
 // Two ps tasks write a sharded checkpoint of step 20; from copies of it one more step is
@@ -134,8 +106,9 @@ TEST_F(ShardedCheckpointTest, RestoresIdenticallyUnderAnyNumberOfPsTasksAndOnOne
   ASSERT_EQ(two.train(path("a"), 20), 0) << tail(two.chief_log());
   auto saved = checkpoint::CheckpointReader::open(path("a/model.ckpt-20.h5"));
   EXPECT_EQ(saved->format_version(), 2);
-  EXPECT_EQ(names_in(path("a"), "model.ckpt-20.part-").size(), 2u);
-  EXPECT_EQ(ckpt("verify " + path("a")).substr(0, 3), "0: ") << ckpt("verify " + path("a"));
+  EXPECT_EQ(files_matching(path("a"), "model.ckpt-20.part-").size(), 2u);
+  EXPECT_EQ(ckpt_tool("verify " + path("a")).substr(0, 3), "0: ")
+      << ckpt_tool("verify " + path("a"));
 
   for (int ps : {2, 1, 3, 0}) {
     std::string dir = path("from" + std::to_string(ps));
@@ -146,17 +119,17 @@ TEST_F(ShardedCheckpointTest, RestoresIdenticallyUnderAnyNumberOfPsTasksAndOnOne
               std::string::npos)
         << tail(cluster.chief_log());
     if (ps > 0) {
-      EXPECT_EQ(names_in(dir, "model.ckpt-21.part-").size(), static_cast<size_t>(ps));
+      EXPECT_EQ(files_matching(dir, "model.ckpt-21.part-").size(), static_cast<size_t>(ps));
     }
   }
   std::string reference = path("from2/model.ckpt-21.h5");
   for (const char* other : {"from1", "from3", "from0"}) {
-    EXPECT_EQ(ckpt("diff " + reference + " " + path(other) + "/model.ckpt-21.h5"),
+    EXPECT_EQ(ckpt_tool("diff " + reference + " " + path(other) + "/model.ckpt-21.h5"),
               "0: no variables differ\n")
         << other;
   }
   // The step changed them: diff tells.
-  EXPECT_NE(ckpt("diff " + reference + " " + path("a/model.ckpt-20.h5")).substr(0, 3), "0: ");
+  EXPECT_NE(ckpt_tool("diff " + reference + " " + path("a/model.ckpt-20.h5")).substr(0, 3), "0: ");
 }
 
 // The embedding's table and slots are restored by the ps tasks, each reading its own rows
@@ -181,9 +154,9 @@ TEST_F(ShardedCheckpointTest, PsTasksRestoreTheirOwnRowsUnderAnyNumberOfPsTasks)
     EXPECT_EQ(cluster.chief_log().find("the chief restores the variables"), std::string::npos);
   }
   for (const char* other : {"from1", "from3"}) {
-    EXPECT_EQ(
-        ckpt("diff " + path("from2/model.ckpt-21.h5") + " " + path(other) + "/model.ckpt-21.h5"),
-        "0: no variables differ\n")
+    EXPECT_EQ(ckpt_tool("diff " + path("from2/model.ckpt-21.h5") + " " + path(other) +
+                        "/model.ckpt-21.h5"),
+              "0: no variables differ\n")
         << other;
   }
 }
@@ -203,8 +176,8 @@ TEST_F(ShardedCheckpointTest, ATaskKilledMidWriteNeverPublishesItsCheckpoint) {
     cluster.start(dir, 1000, /*step_ms=*/5);
     // While ps:1 writes its part of the second save (the first is published): ps:1 is
     // killed then, or the chief, which waits for the parts before it writes the manifest.
-    std::string first = wait_for_file(inotify, "model.ckpt-10.part-1-of-2.", ".tmp-");
-    std::string temporary = wait_for_file(inotify, "model.ckpt-20.part-1-of-2.", ".tmp-");
+    std::string first = await_created(inotify, "model.ckpt-10.part-1-of-2.", ".tmp-");
+    std::string temporary = await_created(inotify, "model.ckpt-20.part-1-of-2.", ".tmp-");
     ASSERT_FALSE(first.empty() || temporary.empty()) << tail(cluster.chief_log());
     ::kill(victim == "ps" ? cluster.ps_pid(1) : cluster.chief_pid(), SIGKILL);
     ::close(inotify);
@@ -215,16 +188,16 @@ TEST_F(ShardedCheckpointTest, ATaskKilledMidWriteNeverPublishesItsCheckpoint) {
     cluster.stop();
     EXPECT_FALSE(std::filesystem::exists(dir + "/model.ckpt-20.h5"));
     // What the save left: parts without a manifest, or a temporary of a dead task.
-    EXPECT_FALSE(names_in(dir, "model.ckpt-20.part-").empty());
+    EXPECT_FALSE(files_matching(dir, "model.ckpt-20.part-").empty());
     EXPECT_EQ(*checkpoint::latest_checkpoint(dir), dir + "/model.ckpt-10.h5");
 
     ShardedCluster again(2, path("log-again-" + victim));
     ASSERT_EQ(again.train(dir, 30), 0) << tail(again.chief_log());
     EXPECT_NE(again.chief_log().find("resuming from " + dir + "/model.ckpt-10.h5 at step 10"),
               std::string::npos);
-    EXPECT_TRUE(names_in(dir, ".tmp-").empty());
-    EXPECT_EQ(names_in(dir, "model.ckpt-20.part-").size(), 2u) << "the new save's parts only";
-    EXPECT_EQ(ckpt("verify " + dir).substr(0, 3), "0: ") << ckpt("verify " + dir);
+    EXPECT_TRUE(files_matching(dir, ".tmp-").empty());
+    EXPECT_EQ(files_matching(dir, "model.ckpt-20.part-").size(), 2u) << "the new save's parts only";
+    EXPECT_EQ(ckpt_tool("verify " + dir).substr(0, 3), "0: ") << ckpt_tool("verify " + dir);
   }
 }
 

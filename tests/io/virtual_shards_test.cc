@@ -82,6 +82,24 @@ TEST(VirtualShardsTest, APipelineThatDoesNotShardIsDividedAtItsSources) {
   EXPECT_EQ(e->features.at("other").to_vector<int64_t>(), (std::vector<int64_t>{101, 105}));
 }
 
+// Shards whose elements differ (an input_fn that builds another pipeline per index) cannot
+// make one batch: one error naming both.
+TEST(VirtualShardsTest, ShardsWhoseElementsDifferAreRefused) {
+  Dataset mixed = Dataset::range(8).shard(2, 0).map([](Element e) {
+    Element out;
+    out.features.set(e.value().item<int64_t>() == 0 ? "a" : "b", e.value());
+    return out;
+  });
+  Iterator it = read_virtual_shards(mixed, 2, 0, 2).dataset.make_iterator();
+  try {
+    it.next();
+    ADD_FAILURE() << "joined";
+  } catch (const InvalidArgumentError& error) {
+    EXPECT_NE(std::string(error.what()).find("features [a] against [b]"), std::string::npos)
+        << error.what();
+  }
+}
+
 class VirtualShardFilesTest : public cadre::testing::TempDirTest {};
 
 TEST_F(VirtualShardFilesTest, EnoughFilesAreDividedByFile) {
