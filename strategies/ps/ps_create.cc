@@ -165,17 +165,24 @@ void PsVariables::send_value(const nn::VariableSpec& spec, const Slice& s, const
   }
 }
 
+PushRequest PsVariables::slot_push(const OptimizerSpec& optimizer, const Slice& s,
+                                   const std::string& suffix) const {
+  PushRequest request;
+  *request.mutable_optimizer() = optimizer;
+  request.set_from_chief(true);
+  request.set_timeout_seconds(options_.init_timeout_seconds);
+  NamedTensor* slot = request.add_slots();
+  slot->set_name(s.name + suffix);
+  slot->set_slot_of(s.name);
+  return request;
+}
+
 void PsVariables::send_slot(const OptimizerSpec& optimizer, const Slice& s,
                             const std::string& suffix, const Tensor& rows) {
   const int64_t n = rows.rank() == 0 ? 1 : rows.dim(0), per = chunk_rows(rows);
   for (int64_t first = 0; first < n; first += per) {
-    PushRequest request;
-    *request.mutable_optimizer() = optimizer;
-    request.set_from_chief(true);
-    request.set_timeout_seconds(options_.init_timeout_seconds);
-    NamedTensor* slot = request.add_slots();
-    slot->set_name(s.name + suffix);
-    slot->set_slot_of(s.name);
+    PushRequest request = slot_push(optimizer, s, suffix);
+    NamedTensor* slot = request.mutable_slots(0);
     const bool partial = per < n;
     to_proto(partial ? rows.slice(0, first, std::min(n, first + per)) : rows,
              slot->mutable_value());
@@ -233,13 +240,8 @@ bool PsVariables::restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Var
   const std::string suffix = spec.name.substr(target.name().size());
   return sent_or_chief_restores([&] {
     for_each_slice(slices, [&](const Slice& s) {
-      PushRequest request;
-      *request.mutable_optimizer() = optimizer;
-      request.set_from_chief(true);
-      request.set_timeout_seconds(options_.init_timeout_seconds);
-      NamedTensor* slot = request.add_slots();
-      slot->set_name(s.name + suffix);
-      slot->set_slot_of(s.name);
+      PushRequest request = slot_push(optimizer, s, suffix);
+      NamedTensor* slot = request.mutable_slots(0);
       slot->mutable_value()->set_dtype(static_cast<int32_t>(spec.dtype));
       for (int d = 0; d < spec.shape.rank(); ++d) {
         slot->mutable_value()->add_shape(d == 0 ? s.rows : spec.shape[d]);

@@ -90,6 +90,9 @@ class PsVariables : public DistributedVariables {
   // Runs `send` (requests that have ps tasks read rows themselves); false, and the chief
   // restores from then on, when a task could not read the checkpoint.
   bool sent_or_chief_restores(const std::function<void()>& send);
+  // The chief's push of slot "<s.name><suffix>" of slice `s` (its value left to fill).
+  PushRequest slot_push(const OptimizerSpec& optimizer, const Slice& s,
+                        const std::string& suffix) const;
   // The chief's restore of variable `spec` (its `slices`), or of its variable `target`'s slot
   // `spec`, by the ps tasks: false when the chief must give the values itself.
   bool restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices);
