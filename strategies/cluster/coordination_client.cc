@@ -74,6 +74,7 @@ class Client final : public CoordinationClient {
         continue;
       }
       check(status, "registration", address_, security_);
+      hear_generation(response.view_generation());
       break;
     }
     heartbeats_ = std::thread([this] { beat(); });
@@ -127,6 +128,7 @@ class Client final : public CoordinationClient {
   }
 
   bool planned_stop_requested() const override { return planned_stop_.load(); }
+  int64_t view_generation() const override { return view_generation_.load(); }
 
   std::string failure_now(double timeout_seconds) override {
     grpc::Status status = heartbeat(timeout_seconds);
@@ -182,7 +184,14 @@ class Client final : public CoordinationClient {
     if (status.ok() && response.planned_stop() && !planned_stop_.exchange(true)) {
       LOG(WARNING) << task_.to_string() << ": the coordination service asks for a planned stop";
     }
+    if (status.ok()) hear_generation(response.view_generation());
     return status;
+  }
+  // Heartbeats answered out of order must not take the generation back.
+  void hear_generation(int64_t generation) {
+    int64_t known = view_generation_.load();
+    while (generation > known && !view_generation_.compare_exchange_weak(known, generation)) {
+    }
   }
 
   // The service answers ABORTED, naming the failure, once the cluster has failed.
@@ -232,6 +241,7 @@ class Client final : public CoordinationClient {
   std::string failure_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   std::atomic<bool> planned_stop_{false};
+  std::atomic<int64_t> view_generation_{0};
 };
 
 }  // namespace

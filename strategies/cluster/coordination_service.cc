@@ -14,6 +14,7 @@
 #include "strategies/cluster/coordination.grpc.pb.h"
 #include "strategies/cluster/grpc_security.h"
 #include "strategies/cluster/guarded_server.h"
+#include "strategies/cluster/membership.h"
 
 namespace cadre {
 
@@ -33,7 +34,7 @@ std::string names(const std::set<std::string>& set) {
 class Service final : public pb::Coordination::Service, public CoordinationService {
  public:
   Service(std::vector<TaskId> tasks, CoordinationOptions options, const ClusterSecurity& security)
-      : options_(options), security_(security) {
+      : options_(options), security_(security), membership_(tasks) {
     for (const TaskId& t : tasks) expected_.insert(t.to_string());
   }
   ~Service() override { stop(); }
@@ -60,7 +61,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   bool barrier_complete(const std::string& name) const override {
     MutexLock lock(mutex_);
     auto it = barriers_.find(name);
-    return it != barriers_.end() && it->second.size() >= expected_.size();
+    return it != barriers_.end() && absent(it->second).empty();
   }
 
   bool formed() const override {
@@ -113,7 +114,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   }
 
   grpc::Status Register(grpc::ServerContext* context, const pb::RegisterRequest* request,
-                        pb::RegisterResponse*) override {
+                        pb::RegisterResponse* response) override {
     std::string task = name_of(request->task());
     MutexLock lock(mutex_);
     if (!expected_.count(task)) {
@@ -127,6 +128,14 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       return {grpc::StatusCode::UNAVAILABLE,
               "the coordination service stopped (a planned stop of its host)"};
     }
+    if (elastic_formed()) {
+      // A restarted task, or one the group went on without: admitted at once.
+      incarnation_[task] = request->incarnation();
+      heartbeat_[task] = Clock::now();
+      publish_view(str_cat("task ", task, " registered"));
+      response->set_view_generation(membership_.generation());
+      return status_locked();
+    }
     auto known = incarnation_.find(task);
     if (known != incarnation_.end() && known->second != request->incarnation() && complete()) {
       if (every_task_stopped_as_planned()) {
@@ -139,6 +148,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     }
     incarnation_[task] = request->incarnation();
     heartbeat_[task] = Clock::now();
+    if (options_.elastic && complete()) publish_view("every task registered");
     changed_.notify_all();
     auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
     while (!complete() && failure_.empty() && !stopping_) {
@@ -149,6 +159,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                         " (registered: ", names(registered()), ")")};
       }
     }
+    response->set_view_generation(membership_.generation());
     return status_locked();
   }
 
@@ -159,9 +170,12 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     if (failure_.empty() && !is_current(task, request->incarnation())) {
       // A task of an earlier round (begin_round), or replaced by a restarted one: it stops.
       return {grpc::StatusCode::ABORTED,
-              str_cat("task ", task,
-                      " is not registered in this round of the coordination "
-                      "service (the collective was restarted)")};
+              elastic_formed()
+                  ? str_cat("the elastic worker group went on without task ", task,
+                            " (declared dead, or replaced by a restart); restart it to rejoin")
+                  : str_cat("task ", task,
+                            " is not registered in this round of the coordination service (the "
+                            "collective was restarted)")};
     }
     heartbeat_[task] = Clock::now();
     if (!failure_.empty()) {
@@ -169,6 +183,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       changed_.notify_all();
     }
     response->set_planned_stop(planned_stop_requested_);
+    response->set_view_generation(membership_.generation());
     return status_locked();
   }
 
@@ -231,15 +246,11 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     arrived.insert(task);
     changed_.notify_all();
     auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
-    while (arrived.size() < expected_.size() && failure_.empty() && !stopping_) {
-      if (!changed_.wait_until(mutex_, deadline) && arrived.size() < expected_.size()) {
-        std::set<std::string> absent;
-        for (const std::string& t : expected_) {
-          if (!arrived.count(t)) absent.insert(t);
-        }
+    while (!absent(arrived).empty() && failure_.empty() && !stopping_) {
+      if (!changed_.wait_until(mutex_, deadline) && !absent(arrived).empty()) {
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
                 str_cat("barrier '", request->name(), "' timed out after ",
-                        request->timeout_seconds(), " s: waiting for ", names(absent))};
+                        request->timeout_seconds(), " s: waiting for ", names(absent(arrived)))};
       }
     }
     return status_locked();
@@ -254,6 +265,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     store_.clear();
     barriers_.clear();
     failure_.clear();
+    membership_.reset();
     ++round_;
     LOG(INFO) << "coordination service: round " << round_ << "; waiting for " << names(expected_)
               << " to register again";
@@ -264,7 +276,27 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   // Whether every task passed the planned stop's barrier in this round.
   bool every_task_stopped_as_planned() const CADRE_REQUIRES(mutex_) {
     auto it = barriers_.find(kPlannedStopBarrier);
-    return it != barriers_.end() && it->second.size() >= expected_.size();
+    return it != barriers_.end() && absent(it->second).empty();
+  }
+  // Whether the group is elastic and has formed: its members are those of membership_.
+  bool elastic_formed() const CADRE_REQUIRES(mutex_) {
+    return options_.elastic && membership_.generation() > 0;
+  }
+  // The tasks a barrier waits for (the members of an elastic group) not in `arrived`.
+  std::set<std::string> absent(const std::set<std::string>& arrived) const CADRE_REQUIRES(mutex_) {
+    std::set<std::string> out;
+    for (const std::string& t : elastic_formed() ? membership_.members() : membership_.order()) {
+      if (!arrived.count(t)) out.insert(t);
+    }
+    return out;
+  }
+  // A new generation of an elastic group: the tasks registered now.
+  void publish_view(const std::string& reason) CADRE_REQUIRES(mutex_) {
+    auto [key, value] = membership_.change(registered());
+    store_[key] = value;
+    LOG(INFO) << "coordination service: " << reason << "; the worker group's generation "
+              << membership_.generation() << " is " << value;
+    changed_.notify_all();
   }
   std::set<std::string> registered() const CADRE_REQUIRES(mutex_) {
     std::set<std::string> out;
@@ -309,9 +341,20 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
         last_log = now;
       }
       // Tasks that stopped as planned fall silent until they are restarted.
-      if (!complete() || !failure_.empty() || every_task_stopped_as_planned()) continue;
+      if (!(complete() || elastic_formed()) || !failure_.empty() ||
+          every_task_stopped_as_planned()) {
+        continue;
+      }
       for (const auto& [task, last] : heartbeat_) {
         double silent = std::chrono::duration<double>(now - last).count();
+        if (silent > options_.heartbeat_timeout_seconds && options_.elastic) {
+          std::string gone = task;  // erased below
+          incarnation_.erase(gone);
+          heartbeat_.erase(gone);
+          publish_view(str_cat("task ", gone, " has sent no heartbeat for ",
+                               static_cast<int>(silent), " s: the group goes on without it"));
+          break;
+        }
         if (silent > options_.heartbeat_timeout_seconds) {
           fail(str_cat("task ", task, " has sent no heartbeat for ", static_cast<int>(silent),
                        " s: it died or hung"));
@@ -335,6 +378,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   std::map<std::string, std::string> store_ CADRE_GUARDED_BY(mutex_);
   std::map<std::string, std::set<std::string>> barriers_ CADRE_GUARDED_BY(mutex_);
   std::string failure_ CADRE_GUARDED_BY(mutex_);
+  Membership membership_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   bool planned_stop_requested_ CADRE_GUARDED_BY(mutex_) = false;
   int round_ CADRE_GUARDED_BY(mutex_) = 1;

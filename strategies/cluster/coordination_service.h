@@ -97,6 +97,9 @@ class CoordinationClient : public Store {
   // Tells the service that this task failed with `message`, so that the cluster fails with
   // it. Best effort, within `timeout_seconds`: a failure to report is logged, not thrown.
   virtual void report_error(const std::string& message, double timeout_seconds) = 0;
+  // An elastic group's newest generation of members, as registration and the heartbeats
+  // heard it (strategies/cluster/membership.h); 0 for a group that is not elastic.
+  virtual int64_t view_generation() const { return 0; }
 };
 
 }  // namespace cadre

@@ -12,6 +12,7 @@
 #include "cadre/base/errors.h"
 #include "core/base/logging.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/elastic_group.h"
 #include "strategies/cluster/memory_store.h"
 #include "strategies/collectives/host_collective.h"
 
@@ -27,10 +28,11 @@ class FailureNotingCollective final : public ProcessCollective {
                           CoordinationClient* client)
       : inner_(std::move(inner)), failed_(failed), client_(client) {}
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  Device device() const override { return inner_->device(); }
-  const char* transport() const override { return inner_->transport(); }
+  // An elastic group between generations has no inner collective: rank -1 of none.
+  int rank() const override { return inner_ ? inner_->rank() : -1; }
+  int size() const override { return inner_ ? inner_->size() : 0; }
+  Device device() const override { return Device::cpu(0); }
+  const char* transport() const override { return inner_ ? inner_->transport() : "none"; }
   void sum(float* data, size_t count) override {
     noting([&] { inner_->sum(data, count); });
   }
@@ -40,11 +42,16 @@ class FailureNotingCollective final : public ProcessCollective {
   void broadcast(void* data, size_t bytes, int root) override {
     noting([&] { inner_->broadcast(data, bytes, root); });
   }
+  // An elastic group's next generation (null: none until the next call).
+  void replace(std::unique_ptr<ProcessCollective> inner) {
+    inner_ = std::move(inner);
+    left_.store(false, std::memory_order_relaxed);
+  }
   // After this, the group's operations throw here instead of reaching the transport.
   void leave() override {
     left_.store(true, std::memory_order_relaxed);
     failed_->store(true, std::memory_order_relaxed);
-    inner_->leave();
+    if (inner_) inner_->leave();
   }
 
  private:
@@ -54,6 +61,7 @@ class FailureNotingCollective final : public ProcessCollective {
       throw AbortedError(
           "this task left its worker group after an error; restart the task to train again");
     }
+    if (!inner_) throw AbortedError("the worker group is between generations");
     try {
       operation();
     } catch (const std::exception& error) {
@@ -113,6 +121,8 @@ class SoleTaskCollective final : public ProcessCollective {
 };
 
 }  // namespace
+
+WorkerGroup::WorkerGroup() = default;
 
 WorkerGroup::~WorkerGroup() {
   if (!client) return;
@@ -178,6 +188,19 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
   collective.timeout_seconds = options.collective_timeout_seconds;
   CoordinationClient* client = group->client.get();
   collective.peer_failure = [client] { return client->failure(); };
+  if (options.coordination.elastic) {
+    auto noting = std::make_unique<FailureNotingCollective>(nullptr, &group->collective_failed,
+                                                            group->client.get());
+    group->elastic = std::make_unique<ElasticMembership>();
+    group->elastic->host = host;
+    group->elastic->options = collective;
+    group->elastic->replace = [raw = noting.get()](std::unique_ptr<ProcessCollective> inner) {
+      raw->replace(std::move(inner));
+    };
+    group->collective = std::move(noting);
+    join_first_generation(*group, options.registration_timeout_seconds);
+    return group;
+  }
   for (const TaskId& task : tasks) collective.rank_names.push_back(task.to_string());
   group->collective = std::make_unique<FailureNotingCollective>(
       host_collective(*group->client, rank, static_cast<int>(tasks.size()), host, collective),

@@ -16,12 +16,16 @@
 
 namespace cadre {
 
+struct ElasticMembership;  // strategies/cluster/elastic_group.h
+
 struct WorkerGroup {
+  WorkerGroup();
   std::unique_ptr<CoordinationService> service;  // on the chief only
   std::unique_ptr<CoordinationClient> client;
   std::unique_ptr<ProcessCollective> collective;  // host memory; rank = the task's global id
   std::atomic<bool> collective_failed{false};     // an operation of `collective` threw
   std::string task;                               // this task's name ("chief:0")
+  std::unique_ptr<ElasticMembership> elastic;     // null unless CoordinationOptions.elastic
 
   // Waits (up to 30 s) for every task at the shutdown barrier, so that the chief's service
   // outlives the others' last calls, unless a collective failed (a peer may be dead) or an

@@ -13,6 +13,10 @@ struct CoordinationOptions {
   // A task silent for this long is declared dead, and every other task told so.
   double heartbeat_timeout_seconds = 10;
   double log_every_seconds = 5;  // progress of registration and barriers
+  // Elastic MultiWorkerMirrored (RunConfig.elastic): a worker declared dead leaves the
+  // group, which the others re-form without it, and a restarted worker is admitted back,
+  // instead of the cluster failing. Not for the task that hosts the service (the chief).
+  bool elastic = false;
 };
 
 struct MultiWorkerOptions {

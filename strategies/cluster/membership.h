@@ -1,0 +1,44 @@
+// The members of an elastic worker group (CoordinationOptions.elastic): the training tasks
+// alive, in cluster order. Each change (a task declared dead, a task registering again)
+// begins a generation, which the coordination service publishes in its key-value store
+// under view_key(generation) as the members' names joined by ','; a task hears of the
+// newest generation with its heartbeats (CoordinationClient::view_generation).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cadre/strategies/cluster_spec.h"
+
+namespace cadre {
+
+std::string view_key(int64_t generation);
+std::vector<std::string> parse_view(const std::string& value);
+
+// Not thread-safe: the coordination service's mutex guards it.
+class Membership {
+ public:
+  explicit Membership(const std::vector<TaskId>& tasks);
+  int64_t generation() const { return generation_; }                // 0 until the group first forms
+  const std::vector<std::string>& order() const { return order_; }  // every task's name
+  const std::vector<std::string>& members() const { return members_; }
+  bool contains(const std::string& task) const;
+  // The next generation, of the tasks of `alive` (of the cluster's), in cluster order;
+  // returns the key and value to publish.
+  std::pair<std::string, std::string> change(const std::set<std::string>& alive);
+  // Not formed: generation 0, no members (a new round of the service).
+  void reset() {
+    members_.clear();
+    generation_ = 0;
+  }
+
+ private:
+  std::vector<std::string> order_;
+  std::vector<std::string> members_;
+  int64_t generation_ = 0;
+};
+
+}  // namespace cadre
