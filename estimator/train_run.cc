@@ -148,9 +148,7 @@ std::string TrainRun::save_checkpoint() {
   add_worker_state(0, own_state(), &data);
   if (strategy_->num_workers_in_sync() > 1) {
     if (gathered_step_ == global_step_) {
-      for (size_t w = 0; w < gathered_.size(); ++w) {
-        add_worker_state(static_cast<int>(w) + 1, gathered_[w], &data);
-      }
+      for (const auto& [worker, state] : gathered_) add_worker_state(worker, state, &data);
     } else {
       LOG(WARNING) << "the checkpoint of step " << global_step_
                    << " holds the chief's input position only (it was not announced)";
@@ -181,9 +179,11 @@ unsigned TrainRun::take_step_signals() {
       strategy_->extended().all_gather_bytes(encode_worker_state(own_state()));
   if (heard & StrategyExtended::kCheckpoint) start_worker_parts();
   if (!manager_) return heard;
-  gathered_.clear();
-  for (size_t w = 1; w < all.size(); ++w) {
-    gathered_.push_back(decode_worker_state(all[w], str_cat("the state of worker ", w)));
+  // A worker an elastic group went on without keeps its last state: where it resumes.
+  std::vector<int> workers = strategy_->extended().workers_by_rank();
+  for (size_t r = 1; r < all.size(); ++r) {
+    gathered_[workers[r]] =
+        decode_worker_state(all[r], str_cat("the state of worker ", workers[r]));
   }
   gathered_step_ = global_step_;
   return heard;

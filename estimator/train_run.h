@@ -72,6 +72,11 @@ class TrainRun : public Run {
   // random streams.
   unsigned take_step_signals();
 
+  // After this worker joined an elastic group's next generation: every member takes the
+  // variables (slots included) and global step of the member that stepped furthest
+  // (group_sync.cc). Collective.
+  void adopt_most_advanced();
+
   bool planned_stop() const override { return planned_stop_; }
   void begin_planned_stop() { planned_stop_ = true; }
 
@@ -111,7 +116,7 @@ class TrainRun : public Run {
   DistributedIterator* iterator_ = nullptr;
   std::optional<int64_t> ordered_first_shard_;
   int64_t ordered_shards_ = 0;
-  std::vector<WorkerState> gathered_;  // the other workers', on the chief
+  std::map<int, WorkerState> gathered_;  // the other workers', by index, on the chief
   int64_t gathered_step_ = -1;
   bool planned_stop_ = false;
   std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves

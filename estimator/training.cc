@@ -191,21 +191,27 @@ class TrainLoop {
 
   void run() {
     EstimatorSpec spec;
+    std::optional<PerReplica<io::Element>> held;  // a late joiner's first batch
+    if (strategy_.extended().joining_late()) held = join_late(spec);
     while (true) {
       RunContext context;
       if (heed_notice()) break;
       for (const auto& hook : hooks_) hook->before_run(run_, context);
       if (context.stop_requested()) break;  // before the step (a coordinator-mode worker's gate)
-      std::optional<PerReplica<io::Element>> batch = iterator_.next();
+      std::optional<PerReplica<io::Element>> batch = held ? std::move(held) : iterator_.next();
+      held.reset();
       if (!batch || static_cast<int>(batch->size()) < strategy_.num_local_replicas()) {
         LOG(INFO) << "the training input ended at step " << run_.global_step();
         break;
       }
       if (first_) LOG(INFO) << plan_line(strategy_, *batch, config_.deterministic);
-      StepResult result = run_.step(*batch, &spec);
+      unsigned signals = 0;
+      std::optional<StepResult> stepped = step_in_group(*batch, spec, signals);
+      if (!stepped) continue;  // another member finished it: its hooks ran there
+      StepResult& result = *stepped;
       time_step();
       // Every worker that steps with this one hears a planned stop after the same step.
-      if (run_.take_step_signals() & StrategyExtended::kStop) run_.begin_planned_stop();
+      if (signals & StrategyExtended::kStop) run_.begin_planned_stop();
       if (first_) add_spec_hooks(spec);
       first_ = false;
       for (const auto& hook : hooks_) hook->after_run(run_, result, context);
@@ -214,6 +220,44 @@ class TrainLoop {
   }
 
  private:
+  // One step and its signals. When an elastic group's members change (at the boundary, or
+  // breaking the step's collectives) they join the next generation and take the state of
+  // the one that stepped furthest; the batch is stepped again unless one finished the step
+  // (with every member's gradients): then nullopt, and this worker's hooks skip the step.
+  std::optional<StepResult> step_in_group(const PerReplica<io::Element>& batch, EstimatorSpec& spec,
+                                          unsigned& signals) {
+    const StrategyExtended& extended = strategy_.extended();
+    while (true) {
+      const int64_t before = run_.global_step();
+      try {
+        if (extended.group_changed() && extended.rejoin(/*after_failure=*/false)) {
+          run_.adopt_most_advanced();
+          continue;
+        }
+        StepResult result = run_.step(batch, &spec);
+        signals = run_.take_step_signals();
+        return result;
+      } catch (const std::exception& e) {
+        if (!extended.rejoin(/*after_failure=*/true)) throw;
+        LOG(WARNING) << "step " << before + 1 << " broke in the worker group (" << e.what()
+                     << "); its next generation goes on";
+      }
+      run_.adopt_most_advanced();
+      if (run_.global_step() != before) return std::nullopt;
+    }
+  }
+
+  // A worker restarted into a running elastic group steps alone on its first batch, making
+  // its slots as the members' are, then joins them, takes their state, and keeps the batch.
+  std::optional<PerReplica<io::Element>> join_late(EstimatorSpec& spec) {
+    std::optional<PerReplica<io::Element>> batch = iterator_.next();
+    if (!batch) return batch;
+    run_.step(*batch, &spec);
+    strategy_.extended().rejoin(/*after_failure=*/false);
+    run_.adopt_most_advanced();
+    return batch;
+  }
+
   // A planned stop the notice asks for: the end of the loop now when no other worker steps
   // with this one, else a signal that ends every worker's loop after the next step. True to
   // end the loop now.

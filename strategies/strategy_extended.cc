@@ -30,6 +30,12 @@ StrategyExtended::StrategyExtended(std::vector<Device> devices,
 
 StrategyExtended::~StrategyExtended() = default;
 
+std::vector<int> StrategyExtended::workers_by_rank() const {
+  std::vector<int> workers(static_cast<size_t>(num_workers()));
+  for (size_t w = 0; w < workers.size(); ++w) workers[w] = static_cast<int>(w);
+  return workers;
+}
+
 std::string StrategyExtended::reduction() const {
   if (num_local_replicas() == 1) return "none (one replica)";
   return str_cat(cross_device_ops().name(), " over ", num_local_replicas(), " replica(s)",

@@ -139,6 +139,22 @@ class StrategyExtended {
   }
   // The chief's `value` on every worker (collective), e.g. the step a run starts at.
   virtual int64_t broadcast_from_chief(int64_t value) const { return value; }
+  // Elastic MultiWorkerMirrored (CoordinationOptions.elastic), where the workers stepping
+  // together are the members of a generation of the group (strategies/cluster/membership.h):
+  // - group_changed(): the members changed since this worker joined them; at a step
+  //   boundary it then joins the next generation;
+  // - rejoin(after_failure): joins the newest generation, after a step that failed in a
+  //   collective or at such a boundary; false where the group cannot go on (not elastic,
+  //   or the failure was not the group's), and the caller goes on as it would have;
+  // - joining_late(): this worker was restarted into a running group: it steps alone
+  //   (creating its slots) until it first rejoins;
+  // - workers_by_rank(): each rank's worker index (ranks are places among the members, in
+  //   the order of all_gather_bytes); broadcast_bytes: from a rank, to every member.
+  virtual bool group_changed() const { return false; }
+  virtual bool rejoin(bool after_failure) const { return false; }
+  virtual bool joining_late() const { return false; }
+  virtual std::vector<int> workers_by_rank() const;
+  virtual void broadcast_bytes(void* data, size_t bytes, int root) const {}
   // The cluster's ps tasks when the variables live there, else null: a ps task serves with
   // their options, and a cluster with ps tasks needs a strategy that has them.
   virtual const ps::ParameterServers* parameter_servers() const { return nullptr; }

@@ -12,7 +12,8 @@ namespace cadre {
 
 std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std::string& devices,
                                               const ClusterConfig* cluster,
-                                              const ParameterServerOptions& ps_options) {
+                                              const ParameterServerOptions& ps_options,
+                                              const MultiWorkerOptions& multi_worker_options) {
   constexpr char kNames[] =
       "one_device, mirrored, central_storage, multi_worker_mirrored or parameter_server";
   if (cluster && cluster->task.type == "client" && name == "multi_worker_mirrored") {
@@ -29,7 +30,8 @@ std::shared_ptr<Strategy> strategy_from_flags(const std::string& name, const std
           "strategy multi_worker_mirrored needs a cluster: set TF_CONFIG (or run under "
           "cadre_launch or Slurm)");
     }
-    return MultiWorkerMirroredStrategy::create(*cluster, parse_devices(devices));
+    return MultiWorkerMirroredStrategy::create(*cluster, parse_devices(devices),
+                                               multi_worker_options);
   }
   if (name == "parameter_server") {
     // Without a cluster, TensorFlow's local parameter-server mode: variables on the CPU,

@@ -57,6 +57,11 @@ DEFINE_int64(input_shards, 0,
 DEFINE_bool(deterministic, false,
             "with --input_shards: steps that are the same bits for any number of workers "
             "(gradients per shard, added in shard order)");
+DEFINE_bool(elastic, false,
+            "multi_worker_mirrored: a worker that dies leaves the group, the others step on "
+            "without it, and it rejoins when restarted (cadre_launch --elastic)");
+DEFINE_double(heartbeat_timeout_secs, 10,
+              "multi-worker: how long a task may be silent before it is declared dead");
 DEFINE_int64(steps_per_unit, 10,
              "coordinator mode (a client task) with ps tasks: steps the client hands a worker "
              "at a time");
@@ -184,8 +189,19 @@ int run() {
   if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
   examples::check_model_name(FLAGS_model);
   RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
+  examples::check_flag(!FLAGS_elastic || FLAGS_strategy == "multi_worker_mirrored", "elastic",
+                       "true", "with --strategy=multi_worker_mirrored");
+  examples::check_flag(!FLAGS_elastic || !FLAGS_deterministic, "elastic", "true",
+                       "without --deterministic (its shards are split over a fixed set)");
+  examples::check_flag(FLAGS_heartbeat_timeout_secs > 0, "heartbeat_timeout_secs",
+                       FLAGS_heartbeat_timeout_secs, "a positive number of seconds");
+  MultiWorkerOptions multi_worker;
+  multi_worker.coordination.elastic = FLAGS_elastic;
+  multi_worker.coordination.heartbeat_timeout_seconds = FLAGS_heartbeat_timeout_secs;
+  multi_worker.coordination.heartbeat_interval_seconds =
+      std::min(1.0, FLAGS_heartbeat_timeout_secs / 4);
   std::shared_ptr<Strategy> strategy = strategy_from_flags(
-      FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr);
+      FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr, {}, multi_worker);
   examples::check_flag(FLAGS_max_steps > 0, "max_steps", FLAGS_max_steps, "a positive step");
   examples::check_flag(FLAGS_batch_size > 0, "batch_size", FLAGS_batch_size,
                        "a positive number of examples");

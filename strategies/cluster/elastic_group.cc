@@ -115,6 +115,24 @@ void join_first_generation(WorkerGroup& group, double timeout_seconds) {
                                         std::chrono::duration<double>(timeout_seconds)));
 }
 
+void join_running_group(WorkerGroup& group, double timeout_seconds) {
+  LOG(INFO) << group.task << ": registering with the running worker group";
+  group.client->register_task(timeout_seconds);
+  group.elastic->late = false;
+  join_first_generation(group, timeout_seconds);
+}
+
+bool group_is_running(CoordinationClient& client) {
+  try {
+    client.get(view_key(1), 0);
+    return true;
+  } catch (const DeadlineExceededError&) {
+    return false;
+  } catch (const UnavailableError&) {
+    return false;
+  }
+}
+
 void reform_worker_group(WorkerGroup& group, double timeout_seconds) {
   if (!group.elastic) {
     throw FailedPreconditionError(str_cat(group.task, ": its worker group is not elastic"));

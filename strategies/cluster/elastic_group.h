@@ -21,8 +21,11 @@ namespace cadre {
 struct ElasticMembership {
   int64_t generation = 0;            // of the collective joined; 0 before the first
   std::vector<std::string> members;  // of that generation, in rank order
-  std::string host;                  // where peers reach this task (for Gloo)
-  HostCollectiveOptions options;     // without rank names and peer_failure, set per generation
+  std::vector<std::string> tasks;    // every training task of the cluster, in its order
+  // Restarted into a running group: not registered yet, and alone in its collective.
+  bool late = false;
+  std::string host;               // where peers reach this task (for Gloo)
+  HostCollectiveOptions options;  // without rank names and peer_failure, set per generation
   std::function<void(std::unique_ptr<ProcessCollective>)> replace;
   std::unique_ptr<Store> store;  // the generation's keys, alive as long as its collective
 };
@@ -37,5 +40,12 @@ void reform_worker_group(WorkerGroup& group, double timeout_seconds);
 
 // The first join: the generation this task registered into.
 void join_first_generation(WorkerGroup& group, double timeout_seconds);
+
+// A late joiner's (ElasticMembership::late) registration and first join.
+void join_running_group(WorkerGroup& group, double timeout_seconds);
+
+// Whether the group at the client's service has formed (a first generation exists): a task
+// starting then is a late joiner. False when the service is not up yet.
+bool group_is_running(CoordinationClient& client);
 
 }  // namespace cadre

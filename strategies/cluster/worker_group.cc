@@ -179,7 +179,8 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
   }
   group->client = CoordinationClient::connect(chief_address, cluster.task, options.coordination,
                                               cluster.security);
-  group->client->register_task(options.registration_timeout_seconds);
+  const bool late = options.coordination.elastic && group_is_running(*group->client);
+  if (!late) group->client->register_task(options.registration_timeout_seconds);
   std::string own = cluster.address(cluster.task);
   std::string host = own.substr(0, own.rfind(':'));
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
@@ -194,10 +195,19 @@ std::unique_ptr<WorkerGroup> join_worker_group(const ClusterConfig& cluster,
     group->elastic = std::make_unique<ElasticMembership>();
     group->elastic->host = host;
     group->elastic->options = collective;
+    for (const TaskId& task : tasks) group->elastic->tasks.push_back(task.to_string());
     group->elastic->replace = [raw = noting.get()](std::unique_ptr<ProcessCollective> inner) {
       raw->replace(std::move(inner));
     };
     group->collective = std::move(noting);
+    if (late) {
+      // Alone until its first step boundary: restored, with its slots made, it joins then.
+      group->elastic->late = true;
+      group->elastic->replace(std::make_unique<SoleTaskCollective>());
+      LOG(INFO) << group->task << ": the worker group is running; joining it after a first "
+                << "step alone";
+      return group;
+    }
     join_first_generation(*group, options.registration_timeout_seconds);
     return group;
   }

@@ -14,8 +14,11 @@
 // HELPER_FAIL_AT_STEP=N makes this task's training throw at global step N (a task that
 // fails on its own while the others are well), and HELPER_KEEP_AFTER_FAILURE=S makes it
 // catch that error and live on for S seconds, its strategy alive, before it exits.
+// HELPER_ELASTIC=1 makes the MultiWorkerMirrored group elastic (a heartbeat timeout of 2 s),
+// and every training task prints a fingerprint of its variables when training ends.
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +29,7 @@
 
 #include "cadre/estimator/hooks.h"
 #include "cadre/estimator/train_and_evaluate.h"
+#include "cadre/nn/variable_store.h"
 #include "cadre/strategies/mirrored_strategy.h"
 #include "cadre/strategies/multi_worker_mirrored_strategy.h"
 #include "cadre/strategies/parameter_server_strategy.h"
@@ -68,6 +72,35 @@ class FailingHook : public cadre::Hook {
   int64_t step_;
 };
 
+// Prints a hash (FNV-1a) of the bytes of every variable, by name, as training ends: the
+// workers of a synchronous job end with the same bits.
+class FingerprintHook : public cadre::Hook {
+ public:
+  explicit FingerprintHook(std::string task) : task_(std::move(task)) {}
+  void end(cadre::Run& run) override {
+    std::vector<cadre::nn::Variable*> variables = run.store().variables();
+    std::sort(variables.begin(), variables.end(),
+              [](auto* a, auto* b) { return a->name() < b->name(); });
+    uint64_t hash = 1469598103934665603ULL;
+    for (cadre::nn::Variable* v : variables) {
+      cadre::Tensor value = v->tensor().contiguous();
+      const auto* bytes = static_cast<const unsigned char*>(value.raw_data());
+      for (size_t i = 0; i < value.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;
+    }
+    std::printf("{\"task\":\"%s\",\"fingerprint\":\"%016llx\",\"variables\":%zu}\n", task_.c_str(),
+                static_cast<unsigned long long>(hash), variables.size());
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string task_;
+};
+
+bool elastic() {
+  const char* e = std::getenv("HELPER_ELASTIC");
+  return e && *e == '1';
+}
+
 // MultiWorkerMirrored's options as the HELPER_ variables set them.
 cadre::MultiWorkerOptions multi_worker_options() {
   cadre::MultiWorkerOptions options;
@@ -88,6 +121,11 @@ cadre::MultiWorkerOptions multi_worker_options() {
   }
   if (const char* sharded = std::getenv("HELPER_SHARDED"); sharded && *sharded == '1') {
     options.sharded_checkpoint_min_bytes = 0;
+  }
+  if (elastic()) {
+    options.coordination.elastic = true;
+    options.coordination.heartbeat_timeout_seconds = 2;
+    options.coordination.heartbeat_interval_seconds = 0.25;
   }
   return options;
 }
@@ -137,6 +175,10 @@ int main(int argc, char** argv) {
     }
     if (const char* fail = std::getenv("HELPER_FAIL_AT_STEP"); fail && *fail) {
       hooks.push_back(std::make_shared<FailingHook>(std::atoll(fail)));
+    }
+    if (elastic()) {
+      hooks.push_back(std::make_shared<FingerprintHook>(config.task_type + ":" +
+                                                        std::to_string(config.task_id)));
     }
     cadre::TrainSpec train_spec(sharded_batches, std::atoll(argv[2]), hooks);
     if (const char* keep = std::getenv("HELPER_KEEP_AFTER_FAILURE"); keep && *keep) {

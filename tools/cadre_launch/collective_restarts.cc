@@ -1,7 +1,7 @@
 // The restart policy of a cluster whose training tasks step together (no ps tasks): a failed
 // training task restarts all of them, which resume from the last checkpoint. In coordinator
 // mode a client that dies restarts alone; the workers register with the new one and resume
-// from the last checkpoint.
+// from the last checkpoint. With --elastic a worker that fails restarts alone.
 #include <optional>
 
 #include "core/base/strings.h"
@@ -42,11 +42,35 @@ class CollectiveRestarts : public RestartPolicy {
     return std::nullopt;
   }
 
+  // An elastic group's worker that failed: restarted alone, or left behind without restarts
+  // left. A planned stop is every task's, and restarts them together.
+  bool restart_failed_worker() {
+    for (Child& c : processes_.children()) {
+      if (c.task.type != "worker" || !c.done || c.status == 0 || c.reported ||
+          stopped_for_restart(c.status)) {
+        continue;
+      }
+      if (!take_restart(c.status, training_restarts_, options_.max_restarts)) {
+        report_failure(c, "the others step on without it (--elastic)");
+        c.reported = true;
+        continue;
+      }
+      print_line("", str_cat("cadre_launch: ", c.task.name(), " ", ended(c.status),
+                             "; restarting it alone, the others step on (--elastic)",
+                             restart_count(c.status, training_restarts_, options_.max_restarts)));
+      processes_.stop(c);
+      processes_.start(c);
+      return true;
+    }
+    return false;
+  }
+
   std::optional<int> restart_failed_training() {
+    if (options_.elastic && restart_failed_worker()) return std::nullopt;
     bool failed_training = false;
     int why = 0;  // a planned stop's status when every training task that ended asks for a restart
     for (const Child& c : processes_.children()) {
-      if (!c.task.trains() || !c.done || c.status == 0) continue;
+      if (!c.task.trains() || !c.done || c.status == 0 || c.reported) continue;
       if (!failed_training || stopped_for_restart(why)) why = c.status;
       failed_training = true;
     }

@@ -35,6 +35,9 @@ DEFINE_int32(max_restarts, 0,
              "restarts after a failure: of the training tasks (together, under collective "
              "strategies), and, at least 3, of the evaluator (alone); a planned stop "
              "(exit status 143) restarts a task without counting");
+DEFINE_bool(elastic, false,
+            "a worker that fails restarts alone while the others step on (the program's "
+            "--elastic: an elastic MultiWorkerMirrored group it rejoins)");
 DEFINE_double(grace_secs, 25,
               "seconds between a planned stop's SIGTERM and SIGKILL, for the tasks' last "
               "checkpoint (Kubernetes: terminationGracePeriodSeconds)");
@@ -79,6 +82,7 @@ std::optional<cadre::launch::LaunchOptions> launch_options(int argc, char** argv
   options.ps = FLAGS_ps;
   options.evaluator = FLAGS_evaluator;
   options.max_restarts = FLAGS_max_restarts;
+  options.elastic = FLAGS_elastic;
   options.grace_secs = FLAGS_grace_secs;
   if (FLAGS_tls && FLAGS_insecure) {
     std::cerr << "cadre_launch: --tls and --insecure: expected at most one of them\n";
