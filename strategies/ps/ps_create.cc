@@ -2,7 +2,8 @@
 // initialised), which the other workers take; or, when the chief restores a row-access
 // variable (an embedding table, the bulk of a model), the checkpoint rows each ps task reads
 // itself (ps.proto's RestoreRows), so that the chief never holds the table and every task
-// reads its share at once.
+// reads its share at once; or, on a fresh start, the built-in initializer each ps task fills
+// its rows from (ps.proto's InitialFill), to the same end.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "core/base/strings.h"
 #include "core/runtime/in_parallel.h"
 #include "core/tensor/caching_allocator.h"
+#include "strategies/ps/fill_proto.h"
 #include "strategies/ps/message_budget.h"
 #include "strategies/ps/ps_variables.h"
 #include "strategies/ps/row_cache.h"
@@ -45,6 +47,30 @@ int64_t chunk_rows(const Tensor& rows) {
   if (rows.rank() == 0) return 1;
   return std::max<int64_t>(
       1, kFillChunkBytes / std::max<int64_t>(1, static_cast<int64_t>(row_bytes(rows))));
+}
+
+// The first element of slice `s` within a whole value of `shape` (row-major).
+int64_t first_element(const Shape& shape, const Slice& s) {
+  if (shape.rank() == 0) return 0;
+  int64_t row = 1;
+  for (int d = 1; d < shape.rank(); ++d) row *= shape[d];
+  return s.first_row * row;
+}
+
+// The dtype and shape of slice `s` of a slot the ps task makes itself.
+void set_slot_type(const nn::VariableSpec& spec, const Slice& s, TensorData* value) {
+  value->set_dtype(static_cast<int32_t>(spec.dtype));
+  for (int d = 0; d < spec.shape.rank(); ++d) value->add_shape(d == 0 ? s.rows : spec.shape[d]);
+}
+
+// How the ps tasks can fill `spec` themselves: on a fresh start, where `base` is
+// default_variable_creator (it restores nothing), and the initializer a built-in one.
+std::optional<nn::InitialFill> fresh_fill(const nn::VariableCreator& base,
+                                          const nn::VariableSpec& spec, uint64_t seed) {
+  using Creator = std::shared_ptr<nn::Variable> (*)(const nn::VariableSpec&, uint64_t);
+  const Creator* creator = base.target<Creator>();
+  if (creator == nullptr || *creator != &nn::default_variable_creator) return std::nullopt;
+  return nn::initial_fill(spec, seed);
 }
 
 void set_rows(const VariableSource& source, const Slice& s, RestoreRows* rows) {
@@ -87,8 +113,11 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
   }
   NoGradScope no_grad;
   const bool row_access = spec.row_access && spec.shape.rank() > 0;
+  // A non-trainable row-access variable's chief holds the whole value anyway (synced).
+  std::optional<nn::InitialFill> fill;
+  if (chief_ && (spec.trainable || !row_access)) fill = fresh_fill(base_, spec, seed);
   Tensor value, synced;
-  if (chief_ && row_access) {
+  if (chief_ && row_access && !fill) {
     // A row-access variable's local copy only ever holds the rows a step fetched: the chief
     // keeps no copy of the value it gives, and fresh memory costs nothing until rows are
     // written into it. A trainable one restored is read by the ps tasks themselves.
@@ -102,9 +131,10 @@ std::shared_ptr<nn::Variable> PsVariables::create_remote(const nn::VariableSpec&
     cpu_allocator().release_cached();
     value = Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
   } else {
-    value = chief_ ? host(base_(spec, seed)->tensor()).clone()
-                   : Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
-    create_slices(spec, slices, value);
+    // Filled by the ps tasks, the local copy takes their values, as another worker's does.
+    value = chief_ && !fill ? host(base_(spec, seed)->tensor()).clone()
+                            : Tensor::empty(spec.shape, spec.dtype, Device::cpu(0));
+    create_slices(spec, slices, value, fill ? &*fill : nullptr);
     if (!spec.trainable) synced = value.clone();
   }
   auto variable = std::make_shared<nn::Variable>(spec, value);
@@ -135,13 +165,14 @@ void PsVariables::for_each_slice(const std::vector<Slice>& slices,
 }
 
 void PsVariables::create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices,
-                                Tensor& value) {
+                                Tensor& value, const nn::InitialFill* fill) {
   for_each_slice(slices, [&](const Slice& s) {
-    if (chief_) {
+    if (chief_ && fill == nullptr) {
       send_value(spec, s, rows_of(value, s));
       return;
     }
     CreateRequest request = create_request(spec, s);
+    if (fill != nullptr) to_proto(*fill, first_element(spec.shape, s), request.mutable_fill());
     request.set_want_value(!spec.row_access);
     request.set_timeout_seconds(options_.init_timeout_seconds);
     CreateResponse response = clients_[static_cast<size_t>(s.ps)]->create(request);
@@ -242,14 +273,30 @@ bool PsVariables::restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Var
     for_each_slice(slices, [&](const Slice& s) {
       PushRequest request = slot_push(optimizer, s, suffix);
       NamedTensor* slot = request.mutable_slots(0);
-      slot->mutable_value()->set_dtype(static_cast<int32_t>(spec.dtype));
-      for (int d = 0; d < spec.shape.rank(); ++d) {
-        slot->mutable_value()->add_shape(d == 0 ? s.rows : spec.shape[d]);
-      }
+      set_slot_type(spec, s, slot->mutable_value());
       set_rows(*source, s, slot->mutable_restore());
       clients_[static_cast<size_t>(s.ps)]->push(request);
     });
   });
+}
+
+bool PsVariables::fill_slot_on_ps(const nn::VariableSpec& spec, const nn::Variable& target,
+                                  const std::vector<Slice>& slices,
+                                  std::vector<PushRequest>& requests) const {
+  // A slot is cut as its variable is: it must have the variable's rows, or be its one slice.
+  const bool in_rows =
+      spec.shape.rank() > 0 ? spec.shape[0] == target.shape()[0] : slices.size() == 1;
+  std::optional<nn::InitialFill> fill = in_rows ? fresh_fill(base_, spec, seed_) : std::nullopt;
+  if (!fill) return false;
+  const std::string suffix = spec.name.substr(target.name().size());
+  for (const Slice& s : slices) {
+    NamedTensor* slot = requests[static_cast<size_t>(s.ps)].add_slots();
+    slot->set_name(s.name + suffix);
+    slot->set_slot_of(s.name);
+    set_slot_type(spec, s, slot->mutable_value());
+    to_proto(*fill, first_element(spec.shape, s), slot->mutable_fill());
+  }
+  return true;
 }
 
 }  // namespace cadre::ps

@@ -168,6 +168,7 @@ void PsVariables::add_optimizer_state(nn::Optimizer& optimizer,
       if (row_access && restore_slot_on_ps(spec, *target, slices, requests[0].optimizer())) {
         continue;
       }
+      if (fill_slot_on_ps(spec, *target, slices, requests)) continue;
       Tensor value = host(base_(spec, seed_)->tensor());
       std::string suffix = spec.name.substr(target->name().size());
       for (const Slice& s : slices) {

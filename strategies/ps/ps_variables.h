@@ -18,6 +18,7 @@
 #include "cadre/base/mutex.h"
 #include "cadre/nn/optimizer.h"
 #include "cadre/strategies/distributed_variables.h"
+#include "core/nn/initial_fill.h"
 #include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/placement.h"
 #include "strategies/ps/ps_client.h"
@@ -34,8 +35,10 @@ class PsVariables : public DistributedVariables {
   // (restoring them or initialising them) and gives the ps tasks their values, except for
   // the trainable row-access variables (and their slots) that `sources` names: each ps task
   // reads its slices of those from the checkpoint itself (unless a task cannot, having no
-  // model_dir or another file system: then the chief sends them). Other workers take the ps
-  // tasks' values.
+  // model_dir or another file system: then the chief sends them). On a fresh start (`base` is
+  // nn::default_variable_creator) each ps task fills its own slices of the variables and
+  // slots whose initializers are built-in ones (core/nn/initial_fill.h), bit for bit what
+  // `base` makes, and the chief builds none of them. Other workers take the ps tasks' values.
   PsVariables(const ParameterServers& servers, bool chief, uint64_t seed, nn::VariableCreator base,
               VariableSourceFn sources = {});
   ~PsVariables() override;
@@ -78,8 +81,10 @@ class PsVariables : public DistributedVariables {
   std::shared_ptr<nn::Variable> create(const nn::VariableSpec& spec, uint64_t seed);
   std::shared_ptr<nn::Variable> create_remote(const nn::VariableSpec& spec, uint64_t seed);
   // ps_create.cc. Creates `slices` of a variable on their ps tasks; the chief gives them
-  // `value`, the others read theirs into it (unless row access fetches rows later).
-  void create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices, Tensor& value);
+  // `value`, or `fill` for them to compute their own; the others, and a chief that gave
+  // `fill`, read the tasks' values into `value` (unless row access fetches rows later).
+  void create_slices(const nn::VariableSpec& spec, const std::vector<Slice>& slices, Tensor& value,
+                     const nn::InitialFill* fill = nullptr);
   void for_each_slice(const std::vector<Slice>& slices,
                       const std::function<void(const Slice&)>& fn);
   // Where the ps tasks can read `spec` themselves: nullopt when it is not restored, when
@@ -98,6 +103,11 @@ class PsVariables : public DistributedVariables {
   bool restore_on_ps(const nn::VariableSpec& spec, const std::vector<Slice>& slices);
   bool restore_slot_on_ps(const nn::VariableSpec& spec, const nn::Variable& target,
                           const std::vector<Slice>& slices, const OptimizerSpec& optimizer);
+  // On a fresh start, has each ps task fill its slices of `target`'s slot `spec` from the
+  // slot's built-in initializer (in `requests`, one per task), so that the chief never builds
+  // an embedding table's accumulator: false when the chief must initialise it and send it.
+  bool fill_slot_on_ps(const nn::VariableSpec& spec, const nn::Variable& target,
+                       const std::vector<Slice>& slices, std::vector<PushRequest>& requests) const;
   // The chief's value `rows` of slice `s` (its slot "<s.name><suffix>"), sent in chunks of
   // about kFillChunkBytes (message_budget.h) when larger, so that a ps task holds a chunk's
   // message beside its share rather than a slice's.

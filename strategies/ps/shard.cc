@@ -9,6 +9,7 @@
 #include "cadre/ops/indexing.h"
 #include "cadre/ops/math.h"
 #include "core/base/strings.h"
+#include "strategies/ps/fill_proto.h"
 #include "strategies/ps/tensor_data.h"
 
 namespace cadre::ps {
@@ -40,15 +41,18 @@ CreateResponse Shard::create(const CreateRequest& request) {
   const VariableDef& def = request.variable();
   std::string what = str_cat(task_, ": variable '", def.name(), "'");
   if (def.name().empty()) throw InvalidArgumentError(str_cat(task_, ": a variable without a name"));
-  Tensor restored;
+  Tensor made;  // outside the lock: a slice takes a while to read or fill
   if (request.has_restore()) {
-    restored = read_restored(request.restore(), checked_dtype(def.dtype(), what),
-                             checked_shape(def.shape(), what), what);
+    made = read_restored(request.restore(), checked_dtype(def.dtype(), what),
+                         checked_shape(def.shape(), what), what);
+  } else if (request.has_fill()) {
+    made = filled(request.fill(), checked_dtype(def.dtype(), what),
+                  checked_shape(def.shape(), what), what);
   }
   MutexLock lock(mutex_);
   Entry& entry = entry_for(def, what);
-  if (restored.defined()) {
-    initialise(entry, restored, what);
+  if (made.defined()) {
+    initialise(entry, made, what);
   } else if (request.value_partial()) {
     Tensor whole = fill(entry.filling, entry.dtype, entry.shape,
                         from_proto(request.initial_value(), what), request.value_first_row(), what);
@@ -167,13 +171,13 @@ PushResponse Shard::push(const PushRequest& request) {
   ++pushes_;
   PushResponse response;
   std::vector<Entry*> entries;
-  std::map<std::string, Tensor> restored;
-  if (request.from_chief()) restored = read_restored_slots(request);
+  std::map<std::string, Tensor> made;
+  if (request.from_chief()) made = own_slots(request);
   {
     MutexLock lock(mutex_);
     OptimizerState& state = optimizers_.find_or_make(request.optimizer());
     const std::string name = state.optimizer->name();
-    if (request.from_chief()) take_optimizer_state(request, name, state, restored);
+    if (request.from_chief()) take_optimizer_state(request, name, state, made);
     if (request.max_staleness() > 0 && global_step_ &&
         *global_step_ - request.pulled_step() > request.max_staleness()) {
       ++dropped_;
@@ -257,8 +261,7 @@ std::vector<Entry*> Shard::entries_to_update(const PushRequest& request) {
 }
 
 void Shard::take_optimizer_state(const PushRequest& request, const std::string& optimizer,
-                                 OptimizerState& state,
-                                 const std::map<std::string, Tensor>& restored) {
+                                 OptimizerState& state, const std::map<std::string, Tensor>& made) {
   for (const NamedTensor& slot : request.slots()) {
     auto owner = entries_.find(slot.slot_of());
     if (owner == entries_.end() || !owner->second->variable) {
@@ -266,7 +269,8 @@ void Shard::take_optimizer_state(const PushRequest& request, const std::string& 
                                   "' belongs to an unknown variable '", slot.slot_of(), "'"));
     }
     std::string what = str_cat(task_, ": slot '", slot.name(), "'");
-    Tensor value = slot.has_restore() ? restored.at(slot.name()) : from_proto(slot.value(), what);
+    auto own = made.find(slot.name());
+    Tensor value = own != made.end() ? own->second : from_proto(slot.value(), what);
     if (slot.partial()) {
       if (value.rank() == 0 || owner->second->shape.rank() == 0) {
         throw InvalidArgumentError(str_cat(what, ": chunks of a 0-d slot"));

@@ -4,11 +4,12 @@
 // Shard over gRPC (ps_server.h); tests call it in-process. Requests and responses are
 // ps.proto's messages, so that the service only carries them.
 //
-// - Variables are created by the chief, with the value it restored or initialised, or with
+// - Variables are created by the chief, with the value it restored or initialised, with
 //   the checkpoint rows the shard reads itself (RestoreRows: a restore streams through every
-//   ps task, not through the chief); other workers' creations wait until the chief has given
-//   it (TensorFlow's workers wait for the chief to initialise the model). A chief that comes
-//   again (restarted) replaces values.
+//   ps task, not through the chief), or with the built-in initializer the shard fills its
+//   rows from (InitialFill: a fresh start's table is never whole in one process); other workers'
+//   creations wait until the chief has given it (TensorFlow's workers wait for the chief to
+//   initialise the model). A chief that comes again (restarted) replaces values.
 // - Updates of one variable are atomic with respect to each other and to reads; different
 //   variables update in parallel.
 // - A worker's first push for a variable waits until the chief has sent that variable's
@@ -93,17 +94,17 @@ class Shard {
   Entry& initialised(const std::string& name);
   // The initialised entries a push names, each once.
   std::vector<Entry*> entries_to_update(const PushRequest& request) CADRE_REQUIRES(mutex_);
-  // The chief's slots (`restored`: those read from a checkpoint, by name) and step counter
-  // for the variables it names.
+  // The chief's slots (`made`: those the shard read from a checkpoint or filled itself, by
+  // name) and step counter for the variables it names.
   void take_optimizer_state(const PushRequest& request, const std::string& optimizer,
-                            OptimizerState& state, const std::map<std::string, Tensor>& restored)
+                            OptimizerState& state, const std::map<std::string, Tensor>& made)
       CADRE_REQUIRES(mutex_);
   // shard_restore.cc: the rows `rows` names, read into a new tensor of `dtype` and `shape`
   // (outside the shard's lock: a slice takes a while to come off the disk); and the slots a
-  // chief's push names RestoreRows for, read, by name.
+  // chief's push names RestoreRows or an InitialFill for, read or filled, by name.
   Tensor read_restored(const RestoreRows& rows, DType dtype, const Shape& shape,
                        const std::string& what) const;
-  std::map<std::string, Tensor> read_restored_slots(const PushRequest& request) const;
+  std::map<std::string, Tensor> own_slots(const PushRequest& request) const;
   // Keeps aside for the snapshot being written what an update of the entries (each locked)
   // by `gradients` overwrites.
   static void keep_for_snapshot(const nn::Optimizer& optimizer, const std::vector<Entry*>& entries,

@@ -19,12 +19,12 @@ Run from the repository root, with the build lock held around each run when --lo
   tools/bench/ps_scale_table.py --sizes_mib 64,512,2048 --lock /tmp/cadre-build.lock
 
 With --restore_table it makes the restore table instead: for each size it trains to one
-checkpoint (a fresh start: its creation and peaks are the first row), then resumes
-2 x --restore_rounds times for --resume_steps more steps each, alternating the chief's
-restore (--restore_on_ps_tasks=false: it reads the table and sends each ps task its rows) with
-the ps tasks' own (each reads its rows from the checkpoint's parts), each resume restoring the
-checkpoint the one before wrote; it prints each resume's restore seconds and every task's
-peak RSS during it.
+checkpoint (a fresh start: its creation and peaks are the first row; with --restore_rounds 0
+the only one), then resumes 2 x --restore_rounds times for --resume_steps more steps each,
+alternating the chief's restore (--restore_on_ps_tasks=false: it reads the table and sends each
+ps task its rows) with the ps tasks' own (each reads its rows from the checkpoint's parts), each
+resume restoring the checkpoint the one before wrote; it prints each resume's restore seconds
+and every task's peak RSS during it.
 """
 import argparse
 import os
@@ -155,7 +155,7 @@ def restore_rounds(args, mib):
     create = chief_seconds(log, r"connecting to \d+ parameter server", r"placement:")
     p = peaks(out)
     rss = ", ".join(str(p.get(t, 0)) for t in ("chief0", "worker0", "ps0", "ps1"))
-    rows = [f"| {mib} MiB | (fresh start: the chief initialises) | {create:.1f} s | {rss} |"]
+    rows = [f"| {mib} MiB | (fresh start) | {create:.1f} s | {rss} |"]
     for r in range(args.restore_rounds):
         for on_ps in (False, True):
             steps += args.resume_steps
