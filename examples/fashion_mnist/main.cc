@@ -184,24 +184,29 @@ int serve_exports() {
   return 0;
 }
 
-int run() {
-  if (!FLAGS_serve.empty()) return serve_exports();
-  if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
-  examples::check_model_name(FLAGS_model);
-  RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
+// --elastic and the heartbeats, checked before the strategy joins anyone.
+MultiWorkerOptions multi_worker_options() {
   examples::check_flag(!FLAGS_elastic || FLAGS_strategy == "multi_worker_mirrored", "elastic",
                        "true", "with --strategy=multi_worker_mirrored");
   examples::check_flag(!FLAGS_elastic || !FLAGS_deterministic, "elastic", "true",
                        "without --deterministic (its shards are split over a fixed set)");
   examples::check_flag(FLAGS_heartbeat_timeout_secs > 0, "heartbeat_timeout_secs",
                        FLAGS_heartbeat_timeout_secs, "a positive number of seconds");
-  MultiWorkerOptions multi_worker;
-  multi_worker.coordination.elastic = FLAGS_elastic;
-  multi_worker.coordination.heartbeat_timeout_seconds = FLAGS_heartbeat_timeout_secs;
-  multi_worker.coordination.heartbeat_interval_seconds =
-      std::min(1.0, FLAGS_heartbeat_timeout_secs / 4);
-  std::shared_ptr<Strategy> strategy = strategy_from_flags(
-      FLAGS_strategy, FLAGS_devices, config.cluster ? &*config.cluster : nullptr, {}, multi_worker);
+  MultiWorkerOptions options;
+  options.coordination.elastic = FLAGS_elastic;
+  options.coordination.heartbeat_timeout_seconds = FLAGS_heartbeat_timeout_secs;
+  options.coordination.heartbeat_interval_seconds = std::min(1.0, FLAGS_heartbeat_timeout_secs / 4);
+  return options;
+}
+
+int run() {
+  if (!FLAGS_serve.empty()) return serve_exports();
+  if (FLAGS_model_dir.empty()) throw InvalidArgumentError("--model_dir is required");
+  examples::check_model_name(FLAGS_model);
+  RunConfig config = RunConfig::from_environment();  // TF_CONFIG: the task's role
+  std::shared_ptr<Strategy> strategy =
+      strategy_from_flags(FLAGS_strategy, FLAGS_devices,
+                          config.cluster ? &*config.cluster : nullptr, {}, multi_worker_options());
   examples::check_flag(FLAGS_max_steps > 0, "max_steps", FLAGS_max_steps, "a positive step");
   examples::check_flag(FLAGS_batch_size > 0, "batch_size", FLAGS_batch_size,
                        "a positive number of examples");

@@ -1,6 +1,6 @@
 // An elastic worker group on 127.0.0.1, its tasks threads of this process: the members that
-// survive one that dies re-form the group without it and sum again, and a task that
-// registers again is admitted into the next generation.
+// survive one that dies re-form the group without it and sum again, and a task restarted
+// into the running group is admitted into the next generation when it registers.
 #include "strategies/cluster/elastic_group.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 namespace cadre {
 namespace {
 
-const std::vector<TaskId> kTasks = {{"chief", 0}, {"worker", 0}, {"worker", 1}};
+const std::vector<TaskId> kElasticTasks = {{"chief", 0}, {"worker", 0}, {"worker", 1}};
 
 ClusterConfig cluster_of(int port, const TaskId& task) {
   ClusterConfig cluster;
@@ -53,12 +53,12 @@ void await_change(WorkerGroup& group) {
 
 TEST(ElasticGroupTest, SurvivorsReformWithoutADeadMemberAndAdmitItWhenItComesBack) {
   const int port = testing::free_port();
-  std::vector<std::unique_ptr<WorkerGroup>> groups(kTasks.size());
+  std::vector<std::unique_ptr<WorkerGroup>> groups(kElasticTasks.size());
   {
     std::vector<std::future<void>> joining;
-    for (size_t i = 0; i < kTasks.size(); ++i) {
+    for (size_t i = 0; i < kElasticTasks.size(); ++i) {
       joining.push_back(std::async(std::launch::async, [&, i] {
-        groups[i] = join_worker_group(cluster_of(port, kTasks[i]), elastic());
+        groups[i] = join_worker_group(cluster_of(port, kElasticTasks[i]), elastic());
       }));
     }
     for (auto& j : joining) j.get();
@@ -95,7 +95,11 @@ TEST(ElasticGroupTest, SurvivorsReformWithoutADeadMemberAndAdmitItWhenItComesBac
   }
   std::this_thread::sleep_for(std::chrono::seconds(3));  // past the heartbeat timeout
   auto back = std::async(std::launch::async, [&] {
-    groups[2] = join_worker_group(cluster_of(port, kTasks[2]), elastic());
+    groups[2] = join_worker_group(cluster_of(port, kElasticTasks[2]), elastic());
+    // Into a running group: alone (and unregistered) until it joins, at its first step.
+    EXPECT_TRUE(groups[2]->elastic->late);
+    EXPECT_EQ(sum_of_ones(*groups[2]), 1);
+    join_running_group(*groups[2], 20);
     EXPECT_EQ(groups[2]->elastic->generation, 3);
     EXPECT_EQ(groups[2]->collective->rank(), 2);
     EXPECT_EQ(sum_of_ones(*groups[2]), 3);
