@@ -19,7 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using testing::tail;
 
-size_t count(const std::string& text, const std::string& what) {
+size_t occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
@@ -74,9 +74,9 @@ TEST_F(ElasticJobTest, ASigkilledWorkerRejoinsWhileTheOthersStepOn) {
             std::string::npos)
       << tail(output);
   // The chief and worker:0 ran as one process each from start to end.
-  EXPECT_EQ(count(output, "started chief:0"), 1u) << tail(output);
-  EXPECT_EQ(count(output, "started worker:0"), 1u) << tail(output);
-  EXPECT_EQ(count(output, "started worker:1"), 2u) << tail(output);
+  EXPECT_EQ(occurrences(output, "started chief:0"), 1u) << tail(output);
+  EXPECT_EQ(occurrences(output, "started worker:0"), 1u) << tail(output);
+  EXPECT_EQ(occurrences(output, "started worker:1"), 2u) << tail(output);
   EXPECT_GT(kill.seconds(), 0) << "no checkpoint 20 steps past the kill\n" << tail(output);
   EXPECT_LT(kill.seconds(), 10) << "steps resumed only after " << kill.seconds() << " s";
   // The restarted worker took the members' state (not its checkpoint's) and trained with them.
@@ -109,7 +109,7 @@ TEST_F(ElasticJobTest, WithoutARestartTheOthersFinishWithoutTheDeadWorker) {
       << tail(output);
   EXPECT_GT(kill.seconds(), 0) << tail(output);
   EXPECT_LT(kill.seconds(), 10);
-  EXPECT_EQ(count(output, "started worker:1"), 1u) << tail(output);
+  EXPECT_EQ(occurrences(output, "started worker:1"), 1u) << tail(output);
   std::map<std::string, std::string> fingerprints;
   static const std::regex fingerprint(R"re(\{"task":"(\w+:\d)","fingerprint":"([0-9a-f]+)")re");
   for (std::sregex_iterator it(output.begin(), output.end(), fingerprint), end; it != end; ++it) {
