@@ -50,6 +50,7 @@ DEFINE_int64(max_steps, 2000, "global step to stop at");
 DEFINE_int64(batch_size, 128, "global batch size");
 DEFINE_double(learning_rate, 0.001, "Adam learning rate");
 DEFINE_int64(save_checkpoints_steps, 500, "checkpoint interval in steps");
+DEFINE_int64(log_step_count_steps, 100, "the chief logs its step, loss and speed this often");
 DEFINE_int32(keep_checkpoint_max, 5, "checkpoints kept (0: every one, as in TensorFlow)");
 DEFINE_int64(input_shards, 0,
              "read the training input as this many shards, so that a job resumed with "
@@ -212,6 +213,8 @@ int run() {
                        "a positive number of examples");
   examples::check_flag(FLAGS_save_checkpoints_steps > 0, "save_checkpoints_steps",
                        FLAGS_save_checkpoints_steps, "a positive number of steps");
+  examples::check_flag(FLAGS_log_step_count_steps > 0, "log_step_count_steps",
+                       FLAGS_log_step_count_steps, "a positive number of steps");
   examples::check_flag(FLAGS_keep_checkpoint_max >= 0, "keep_checkpoint_max",
                        FLAGS_keep_checkpoint_max, "0 (keep every checkpoint) or more");
   examples::check_flag(FLAGS_steps_per_unit > 0, "steps_per_unit", FLAGS_steps_per_unit,
@@ -243,6 +246,7 @@ int run() {
   config.tf_random_seed = FLAGS_seed;
   config.save_checkpoints_steps = FLAGS_save_checkpoints_steps;
   config.keep_checkpoint_max = FLAGS_keep_checkpoint_max;
+  config.log_step_count_steps = FLAGS_log_step_count_steps;
   config.input_shards = FLAGS_input_shards;
   config.deterministic = FLAGS_deterministic;
   config.steps_per_unit = FLAGS_steps_per_unit;

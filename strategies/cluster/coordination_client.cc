@@ -129,6 +129,10 @@ class Client final : public CoordinationClient {
 
   bool planned_stop_requested() const override { return planned_stop_.load(); }
   int64_t view_generation() const override { return view_generation_.load(); }
+  void report_broken(int64_t generation) override {
+    broken_generation_ = generation;
+    heartbeat(options_.heartbeat_interval_seconds * 3);
+  }
 
   std::string failure_now(double timeout_seconds) override {
     grpc::Status status = heartbeat(timeout_seconds);
@@ -179,6 +183,7 @@ class Client final : public CoordinationClient {
     pb::HeartbeatRequest request;
     fill(request.mutable_task());
     request.set_incarnation(incarnation_);
+    request.set_broken_generation(broken_generation_.load());
     pb::HeartbeatResponse response;
     grpc::Status status = invoke(&pb::Coordination::Stub::Heartbeat, request, &response, seconds);
     if (status.ok() && response.planned_stop() && !planned_stop_.exchange(true)) {
@@ -242,6 +247,7 @@ class Client final : public CoordinationClient {
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   std::atomic<bool> planned_stop_{false};
   std::atomic<int64_t> view_generation_{0};
+  std::atomic<int64_t> broken_generation_{0};
 };
 
 }  // namespace

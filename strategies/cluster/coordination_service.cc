@@ -178,6 +178,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                             "collective was restarted)")};
     }
     heartbeat_[task] = Clock::now();
+    membership_.note_broken(request->broken_generation());
     if (!failure_.empty()) {
       told_.insert(task);
       changed_.notify_all();
@@ -347,7 +348,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       }
       for (const auto& [task, last] : heartbeat_) {
         double silent = std::chrono::duration<double>(now - last).count();
-        if (silent > options_.heartbeat_timeout_seconds && options_.elastic) {
+        if (options_.elastic && silent > membership_.silence_allowed(options_)) {
           std::string gone = task;  // erased below
           incarnation_.erase(gone);
           heartbeat_.erase(gone);

@@ -100,6 +100,9 @@ class CoordinationClient : public Store {
   // An elastic group's newest generation of members, as registration and the heartbeats
   // heard it (strategies/cluster/membership.h); 0 for a group that is not elastic.
   virtual int64_t view_generation() const { return 0; }
+  // Tells the service now, and with every heartbeat after, that this task's collective of
+  // `generation` broke (strategies/cluster/membership.h, Membership::note_broken).
+  virtual void report_broken(int64_t generation) {}
 };
 
 }  // namespace cadre

@@ -142,6 +142,7 @@ void reform_worker_group(WorkerGroup& group, double timeout_seconds) {
   const int64_t broken = group.elastic->generation;
   LOG(WARNING) << group.task << ": the collective of generation " << broken
                << " broke; waiting for the next generation of the worker group";
+  group.client->report_broken(broken);
   while (group.client->view_generation() <= broken) {
     if (std::string failure = group.client->failure_now(1); !failure.empty()) {
       throw AbortedError(failure);

@@ -34,6 +34,7 @@ std::pair<std::string, std::string> Membership::change(const std::set<std::strin
     if (alive.count(task)) members_.push_back(task);
   }
   ++generation_;
+  broken_ = false;
   return {view_key(generation_), join(members_, ",")};
 }
 

@@ -5,6 +5,7 @@
 // newest generation with its heartbeats (CoordinationClient::view_generation).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cadre/strategies/cluster_spec.h"
+#include "cadre/strategies/multi_worker_options.h"
 
 namespace cadre {
 
@@ -29,6 +31,14 @@ class Membership {
   // The next generation, of the tasks of `alive` (of the cluster's), in cluster order;
   // returns the key and value to publish.
   std::pair<std::string, std::string> change(const std::set<std::string>& alive);
+  // A member's collective of `generation` broke: while that generation lasts, a member
+  // silent for two heartbeat intervals is dead, not only one silent for the timeout.
+  void note_broken(int64_t generation) { broken_ |= generation == generation_; }
+  double silence_allowed(const CoordinationOptions& options) const {
+    return broken_
+               ? std::min(options.heartbeat_timeout_seconds, 2 * options.heartbeat_interval_seconds)
+               : options.heartbeat_timeout_seconds;
+  }
   // Not formed: generation 0, no members (a new round of the service).
   void reset() {
     members_.clear();
@@ -39,6 +49,7 @@ class Membership {
   std::vector<std::string> order_;
   std::vector<std::string> members_;
   int64_t generation_ = 0;
+  bool broken_ = false;
 };
 
 }  // namespace cadre
