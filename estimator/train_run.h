@@ -74,8 +74,9 @@ class TrainRun : public Run {
 
   // After this worker joined an elastic group's next generation: every member takes the
   // variables (slots included) and global step of the member that stepped furthest
-  // (group_sync.cc). Collective.
+  // (group_steps.cc). Collective.
   void adopt_most_advanced();
+  const Strategy& strategy() const { return *strategy_; }
 
   bool planned_stop() const override { return planned_stop_; }
   void begin_planned_stop() { planned_stop_ = true; }

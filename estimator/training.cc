@@ -24,6 +24,7 @@
 #include "core/base/strings.h"
 #include "core/runtime/thread_tuner.h"
 #include "estimator/eval_writers.h"
+#include "estimator/group_steps.h"
 #include "estimator/model_session.h"
 #include "estimator/stop_notice.h"
 #include "estimator/train_run.h"
@@ -33,6 +34,7 @@
 namespace cadre {
 namespace {
 
+using estimator_internal::GroupStep;
 using estimator_internal::StopNotice;
 using estimator_internal::throw_planned_stop;
 using estimator_internal::TrainRun;
@@ -192,8 +194,11 @@ class TrainLoop {
   void run() {
     EstimatorSpec spec;
     std::optional<PerReplica<io::Element>> held;  // a late joiner's first batch
-    if (strategy_.extended().joining_late()) held = join_late(spec);
-    while (true) {
+    bool finished = false;                        // by the others, before this one joined
+    if (strategy_.extended().joining_late()) {
+      held = step_alone_then_join(run_, iterator_, spec, finished);
+    }
+    while (!finished) {
       RunContext context;
       if (heed_notice()) break;
       for (const auto& hook : hooks_) hook->before_run(run_, context);
@@ -205,13 +210,13 @@ class TrainLoop {
         break;
       }
       if (first_) LOG(INFO) << plan_line(strategy_, *batch, config_.deterministic);
-      unsigned signals = 0;
-      std::optional<StepResult> stepped = step_in_group(*batch, spec, signals);
-      if (!stepped) continue;  // another member finished it: its hooks ran there
-      StepResult& result = *stepped;
+      GroupStep stepped = step_in_group(run_, *batch, spec);
+      if (stepped.finished) break;
+      if (!stepped.result) continue;  // another member finished it: its hooks ran there
+      StepResult& result = *stepped.result;
       time_step();
       // Every worker that steps with this one hears a planned stop after the same step.
-      if (signals & StrategyExtended::kStop) run_.begin_planned_stop();
+      if (stepped.signals & StrategyExtended::kStop) run_.begin_planned_stop();
       if (first_) add_spec_hooks(spec);
       first_ = false;
       for (const auto& hook : hooks_) hook->after_run(run_, result, context);
@@ -220,44 +225,6 @@ class TrainLoop {
   }
 
  private:
-  // One step and its signals. When an elastic group's members change (at the boundary, or
-  // breaking the step's collectives) they join the next generation and take the state of
-  // the one that stepped furthest; the batch is stepped again unless one finished the step
-  // (with every member's gradients): then nullopt, and this worker's hooks skip the step.
-  std::optional<StepResult> step_in_group(const PerReplica<io::Element>& batch, EstimatorSpec& spec,
-                                          unsigned& signals) {
-    const StrategyExtended& extended = strategy_.extended();
-    while (true) {
-      const int64_t before = run_.global_step();
-      try {
-        if (extended.group_changed() && extended.rejoin(/*after_failure=*/false)) {
-          run_.adopt_most_advanced();
-          continue;
-        }
-        StepResult result = run_.step(batch, &spec);
-        signals = run_.take_step_signals();
-        return result;
-      } catch (const std::exception& e) {
-        if (!extended.rejoin(/*after_failure=*/true)) throw;
-        LOG(WARNING) << "step " << before + 1 << " broke in the worker group (" << e.what()
-                     << "); its next generation goes on";
-      }
-      run_.adopt_most_advanced();
-      if (run_.global_step() != before) return std::nullopt;
-    }
-  }
-
-  // A worker restarted into a running elastic group steps alone on its first batch, making
-  // its slots as the members' are, then joins them, takes their state, and keeps the batch.
-  std::optional<PerReplica<io::Element>> join_late(EstimatorSpec& spec) {
-    std::optional<PerReplica<io::Element>> batch = iterator_.next();
-    if (!batch) return batch;
-    run_.step(*batch, &spec);
-    strategy_.extended().rejoin(/*after_failure=*/false);
-    run_.adopt_most_advanced();
-    return batch;
-  }
-
   // A planned stop the notice asks for: the end of the loop now when no other worker steps
   // with this one, else a signal that ends every worker's loop after the next step. True to
   // end the loop now.

@@ -67,8 +67,11 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   void leave_after_error(const std::string& error) const override {
     LOG(WARNING) << "training failed: leaving the worker group";
     // Reported first, so that the others learn what it was as their collectives break; not
-    // when a collective failed, whose error is a peer's failure, not this worker's.
-    if (!group_->collective_failed.load(std::memory_order_relaxed)) {
+    // when a collective failed, whose error is a peer's failure, not this worker's; nor by a
+    // worker of an elastic group, which the others go on without (the service's host, whose
+    // end is the group's, reports).
+    const bool group_goes_on = group_->elastic && !group_->service;
+    if (!group_->collective_failed.load(std::memory_order_relaxed) && !group_goes_on) {
       group_->client->report_error(error, /*timeout_seconds=*/2);
     }
     if (gpus_) gpus_->abort("this worker left after an error");

@@ -146,6 +146,7 @@ class StrategyExtended {
   // - rejoin(after_failure): joins the newest generation, after a step that failed in a
   //   collective or at such a boundary; false where the group cannot go on (not elastic,
   //   or the failure was not the group's), and the caller goes on as it would have;
+  //   OutOfRangeError when the others finished training meanwhile;
   // - joining_late(): this worker was restarted into a running group: it steps alone
   //   (creating its slots) until it first rejoins;
   // - workers_by_rank(): each rank's worker index (ranks are places among the members, in

@@ -19,6 +19,16 @@ double seconds_until(Clock::time_point end) {
   return std::chrono::duration<double>(end - Clock::now()).count();
 }
 
+// OutOfRangeError once the members have finished training: nobody will join this task.
+void check_not_finished(CoordinationClient& client) {
+  try {
+    client.get(kGroupFinishedKey, 0);
+  } catch (const DeadlineExceededError&) {
+    return;
+  }
+  throw OutOfRangeError("the worker group finished training");
+}
+
 // The keys of one generation's collective, under a prefix of their own. Waiting for a key
 // gives up once a newer generation exists: some of this one's members will never set theirs.
 class GenerationStore final : public Store {
@@ -38,6 +48,7 @@ class GenerationStore final : public Store {
       try {
         return client_.get(prefix_ + key, std::min(left, kSlice));
       } catch (const DeadlineExceededError&) {
+        check_not_finished(client_);
         if (int64_t newest = client_.view_generation(); newest > generation_) {
           throw AbortedError(str_cat("the worker group changed (generation ", newest,
                                      ") while generation ", generation_, " was forming"));
@@ -147,6 +158,7 @@ void reform_worker_group(WorkerGroup& group, double timeout_seconds) {
     if (std::string failure = group.client->failure_now(1); !failure.empty()) {
       throw AbortedError(failure);
     }
+    check_not_finished(*group.client);
     if (seconds_until(end) <= 0) {
       throw DeadlineExceededError(str_cat("no new generation of the worker group within ",
                                           timeout_seconds, " s after generation ", broken,

@@ -34,8 +34,9 @@ struct ElasticMembership {
 // newer than the group's (the coordination service declares a dead member after its
 // heartbeat timeout), and again while generations change under it. Throws
 // DeadlineExceededError when none comes, AbortedError when this task is not a member of
-// it (the group went on without it) or the cluster failed, FailedPreconditionError for a
-// group that is not elastic.
+// it (the group went on without it) or the cluster failed, OutOfRangeError once the members
+// finished training (kGroupFinishedKey), FailedPreconditionError for a group that is not
+// elastic.
 void reform_worker_group(WorkerGroup& group, double timeout_seconds);
 
 // The first join: the generation this task registered into.

@@ -18,6 +18,8 @@
 namespace cadre {
 
 std::string view_key(int64_t generation);
+// Set by the members as they finish training: a task still joining them gives up.
+inline constexpr char kGroupFinishedKey[] = "elastic/finished";
 std::vector<std::string> parse_view(const std::string& value);
 
 // Not thread-safe: the coordination service's mutex guards it.

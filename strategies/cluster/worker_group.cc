@@ -13,6 +13,7 @@
 #include "core/base/logging.h"
 #include "core/base/strings.h"
 #include "strategies/cluster/elastic_group.h"
+#include "strategies/cluster/membership.h"
 #include "strategies/cluster/memory_store.h"
 #include "strategies/collectives/host_collective.h"
 
@@ -142,6 +143,7 @@ WorkerGroup::~WorkerGroup() {
     }
   } else {
     try {
+      if (elastic) client->set(kGroupFinishedKey, "1");
       client->barrier("shutdown", 30);
     } catch (const std::exception& e) {
       LOG(WARNING) << "shutdown barrier: " << e.what();

@@ -45,9 +45,18 @@ class CollectiveRestarts : public RestartPolicy {
   // An elastic group's worker that failed: restarted alone, or left behind without restarts
   // left. A planned stop is every task's, and restarts them together.
   bool restart_failed_worker() {
+    bool chief_finished = false;  // then a restarted worker would find no group to join
+    for (const Child& c : processes_.children()) {
+      chief_finished |= c.task.type == "chief" && c.done && c.status == 0;
+    }
     for (Child& c : processes_.children()) {
       if (c.task.type != "worker" || !c.done || c.status == 0 || c.reported ||
           stopped_for_restart(c.status)) {
+        continue;
+      }
+      if (chief_finished) {
+        report_failure(c, "the chief has finished training: not restarted");
+        c.reported = true;
         continue;
       }
       if (!take_restart(c.status, training_restarts_, options_.max_restarts)) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Random SIGKILLs (and, with --sigterm_share, SIGTERMs) of any role of real jobs, for minutes.
 
-Runs examples/fashion_mnist under build/tools/cadre_launch, again and again, alternating a
-MultiWorkerMirrored job (chief, worker, evaluator) and a ParameterServer job (chief, worker,
-two ps tasks, evaluator). While a job runs it disrupts a random task (any role) at random
+Runs examples/fashion_mnist under build/tools/cadre_launch, again and again, in turn a
+MultiWorkerMirrored job (chief, worker, evaluator), a ParameterServer job (chief, worker,
+two ps tasks, evaluator) and an elastic MultiWorkerMirrored job (chief, two workers,
+evaluator, --elastic: a killed worker restarts alone and rejoins); --jobs chooses among them. While a job runs it disrupts a random task (any role) at random
 times (exponential gaps, --mean_gap_s), at most --kills_per_job times: with SIGKILL, or, a
 --sigterm_share of the time, with SIGTERM, a planned stop (a pod evicted, a spot instance
 reclaimed, Slurm's time limit). With --sigterm_share > 0 the launcher itself is a target too;
@@ -11,8 +12,8 @@ after a launcher ended by a signal the driver runs the same command again, as a 
 No process is signalled twice (a second SIGTERM kills at once, by design). After each job it
 checks what a user relies on:
 
-  - cadre_launch exits 0 in the end (it restarts what died: the evaluator or a ps worker
-    alone, the training tasks together otherwise);
+  - cadre_launch exits 0 in the end (it restarts what died: the evaluator, a ps worker or an
+    elastic job's worker alone, the training tasks together otherwise);
   - the chief's checkpoint of max_steps exists, and every checkpoint the state file names
     exists and passes `cadre_ckpt verify` (a missing or damaged one is a checkpoint lost);
   - no temporary file (*.tmp-*) and no lease is left in the model_dir;
@@ -61,6 +62,17 @@ JOBS = {
         "max_steps": 1500,
         "exact": False,  # asynchronous workers: no two runs are alike
     },
+    # A worker killed leaves the others stepping and rejoins alone (docs/DEPLOY.md, Elastic
+    # MultiWorkerMirrored); its steps without the worker differ from an undisturbed run.
+    "mwms_elastic": {
+        "tasks": ["--chief=1", "--workers=2", "--evaluator=1"],
+        "launch": ["--elastic"],
+        "flags": ["--strategy=multi_worker_mirrored", "--elastic", "--batch_size=129",
+                  "--max_steps=1500", "--save_checkpoints_steps=150", "--keep_checkpoint_max=3",
+                  "--eval_steps=5"],
+        "max_steps": 1500,
+        "exact": False,
+    },
 }
 
 STOP = re.compile(r"^\[(chief|worker):0\] \S+: a planned stop \((.*)\) at step (\d+)"
@@ -74,7 +86,7 @@ class Launches:
 
     def __init__(self, build, job, model_dir, log_path):
         self.command = [os.path.join(build, "tools/cadre_launch"), "--max_restarts=100",
-                        *job["tasks"], "--", os.path.join(build, "examples/fashion_mnist"),
+                        *job.get("launch", []), *job["tasks"], "--", os.path.join(build, "examples/fashion_mnist"),
                         f"--model_dir={model_dir}", *job["flags"]]
         self.model_dir = model_dir
         self.log = open(log_path, "w")
@@ -288,13 +300,19 @@ def main():
                         help="the share of signals that are SIGTERM (planned stops), the "
                              "launcher among their targets; 0: SIGKILLs of tasks only")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", default=",".join(JOBS),
+                        help="the kinds of job to run in turn, of " + ", ".join(JOBS))
     args = parser.parse_args()
+    order = args.jobs.split(",")
+    for name in order:
+        if name not in JOBS:
+            sys.exit(f"--jobs: unknown job '{name}'; expected some of {', '.join(JOBS)}")
     rng = random.Random(args.seed)
     shutil.rmtree(args.out, ignore_errors=True)
     os.makedirs(args.out)
 
     references = {}
-    for name, job in JOBS.items():
+    for name, job in ((n, JOBS[n]) for n in order):
         if job["exact"]:
             references[name] = os.path.join(args.out, f"{name}-reference")
             status = Launches(args.build, job, references[name], references[name] + ".log").run()
@@ -306,7 +324,6 @@ def main():
                "failures": [], "minutes": args.minutes, "sigterm_share": args.sigterm_share,
                "seed": args.seed}
     deadline = time.time() + args.minutes * 60
-    order = list(JOBS)
     while time.time() < deadline:
         name = order[summary["jobs"] % len(order)]
         job = JOBS[name]

@@ -1,0 +1,124 @@
+// Training steps in an elastic group (group_steps.h), and TrainRun::adopt_most_advanced: a
+// member that finished the step the others' failure interrupted holds every member's
+// gradients of it; a worker that joins holds a checkpoint's state. Each member takes the state
+// of the one that stepped furthest.
+#include "estimator/group_steps.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "cadre/autodiff/tape.h"
+#include "cadre/base/errors.h"
+#include "cadre/ops/array.h"
+#include "core/base/strings.h"
+#include "strategies/strategy_extended.h"
+
+namespace cadre::estimator_internal {
+namespace {
+
+// StrategyExtended::rejoin, where the others' end of training sets `finished` (and counts
+// as rejoined: there is nothing more to do).
+bool rejoin(TrainRun& run, bool after_failure, bool& finished) {
+  try {
+    return run.strategy().extended().rejoin(after_failure);
+  } catch (const OutOfRangeError& e) {
+    LOG(WARNING) << "the other members finished training while this worker rejoined them ("
+                 << e.what() << "): it ends at step " << run.global_step();
+    finished = true;
+    return true;
+  }
+}
+
+// The members' state, taken again in a later generation when a member dies meanwhile.
+void adopt_in_group(TrainRun& run, bool& finished) {
+  while (!finished) {
+    try {
+      run.adopt_most_advanced();
+      return;
+    } catch (const std::exception& e) {
+      if (!rejoin(run, /*after_failure=*/true, finished)) throw;
+      LOG(WARNING) << "the worker group broke as its members took one state (" << e.what()
+                   << "); its next generation takes it";
+    }
+  }
+}
+
+}  // namespace
+
+GroupStep step_in_group(TrainRun& run, const PerReplica<io::Element>& batch, EstimatorSpec& spec) {
+  const StrategyExtended& extended = run.strategy().extended();
+  GroupStep out;
+  while (!out.finished) {
+    const int64_t before = run.global_step();
+    try {
+      if (!extended.group_changed() || !rejoin(run, /*after_failure=*/false, out.finished)) {
+        out.result = run.step(batch, &spec);
+        out.signals = run.take_step_signals();
+        return out;
+      }
+    } catch (const std::exception& e) {
+      if (!rejoin(run, /*after_failure=*/true, out.finished)) throw;
+      LOG(WARNING) << "step " << before + 1 << " broke in the worker group (" << e.what()
+                   << "); its next generation goes on";
+    }
+    adopt_in_group(run, out.finished);
+    if (run.global_step() != before) return out;
+  }
+  return out;
+}
+
+std::optional<PerReplica<io::Element>> step_alone_then_join(TrainRun& run,
+                                                            DistributedIterator& iterator,
+                                                            EstimatorSpec& spec, bool& finished) {
+  std::optional<PerReplica<io::Element>> batch = iterator.next();
+  if (!batch) return batch;
+  run.step(*batch, &spec);
+  rejoin(run, /*after_failure=*/false, finished);
+  adopt_in_group(run, finished);
+  if (finished) return std::nullopt;
+  return batch;
+}
+
+void TrainRun::adopt_most_advanced() {
+  const StrategyExtended& extended = strategy_->extended();
+  std::vector<nn::Variable*> variables = variables_->primary().variables();
+  std::sort(variables.begin(), variables.end(),
+            [](const nn::Variable* a, const nn::Variable* b) { return a->name() < b->name(); });
+  // Each member's step, then what it holds: the same model on every member, or no sync.
+  std::string holds;
+  for (const nn::Variable* v : variables) {
+    holds +=
+        str_cat(v->name(), " ", v->tensor().shape(), " ", dtype_name(v->tensor().dtype()), "\n");
+  }
+  std::vector<std::string> all = extended.all_gather_bytes(str_cat(global_step_, "\n", holds));
+  std::vector<int> workers = extended.workers_by_rank();
+  int root = 0;
+  int64_t furthest = -1;
+  for (size_t r = 0; r < all.size(); ++r) {
+    size_t end = all[r].find('\n');
+    int64_t step = std::stoll(all[r].substr(0, end));
+    if (all[r].substr(end + 1) != holds) {
+      throw FailedPreconditionError(str_cat(
+          "worker ", workers[r], " holds other variables than worker ", strategy_->worker_index(),
+          ": the workers of an elastic group must run the "
+          "same model_fn"));
+    }
+    if (step > furthest) {
+      furthest = step;
+      root = static_cast<int>(r);
+    }
+  }
+  NoGradScope no_grad;
+  for (nn::Variable* v : variables) {
+    Tensor host = contiguous(to_device(v->tensor(), Device::cpu(0)));
+    const bool in_place = host.shares_buffer_with(v->tensor());
+    extended.broadcast_bytes(host.raw_data(), host.nbytes(), root);
+    if (!in_place) v->assign(host);
+  }
+  LOG(INFO) << "the worker group's members took step " << furthest << " and the variables of "
+            << "worker " << workers[root] << " (this worker was at step " << global_step_ << ")";
+  global_step_ = furthest;
+}
+
+}  // namespace cadre::estimator_internal
