@@ -149,6 +149,11 @@ std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::create
         "MultiWorkerMirroredStrategy: Communication::kNccl needs a build with CUDA and NCCL; "
         "Communication::kRing reduces GPU gradients through host memory");
   }
+  if (options.coordination.elastic && cluster.has_job("client")) {
+    throw InvalidArgumentError(
+        "MultiWorkerMirroredStrategy: an elastic group is not for coordinator mode (a client "
+        "drives the workers and keeps their progress itself)");
+  }
   if (options.coordination.elastic && (nccl || local_devices.size() > 1)) {
     throw InvalidArgumentError(str_cat(
         "MultiWorkerMirroredStrategy: an elastic group needs one CPU replica per worker (its "
