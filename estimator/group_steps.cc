@@ -31,10 +31,10 @@ bool rejoin(TrainRun& run, bool after_failure, bool& finished) {
 }
 
 // The members' state, taken again in a later generation when a member dies meanwhile.
-void adopt_in_group(TrainRun& run, bool& finished) {
+void adopt_in_group(TrainRun& run, bool& finished, bool joining = false) {
   while (!finished) {
     try {
-      run.adopt_most_advanced();
+      run.adopt_most_advanced(joining);
       return;
     } catch (const std::exception& e) {
       if (!rejoin(run, /*after_failure=*/true, finished)) throw;
@@ -42,6 +42,19 @@ void adopt_in_group(TrainRun& run, bool& finished) {
                    << "); its next generation takes it";
     }
   }
+}
+
+// The first line where two lists of variables (one "name shape dtype" a line) differ.
+std::string first_difference(const std::string& theirs, const std::string& ours) {
+  size_t at = 0;
+  while (at < theirs.size() && at < ours.size() && theirs[at] == ours[at]) ++at;
+  auto line = [at](const std::string& text) {
+    size_t begin = text.rfind('\n', at == 0 ? 0 : at - 1);
+    begin = begin == std::string::npos || at == 0 ? 0 : begin + 1;
+    std::string out = text.substr(begin, text.find('\n', begin) - begin);
+    return out.empty() ? std::string("nothing") : out;
+  };
+  return str_cat("theirs: ", line(theirs), "; this worker's: ", line(ours));
 }
 
 }  // namespace
@@ -75,12 +88,12 @@ std::optional<PerReplica<io::Element>> step_alone_then_join(TrainRun& run,
   if (!batch) return batch;
   run.step(*batch, &spec);
   rejoin(run, /*after_failure=*/false, finished);
-  adopt_in_group(run, finished);
+  adopt_in_group(run, finished, /*joining=*/true);
   if (finished) return std::nullopt;
   return batch;
 }
 
-void TrainRun::adopt_most_advanced() {
+void TrainRun::adopt_most_advanced(bool joining) {
   const StrategyExtended& extended = strategy_->extended();
   std::vector<nn::Variable*> variables = variables_->primary().variables();
   std::sort(variables.begin(), variables.end(),
@@ -91,18 +104,20 @@ void TrainRun::adopt_most_advanced() {
     holds +=
         str_cat(v->name(), " ", v->tensor().shape(), " ", dtype_name(v->tensor().dtype()), "\n");
   }
-  std::vector<std::string> all = extended.all_gather_bytes(str_cat(global_step_, "\n", holds));
+  // A joiner's step (one it took alone) is no member's: it offers none.
+  const int64_t offered = joining ? -1 : global_step_;
+  std::vector<std::string> all = extended.all_gather_bytes(str_cat(offered, "\n", holds));
   std::vector<int> workers = extended.workers_by_rank();
   int root = 0;
   int64_t furthest = -1;
   for (size_t r = 0; r < all.size(); ++r) {
     size_t end = all[r].find('\n');
     int64_t step = std::stoll(all[r].substr(0, end));
-    if (all[r].substr(end + 1) != holds) {
-      throw FailedPreconditionError(str_cat(
-          "worker ", workers[r], " holds other variables than worker ", strategy_->worker_index(),
-          ": the workers of an elastic group must run the "
-          "same model_fn"));
+    if (std::string theirs = all[r].substr(end + 1); theirs != holds) {
+      throw FailedPreconditionError(
+          str_cat("worker ", workers[r], " holds other variables than worker ",
+                  strategy_->worker_index(), " (", first_difference(theirs, holds),
+                  "): the workers of an elastic group must run the same model_fn"));
     }
     if (step > furthest) {
       furthest = step;

@@ -75,7 +75,8 @@ class TrainRun : public Run {
   // After this worker joined an elastic group's next generation: every member takes the
   // variables (slots included) and global step of the member that stepped furthest
   // (group_steps.cc). Collective.
-  void adopt_most_advanced();
+  // A joiner (`joining`: restarted into the running group) is never the one taken.
+  void adopt_most_advanced(bool joining);
   const Strategy& strategy() const { return *strategy_; }
 
   bool planned_stop() const override { return planned_stop_; }
