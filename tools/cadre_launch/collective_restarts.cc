@@ -55,8 +55,9 @@ class CollectiveRestarts : public RestartPolicy {
         continue;
       }
       if (chief_finished) {
-        report_failure(c, "the chief has finished training: not restarted");
-        c.reported = true;
+        print_line("", str_cat("cadre_launch: ", c.task.name(), " ", ended(c.status),
+                               " after the chief finished training; the job's result stands"));
+        c.reported = c.after_training = true;
         continue;
       }
       if (!take_restart(c.status, training_restarts_, options_.max_restarts)) {

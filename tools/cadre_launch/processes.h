@@ -34,6 +34,9 @@ struct Child {
   bool done = false;
   int status = 0;         // waitpid's, once done
   bool reported = false;  // its failure was told (and the cluster went on without it)
+  // An elastic group's worker that died once the chief had finished training: the job's
+  // result stands (a restart would find no group), so its end fails nothing.
+  bool after_training = false;
 };
 
 // Whether a task that ended with `status` exited after a planned stop, asking to be run

@@ -72,7 +72,7 @@ std::optional<int> RestartPolicy::finished_status() {
   for (const Child& c : processes_.children()) {
     if (c.task.serves()) continue;  // stopped below, whatever it was doing
     if (c.task.type != "ps" && !c.done) return std::nullopt;
-    if (c.done && c.status != 0) all_succeeded = false;
+    if (c.done && c.status != 0 && !c.after_training) all_succeeded = false;
   }
   processes_.stop_all();
   return all_succeeded ? 0 : 1;
