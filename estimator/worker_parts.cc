@@ -12,6 +12,7 @@
 #include "cadre/checkpoint/variables.h"
 #include "checkpoint/parts.h"
 #include "core/base/strings.h"
+#include "core/nn/deferred_copy.h"
 #include "strategies/cluster/store.h"
 #include "strategies/strategy_extended.h"
 
@@ -83,6 +84,16 @@ WorkerParts::WorkerParts(const StrategyExtended& extended, int count, std::strin
 
 void WorkerParts::start(const nn::VariableStore& store, int64_t step) {
   auto started = std::chrono::steady_clock::now();
+  // What the updates since the save before waited for its snapshot, and that with the whole
+  // of the updates that made its copies in their own pass (an upper bound on what those cost).
+  double blocked = nn::deferred_copy_blocked_seconds(), waited = nn::deferred_copy_wait_seconds();
+  if (blocked_at_start_ >= 0) {
+    LOG(INFO) << task_ << ": since the save before, updates waited "
+              << 1e3 * (blocked - blocked_at_start_) << " ms for its snapshot ("
+              << 1e3 * (waited - waited_at_start_) << " ms with the updates that copied it)";
+  }
+  blocked_at_start_ = blocked;
+  waited_at_start_ = waited;
   // The chief's id for the save: a step saved again never overwrites its published parts.
   std::random_device random;
   int64_t drawn = extended_.broadcast_from_chief(static_cast<int64_t>(random() & 0xffffffffu));

@@ -46,6 +46,9 @@ class WorkerParts {
   // The chief's: the parts of the last start(), for take().
   int64_t started_step_ = -1;
   std::vector<checkpoint::CheckpointPart> started_;
+  // nn::deferred_copy_blocked_seconds() and nn::deferred_copy_wait_seconds() at the last
+  // start() (negative before the first).
+  double blocked_at_start_ = -1, waited_at_start_ = 0;
   // Last: its threads report to the store of extended_.
   checkpoint::WorkerPartWriter writer_;
 };

@@ -2,10 +2,11 @@
 // in one pass per variable, so that a backend can do a whole model in one launch.
 // All tensors are contiguous float32 or float64; gradient i matches variable i.
 //
-// copy_out (CPU kernels only; empty on other devices): tensors whose old values a
-// checkpoint's deferred copy still needs (core/kernels/copy_out.h). A kernel copies each
-// chunk of such a tensor out just before its rule overwrites that chunk, and any it does
-// not write before it returns.
+// copy_out (CPU kernels only; empty on other devices): tensors, or element ranges of them
+// (the rows a checkpoint part holds), whose old values a checkpoint's deferred copy still
+// needs (core/kernels/copy_out.h). A kernel copies each chunk of such a range out just before
+// its rule overwrites that chunk, and any range of a tensor it does not write before it
+// returns.
 #pragma once
 
 #include <span>

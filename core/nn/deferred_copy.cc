@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 
 #include "cadre/base/errors.h"
 #include "core/kernels/transfer.h"
@@ -15,6 +18,7 @@ namespace {
 struct Pending {
   std::atomic<int> count{0};
   std::atomic<int64_t> waited_nanoseconds{0};
+  std::atomic<int64_t> blocked_nanoseconds{0};
   Mutex mutex;
   std::vector<std::shared_ptr<DeferredCopy>> copies CADRE_GUARDED_BY(mutex);
 };
@@ -34,65 +38,141 @@ void unpublish(const DeferredCopy* copy) {
   p.count.fetch_sub(1, std::memory_order_release);
 }
 
-// Counts the time since `start` as time writers of variables spent on deferred copies.
-void count_wait(std::chrono::steady_clock::time_point start) {
-  pending().waited_nanoseconds.fetch_add(
+// Counts the time since `start` in `counter`: time writers of variables spent on deferred
+// copies.
+void count_since(std::atomic<int64_t>& counter, std::chrono::steady_clock::time_point start) {
+  counter.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count(),
       std::memory_order_relaxed);
 }
+
+void count_wait(std::chrono::steady_clock::time_point start) {
+  count_since(pending().waited_nanoseconds, start);
+}
+
+// The memory a writer is about to overwrite (its contiguous host targets), and what of it a
+// claim has taken so far: a piece is claimed only within one target, whole elements of it,
+// and once, so that a second checkpoint's copy of the same bytes is made before the writer.
+class WrittenMemory {
+ public:
+  explicit WrittenMemory(std::span<const Tensor> targets) {
+    for (const Tensor& t : targets) {
+      if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) continue;
+      const char* begin = static_cast<const char*>(t.raw_data());
+      targets_.push_back(
+          {begin, begin + t.nbytes(), static_cast<ptrdiff_t>(dtype_size(t.dtype()))});
+    }
+    std::sort(targets_.begin(), targets_.end(),
+              [](const Target& a, const Target& b) { return a.begin < b.begin; });
+  }
+
+  // Whether [begin, end) is the caller's to copy out; if so, it is taken.
+  bool claim(const char* begin, const char* end) {
+    if (begin == end) return false;
+    auto after = std::upper_bound(targets_.begin(), targets_.end(), begin,
+                                  [](const char* b, const Target& t) { return b < t.begin; });
+    if (after == targets_.begin()) return false;
+    const Target& t = *std::prev(after);
+    if (end > t.end || (begin - t.begin) % t.element != 0 || (end - begin) % t.element != 0) {
+      return false;
+    }
+    auto next = claimed_.upper_bound(begin);
+    if (next != claimed_.end() && next->first < end) return false;
+    if (next != claimed_.begin() && std::prev(next)->second > begin) return false;
+    claimed_.emplace(begin, end);
+    return true;
+  }
+
+ private:
+  struct Target {
+    const char* begin;
+    const char* end;
+    ptrdiff_t element;
+  };
+  std::vector<Target> targets_;
+  std::map<const char*, const char*> claimed_;  // begin -> end
+};
 
 }  // namespace
 
 DeferredCopy::DeferredCopy(std::vector<Tensor*> tensors, std::function<Tensor(size_t)> memory_for)
     : tensors_(std::move(tensors)),
       memory_for_(std::move(memory_for)),
-      taken_(new std::atomic<bool>[tensors_.size()]()) {
+      destinations_(new Destination[tensors_.size()]) {
   sources_.reserve(tensors_.size());
-  for (const Tensor* t : tensors_) {
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Tensor* t = tensors_[i];
     bool claimable = t->defined() && t->device().is_cpu() && t->is_contiguous();
-    sources_.push_back(claimable ? Source{t->raw_data(), t->nbytes()} : Source{});
+    sources_.push_back(claimable ? Source{static_cast<const char*>(t->raw_data()), t->nbytes()}
+                                 : Source{});
+    size_t bytes = sources_.back().data != nullptr ? sources_.back().bytes : 0;
+    size_t count = std::max<size_t>(1, (bytes + kPieceBytes - 1) / kPieceBytes);
+    for (size_t k = 0; k < count; ++k) {
+      pieces_.push_back({i, k * kPieceBytes, std::min(bytes, (k + 1) * kPieceBytes)});
+    }
+    destinations_[i].left = count;
   }
+  taken_.reset(new std::atomic<bool>[pieces_.size()]());
 }
 
-Tensor DeferredCopy::destination(size_t i) const {
-  const Tensor& tensor = *tensors_[i];
-  Tensor reuse = memory_for_ ? memory_for_(i) : Tensor();
-  if (reuse.defined() && reuse.device().is_cpu() && reuse.is_contiguous() &&
-      reuse.shape() == tensor.shape() && reuse.dtype() == tensor.dtype()) {
-    return reuse;
-  }
-  if (tensor.device().is_cpu()) return Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu());
-  return empty_pinned(tensor.shape(), tensor.dtype());
+Tensor& DeferredCopy::destination(size_t i) {
+  Destination& d = destinations_[i];
+  std::call_once(d.made, [&] {
+    try {
+      const Tensor& tensor = *tensors_[i];
+      Tensor reuse = memory_for_ ? memory_for_(i) : Tensor();
+      if (reuse.defined() && reuse.device().is_cpu() && reuse.is_contiguous() &&
+          reuse.shape() == tensor.shape() && reuse.dtype() == tensor.dtype()) {
+        d.host = std::move(reuse);
+      } else if (tensor.device().is_cpu()) {
+        d.host = Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu());
+      } else {
+        d.host = empty_pinned(tensor.shape(), tensor.dtype());
+      }
+    } catch (...) {
+      d.error = std::current_exception();
+    }
+  });
+  if (d.error) std::rethrow_exception(d.error);
+  return d.host;
 }
 
-void DeferredCopy::copy(size_t i) {
-  std::optional<Tensor> host;
+void DeferredCopy::copy(size_t p) {
   std::exception_ptr failed;
   try {
-    const Tensor& tensor = *tensors_[i];
-    host = destination(i);
-    if (!tensor.device().is_cpu()) {
-      to_host_async(tensor.contiguous(), *host).wait();
+    const Piece& piece = pieces_[p];
+    Tensor& host = destination(piece.tensor);
+    const Tensor& tensor = *tensors_[piece.tensor];  // read only while the slot is unreplaced
+    const Source& source = sources_[piece.tensor];
+    if (source.data != nullptr) {
+      std::memcpy(static_cast<char*>(host.raw_data()) + piece.begin, source.data + piece.begin,
+                  piece.end - piece.begin);
+    } else if (!tensor.device().is_cpu()) {
+      to_host_async(tensor.contiguous(), host).wait();
     } else if (tensor.is_contiguous()) {
-      std::memcpy(host->raw_data(), tensor.raw_data(), tensor.nbytes());
+      std::memcpy(host.raw_data(), tensor.raw_data(), tensor.nbytes());
     } else {
-      host->assign(tensor);
+      host.assign(tensor);
     }
   } catch (...) {
-    host.reset();
     failed = std::current_exception();
   }
-  finished(i, std::move(host), failed);
+  finished(p, failed);
 }
 
-void DeferredCopy::finished(size_t i, std::optional<Tensor> host, std::exception_ptr failed) {
-  if (host) *tensors_[i] = std::move(*host);  // slot i is this thread's until done_ counts it
+void DeferredCopy::finished(size_t p, std::exception_ptr failed) {
   bool last;
   {
     MutexLock lock(mutex_);
-    if (failed && !error_) error_ = failed;
-    last = ++done_ == tensors_.size();
+    Destination& d = destinations_[pieces_[p].tensor];
+    if (failed) {
+      d.failed = true;
+      if (!error_) error_ = failed;
+    }
+    // A failed tensor keeps its slot as it was: a checkpoint never holds a copy of unknown age.
+    if (--d.left == 0 && !d.failed) *tensors_[pieces_[p].tensor] = std::move(d.host);
+    last = ++done_ == pieces_.size();
     // Not only the last: a claimant waits for all but its own claims.
     finished_.notify_all();
   }
@@ -100,15 +180,15 @@ void DeferredCopy::finished(size_t i, std::optional<Tensor> host, std::exception
 }
 
 void DeferredCopy::run_except(size_t claimed) {
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (take(i)) copy(i);
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    if (take(p)) copy(p);
   }
   bool all;
   {
     MutexLock lock(mutex_);
     finished_.wait(mutex_,
-                   [&]() CADRE_REQUIRES(mutex_) { return done_ + claimed >= tensors_.size(); });
-    all = done_ == tensors_.size();
+                   [&]() CADRE_REQUIRES(mutex_) { return done_ + claimed >= pieces_.size(); });
+    all = done_ == pieces_.size();
   }
   // The last finished() unpublishes too, after it lets go of the mutex: unpublished here,
   // the copy is no longer pending when this returns (and a copy of nothing has no last).
@@ -130,6 +210,19 @@ ClaimedCopies::~ClaimedCopies() { release(/*made=*/false); }
 
 void ClaimedCopies::done() { release(/*made=*/true); }
 
+void ClaimedCopies::add(std::shared_ptr<DeferredCopy> copy, size_t piece, const CopyOut& out) {
+  // The next piece of the same tensor: one CopyOut, which never spans two tensors (a kernel
+  // finds each within the tensor it writes).
+  const DeferredCopy::Piece& mine = copy->pieces_[piece];
+  if (!claims_.empty() && claims_.back().copy == copy && claims_.back().piece + 1 == piece &&
+      copy->pieces_[piece - 1].tensor == mine.tensor) {
+    copies_.back().bytes += out.bytes;
+  } else {
+    copies_.push_back(out);
+  }
+  claims_.push_back({std::move(copy), piece});
+}
+
 void ClaimedCopies::release(bool made) {
   if (claims_.empty()) return;
   std::exception_ptr failed;
@@ -137,11 +230,7 @@ void ClaimedCopies::release(bool made) {
     failed = std::make_exception_ptr(
         InternalError("the update that took over part of a checkpoint's copy did not make it"));
   }
-  for (Claim& claim : claims_) {
-    std::optional<Tensor> host;
-    if (made) host = std::move(claim.host);
-    claim.copy->finished(claim.index, std::move(host), failed);
-  }
+  for (Claim& claim : claims_) claim.copy->finished(claim.piece, failed);
   claims_.clear();
   copies_.clear();
   count_wait(start_);
@@ -169,39 +258,37 @@ ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets) {
     MutexLock lock(p.mutex);
     copies = p.copies;
   }
+  WrittenMemory written(targets);
   for (const std::shared_ptr<DeferredCopy>& copy : copies) {
     size_t mine = 0;
-    for (const Tensor& target : targets) {
-      if (!target.device().is_cpu() || !target.is_contiguous()) continue;
-      const void* data = target.raw_data();
-      // One CopyOut per source (a second checkpoint's copy of it is made first, below).
-      auto same = [&](const CopyOut& out) { return out.from == data; };
-      if (std::any_of(claimed.copies_.begin(), claimed.copies_.end(), same)) continue;
-      for (size_t i = 0; i < copy->sources_.size(); ++i) {
-        // Another slot of the same memory, or one another thread took, is copied below.
-        const DeferredCopy::Source& source = copy->sources_[i];
-        if (source.data != data || source.bytes != target.nbytes()) continue;
-        if (!copy->take(i)) break;
-        try {
-          Tensor host = copy->destination(i);
-          claimed.copies_.push_back({data, host.raw_data(), target.nbytes()});
-          claimed.claims_.push_back({copy, i, std::move(host)});
-          ++mine;
-        } catch (...) {
-          copy->finished(i, std::nullopt, std::current_exception());
-        }
-        break;
+    for (size_t i = 0; i < copy->pieces_.size(); ++i) {
+      const DeferredCopy::Piece& piece = copy->pieces_[i];
+      const char* from = copy->sources_[piece.tensor].data;
+      if (from == nullptr || !written.claim(from + piece.begin, from + piece.end)) continue;
+      // One thread copies each piece; one another took is waited for below.
+      if (!copy->take(i)) continue;
+      try {
+        char* to = static_cast<char*>(copy->destination(piece.tensor).raw_data());
+        claimed.add(copy, i, {from + piece.begin, to + piece.begin, piece.end - piece.begin});
+        ++mine;
+      } catch (...) {
+        copy->finished(i, std::current_exception());
       }
     }
     copy->run_except(mine);
   }
   if (claimed.claims_.empty()) count_wait(start);
+  count_since(p.blocked_nanoseconds, start);
   claimed.start_ = start;
   return claimed;
 }
 
 double deferred_copy_wait_seconds() {
   return static_cast<double>(pending().waited_nanoseconds.load(std::memory_order_relaxed)) * 1e-9;
+}
+
+double deferred_copy_blocked_seconds() {
+  return static_cast<double>(pending().blocked_nanoseconds.load(std::memory_order_relaxed)) * 1e-9;
 }
 
 }  // namespace cadre::nn

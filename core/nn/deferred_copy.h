@@ -15,7 +15,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <optional>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -30,19 +30,23 @@ class ClaimedCopies;
 
 // Replaces tensors by host copies of their values. The tensors are slots in a structure
 // nobody else touches until the copy is done: they name the sources when the copy is
-// deferred, and each becomes its contiguous host copy.
+// deferred, and each becomes its contiguous host copy. A contiguous host tensor is copied in
+// pieces (kPieceBytes), each made by whichever thread takes it first, so that a writer that
+// claims what is left of a large tensor waits at most for the piece another thread is at.
 class DeferredCopy {
  public:
+  static constexpr size_t kPieceBytes = size_t{4} << 20;
+
   // `memory_for(i)`: host memory to copy tensor i into when it has the tensor's shape and
   // dtype (an earlier copy nobody uses any more: no allocation, no page faults), else an
-  // undefined tensor; called by whichever thread copies tensor i. Without it, or when it
-  // does not fit, the copy goes to new memory.
+  // undefined tensor; called once, by whichever thread first copies a piece of tensor i.
+  // Without it, or when it does not fit, the copy goes to new memory.
   explicit DeferredCopy(std::vector<Tensor*> tensors,
                         std::function<Tensor(size_t)> memory_for = nullptr);
   DeferredCopy(const DeferredCopy&) = delete;
   DeferredCopy& operator=(const DeferredCopy&) = delete;
 
-  // Copies the tensors no other thread has started, then waits for those others are at.
+  // Copies the pieces no other thread has started, then waits for those others are at.
   // Any thread may call it, any number of times; the first error of a copy is kept for
   // error(), never thrown here (a writer of variables must not fail for a checkpoint).
   void run() { run_except(0); }
@@ -52,26 +56,44 @@ class DeferredCopy {
   friend class ClaimedCopies;
   friend ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets);
 
-  // run(), but waits only until all tensors but the `claimed` ones the caller took are done.
+  // The memory of a contiguous host tensor when deferred (null for others), which is how a
+  // claim finds the pieces it overwrites.
+  struct Source {
+    const char* data = nullptr;
+    size_t bytes = 0;
+  };
+  // Bytes [begin, end) of tensor `tensor`; a tensor without a Source is one piece, whole.
+  struct Piece {
+    size_t tensor;
+    size_t begin, end;
+  };
+  // Tensor i's host copy, made once (memory_for's, or new memory), and how many of its
+  // pieces are still to finish; the slot becomes the copy when the last one does.
+  struct Destination {
+    std::once_flag made;
+    Tensor host;
+    std::exception_ptr error;  // making `host` failed
+    size_t left = 0;
+    bool failed = false;
+  };
+
+  // run(), but waits only until all pieces but the `claimed` ones the caller took are done.
   void run_except(size_t claimed);
-  // Whether this thread is the one to copy tensor i (no other has taken it).
-  bool take(size_t i) { return !taken_[i].exchange(true, std::memory_order_acq_rel); }
-  // Host memory for tensor i's copy (memory_for's when it fits).
-  Tensor destination(size_t i) const;
-  void copy(size_t i);
-  // Tensor i is copied into `host`, or failed; the last one unpublishes the copy.
-  void finished(size_t i, std::optional<Tensor> host, std::exception_ptr failed);
+  // Whether this thread is the one to copy piece p (no other has taken it).
+  bool take(size_t p) { return !taken_[p].exchange(true, std::memory_order_acq_rel); }
+  // Tensor i's host copy; throws what making it threw.
+  Tensor& destination(size_t i);
+  void copy(size_t p);
+  // Piece p is copied, or failed; the last piece of a tensor replaces its slot by the copy
+  // (unless a piece failed), the last of all unpublishes the copy.
+  void finished(size_t p, std::exception_ptr failed);
 
   std::vector<Tensor*> tensors_;
   std::function<Tensor(size_t)> memory_for_;
-  // The memory of each contiguous host tensor when deferred (null for others), which is
-  // how a claim finds the tensors it writes.
-  struct Source {
-    const void* data = nullptr;
-    size_t bytes = 0;
-  };
   std::vector<Source> sources_;
+  std::vector<Piece> pieces_;
   std::unique_ptr<std::atomic<bool>[]> taken_;
+  std::unique_ptr<Destination[]> destinations_;
   mutable Mutex mutex_;
   CondVar finished_;
   size_t done_ CADRE_GUARDED_BY(mutex_) = 0;
@@ -99,9 +121,10 @@ class ClaimedCopies {
   friend ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets);
   struct Claim {
     std::shared_ptr<DeferredCopy> copy;
-    size_t index;
-    Tensor host;
+    size_t piece;
   };
+  // Records the claim of `piece` of `copy`, whose copy is `out`.
+  void add(std::shared_ptr<DeferredCopy> copy, size_t piece, const CopyOut& out);
   // Reports every claim made (done()) or failed, and lets go of them.
   void release(bool made);
 
@@ -119,11 +142,12 @@ bool deferred_copies_pending();
 // finish_deferred_copies(), which runs every deferred copy still in progress, is public
 // (cadre/nn/variable.h): code that writes a variable's buffer in place calls it first.
 
-// finish_deferred_copies() for a writer that copies out what it overwrites: the copies of
-// those `targets` (contiguous host tensors it is about to write whole) that no thread has
-// started are left to the caller, as CopyOuts; every other deferred copy is finished first.
-// The caller makes each CopyOut before it writes that target, then calls done(). One atomic
-// load when no copy is pending.
+// finish_deferred_copies() for a writer that copies out what it overwrites: the pieces of
+// copies that lie within those `targets` (contiguous host tensors it is about to write
+// whole), whole tensors or row ranges of them, and that no thread has started are left to
+// the caller, as CopyOuts (adjacent pieces as one); every other deferred copy is finished
+// first. The caller makes each CopyOut before it writes the bytes it reads, then calls
+// done(). One atomic load when no copy is pending.
 ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets);
 
 // The time threads of this process have spent in finish_deferred_copies() with a copy
@@ -131,5 +155,11 @@ ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets);
 // the claiming update: an upper bound on what its copies cost it): what deferring left for
 // training to wait for.
 double deferred_copy_wait_seconds();
+
+// The part of it that writers spent before they could write: in finish_deferred_copies(), and
+// in claim_deferred_copies() until it returns (waiting for pieces other threads had started,
+// copying those no one claims). An update that makes claimed copies in its own pass is not
+// blocked by them; their cost is inside its pass.
+double deferred_copy_blocked_seconds();
 
 }  // namespace cadre::nn

@@ -254,10 +254,10 @@ TEST(DeferredCopyTest, AClaimTakesOnlyItsTargetsAndAClaimNeverMadeFailsTheCopy) 
   Tensor unrelated = Tensor::full(Shape{5}, 9.0);
   {
     nn::ClaimedCopies claimed = nn::claim_deferred_copies(std::vector<Tensor>{b, unrelated, a});
-    ASSERT_EQ(claimed.copies().size(), 2u);
-    EXPECT_EQ(claimed.copies()[0].from, b.raw_data());
-    EXPECT_EQ(claimed.copies()[0].bytes, 7 * sizeof(float));
-    EXPECT_EQ(claimed.copies()[1].from, a.raw_data());
+    ASSERT_EQ(claimed.copies().size(), 2u);  // in the copy's order
+    EXPECT_EQ(claimed.copies()[0].from, a.raw_data());
+    EXPECT_EQ(claimed.copies()[1].from, b.raw_data());
+    EXPECT_EQ(claimed.copies()[1].bytes, 7 * sizeof(float));
     EXPECT_NE(slot_c.raw_data(), c.raw_data()) << "c is not the writer's: copied before it writes";
     EXPECT_EQ(values_of(slot_c), std::vector<float>(3, 3.0f));
     EXPECT_EQ(slot_a.raw_data(), a.raw_data()) << "a is the writer's to copy";

@@ -48,6 +48,11 @@ inline EstimatorSpec classifier_fn(const Features& features, const Tensor& label
     x = concat({x, nn::embedding("token", ids.reshape({-1}), 32, 4)}, 1);
   }
   x = nn::dense("hidden", x, 16, nn::relu);
+  if (int64_t wide = static_cast<int64_t>(params.number("wide", 0)); wide > 0) {
+    // A [wide, wide] kernel, which a sharded checkpoint splits by rows among the workers.
+    x = nn::dense("wide_in", x, wide, nn::relu);
+    x = nn::dense("wide", x, wide, nn::relu);
+  }
   x = nn::dropout(x, params.number("dropout", 0.1), training);
   Tensor logits = nn::dense("logits", x, 3);
   if (mode == ModeKeys::kPredict) {

@@ -16,6 +16,8 @@
 // catch that error and live on for S seconds, its strategy alive, before it exits.
 // HELPER_ELASTIC=1 makes the MultiWorkerMirrored group elastic (a heartbeat timeout of 2 s),
 // and every training task prints a fingerprint of its variables when training ends.
+// HELPER_WIDE=N adds two N-unit layers, the second an [N, N] kernel that a sharded checkpoint
+// splits by rows.
 //
 //   multi_worker_helper MODEL_DIR MAX_STEPS
 #include <algorithm>
@@ -163,9 +165,11 @@ int main(int argc, char** argv) {
           cadre::MirroredStrategy::create({cadre::Device::cpu(0), cadre::Device::cpu(1)});
     }
     const char* embedding = std::getenv("HELPER_EMBEDDING");
-    cadre::Estimator estimator(
-        cadre::testing::classifier_fn, config,
-        {{"dropout", 0.0}, {"embedding", embedding && *embedding == '1' ? 1.0 : 0.0}});
+    const char* wide = std::getenv("HELPER_WIDE");
+    cadre::Estimator estimator(cadre::testing::classifier_fn, config,
+                               {{"dropout", 0.0},
+                                {"embedding", embedding && *embedding == '1' ? 1.0 : 0.0},
+                                {"wide", wide && *wide ? std::atof(wide) : 0.0}});
     cadre::EvalSpec eval_spec(cadre::testing::eval_input, 0);
     eval_spec.start_delay_secs = 0;
     eval_spec.throttle_secs = 0;

@@ -13,8 +13,9 @@ cadre_launch, sharded checkpoints on (the default above 16 MiB of variables):
      directory (the median of three).
 Prints a Markdown row per size: training blocked per save (each task's handover of its part:
 the save id, the part before and the snapshot's start; the chief's save call; and what the
-chief's updates after a save waited for its snapshot's copy, which an update of a variable
-split by rows finishes first), the parts
+chief's updates after a save waited for its snapshot's copy: for the pieces the copier was
+at, an update claiming the others, rows of a variable split by rows too, and copying them in
+its own pass; then that with the whole of those updates, an upper bound), the parts
 written (both parts' bytes over the slower part's time from handover to durable) against
 dd's, the restore against a fresh start (the chief's "variable ... made in" lines: reading or
 initializing each variable and slot of 16 MiB or more, then the chief's value received), and
@@ -77,6 +78,14 @@ def one_size(args, mib):
                      r"updates waited for background copies ([\d.]+) ms per save", out)
     handovers = [float(ms) for ms in
                  re.findall(r"checkpoint part \S+: training waited ([\d.e+-]+) ms", log)]
+    # The chief's updates after each save but the last: blocked for the snapshot, and that with
+    # the whole of the updates that made its copies in their pass; per save, as the hook's.
+    waits = re.findall(r"^\[chief:0\].*since the save before, updates waited ([\d.e+-]+) ms for "
+                       r"its snapshot \(([\d.e+-]+) ms with", log, re.M)
+    saves = max(1, len(re.findall(r"^\[chief:0\].*checkpoint part \S+: training waited", log,
+                                  re.M)))
+    blocked = sum(float(b) for b, _ in waits) / saves
+    with_copies = sum(float(w) for _, w in waits) / saves
     by_step = {}
     for step, size, secs in re.findall(r"wrote checkpoint part model\.ckpt-(\d+)\S* \((\d+) "
                                        r"bytes\) in ([\d.e+-]+) s", log):
@@ -105,7 +114,9 @@ def one_size(args, mib):
     return (f"| {mib} MiB (`--model=mlp:{units}`) | {statistics.mean(handovers):.1f} / "
             f"{max(handovers):.1f} ms handover, + {float(hook.group(1)):.1f} / "
             f"{float(hook.group(2)):.1f} ms chief's save; the chief's updates waited "
-            f"{float(hook.group(3)):.0f} ms per save for the snapshot | {rate:.0f} MB/s ({rate / dd_rate:.2f}x dd's {dd_rate:.0f} MB/s) | "
+            f"{blocked:.0f} ms per save for the snapshot ({with_copies:.0f} ms with the updates "
+            f"that made its copies in their pass) | "
+            f"{rate:.0f} MB/s ({rate / dd_rate:.2f}x dd's {dd_rate:.0f} MB/s) | "
             f"{restored[0]:.1f} s read + {restored[1]:.1f} s chief's values (fresh start: "
             f"{fresh[0]:.1f} s + {fresh[1]:.1f} s) | {rss_of('chief0')}, {rss_of('worker0')} |")
 

@@ -1,6 +1,9 @@
 // CPU fused optimizer updates: one pass over each variable and its slots, with TensorFlow
 // 2 (Keras) update rules.
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -20,43 +23,54 @@ T* slot(std::span<Tensor> slots, size_t i) {
   return slots.empty() || !slots[i].defined() ? nullptr : typed_mut<T>(slots[i]);
 }
 
-// Where the old values of the tensors at w, a, b and c go before the rule writes them (null:
-// nowhere), from the kernel's copy_out; each CopyOut found is marked in `made`.
+// Where the old values of the tensors at w, a, b and c go before the rule writes them, from
+// the kernel's copy_out: for each tensor, ranges of its elements (the whole tensor, or rows
+// of it that a checkpoint part holds) with their destinations. Each CopyOut found is marked
+// in `made`.
 template <typename T>
-struct CopiesOut {
-  T* w = nullptr;
-  T* a = nullptr;
-  T* b = nullptr;
-  T* c = nullptr;
+class CopiesOut {
+ public:
+  using Tensors = std::array<const T*, 4>;  // w, a, b, c (null: no such slot)
 
-  CopiesOut(std::span<const kernels::CopyOut> copy_out, std::vector<bool>& made, const T* w_from,
-            const T* a_from, const T* b_from, const T* c_from, int64_t n) {
+  CopiesOut(std::span<const kernels::CopyOut> copy_out, std::vector<bool>& made,
+            const Tensors& from, int64_t n) {
+    const uintptr_t bytes = static_cast<uintptr_t>(n) * sizeof(T);
     for (size_t k = 0; k < copy_out.size(); ++k) {
       const kernels::CopyOut& out = copy_out[k];
-      if (made[k] || out.bytes != static_cast<size_t>(n) * sizeof(T)) continue;
-      T* to = static_cast<T*>(out.to);
-      if (out.from == w_from) {
-        w = to;
-      } else if (out.from == a_from) {
-        a = to;
-      } else if (out.from == b_from) {
-        b = to;
-      } else if (out.from == c_from) {
-        c = to;
-      } else {
-        continue;
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(out.from);
+      for (size_t t = 0; t < from.size() && !made[k]; ++t) {
+        const uintptr_t base = reinterpret_cast<uintptr_t>(from[t]);
+        if (from[t] == nullptr || begin < base || begin - base + out.bytes > bytes ||
+            (begin - base) % sizeof(T) != 0 || out.bytes % sizeof(T) != 0) {
+          continue;
+        }
+        int64_t first = static_cast<int64_t>((begin - base) / sizeof(T));
+        ranges_[t].push_back(
+            {first, first + static_cast<int64_t>(out.bytes / sizeof(T)), static_cast<T*>(out.to)});
+        made[k] = true;
       }
-      made[k] = true;
     }
   }
-  void copy(const T* w_from, const T* a_from, const T* b_from, const T* c_from, int64_t begin,
-            int64_t end) const {
-    size_t bytes = static_cast<size_t>(end - begin) * sizeof(T);
-    if (w) std::memcpy(w + begin, w_from + begin, bytes);
-    if (a) std::memcpy(a + begin, a_from + begin, bytes);
-    if (b) std::memcpy(b + begin, b_from + begin, bytes);
-    if (c) std::memcpy(c + begin, c_from + begin, bytes);
+
+  // Copies out what of elements [begin, end) of each tensor a range holds.
+  void copy(const Tensors& from, int64_t begin, int64_t end) const {
+    for (size_t t = 0; t < ranges_.size(); ++t) {
+      for (const Range& r : ranges_[t]) {  // a range or two: a tensor, or a part's rows of it
+        int64_t lo = std::max(begin, r.begin), hi = std::min(end, r.end);
+        if (lo < hi) {
+          std::memcpy(r.to + (lo - r.begin), from[t] + lo,
+                      static_cast<size_t>(hi - lo) * sizeof(T));
+        }
+      }
+    }
   }
+
+ private:
+  struct Range {
+    int64_t begin, end;  // elements of the tensor
+    T* to;               // where element `begin` goes
+  };
+  std::array<std::vector<Range>, 4> ranges_;
 };
 
 // rule(w[i], g[i], &a[i], &b[i], &c[i]) for i in [begin, end), the slots a rule does not keep
@@ -76,7 +90,7 @@ template <bool kA, bool kB, bool kC, typename T, typename Rule>
 void apply(const Rule& rule, T* w, const T* g, T* a, T* b, T* c, int64_t n,
            const CopiesOut<T>& out) {
   parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    out.copy(w, a, b, c, begin, end);
+    out.copy({w, a, b, c}, begin, end);
     update<kA, kB, kC>(rule, w, g, a, b, c, begin, end);
   });
 }
@@ -97,7 +111,7 @@ void fused(std::span<Tensor> vars, std::span<const Tensor> grads, std::span<Tens
       T* b = slot<T>(s1, k);
       T* c = slot<T>(s2, k);
       int64_t n = vars[k].numel();
-      CopiesOut<T> out(copy_out, made, w, a, b, c, n);
+      CopiesOut<T> out(copy_out, made, {w, a, b, c}, n);
       switch ((a != nullptr) | (b != nullptr) << 1 | (c != nullptr) << 2) {
         case 0:
           return apply<false, false, false>(rule, w, g, a, b, c, n, out);
