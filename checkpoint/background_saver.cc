@@ -10,13 +10,6 @@
 namespace cadre::checkpoint {
 namespace {
 
-// The writer is a background thread (see make_background_thread) at nice +10. Under the
-// default policy, even at nice +10, the kernel (EEVDF, 6.x) let it preempt the training
-// thread on a busy core and run the whole write (2.5 ms of a 2-thread MLP's step) there.
-// Now it waits for the end of a time slice and then takes the CPU in short turns, about a
-// tenth of a busy core, enough to write a save long before the next one.
-constexpr int kWriterNiceness = 10;
-
 // Writing brings the lines into this core's cache and the shared one; the save's copy then
 // finds them there instead of in memory.
 void touch(const CheckpointData& snapshot) {
@@ -33,8 +26,14 @@ void touch(const CheckpointData& snapshot) {
 
 }  // namespace
 
-BackgroundSaver::BackgroundSaver(std::function<void(const CheckpointData&)> write)
-    : write_(std::move(write)) {}
+// The writer is a background thread (see make_background_thread), by default at nice +10.
+// Under the default policy, even at nice +10, the kernel (EEVDF, 6.x) let it preempt the
+// training thread on a busy core and run the whole write (2.5 ms of a 2-thread MLP's step)
+// there. Now it waits for the end of a time slice and then takes the CPU in short turns,
+// about a tenth of a busy core, enough to write a save long before the next one.
+BackgroundSaver::BackgroundSaver(std::function<void(const CheckpointData&)> write,
+                                 int writer_niceness)
+    : write_(std::move(write)), writer_niceness_(writer_niceness) {}
 
 BackgroundSaver::~BackgroundSaver() {
   {
@@ -55,7 +54,7 @@ void BackgroundSaver::start_threads(bool with_copier) {
 }
 
 void BackgroundSaver::write_loop() {
-  make_background_thread("cadre-ckpt-wr", kWriterNiceness);
+  make_background_thread("cadre-ckpt-wr", writer_niceness_);
   MutexLock lock(mutex_);
   while (true) {
     // A queued save whose copy is still being made waits for the copier.

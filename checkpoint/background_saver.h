@@ -21,9 +21,13 @@ namespace cadre::checkpoint {
 // calling thread (the saver). The threads start with the first save.
 class BackgroundSaver {
  public:
-  // `write` writes and publishes a snapshot; it runs on the writer thread, and what it
-  // throws is the save's failure.
-  explicit BackgroundSaver(std::function<void(const CheckpointData&)> write);
+  // A single-file save's writer: a tenth of a busy core, see background_saver.cc.
+  static constexpr int kWriterNiceness = 10;
+
+  // `write` writes and publishes a snapshot; it runs on the writer thread, at
+  // `writer_niceness` (make_background_thread), and what it throws is the save's failure.
+  explicit BackgroundSaver(std::function<void(const CheckpointData&)> write,
+                           int writer_niceness = kWriterNiceness);
   // Stops the threads. A save still queued is written first; call wait() before to see
   // how it ended.
   ~BackgroundSaver();
@@ -50,6 +54,7 @@ class BackgroundSaver {
   void copy_loop();
 
   std::function<void(const CheckpointData&)> write_;
+  const int writer_niceness_;
   Mutex mutex_;
   CondVar writer_changed_;
   CondVar copy_requested_;

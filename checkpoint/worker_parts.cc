@@ -113,16 +113,22 @@ CheckpointData part_data(const CheckpointData& data, const std::vector<PartSlice
 }
 
 WorkerPartWriter::WorkerPartWriter()
-    : saver_(std::make_unique<BackgroundSaver>([this](const CheckpointData& data) {
-        WrittenPart written;
-        std::exception_ptr error;
-        try {
-          written = write_part_file(target_.model_dir, target_.file_name, data);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        target_.done(written, error);
-      })) {}
+    : saver_(std::make_unique<BackgroundSaver>(
+          [this](const CheckpointData& data) {
+            WrittenPart written;
+            std::exception_ptr error;
+            try {
+              written = write_part_file(target_.model_dir, target_.file_name, data);
+            } catch (...) {
+              error = std::current_exception();
+            }
+            target_.done(written, error);
+          },
+          // At the training's niceness, not a single-file save's +10: the chief's commit waits
+          // for every part, and the next save for this one, and at +10 a worker's writer gets a
+          // tenth of a core while both workers train on the same cores (docs/BENCHMARKS.md,
+          // MultiWorkerMirrored scale: parts 1.5-1.8x faster at 0).
+          /*writer_niceness=*/0)) {}
 
 WorkerPartWriter::~WorkerPartWriter() { wait(); }
 

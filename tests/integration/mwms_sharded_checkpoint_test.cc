@@ -179,7 +179,9 @@ TEST_F(MwmsShardedCheckpointTest, RowsOfAKernelSavedWhileUpdatesGoOnHoldTheirSte
 }
 
 // Worker 1 killed while it writes its part of the second save (the first is published):
-// that save is never published, and the job started again resumes from the first.
+// that save is never published, and the job started again resumes from the first. The part
+// holds rows of a [2048, 2048] kernel and its slots (24 MB), whose write (streamed, fsynced,
+// read back for its CRC) outlasts the kill's landing however fast the writer runs.
 TEST_F(MwmsShardedCheckpointTest, AWorkerKilledMidWriteNeverPublishesItsCheckpoint) {
   std::string dir = path("m");
   std::filesystem::create_directories(dir);
@@ -187,6 +189,7 @@ TEST_F(MwmsShardedCheckpointTest, AWorkerKilledMidWriteNeverPublishesItsCheckpoi
   ASSERT_GE(inotify, 0);
   ASSERT_GE(::inotify_add_watch(inotify, dir.c_str(), IN_CREATE), 0);
   MwmsJob job(2, 0, path("log"));
+  job.set_env("HELPER_WIDE", "2048");
   job.start(dir, 1000, /*step_ms=*/5);
   std::string first = await_created(inotify, "model.ckpt-10.part-1-of-2.", ".tmp-");
   std::string temporary = await_created(inotify, "model.ckpt-20.part-1-of-2.", ".tmp-");
@@ -199,6 +202,7 @@ TEST_F(MwmsShardedCheckpointTest, AWorkerKilledMidWriteNeverPublishesItsCheckpoi
   EXPECT_EQ(*checkpoint::latest_checkpoint(dir), dir + "/model.ckpt-10.h5");
 
   MwmsJob again(2, 0, path("log-again"));
+  again.set_env("HELPER_WIDE", "2048");
   ASSERT_EQ(again.train(dir, 30), 0) << tail(again.chief_log());
   EXPECT_NE(again.chief_log().find("resuming from " + dir + "/model.ckpt-10.h5 at step 10"),
             std::string::npos);
