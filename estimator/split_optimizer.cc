@@ -36,6 +36,16 @@ void SplitOptimizer::apply_gradients(std::vector<Gradient> gradients,
   }
 }
 
+void SplitOptimizer::build(const std::vector<nn::Variable*>& variables) const {
+  for (const auto& [prefix, optimizer] : parts_) {
+    std::vector<nn::Variable*> mine;
+    for (nn::Variable* v : variables) {
+      if (v->name().starts_with(prefix)) mine.push_back(v);
+    }
+    optimizer->build(mine);
+  }
+}
+
 nn::OptimizerConfig SplitOptimizer::config() const {
   nn::OptimizerConfig config;
   config.kind = "split";

@@ -27,6 +27,8 @@ class SplitOptimizer final : public nn::Optimizer {
   // Kind "split", each part's config with its prefix: parameter servers apply the parts one
   // at a time.
   nn::OptimizerConfig config() const override;
+  // Each part builds for its variables.
+  void build(const std::vector<nn::Variable*>& variables) const override;
 
  protected:
   std::vector<SlotSpec> slot_specs() const override { return {}; }

@@ -7,6 +7,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/ops/array.h"
 #include "core/base/strings.h"
+#include "strategies/cluster/membership.h"
 #include "strategies/multi_worker_extended.h"
 #include "strategies/sparse_rows.h"
 
@@ -108,6 +109,10 @@ IndexedSlices MultiWorkerMirroredExtended::rows_across_workers(const Gradient& m
 }
 
 unsigned MultiWorkerMirroredExtended::take_step_signal() const {
+  // A step done: an elastic group is elastic from its first (kGroupSteppedKey).
+  if (group_->elastic && !stepped_.exchange(true) && group_->service) {
+    group_->client->set(kGroupSteppedKey, "1");
+  }
   unsigned raised = signals_to_send();
   signal_raised_ = 0;
   if (reductions_.exchange(0) == 0) {
@@ -122,8 +127,12 @@ unsigned MultiWorkerMirroredExtended::take_step_signal() const {
 
 bool MultiWorkerMirroredExtended::rejoin(bool after_failure) const {
   if (!group_->elastic || (after_failure && !group_->collective_failed)) return false;
+  // Before the first step the members are still making their variables together: a death
+  // then fails the group, which restarts as one that is not elastic does.
+  if (!group_->elastic->late && !stepped_) return false;
   if (group_->elastic->late) {
     join_running_group(*group_, timeout_seconds_);
+    stepped_ = true;  // the group has
   } else {
     reform_worker_group(*group_, timeout_seconds_);
   }

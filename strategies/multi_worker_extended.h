@@ -36,6 +36,7 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   int worker_index() const override {
     return group_->elastic ? worker_of(group_->task) : group_->collective->rank();
   }
+  bool elastic() const override { return group_->elastic != nullptr; }
   bool group_changed() const override {
     return group_->elastic && !group_->elastic->late &&
            group_->client->view_generation() > group_->elastic->generation;
@@ -139,6 +140,7 @@ class MultiWorkerMirroredExtended final : public StrategyExtended {
   // The step signal as the reductions since the last take_step_signal() carried it.
   mutable std::atomic<unsigned> signal_heard_{0};
   mutable std::atomic<int64_t> reductions_{0};
+  mutable std::atomic<bool> stepped_{false};  // this worker took a step with the group
 };
 
 }  // namespace cadre

@@ -141,6 +141,7 @@ class StrategyExtended {
   virtual int64_t broadcast_from_chief(int64_t value) const { return value; }
   // Elastic MultiWorkerMirrored (CoordinationOptions.elastic), where the workers stepping
   // together are the members of a generation of the group (strategies/cluster/membership.h):
+  // - elastic(): whether the group is one;
   // - group_changed(): the members changed since this worker joined them; at a step
   //   boundary it then joins the next generation;
   // - rejoin(after_failure): joins the newest generation, after a step that failed in a
@@ -151,6 +152,7 @@ class StrategyExtended {
   //   (creating its slots) until it first rejoins;
   // - workers_by_rank(): each rank's worker index (ranks are places among the members, in
   //   the order of all_gather_bytes); broadcast_bytes: from a rank, to every member.
+  virtual bool elastic() const { return false; }
   virtual bool group_changed() const { return false; }
   virtual bool rejoin(bool after_failure) const { return false; }
   virtual bool joining_late() const { return false; }

@@ -72,6 +72,14 @@ Variable& Optimizer::slot(const Variable& var, const SlotSpec& slot_spec) const 
       slot_spec_of(var, name_, slot_spec.name, slot_spec.initial_value));
 }
 
+void Optimizer::build(const std::vector<Variable*>& variables) const {
+  std::vector<SlotSpec> specs = slot_specs();
+  for (const Variable* var : variables) {
+    for (const SlotSpec& s : specs) slot(*var, s);
+  }
+  iterations_variable();
+}
+
 OptimizerConfig Optimizer::config() const {
   throw UnimplementedError(
       str_cat("optimizer ", name_,

@@ -27,10 +27,6 @@ std::string name_of(const pb::Task& task) { return str_cat(task.type(), ":", tas
 
 constexpr int kMaxMessageBytes = 1 << 20;
 
-std::string names(const std::set<std::string>& set) {
-  return set.empty() ? std::string("none") : join(set);
-}
-
 class Service final : public pb::Coordination::Service, public CoordinationService {
  public:
   Service(std::vector<TaskId> tasks, CoordinationOptions options, const ClusterSecurity& security)
@@ -121,12 +117,15 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       return {grpc::StatusCode::INVALID_ARGUMENT,
               str_cat("task ", task, " is not in the cluster (", names(expected_), ")")};
     }
-    if (planned_stop_requested_ && !is_current(task, request->incarnation())) {
-      // The host stops too: its successor (at the same address) serves the restarted task,
-      // which registers again once this service is gone.
+    // The host stops too (a planned stop; a death in an elastic group before its first step):
+    // its successor at the same address serves the restarted task, which registers again.
+    auto known = incarnation_.find(task);
+    const bool restarted = known != incarnation_.end() && known->second != request->incarnation();
+    if ((planned_stop_requested_ && !is_current(task, request->incarnation())) ||
+        (options_.elastic && restarted && complete() && !elastic_formed() &&
+         !every_task_stopped_as_planned())) {
       while (!stopping_) changed_.wait(mutex_);
-      return {grpc::StatusCode::UNAVAILABLE,
-              "the coordination service stopped (a planned stop of its host)"};
+      return {grpc::StatusCode::UNAVAILABLE, "the coordination service stopped (its host did)"};
     }
     if (elastic_formed()) {
       // A restarted task, or one the group went on without: admitted at once.
@@ -136,8 +135,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       response->set_view_generation(membership_.generation());
       return status_locked();
     }
-    auto known = incarnation_.find(task);
-    if (known != incarnation_.end() && known->second != request->incarnation() && complete()) {
+    if (restarted && complete()) {
       if (every_task_stopped_as_planned()) {
         LOG(INFO) << "coordination service: " << task << " is back after a planned stop of "
                   << "every task; their registrations form round " << round_ + 1;
@@ -148,7 +146,9 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     }
     incarnation_[task] = request->incarnation();
     heartbeat_[task] = Clock::now();
-    if (options_.elastic && complete()) publish_view("every task registered");
+    if (options_.elastic && complete() && membership_.generation() == 0) {
+      publish_view("every task registered");
+    }
     changed_.notify_all();
     auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
     while (!complete() && failure_.empty() && !stopping_) {
@@ -169,13 +169,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     std::string task = name_of(request->task());
     if (failure_.empty() && !is_current(task, request->incarnation())) {
       // A task of an earlier round (begin_round), or replaced by a restarted one: it stops.
-      return {grpc::StatusCode::ABORTED,
-              elastic_formed()
-                  ? str_cat("the elastic worker group went on without task ", task,
-                            " (declared dead, or replaced by a restart); restart it to rejoin")
-                  : str_cat("task ", task,
-                            " is not registered in this round of the coordination service (the "
-                            "collective was restarted)")};
+      return not_registered(task);
     }
     heartbeat_[task] = Clock::now();
     membership_.note_broken(request->broken_generation());
@@ -238,10 +232,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     std::string task = name_of(request->task());
     if (failure_.empty() && !incarnation_.count(task)) {
       // A task of an earlier round (begin_round) must not count toward this round's barrier.
-      return {grpc::StatusCode::ABORTED,
-              str_cat("task ", task,
-                      " is not registered in this round of the coordination "
-                      "service (the collective was restarted)")};
+      return not_registered(task);
     }
     std::set<std::string>& arrived = barriers_[request->name()];
     arrived.insert(task);
@@ -279,17 +270,15 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     auto it = barriers_.find(kPlannedStopBarrier);
     return it != barriers_.end() && absent(it->second).empty();
   }
-  // Whether the group is elastic and has formed: its members are those of membership_.
+  // Whether the group is elastic and has taken its first step (before, its members are
+  // still making their variables together, and a death fails the cluster): its members are
+  // those of membership_, and they go on when one dies.
   bool elastic_formed() const CADRE_REQUIRES(mutex_) {
-    return options_.elastic && membership_.generation() > 0;
+    return options_.elastic && membership_.generation() > 0 && store_.count(kGroupSteppedKey);
   }
   // The tasks a barrier waits for (the members of an elastic group) not in `arrived`.
   std::set<std::string> absent(const std::set<std::string>& arrived) const CADRE_REQUIRES(mutex_) {
-    std::set<std::string> out;
-    for (const std::string& t : elastic_formed() ? membership_.members() : membership_.order()) {
-      if (!arrived.count(t)) out.insert(t);
-    }
-    return out;
+    return not_in(elastic_formed() ? membership_.members() : membership_.order(), arrived);
   }
   // A new generation of an elastic group: the tasks registered now.
   void publish_view(const std::string& reason) CADRE_REQUIRES(mutex_) {
@@ -310,17 +299,22 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
     return known != incarnation_.end() && known->second == incarnation;
   }
   std::set<std::string> missing() const CADRE_REQUIRES(mutex_) {
-    std::set<std::string> out;
-    for (const std::string& t : expected_) {
-      if (!incarnation_.count(t)) out.insert(t);
-    }
-    return out;
+    return not_in(membership_.order(), registered());
   }
   void fail(const std::string& reason) CADRE_REQUIRES(mutex_) {
     if (!failure_.empty()) return;
     failure_ = reason;
     LOG(ERROR) << "coordination service: " << reason << "; every task is told to stop";
     changed_.notify_all();
+  }
+  grpc::Status not_registered(const std::string& task) const CADRE_REQUIRES(mutex_) {
+    return {grpc::StatusCode::ABORTED,
+            elastic_formed()
+                ? str_cat("the elastic worker group went on without task ", task,
+                          " (declared dead, or replaced by a restart); restart it to rejoin")
+                : str_cat("task ", task,
+                          " is not registered in this round of the coordination service (the "
+                          "collective was restarted)")};
   }
   grpc::Status status_locked() const CADRE_REQUIRES(mutex_) {
     if (!failure_.empty()) return {grpc::StatusCode::ABORTED, failure_};
@@ -348,7 +342,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       }
       for (const auto& [task, last] : heartbeat_) {
         double silent = std::chrono::duration<double>(now - last).count();
-        if (options_.elastic && silent > membership_.silence_allowed(options_)) {
+        if (elastic_formed() && silent > membership_.silence_allowed(options_)) {
           std::string gone = task;  // erased below
           incarnation_.erase(gone);
           heartbeat_.erase(gone);

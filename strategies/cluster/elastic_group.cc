@@ -135,7 +135,7 @@ void join_running_group(WorkerGroup& group, double timeout_seconds) {
 
 bool group_is_running(CoordinationClient& client) {
   try {
-    client.get(view_key(1), 0);
+    client.get(kGroupSteppedKey, 0);
     return true;
   } catch (const DeadlineExceededError&) {
     return false;

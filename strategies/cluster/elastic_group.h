@@ -45,8 +45,8 @@ void join_first_generation(WorkerGroup& group, double timeout_seconds);
 // A late joiner's (ElasticMembership::late) registration and first join.
 void join_running_group(WorkerGroup& group, double timeout_seconds);
 
-// Whether the group at the client's service has formed (a first generation exists): a task
-// starting then is a late joiner. False when the service is not up yet.
+// Whether the group at the client's service has taken its first step (kGroupSteppedKey): a
+// task starting then is a late joiner. False when the service is not up yet.
 bool group_is_running(CoordinationClient& client);
 
 }  // namespace cadre

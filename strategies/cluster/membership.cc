@@ -8,6 +8,19 @@ namespace cadre {
 
 std::string view_key(int64_t generation) { return str_cat("elastic/view/", generation); }
 
+std::string names(const std::set<std::string>& tasks) {
+  return tasks.empty() ? std::string("none") : join(tasks);
+}
+
+std::set<std::string> not_in(const std::vector<std::string>& tasks,
+                             const std::set<std::string>& have) {
+  std::set<std::string> out;
+  for (const std::string& t : tasks) {
+    if (!have.count(t)) out.insert(t);
+  }
+  return out;
+}
+
 std::vector<std::string> parse_view(const std::string& value) {
   std::vector<std::string> members;
   size_t begin = 0;

@@ -18,8 +18,15 @@
 namespace cadre {
 
 std::string view_key(int64_t generation);
+// Task names for messages ("none" for none), and the tasks of `tasks` not in `have`.
+std::string names(const std::set<std::string>& tasks);
+std::set<std::string> not_in(const std::vector<std::string>& tasks,
+                             const std::set<std::string>& have);
 // Set by the members as they finish training: a task still joining them gives up.
 inline constexpr char kGroupFinishedKey[] = "elastic/finished";
+// Set by the service's host after the group's first step: from then on the group is elastic
+// (a task restarted joins it late; a silent member is left behind).
+inline constexpr char kGroupSteppedKey[] = "elastic/stepped";
 std::vector<std::string> parse_view(const std::string& value);
 
 // Not thread-safe: the coordination service's mutex guards it.

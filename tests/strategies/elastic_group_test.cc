@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cadre/base/errors.h"
+#include "strategies/cluster/membership.h"
 #include "strategies/cluster/worker_group.h"
 #include "tests/support/job_secret.h"
 #include "tests/support/processes.h"
@@ -44,6 +45,9 @@ double sum_of_ones(WorkerGroup& group) {
   return one;
 }
 
+// What the chief says after the group's first step: from then on the group is elastic.
+void stepped(WorkerGroup& chief) { chief.client->set(kGroupSteppedKey, "1"); }
+
 // Waits until the service has published a generation newer than the group's.
 void await_change(WorkerGroup& group) {
   for (int i = 0; i < 200 && group.client->view_generation() <= group.elastic->generation; ++i) {
@@ -68,6 +72,7 @@ TEST(ElasticGroupTest, SurvivorsReformWithoutADeadMemberAndAdmitItWhenItComesBac
     sums.push_back(std::async(std::launch::async, [&g] { return sum_of_ones(*g); }));
   }
   for (auto& s : sums) EXPECT_EQ(s.get(), 3);
+  stepped(*groups[0]);
   EXPECT_EQ(groups[2]->collective->rank(), 2);
   EXPECT_EQ(groups[2]->elastic->generation, 1);
 
@@ -128,6 +133,7 @@ TEST(ElasticGroupTest, ATaskTheGroupWentOnWithoutIsToldSo) {
     }));
   }
   for (auto& j : joining) j.get();
+  stepped(*groups[0]);
   groups[1]->client->stop_heartbeats();  // hung, as far as the service can tell
   await_change(*groups[0]);
   reform_worker_group(*groups[0], 20);
@@ -141,6 +147,30 @@ TEST(ElasticGroupTest, ATaskTheGroupWentOnWithoutIsToldSo) {
   }
   groups[1].reset();
   groups[0].reset();
+}
+
+// Before the group's first step its members still make their variables together: a member
+// that falls silent then fails the cluster, as in a group that is not elastic.
+TEST(ElasticGroupTest, BeforeTheFirstStepADeadMemberFailsTheCluster) {
+  const int port = testing::free_port();
+  std::vector<std::unique_ptr<WorkerGroup>> groups(kElasticTasks.size());
+  std::vector<std::future<void>> joining;
+  for (size_t i = 0; i < kElasticTasks.size(); ++i) {
+    joining.push_back(std::async(std::launch::async, [&, i] {
+      groups[i] = join_worker_group(cluster_of(port, kElasticTasks[i]), elastic());
+    }));
+  }
+  for (auto& j : joining) j.get();
+  groups[2]->client->stop_heartbeats();
+  std::string failure;
+  for (int i = 0; i < 100 && failure.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    failure = groups[0]->client->failure_now(1);
+  }
+  EXPECT_NE(failure.find("task worker:1 has sent no heartbeat"), std::string::npos) << failure;
+  EXPECT_EQ(groups[0]->client->view_generation(), 1) << "no generation without it";
+  for (auto& g : groups) g->collective->leave();
+  groups.clear();
 }
 
 }  // namespace

@@ -48,6 +48,10 @@ class Optimizer {
   // the variables to others (the two of a wide & deep model).
   virtual void apply_gradients(std::vector<Gradient> gradients,
                                const std::vector<Variable*>& variables);
+  // Makes the slots of `variables` and the step counter in the current store now, as the
+  // first update would (Keras' Optimizer.build): for processes that compare their variables
+  // before their first update (an elastic group's workers).
+  virtual void build(const std::vector<Variable*>& variables) const;
   // Gradients of `loss` on `tape` with respect to `variables` (default: the current store's
   // trainable variables), then apply_gradients.
   void minimize(GradientTape& tape, const Tensor& loss, std::vector<Variable*> variables = {});
