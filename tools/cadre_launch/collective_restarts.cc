@@ -2,6 +2,8 @@
 // training task restarts all of them, which resume from the last checkpoint. In coordinator
 // mode a client that dies restarts alone; the workers register with the new one and resume
 // from the last checkpoint. With --elastic a worker that fails restarts alone.
+#include <sys/wait.h>
+
 #include <optional>
 
 #include "core/base/strings.h"
@@ -42,8 +44,10 @@ class CollectiveRestarts : public RestartPolicy {
     return std::nullopt;
   }
 
-  // An elastic group's worker that failed: restarted alone, or left behind without restarts
-  // left. A planned stop is every task's, and restarts them together.
+  // An elastic group's worker that was killed (a signal: preempted, out of memory): restarted
+  // alone, or left behind without restarts left. A worker that exits with an error, or after
+  // a planned stop (every task's), restarts the training tasks together, as a group that is
+  // not elastic does: before the group's first step its members fail with a dead one.
   bool restart_failed_worker() {
     bool chief_finished = false;  // then a restarted worker would find no group to join
     for (const Child& c : processes_.children()) {
@@ -51,7 +55,7 @@ class CollectiveRestarts : public RestartPolicy {
     }
     for (Child& c : processes_.children()) {
       if (c.task.type != "worker" || !c.done || c.status == 0 || c.reported ||
-          stopped_for_restart(c.status)) {
+          !WIFSIGNALED(c.status)) {
         continue;
       }
       if (chief_finished) {

@@ -31,8 +31,8 @@ struct LaunchOptions {
   // ends in a planned stop (exit status kRestartExitCode, after a checkpoint) is restarted
   // in the same way without counting against these, up to kMaxPlannedRestarts times.
   int max_restarts = 0;
-  // Elastic MultiWorkerMirrored (the program's --elastic): a worker that fails restarts
-  // alone, within max_restarts, while the others step on; it rejoins their group.
+  // Elastic MultiWorkerMirrored (the program's --elastic): a worker killed by a signal
+  // restarts alone, within max_restarts, while the others step on; it rejoins their group.
   bool elastic = false;
   // The time the tasks get between a planned stop's notice (SIGTERM, from the launcher or
   // from outside) and SIGKILL: PlannedStopOptions::grace_secs.

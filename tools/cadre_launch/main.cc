@@ -36,8 +36,8 @@ DEFINE_int32(max_restarts, 0,
              "strategies), and, at least 3, of the evaluator (alone); a planned stop "
              "(exit status 143) restarts a task without counting");
 DEFINE_bool(elastic, false,
-            "a worker that fails restarts alone while the others step on (the program's "
-            "--elastic: an elastic MultiWorkerMirrored group it rejoins)");
+            "a worker killed by a signal restarts alone while the others step on (the "
+            "program's --elastic: an elastic MultiWorkerMirrored group it rejoins)");
 DEFINE_double(grace_secs, 25,
               "seconds between a planned stop's SIGTERM and SIGKILL, for the tasks' last "
               "checkpoint (Kubernetes: terminationGracePeriodSeconds)");
