@@ -54,6 +54,16 @@ class KillAndTime {
   double seconds_ = -1;
 };
 
+// The fingerprint of its variables each training task printed at its end, by task.
+std::map<std::string, std::string> fingerprints_in(const std::string& output) {
+  std::map<std::string, std::string> out;
+  static const std::regex fingerprint(R"re(\{"task":"(\w+:\d)","fingerprint":"([0-9a-f]+)")re");
+  for (std::sregex_iterator it(output.begin(), output.end(), fingerprint), end; it != end; ++it) {
+    out[(*it)[1]] = (*it)[2];
+  }
+  return out;
+}
+
 class ElasticJobTest : public cadre::testing::TempDirTest {
  protected:
   // Paced at 20 ms a step: the job is still training when a restarted worker is back.
@@ -83,11 +93,7 @@ TEST_F(ElasticJobTest, ASigkilledWorkerRejoinsWhileTheOthersStepOn) {
   EXPECT_TRUE(std::regex_search(
       output, std::regex(R"(\[worker:1\].*members took step (\d+) and the variables of worker)")))
       << tail(output);
-  std::map<std::string, std::string> fingerprints;
-  static const std::regex fingerprint(R"re(\{"task":"(\w+:\d)","fingerprint":"([0-9a-f]+)")re");
-  for (std::sregex_iterator it(output.begin(), output.end(), fingerprint), end; it != end; ++it) {
-    fingerprints[(*it)[1]] = (*it)[2];
-  }
+  std::map<std::string, std::string> fingerprints = fingerprints_in(output);
   ASSERT_EQ(fingerprints.size(), 3u) << tail(output);
   EXPECT_EQ(fingerprints["worker:0"], fingerprints["chief:0"]);
   EXPECT_EQ(fingerprints["worker:1"], fingerprints["chief:0"]) << "the rejoined worker's variables";
@@ -110,11 +116,7 @@ TEST_F(ElasticJobTest, WithoutARestartTheOthersFinishWithoutTheDeadWorker) {
   EXPECT_GT(kill.seconds(), 0) << tail(output);
   EXPECT_LT(kill.seconds(), 10);
   EXPECT_EQ(occurrences(output, "started worker:1"), 1u) << tail(output);
-  std::map<std::string, std::string> fingerprints;
-  static const std::regex fingerprint(R"re(\{"task":"(\w+:\d)","fingerprint":"([0-9a-f]+)")re");
-  for (std::sregex_iterator it(output.begin(), output.end(), fingerprint), end; it != end; ++it) {
-    fingerprints[(*it)[1]] = (*it)[2];
-  }
+  std::map<std::string, std::string> fingerprints = fingerprints_in(output);
   ASSERT_EQ(fingerprints.size(), 2u) << tail(output);
   EXPECT_EQ(fingerprints["worker:0"], fingerprints["chief:0"]);
 }

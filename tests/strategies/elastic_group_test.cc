@@ -19,11 +19,12 @@ namespace {
 
 const std::vector<TaskId> kElasticTasks = {{"chief", 0}, {"worker", 0}, {"worker", 1}};
 
-ClusterConfig cluster_of(int port, const TaskId& task) {
+// The cluster of kElasticTasks, or of its first two tasks, seen by `task`.
+ClusterConfig cluster_of(int port, const TaskId& task, size_t tasks = 3) {
   ClusterConfig cluster;
   cluster.jobs["chief"][0] = "127.0.0.1:" + std::to_string(port);
   cluster.jobs["worker"][0] = "127.0.0.1:1";  // Gloo's address only; one host shares memory
-  cluster.jobs["worker"][1] = "127.0.0.1:2";
+  if (tasks == 3) cluster.jobs["worker"][1] = "127.0.0.1:2";
   cluster.task = task;
   cluster.security = testing::test_security();
   return cluster;
@@ -37,6 +38,19 @@ MultiWorkerOptions elastic() {
   options.registration_timeout_seconds = 20;
   options.collective_timeout_seconds = 20;
   return options;
+}
+
+// Every task of `tasks` (a prefix of kElasticTasks) joins the group, each on a thread.
+std::vector<std::unique_ptr<WorkerGroup>> join_all(int port, const std::vector<TaskId>& tasks) {
+  std::vector<std::unique_ptr<WorkerGroup>> groups(tasks.size());
+  std::vector<std::future<void>> joining;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    joining.push_back(std::async(std::launch::async, [&, i] {
+      groups[i] = join_worker_group(cluster_of(port, tasks[i], tasks.size()), elastic());
+    }));
+  }
+  for (auto& j : joining) j.get();
+  return groups;
 }
 
 double sum_of_ones(WorkerGroup& group) {
@@ -57,16 +71,7 @@ void await_change(WorkerGroup& group) {
 
 TEST(ElasticGroupTest, SurvivorsReformWithoutADeadMemberAndAdmitItWhenItComesBack) {
   const int port = testing::free_port();
-  std::vector<std::unique_ptr<WorkerGroup>> groups(kElasticTasks.size());
-  {
-    std::vector<std::future<void>> joining;
-    for (size_t i = 0; i < kElasticTasks.size(); ++i) {
-      joining.push_back(std::async(std::launch::async, [&, i] {
-        groups[i] = join_worker_group(cluster_of(port, kElasticTasks[i]), elastic());
-      }));
-    }
-    for (auto& j : joining) j.get();
-  }
+  std::vector<std::unique_ptr<WorkerGroup>> groups = join_all(port, kElasticTasks);
   std::vector<std::future<double>> sums;
   for (auto& g : groups) {
     sums.push_back(std::async(std::launch::async, [&g] { return sum_of_ones(*g); }));
@@ -121,18 +126,8 @@ TEST(ElasticGroupTest, SurvivorsReformWithoutADeadMemberAndAdmitItWhenItComesBac
 
 // A task the group went on without, still running, is told so when it tries to re-form.
 TEST(ElasticGroupTest, ATaskTheGroupWentOnWithoutIsToldSo) {
-  const int port = testing::free_port();
-  std::vector<std::unique_ptr<WorkerGroup>> groups(2);
-  const std::vector<TaskId> tasks = {{"chief", 0}, {"worker", 0}};
-  std::vector<std::future<void>> joining;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    joining.push_back(std::async(std::launch::async, [&, i] {
-      ClusterConfig cluster = cluster_of(port, tasks[i]);
-      cluster.jobs["worker"].erase(1);
-      groups[i] = join_worker_group(cluster, elastic());
-    }));
-  }
-  for (auto& j : joining) j.get();
+  std::vector<std::unique_ptr<WorkerGroup>> groups =
+      join_all(testing::free_port(), {{"chief", 0}, {"worker", 0}});
   stepped(*groups[0]);
   groups[1]->client->stop_heartbeats();  // hung, as far as the service can tell
   await_change(*groups[0]);
@@ -152,15 +147,7 @@ TEST(ElasticGroupTest, ATaskTheGroupWentOnWithoutIsToldSo) {
 // Before the group's first step its members still make their variables together: a member
 // that falls silent then fails the cluster, as in a group that is not elastic.
 TEST(ElasticGroupTest, BeforeTheFirstStepADeadMemberFailsTheCluster) {
-  const int port = testing::free_port();
-  std::vector<std::unique_ptr<WorkerGroup>> groups(kElasticTasks.size());
-  std::vector<std::future<void>> joining;
-  for (size_t i = 0; i < kElasticTasks.size(); ++i) {
-    joining.push_back(std::async(std::launch::async, [&, i] {
-      groups[i] = join_worker_group(cluster_of(port, kElasticTasks[i]), elastic());
-    }));
-  }
-  for (auto& j : joining) j.get();
+  std::vector<std::unique_ptr<WorkerGroup>> groups = join_all(testing::free_port(), kElasticTasks);
   groups[2]->client->stop_heartbeats();
   std::string failure;
   for (int i = 0; i < 100 && failure.empty(); ++i) {
