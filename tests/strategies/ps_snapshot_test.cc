@@ -186,6 +186,7 @@ TEST(ShardSnapshotTest, ASnapshotHoldsTheRowsOfItsMarkWhileOtherThreadsUpdate) {
   ps::PartSnapshot snapshot;
   shard.snapshot(snapshot);
   std::atomic<bool> done{false};
+  std::atomic<int> pushes{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < 2; ++w) {
     workers.emplace_back([&, w] {
@@ -196,9 +197,16 @@ TEST(ShardSnapshotTest, ASnapshotHoldsTheRowsOfItsMarkWhileOtherThreadsUpdate) {
         ps::PushRequest push = push_request(*adagrad, /*from_chief=*/false);
         add_sparse(push, "table", ids, Tensor::full(Shape{64, width}, 1.0));
         shard.push(push);
+        ++pushes;
       }
     });
   }
+  // Pushes before, during and after the reads, however the threads are scheduled (on a
+  // loaded machine the readers once finished before any push was made).
+  auto await_pushes = [&pushes](int n) {
+    while (pushes.load() < n) std::this_thread::yield();
+  };
+  await_pushes(1);
   std::vector<float> got, got_slot;
   for (int64_t begin = 0; begin < rows; begin += 256) {
     std::vector<float> block = read_rows(*find(snapshot, "table"), begin, begin + 256);
@@ -207,6 +215,7 @@ TEST(ShardSnapshotTest, ASnapshotHoldsTheRowsOfItsMarkWhileOtherThreadsUpdate) {
     got_slot.insert(got_slot.end(), block.begin(), block.end());
     std::this_thread::yield();
   }
+  await_pushes(pushes.load() + 2);
   done = true;
   for (std::thread& worker : workers) worker.join();
   shard.end_snapshot();
