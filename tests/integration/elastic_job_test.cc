@@ -67,16 +67,29 @@ std::map<std::string, std::string> fingerprints_in(const std::string& output) {
 class ElasticJobTest : public cadre::testing::TempDirTest {
  protected:
   // Paced at 20 ms a step: the job is still training when a restarted worker is back.
-  std::string command(int max_restarts) const {
-    return std::string("HELPER_ELASTIC=1 HELPER_STEP_SLEEP_MS=20 ") + CADRE_LAUNCH +
+  // `environment`: the helper's other variables; model_dir `model_dir`.
+  std::string command(int max_restarts, const std::string& environment = "",
+                      const std::string& model_dir = "m") const {
+    return environment + " HELPER_ELASTIC=1 HELPER_STEP_SLEEP_MS=20 " + CADRE_LAUNCH +
            " --chief=1 --workers=2 --elastic --max_restarts=" + std::to_string(max_restarts) +
-           " -- " + CADRE_MULTI_WORKER_HELPER + " " + path("m") + " 400 2>&1";
+           " -- " + CADRE_MULTI_WORKER_HELPER + " " + path(model_dir) + " 400 2>&1";
   }
+  void expect_a_sigkilled_worker_rejoins(const std::string& environment);
 };
 
+// Over shared memory (one host), then over Gloo's TCP, as across hosts, where the gradient
+// buckets are summed beside the backward pass and are made again for each generation.
 TEST_F(ElasticJobTest, ASigkilledWorkerRejoinsWhileTheOthersStepOn) {
+  for (const std::string transport : {"", "HELPER_TRANSPORT=gloo"}) {
+    SCOPED_TRACE(transport);
+    expect_a_sigkilled_worker_rejoins(transport);
+  }
+}
+
+void ElasticJobTest::expect_a_sigkilled_worker_rejoins(const std::string& environment) {
   KillAndTime kill;
-  auto [status, output] = testing::run_command(command(1), std::ref(kill));
+  auto [status, output] = testing::run_command(
+      command(1, environment, environment.empty() ? "m" : "m_other"), std::ref(kill));
   ASSERT_GE(kill.kill_step(), 40) << tail(output);
   std::printf("20 steps past the kill %.2f s after it\n", kill.seconds());
   EXPECT_EQ(status, 0) << tail(output);
