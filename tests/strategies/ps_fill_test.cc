@@ -21,6 +21,7 @@
 #include "strategies/ps/shard.h"
 #include "strategies/strategy_extended.h"
 #include "tests/strategies/ps_requests.h"
+#include "tests/strategies/ps_servers.h"
 #include "tests/support/job_secret.h"
 
 namespace cadre {
@@ -116,16 +117,7 @@ struct FillCluster {
   std::vector<std::unique_ptr<ps::ParameterServer>> servers;
 };
 
-FillCluster start_fill_servers(int count) {
-  FillCluster cluster;
-  for (int i = 0; i < count; ++i) {
-    ps::ServerOptions options;
-    options.task = "ps:" + std::to_string(i);
-    options.security = testing::test_security();
-    cluster.servers.push_back(ps::ParameterServer::start("127.0.0.1:0", options));
-  }
-  return cluster;
-}
+FillCluster start_fill_servers(int count) { return {testing::start_ps_servers(count)}; }
 
 // The chief of `cluster`, cutting even these small variables into a slice per ps task.
 std::shared_ptr<ParameterServerStrategy> fill_chief(const FillCluster& cluster) {

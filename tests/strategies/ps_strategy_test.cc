@@ -17,6 +17,7 @@
 #include "strategies/ps/ps_client.h"
 #include "strategies/ps/ps_server.h"
 #include "strategies/strategy_extended.h"
+#include "tests/strategies/ps_servers.h"
 #include "tests/support/job_secret.h"
 
 namespace cadre {
@@ -44,16 +45,7 @@ ClusterConfig configured(const std::string& json) {
   return config;
 }
 
-Cluster start_servers(int count) {
-  Cluster cluster;
-  for (int i = 0; i < count; ++i) {
-    ps::ServerOptions options;
-    options.task = "ps:" + std::to_string(i);
-    options.security = testing::test_security();
-    cluster.servers.push_back(ps::ParameterServer::start("127.0.0.1:0", options));
-  }
-  return cluster;
-}
+Cluster start_servers(int count) { return {testing::start_ps_servers(count)}; }
 
 ParameterServerOptions small_slices() {
   ParameterServerOptions options;
