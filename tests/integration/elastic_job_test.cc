@@ -112,9 +112,9 @@ void ElasticJobTest::expect_a_sigkilled_worker_rejoins(const std::string& enviro
   EXPECT_EQ(fingerprints["worker:1"], fingerprints["chief:0"]) << "the rejoined worker's variables";
 }
 
-// Without restarts left, the chief and worker:0 go on as a group of two once the heartbeat
-// timeout (2 s here) declares worker:1 dead, and finish; the launcher's status says a task
-// failed.
+// Without restarts left, the chief and worker:0 go on as a group of two once the service
+// declares worker:1 dead (silent for two heartbeat intervals, 1 s here, after their collective
+// broke), and finish; the launcher's status says a task failed.
 TEST_F(ElasticJobTest, WithoutARestartTheOthersFinishWithoutTheDeadWorker) {
   KillAndTime kill;
   auto [status, output] = testing::run_command(command(0), std::ref(kill));
