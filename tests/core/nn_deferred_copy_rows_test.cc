@@ -27,6 +27,37 @@ const char* row_data(const Tensor& t, int64_t row) {
   return static_cast<const char*>(t.raw_data()) + static_cast<size_t>(row) * kRowBytes;
 }
 
+// A random kernel and its twin of the same values, in stores of their own, each updated by
+// one optimizer on sum(x^2): the twin's updates are those made with no copy pending.
+struct TwinKernels {
+  explicit TwinKernels(std::shared_ptr<nn::Optimizer> updates) : optimizer(std::move(updates)) {
+    w = make(store);
+    tw = make(twin);
+    tw->assign(w->tensor());
+  }
+  // One update of each.
+  void step() {
+    step(store, w);
+    step(twin, tw);
+  }
+
+  std::shared_ptr<nn::Optimizer> optimizer;
+  nn::VariableStore store, twin;
+  nn::Variable* w;
+  nn::Variable* tw;
+
+ private:
+  static nn::Variable* make(nn::VariableStore& in) {
+    nn::VariableStoreScope scope(in);
+    return &nn::get_variable("kernel", Shape{kRows, kCols}, nn::initializers::random_normal());
+  }
+  void step(nn::VariableStore& in, nn::Variable* x) {
+    nn::VariableStoreScope scope(in);
+    GradientTape tape;
+    optimizer->minimize(tape, sum(square(x->read())), {x});
+  }
+};
+
 // A claim of a tensor hands out the rows a copy takes of it, one CopyOut per range however
 // many pieces it spans; a range of a tensor the writer does not write is copied first.
 TEST(DeferredCopyRowsTest, AClaimHandsOutTheRowRangesOfItsTargets) {
@@ -59,27 +90,13 @@ TEST(DeferredCopyRowsTest, AClaimHandsOutTheRowRangesOfItsTargets) {
 // copy: the part holds the values before the update, bit for bit, and the update is the one
 // made without a copy pending.
 TEST(DeferredCopyRowsTest, AnUpdateClaimsARowRangeAndThePartHoldsTheOldValues) {
-  auto make = [](nn::VariableStore& store) {
-    nn::VariableStoreScope scope(store);
-    return &nn::get_variable("kernel", Shape{kRows, kCols}, nn::initializers::random_normal());
-  };
-  nn::VariableStore store, twin;
-  nn::Variable* w = make(store);
-  nn::Variable* tw = make(twin);
-  tw->assign(w->tensor());
-  auto optimizer = nn::optimizers::adam(0.1);
-  auto step = [&](nn::VariableStore& s, nn::Variable* x) {
-    nn::VariableStoreScope scope(s);
-    GradientTape tape;
-    optimizer->minimize(tape, sum(square(x->read())), {x});
-  };
-  step(store, w);
-  step(twin, tw);
+  TwinKernels k(nn::optimizers::adam(0.1));
+  k.step();
   // The kernel, m and v, rows [400, 1000) of each: the second worker's share.
   std::vector<nn::Variable*> split;
   std::vector<Tensor> rows, memory;
   std::vector<std::vector<float>> expected;
-  for (nn::Variable* v : store.variables()) {
+  for (nn::Variable* v : k.store.variables()) {
     if (v->shape() != Shape{kRows, kCols}) continue;  // the step counter
     split.push_back(v);
     rows.push_back(v->tensor().slice(0, 400, kRows));
@@ -91,41 +108,26 @@ TEST(DeferredCopyRowsTest, AnUpdateClaimsARowRangeAndThePartHoldsTheOldValues) {
   for (Tensor& r : rows) tensors.push_back(&r);
   auto copy = std::make_shared<nn::DeferredCopy>(tensors, [&](size_t i) { return memory[i]; });
   nn::defer_copy(copy);
-  step(store, w);
-  step(twin, tw);
+  k.step();
   EXPECT_EQ(copy->error(), nullptr);
   EXPECT_FALSE(nn::deferred_copies_pending());
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string& name = split[i]->name();
     EXPECT_EQ(rows[i].raw_data(), memory[i].raw_data()) << name;
     EXPECT_EQ(floats_of(rows[i]), expected[i]) << name;
-    EXPECT_EQ(floats_of(split[i]->tensor()), floats_of(twin.find(name)->tensor()))
+    EXPECT_EQ(floats_of(split[i]->tensor()), floats_of(k.twin.find(name)->tensor()))
         << "not the update a step without a copy makes: " << name;
   }
-  EXPECT_NE(floats_of(w->tensor().slice(0, 400, kRows)), expected[0]) << "the update did happen";
+  EXPECT_NE(floats_of(k.w->tensor().slice(0, 400, kRows)), expected[0]) << "the update did happen";
 }
 
 // Two row ranges of one tensor pending at once: both halves of a kernel (two workers' parts
 // in one process), and a second checkpoint's copy of rows the first one's also holds (made
 // before the update, which claims the first's only). Each copy holds the old rows.
 TEST(DeferredCopyRowsTest, TwoRowRangesOfOneTensorPendingAreBothMadeByTheUpdate) {
-  auto make = [](nn::VariableStore& store) {
-    nn::VariableStoreScope scope(store);
-    return &nn::get_variable("kernel", Shape{kRows, kCols}, nn::initializers::random_normal());
-  };
-  nn::VariableStore store, twin;
-  nn::Variable* w = make(store);
-  nn::Variable* tw = make(twin);
-  tw->assign(w->tensor());
-  auto optimizer = nn::optimizers::sgd(0.1, /*momentum=*/0.9);
-  auto step = [&](nn::VariableStore& s, nn::Variable* x) {
-    nn::VariableStoreScope scope(s);
-    GradientTape tape;
-    optimizer->minimize(tape, sum(square(x->read())), {x});
-  };
-  step(store, w);
-  step(twin, tw);
-  const Tensor kernel = w->tensor();
+  TwinKernels k(nn::optimizers::sgd(0.1, /*momentum=*/0.9));
+  k.step();
+  const Tensor kernel = k.w->tensor();
   std::vector<float> old = floats_of(kernel);
   // Row 333 splits a piece: neither range starts or ends on a piece or a kernel chunk.
   Tensor first = kernel.slice(0, 0, 333), second = kernel.slice(0, 333, kRows);
@@ -134,8 +136,7 @@ TEST(DeferredCopyRowsTest, TwoRowRangesOfOneTensorPendingAreBothMadeByTheUpdate)
   auto later = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&again});
   nn::defer_copy(halves);
   nn::defer_copy(later);
-  step(store, w);
-  step(twin, tw);
+  k.step();
   EXPECT_EQ(halves->error(), nullptr);
   EXPECT_EQ(later->error(), nullptr);
   EXPECT_FALSE(nn::deferred_copies_pending());
@@ -144,8 +145,8 @@ TEST(DeferredCopyRowsTest, TwoRowRangesOfOneTensorPendingAreBothMadeByTheUpdate)
   EXPECT_EQ(floats_of(second), std::vector<float>(old.begin() + split, old.end()));
   EXPECT_EQ(floats_of(again), floats_of(second));
   EXPECT_NE(second.raw_data(), again.raw_data());
-  EXPECT_EQ(floats_of(w->tensor()), floats_of(tw->tensor()));
-  EXPECT_NE(floats_of(w->tensor()), old) << "the update did happen";
+  EXPECT_EQ(floats_of(k.w->tensor()), floats_of(k.tw->tensor()));
+  EXPECT_NE(floats_of(k.w->tensor()), old) << "the update did happen";
 }
 
 // The CPU kernel copies out element ranges of the tensors it writes, at any offset and
