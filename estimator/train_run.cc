@@ -225,8 +225,11 @@ ReplicaOutput TrainRun::replica_step(ReplicaContext& ctx, const io::Element& bat
   out.spec.validate(ModeKeys::kTrain);
   std::vector<nn::Variable*> variables = chosen_variables(ctx.store(), out.spec.train_op);
   // An elastic group's members compare their variables when they change, maybe within the
-  // first step: each makes its slots before the step's first collective.
-  if (strategy_->extended().elastic()) out.spec.train_op.optimizer->build(variables);
+  // first step: each makes its slots before that step's first collective (once: later
+  // steps find them made).
+  if (strategy_->extended().elastic()) {
+    std::call_once(slots_made_, [&] { out.spec.train_op.optimizer->build(variables); });
+  }
   phase.next("backward");
   // Across workers the loss and scalar summaries logged are the job's, averaged by batch
   // size in the gradients' reduction.

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -124,6 +125,7 @@ class TrainRun : public Run {
   std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves
   std::unique_ptr<WorkerParts> worker_parts_;
   bool worker_parts_decided_ = false;
+  std::once_flag slots_made_;  // an elastic group's, before its first collective
   struct Chosen {
     size_t trainable = 0;
     std::vector<nn::Variable*> variables;
