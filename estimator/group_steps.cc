@@ -7,6 +7,8 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <sstream>
+#include <vector>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
@@ -64,9 +66,13 @@ GroupStep step_in_group(TrainRun& run, const PerReplica<io::Element>& batch, Est
   GroupStep out;
   while (!out.finished) {
     const int64_t before = run.global_step();
+    // Whose batches the step takes (the chief counts them: TrainRun::count_batches_given).
+    std::vector<int> members;
     try {
       if (!extended.group_changed() || !rejoin(run, /*after_failure=*/false, out.finished)) {
+        if (extended.elastic()) members = extended.workers_by_rank();
         out.result = run.step(batch, &spec);
+        run.count_batches_given(members, run.global_step() - before);
         out.signals = run.take_step_signals();
         return out;
       }
@@ -76,6 +82,8 @@ GroupStep step_in_group(TrainRun& run, const PerReplica<io::Element>& batch, Est
                    << "); its next generation goes on";
     }
     adopt_in_group(run, out.finished);
+    // A member that finished the broken step summed every member's batch of it.
+    run.count_batches_given(members, run.global_step() - before);
     if (run.global_step() != before) return out;
   }
   return out;
@@ -90,6 +98,13 @@ std::optional<PerReplica<io::Element>> step_alone_then_join(TrainRun& run,
   rejoin(run, /*after_failure=*/false, finished);
   adopt_in_group(run, finished, /*joining=*/true);
   if (finished) return std::nullopt;
+  // The group took batches from this worker after its checkpoint's position (it died after
+  // giving them): this one among them.
+  if (int64_t skip = run.take_batches_to_skip(); skip > 0) {
+    for (int64_t n = 0; n < skip && batch; ++n) batch = iterator.next();
+    LOG(INFO) << "worker " << run.strategy().worker_index() << ": skipped the " << skip
+              << " batch(es) of its input the group took before it came back";
+  }
   return batch;
 }
 
@@ -104,15 +119,21 @@ void TrainRun::adopt_most_advanced(bool joining) {
     holds +=
         str_cat(v->name(), " ", v->tensor().shape(), " ", dtype_name(v->tensor().dtype()), "\n");
   }
-  // A joiner's step (one it took alone) is no member's: it offers none.
+  // A joiner's step (one it took alone) is no member's: it offers none, and says which
+  // checkpoint it restored.
   const int64_t offered = joining ? -1 : global_step_;
-  std::vector<std::string> all = extended.all_gather_bytes(str_cat(offered, "\n", holds));
+  std::vector<std::string> all =
+      extended.all_gather_bytes(str_cat(offered, " ", resumed_step_, "\n", holds));
   std::vector<int> workers = extended.workers_by_rank();
+  std::vector<int64_t> restored(all.size(), -1);  // by rank, of joiners
   int root = 0;
   int64_t furthest = -1;
   for (size_t r = 0; r < all.size(); ++r) {
     size_t end = all[r].find('\n');
-    int64_t step = std::stoll(all[r].substr(0, end));
+    std::istringstream line(all[r].substr(0, end));
+    int64_t step = -1;
+    line >> step;
+    if (step < 0) line >> restored[r];
     if (std::string theirs = all[r].substr(end + 1); theirs != holds) {
       throw FailedPreconditionError(
           str_cat("worker ", workers[r], " holds other variables than worker ",
@@ -134,6 +155,26 @@ void TrainRun::adopt_most_advanced(bool joining) {
   LOG(INFO) << "the worker group's members took step " << furthest << " and the variables of "
             << "worker " << workers[root] << " (this worker was at step " << global_step_ << ")";
   global_step_ = furthest;
+  tell_joiners_what_to_skip(restored, workers);
+}
+
+void TrainRun::tell_joiners_what_to_skip(const std::vector<int64_t>& restored,
+                                         const std::vector<int>& workers) {
+  if (std::all_of(restored.begin(), restored.end(), [](int64_t step) { return step < 0; })) {
+    return;
+  }
+  // The chief (worker 0, always a member) counted what the group took from each worker.
+  std::vector<int64_t> skip(restored.size(), 0);
+  const auto chief = std::find(workers.begin(), workers.end(), 0) - workers.begin();
+  if (manager_) {
+    for (size_t r = 0; r < restored.size(); ++r) {
+      if (restored[r] >= 0) skip[r] = given_.to_skip(workers[r], restored[r]);
+    }
+  }
+  strategy_->extended().broadcast_bytes(skip.data(), skip.size() * sizeof(int64_t),
+                                        static_cast<int>(chief));
+  const auto me = std::find(workers.begin(), workers.end(), strategy_->worker_index());
+  to_skip_ = skip[me - workers.begin()];
 }
 
 }  // namespace cadre::estimator_internal

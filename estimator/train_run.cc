@@ -95,6 +95,8 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
       manager_(manager),
       max_steps_(max_steps),
       global_step_(start_step),
+      given_(start_step),
+      resumed_step_(start_step),
       // Warm start takes variables only: the new run draws from its own seed.
       generators_(replica_generators(estimator.seed(), *strategy_, resume.get())),
       open_writer_(std::move(open_writer)) {
@@ -107,6 +109,23 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
   }
   variables_ = strategy_->extended().create_restored_variables(estimator.seed(), creator,
                                                                sources_in(resume));
+  if (manager_ && resume && strategy_->extended().elastic()) keep_positions_of(*resume);
+}
+
+void TrainRun::keep_positions_of(const checkpoint::CheckpointReader& resume) {
+  std::map<std::string, Generator::State> generators = resume.rng_states(/*verify=*/false);
+  const int workers = strategy_->num_workers(), replicas = strategy_->num_local_replicas();
+  for (int w = 1; w < workers; ++w) {
+    std::optional<io::IteratorState> input = saved_worker_input(resume, w, workers);
+    if (!input) continue;
+    WorkerState& state = gathered_[w];
+    state.input = std::move(*input);
+    for (int r = 0; r < replicas; ++r) {
+      if (auto it = generators.find(generator_name(w * replicas + r)); it != generators.end()) {
+        state.generators.insert(*it);
+      }
+    }
+  }
 }
 
 io::SummaryWriter* TrainRun::summary_writer() {
@@ -148,12 +167,15 @@ std::string TrainRun::save_checkpoint() {
   add_worker_state(0, own_state(), &data);
   if (strategy_->num_workers_in_sync() > 1) {
     if (gathered_step_ == global_step_) {
-      for (const auto& [worker, state] : gathered_) add_worker_state(worker, state, &data);
+      for (const auto& [worker, state] : gathered_) {
+        add_worker_state(worker, state, &data, given_.behind(worker));
+      }
     } else {
       LOG(WARNING) << "the checkpoint of step " << global_step_
                    << " holds the chief's input position only (it was not announced)";
     }
   }
+  given_.saved(global_step_);
   if (attributes_.empty()) {  // the same for every save of the run (and not free to build)
     set_input_pipelines(strategy_->num_workers(), &data);
     data.attributes["strategy"] = strategy_->name();
@@ -184,6 +206,7 @@ unsigned TrainRun::take_step_signals() {
   for (size_t r = 1; r < all.size(); ++r) {
     gathered_[workers[r]] =
         decode_worker_state(all[r], str_cat("the state of worker ", workers[r]));
+    given_.gathered(workers[r]);
   }
   gathered_step_ = global_step_;
   return heard;

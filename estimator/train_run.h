@@ -23,6 +23,7 @@
 #include "cadre/random/generator.h"
 #include "cadre/strategies/distributed_dataset.h"
 #include "cadre/strategies/strategy.h"
+#include "estimator/given_batches.h"
 #include "estimator/model_session.h"
 #include "estimator/worker_parts.h"
 #include "estimator/worker_states.h"
@@ -78,6 +79,14 @@ class TrainRun : public Run {
   // (group_steps.cc). Collective.
   // A joiner (`joining`: restarted into the running group) is never the one taken.
   void adopt_most_advanced(bool joining);
+  // On an elastic group's chief: each of the workers `members` gave a batch to each of
+  // `steps` more steps (GivenBatches).
+  void count_batches_given(const std::vector<int>& members, int64_t steps) {
+    if (manager_) given_.given(members, steps);
+  }
+  // On a joiner, once it took the members' state: the batches of its input the group took
+  // before this worker came back (from its checkpoint's position), to skip.
+  int64_t take_batches_to_skip() { return std::exchange(to_skip_, 0); }
   const Strategy& strategy() const { return *strategy_; }
 
   bool planned_stop() const override { return planned_stop_; }
@@ -89,6 +98,14 @@ class TrainRun : public Run {
   StepResult step(const PerReplica<io::Element>& inputs, EstimatorSpec* spec);
 
  private:
+  // After adopt_most_advanced, where `restored` names by rank the checkpoint each joiner
+  // restored (-1: a member): the chief tells each joiner the batches it must skip.
+  // Collective.
+  void tell_joiners_what_to_skip(const std::vector<int64_t>& restored,
+                                 const std::vector<int>& workers);
+  // On an elastic group's chief: every other worker's position and generators in `resume`,
+  // where its checkpoints keep them for a worker that leaves before they are first gathered.
+  void keep_positions_of(const checkpoint::CheckpointReader& resume);
   // This worker's input position and its replicas' generators.
   WorkerState own_state();
   // After a step whose checkpoint the chief announced, on every worker: its part of that
@@ -121,6 +138,9 @@ class TrainRun : public Run {
   int64_t ordered_shards_ = 0;
   std::map<int, WorkerState> gathered_;  // the other workers', by index, on the chief
   int64_t gathered_step_ = -1;
+  GivenBatches given_;  // on an elastic group's chief
+  const int64_t resumed_step_;
+  int64_t to_skip_ = 0;
   bool planned_stop_ = false;
   std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves
   std::unique_ptr<WorkerParts> worker_parts_;

@@ -17,17 +17,26 @@ void restore_input(DistributedIterator& iterator, const checkpoint::CheckpointRe
                    const Strategy& strategy) {
   if (reader.iterator_state(/*verify=*/false).empty()) return;
   std::string why;
-  std::optional<io::IteratorState> state =
+  std::optional<SavedInput> saved =
       input_state_of(reader, strategy.worker_index(), strategy.num_workers(), &why);
-  if (!state) {
+  if (!saved) {
     LOG(WARNING) << "worker " << strategy.worker_index() << ": " << why;
     return;
   }
   try {
-    iterator.restore(*state);
+    iterator.restore(saved->state);
   } catch (const InvalidArgumentError& error) {
     LOG(WARNING) << "the input pipeline differs from the one checkpointed in " << reader.path()
                  << " (" << error.what() << "); reading the input from its start";
+    return;
+  }
+  // Batches an elastic group took from this worker after its position was saved: they
+  // count, so they are not read again.
+  int64_t skipped = 0;
+  while (skipped < saved->batches_behind && iterator.next()) ++skipped;
+  if (skipped > 0) {
+    LOG(INFO) << "worker " << strategy.worker_index() << ": skipped the " << skipped
+              << " batch(es) its group took from it after " << reader.path();
   }
 }
 

@@ -12,6 +12,7 @@ constexpr char kInput[] = "input/";
 constexpr char kGenerator[] = "rng/";
 constexpr char kPipelinePrefix[] = "input_pipeline_";
 constexpr char kPipelinesAttribute[] = "input_pipelines";
+constexpr char kBehind[] = "batches_behind";
 
 std::string pipeline_prefix(int worker) { return str_cat(kPipelinePrefix, worker, "/"); }
 
@@ -51,7 +52,17 @@ WorkerState decode_worker_state(std::string_view bytes, const std::string& what)
   return state;
 }
 
-void add_worker_state(int worker, WorkerState state, checkpoint::CheckpointData* data) {
+void add_worker_state(int worker, WorkerState state, checkpoint::CheckpointData* data,
+                      int64_t batches_behind) {
+  if (batches_behind > 0) {
+    if (io::saved_virtual_shards(state.input) > 0) {
+      io::set_shards_behind(state.input, batches_behind);  // whoever owns each shard next
+    } else {
+      io::StateReader saved(state.input);
+      const int64_t already = saved.contains(kBehind) ? saved.read_int(kBehind) : 0;
+      state.input[kBehind] = Tensor::scalar<int64_t>(already + batches_behind);
+    }
+  }
   if (worker == 0) {
     io::StateWriter(data->iterator_state).adopt(std::move(state.input));  // moved, not copied
   } else {
@@ -65,8 +76,24 @@ void set_input_pipelines(int pipelines, checkpoint::CheckpointData* data) {
   data->attributes[kPipelinesAttribute] = std::to_string(pipelines);
 }
 
-std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointReader& reader,
-                                                int pipeline, int pipelines, std::string* why) {
+std::optional<io::IteratorState> saved_worker_input(const checkpoint::CheckpointReader& reader,
+                                                    int worker, int workers) {
+  std::map<std::string, std::string> attributes = reader.attributes();
+  auto it = attributes.find(kPipelinesAttribute);
+  if (worker == 0 || it == attributes.end() || std::atoi(it->second.c_str()) != workers) {
+    return std::nullopt;
+  }
+  io::IteratorState mine;
+  const std::string prefix = pipeline_prefix(worker);
+  for (auto& [key, value] : reader.iterator_state(/*verify=*/false)) {
+    if (key.starts_with(prefix)) mine.emplace(key.substr(prefix.size()), value);
+  }
+  if (mine.empty()) return std::nullopt;
+  return mine;
+}
+
+std::optional<SavedInput> input_state_of(const checkpoint::CheckpointReader& reader, int pipeline,
+                                         int pipelines, std::string* why) {
   std::map<std::string, Tensor> all = reader.iterator_state(/*verify=*/false);
   if (io::saved_virtual_shards(all) > 0) {
     // Each worker saved the shards it read, under names of their own: together they are the
@@ -77,7 +104,7 @@ std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointRead
       if (name.starts_with(kPipelinePrefix)) name.remove_prefix(name.find('/') + 1);
       shards.emplace(std::string(name), value);
     }
-    return shards;
+    return SavedInput{std::move(shards)};
   }
   int saved = 1;
   std::map<std::string, std::string> attributes = reader.attributes();
@@ -103,7 +130,13 @@ std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointRead
                    " (its workers step on their own): it reads its shard from the start");
     return std::nullopt;
   }
-  return mine;
+  SavedInput out;
+  if (mine.count(kBehind)) {
+    out.batches_behind = io::StateReader(mine).read_int(kBehind);
+    mine.erase(kBehind);
+  }
+  out.state = std::move(mine);
+  return out;
 }
 
 }  // namespace cadre::estimator_internal

@@ -29,16 +29,29 @@ std::string encode_worker_state(const WorkerState& state);
 WorkerState decode_worker_state(std::string_view bytes, const std::string& what);
 
 // Adds worker `worker`'s state to checkpoint `data`, and records that `pipelines` workers
-// read the input.
-void add_worker_state(int worker, WorkerState state, checkpoint::CheckpointData* data);
+// read the input. `batches_behind`: the batches the worker gave an elastic group after its
+// state was taken (it has left the group since), which its restore skips.
+void add_worker_state(int worker, WorkerState state, checkpoint::CheckpointData* data,
+                      int64_t batches_behind = 0);
 void set_input_pipelines(int pipelines, checkpoint::CheckpointData* data);
+
+// Worker `worker`'s (not the chief's) input position in `reader`'s checkpoint as the worker
+// saved it (with the batches it is behind, if any), if the checkpoint has one and was written
+// by `workers` workers.
+std::optional<io::IteratorState> saved_worker_input(const checkpoint::CheckpointReader& reader,
+                                                    int worker, int workers);
+
+struct SavedInput {
+  io::IteratorState state;
+  int64_t batches_behind = 0;  // to skip once restored (virtual shards skip their own)
+};
 
 // The input position of worker `pipeline` of `pipelines` in `reader`'s checkpoint, or nullopt
 // with the reason in `why`: the checkpoint has none for it, or was written by a job whose
 // input was sharded over another number of workers (then every worker starts over). An input
 // read as virtual shards gives every worker the positions of all shards, whatever the number
 // of workers that saved them.
-std::optional<io::IteratorState> input_state_of(const checkpoint::CheckpointReader& reader,
-                                                int pipeline, int pipelines, std::string* why);
+std::optional<SavedInput> input_state_of(const checkpoint::CheckpointReader& reader, int pipeline,
+                                         int pipelines, std::string* why);
 
 }  // namespace cadre::estimator_internal

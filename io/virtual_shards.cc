@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "cadre/base/errors.h"
@@ -18,6 +19,8 @@ namespace {
 
 constexpr char kVirtualShardsKind[] = "virtual_shards";
 constexpr char kVirtualShardsCount[] = "shards";
+// How many elements a shard's saved position is behind, by shard: set_shards_behind.
+constexpr char kBehind[] = "behind";
 
 int64_t rows_of(const Element& element) {
   if (element.labels.defined() && element.labels.rank() > 0) return element.labels.dim(0);
@@ -106,7 +109,13 @@ class JoinedShardsNode : public DatasetNode {
         for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->save(w.child(name(i)));
       }
       void restore_state(const StateReader& r) override {
-        for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->restore(r.child(name(i)));
+        StateReader behind = r.child(kBehind);
+        for (size_t i = 0; i < shards_.size(); ++i) {
+          shards_[i]->restore(r.child(name(i)));
+          if (!behind.contains(name(i))) continue;
+          for (int64_t n = behind.read_int(name(i)); n > 0 && shards_[i]->next(); --n) {
+          }
+        }
         done_ = false;
       }
 
@@ -153,6 +162,20 @@ NodePtr shard_sources(const NodePtr& root, int64_t num_shards, int64_t index) {
 }
 
 }  // namespace
+
+void set_shards_behind(IteratorState& state, int64_t elements) {
+  std::set<std::string> shards;
+  for (const auto& [key, value] : state) {
+    if (key.starts_with("shard_") && key.find('/') != std::string::npos) {
+      shards.insert(key.substr(0, key.find('/')));
+    }
+  }
+  for (const std::string& shard : shards) {
+    StateReader saved(state, str_cat(kBehind, "/"));
+    const int64_t already = saved.contains(shard) ? saved.read_int(shard) : 0;
+    StateWriter(state).child(kBehind).write_int(shard, already + elements);
+  }
+}
 
 int64_t saved_virtual_shards(const IteratorState& state) {
   StateReader reader(state);

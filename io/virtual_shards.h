@@ -38,6 +38,11 @@ inline constexpr char kShardRowsFeature[] = "_input_shard_rows";
 VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
                                   int64_t last, bool part_rows = false);
 
+// Marks every shard whose position `state` holds as `elements` more behind it: restoring the
+// state then skips that many elements of each shard. (An elastic group stepped on with a
+// worker's batches after its position was saved, until the worker left.)
+void set_shards_behind(IteratorState& state, int64_t elements);
+
 // The number of shards a state saved by such an input names at its top, or 0 when the state
 // is not one of virtual shards. DataLossError for a number out of range.
 int64_t saved_virtual_shards(const IteratorState& state);

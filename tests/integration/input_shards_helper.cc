@@ -1,21 +1,30 @@
 // A training program for InputShardsTest and tools/chaos/resize_chaos.py: epochs of 480
 // numbered examples read as 8 input shards, one process or MultiWorkerMirrored per TF_CONFIG.
-// Every example a training step takes is appended to SEEN_PREFIX-<pid> as "<step> <number>"
-// (the global step the step started at), so that one can count them over jobs of different
-// sizes, also jobs killed part-way (whose steps past the checkpoint resumed from count for
-// nothing). Optional environment: INPUT_SHARDS_EPOCHS (1), INPUT_SHARDS_STEP_MS (0: a pause
-// per step), INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint interval), INPUT_SHARDS_DETERMINISTIC
-// (0; 1: RunConfig.deterministic, and dropout, whose random streams it must make alike).
+// Every example a finished training step took is appended to SEEN_PREFIX-<pid> as "<step>
+// <number>" (the global step the step started at), so that one can count them over jobs of
+// different sizes, also jobs killed part-way (whose steps past the checkpoint resumed from
+// count for nothing). Optional environment: INPUT_SHARDS_EPOCHS (1), INPUT_SHARDS_STEP_MS (0: a
+// pause per step), INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint interval),
+// INPUT_SHARDS_DETERMINISTIC (0; 1: RunConfig.deterministic, and dropout, whose random streams
+// it must make alike), INPUT_SHARDS_COUNT (8; 0: a pipeline per worker, shard(workers, w)),
+// INPUT_SHARDS_SHUFFLE (1; 0: each shard in the order of its numbers), INPUT_SHARDS_ELASTIC
+// (0; 1: an elastic group, heartbeats every 0.5 s), INPUT_SHARDS_DIE_AFTER (0; N: worker:0
+// SIGKILLs itself after step N, once per model_dir), INPUT_SHARDS_COMEBACK_MS (0: how long
+// worker:0, restarted after that, waits before it starts).
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cadre/estimator/estimator.h"
 #include "cadre/estimator/planned_stop.h"
@@ -39,33 +48,56 @@ cadre::Dataset numbered_examples(const cadre::InputContext& context) {
   auto [x, y] = cadre::testing::classification_data(kNumbered);
   std::vector<int64_t> ids(kNumbered);
   for (int64_t i = 0; i < kNumbered; ++i) ids[static_cast<size_t>(i)] = i;
-  return cadre::Dataset::from_tensor_slices(
-             cadre::Features{{"x", x}, {"id", cadre::Tensor::from_vector(ids)}}, y)
-      .shard(context.num_input_pipelines, context.input_pipeline_id)
-      .shuffle(16, /*seed=*/5)
-      .repeat(from_environment("INPUT_SHARDS_EPOCHS", 1))
+  cadre::Dataset numbered =
+      cadre::Dataset::from_tensor_slices(
+          cadre::Features{{"x", x}, {"id", cadre::Tensor::from_vector(ids)}}, y)
+          .shard(context.num_input_pipelines, context.input_pipeline_id);
+  if (from_environment("INPUT_SHARDS_SHUFFLE", 1)) numbered = numbered.shuffle(16, /*seed=*/5);
+  return numbered.repeat(from_environment("INPUT_SHARDS_EPOCHS", 1))
       .batch(context.per_replica_batch_size(kGlobalBatch));
 }
+
+// The examples model_fn took in the step under way (one replica per worker; a step may run
+// it once per input shard, and again on the same batch after its worker group changed).
+std::vector<int64_t> step_examples;
 
 cadre::EstimatorSpec counting_fn(const cadre::Features& features, const cadre::Tensor& labels,
                                  cadre::ModeKeys mode, const cadre::Params& params) {
   if (mode == cadre::ModeKeys::kTrain) {
-    std::ofstream out(seen_file, std::ios::app);
-    for (int64_t id : features.at("id").to_vector<int64_t>()) {
-      out << current_step.load() << " " << id << "\n";
-    }
+    std::vector<int64_t> ids = features.at("id").to_vector<int64_t>();
+    step_examples.insert(step_examples.end(), ids.begin(), ids.end());
   }
   return cadre::testing::classifier_fn(features, labels, mode, params);
 }
 
 class StepHook : public cadre::Hook {
  public:
+  explicit StepHook(bool dies) : dies_(dies) {}
   void before_run(cadre::Run& run, cadre::RunContext&) override {
     current_step = run.global_step();
+    step_examples.clear();
     if (int64_t pause = from_environment("INPUT_SHARDS_STEP_MS", 0)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(pause));
     }
   }
+  void after_run(cadre::Run& run, const cadre::StepResult&, cadre::RunContext&) override {
+    {
+      std::ofstream out(seen_file, std::ios::app);
+      std::set<int64_t> written;
+      for (int64_t id : step_examples) {
+        if (written.insert(id).second) out << current_step.load() << " " << id << "\n";
+      }
+    }
+    const std::string marker = run.config().model_dir + "/died";
+    if (dies_ && run.global_step() == from_environment("INPUT_SHARDS_DIE_AFTER", 0) &&
+        !std::filesystem::exists(marker)) {
+      std::ofstream(marker) << getpid();
+      ::raise(SIGKILL);
+    }
+  }
+
+ private:
+  bool dies_;
 };
 
 }  // namespace
@@ -80,20 +112,30 @@ int main(int argc, char** argv) {
     cadre::RunConfig config = cadre::RunConfig::from_environment();
     config.model_dir = argv[1];
     config.tf_random_seed = 42;
-    config.input_shards = 8;
+    config.input_shards = from_environment("INPUT_SHARDS_COUNT", 8);
     config.save_checkpoints_steps = from_environment("INPUT_SHARDS_SAVE_STEPS", 1000);
     if (config.num_worker_replicas > 1) {
       cadre::MultiWorkerOptions options;
       options.registration_timeout_seconds = 60;
       options.collective_timeout_seconds = 60;
+      if (from_environment("INPUT_SHARDS_ELASTIC", 0)) {
+        options.coordination.elastic = true;
+        options.coordination.heartbeat_interval_seconds = 0.5;
+      }
       config.train_distribute = cadre::MultiWorkerMirroredStrategy::create(
           *config.cluster, {cadre::Device::cpu(0)}, options);
+    }
+    const bool dies = config.task_type == "worker" && config.task_id == 0;
+    if (dies && std::filesystem::exists(config.model_dir + "/died")) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(from_environment("INPUT_SHARDS_COMEBACK_MS", 0)));
     }
     config.deterministic = from_environment("INPUT_SHARDS_DETERMINISTIC", 0) == 1;
     cadre::Estimator estimator(counting_fn, config,
                                {{"dropout", config.deterministic ? 0.2 : 0.0}});
-    int64_t step = estimator.train(numbered_examples, {.max_steps = std::atoll(argv[2]),
-                                                       .hooks = {std::make_shared<StepHook>()}});
+    int64_t step = estimator.train(
+        numbered_examples,
+        {.max_steps = std::atoll(argv[2]), .hooks = {std::make_shared<StepHook>(dies)}});
     std::printf("{\"task\":\"%s\",\"global_step\":%lld}\n", config.task_type.c_str(),
                 static_cast<long long>(step));
     return 0;

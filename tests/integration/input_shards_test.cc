@@ -1,15 +1,19 @@
-// Input shards over loopback: a job whose number of workers changes between runs (2, 4, one
-// process, 3) reads every example of its epoch exactly once, as the examples its training
-// steps took, counted by the training program itself, show.
+// Input positions over loopback: a job whose number of workers changes between runs (2, 4,
+// one process, 3) reads every example of its epoch exactly once, as the examples its training
+// steps took, counted by the training program itself, show; so does an elastic group whose
+// worker dies and comes back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cadre/checkpoint/reader.h"
+#include "core/base/strings.h"
 #include "tests/support/processes.h"
 #include "tests/support/temp_dir.h"
 
@@ -32,6 +36,16 @@ class InputShardsTest : public cadre::testing::TempDirTest {
     EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
     return run.output;
   }
+
+  // Runs an elastic group (the chief and worker:0) to `max_steps` in `dir`, worker:0 dying
+  // after step `die_after` (0: never) and restarted alone `comeback_ms` later; its examples in
+  // order (no shuffle) in `shards` input shards (0: a pipeline per worker). Returns the output.
+  std::string run_elastic(const std::string& dir, int shards, int comeback_ms, int die_after,
+                          int max_steps);
+  // Each pipeline's, or each input shard's, examples are numbers c, c + P, c + 2P, ... (P =
+  // `classes`): what the runs in `dir` took of each must be a prefix of that, and worker:0's
+  // was read on by the worker restarted after it died after step `died_after`.
+  void expect_every_example_once_in_order(const std::string& dir, int64_t classes, int died_after);
 
   // How often each example was taken by a training step, over every run so far.
   std::map<int64_t, int> counts() {
@@ -94,6 +108,62 @@ TEST_F(InputShardsTest, DeterministicStepsAreTheSameBitsForAnyNumberOfWorkers) {
     EXPECT_TRUE(same_bits(path("one") + last, path(other) + last)) << other;
   }
   EXPECT_FALSE(same_bits(path("one_plain") + last, path("two_plain") + last));
+}
+
+std::string InputShardsTest::run_elastic(const std::string& dir, int shards, int comeback_ms,
+                                         int die_after, int max_steps) {
+  cadre::testing::CommandResult run = cadre::testing::run_command(str_cat(
+      "INPUT_SHARDS_ELASTIC=1 INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_EPOCHS=2 ",
+      "INPUT_SHARDS_STEP_MS=100 INPUT_SHARDS_SAVE_STEPS=4 INPUT_SHARDS_DIE_AFTER=", die_after,
+      " INPUT_SHARDS_COUNT=", shards, " INPUT_SHARDS_COMEBACK_MS=", comeback_ms, " ", CADRE_LAUNCH,
+      " --chief=1 --workers=1 --elastic --max_restarts=1 -- ", CADRE_INPUT_SHARDS_HELPER, " ",
+      path(dir), " ", max_steps, " ", path(dir + "_seen"), " 2>&1"));
+  EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
+  if (die_after > 0) {
+    EXPECT_NE(run.output.find("worker:0 failed (killed by signal 9); restarting it alone"),
+              std::string::npos)
+        << cadre::testing::tail(run.output);
+  }
+  return run.output;
+}
+
+void InputShardsTest::expect_every_example_once_in_order(const std::string& dir, int64_t classes,
+                                                         int died_after) {
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> taken;  // by class: step, id
+  for (const auto& entry : std::filesystem::directory_iterator(path(""))) {
+    if (!entry.path().filename().string().starts_with(dir + "_seen-")) continue;
+    std::ifstream in(entry.path());
+    for (int64_t step, id; in >> step >> id;) taken[id % classes].push_back({step, id});
+  }
+  ASSERT_EQ(static_cast<int64_t>(taken.size()), classes);
+  for (auto& [c, examples] : taken) {
+    std::stable_sort(examples.begin(), examples.end(),
+                     [](auto& a, auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < examples.size(); ++i) {
+      ASSERT_EQ(examples[i].second, (c + classes * static_cast<int64_t>(i)) % 480)
+          << "class " << c << ", example " << i << " at step " << examples[i].first;
+    }
+  }
+  EXPECT_GT(taken[classes - 1].back().first, died_after + 5) << "worker:0 never came back";
+}
+
+// An elastic group whose worker dies after step 10, two steps past its position in the
+// checkpoint of step 8, and is restarted alone while the chief steps on: the batches the
+// group took from it before it died are not read again, and nothing of its input is skipped.
+// It comes back at once (the chief tells it what to skip as it joins), or after the chief's
+// checkpoints of steps 12 and on (which say how far its position is behind); and in a job
+// resumed at step 12, it dies before the chief's first checkpoint (which keeps the position
+// it resumed from).
+TEST_F(InputShardsTest, AnElasticGroupsWorkerThatDiesReadsOnWhereTheGroupLeftIt) {
+  run_elastic("at_once", 0, 0, 10, 50);
+  expect_every_example_once_in_order("at_once", 2, 10);
+  run_elastic("later", 8, 1500, 10, 50);
+  expect_every_example_once_in_order("later", 8, 10);
+  run_elastic("resumed", 0, 0, 0, 12);
+  std::string output = run_elastic("resumed", 0, 1500, 14, 50);
+  EXPECT_NE(output.find("skipped the 2 batch(es) its group took from it"), std::string::npos)
+      << cadre::testing::tail(output);
+  expect_every_example_once_in_order("resumed", 2, 14);
 }
 
 }  // namespace

@@ -59,6 +59,27 @@ TEST(VirtualShardsTest, ResizedJobsReadEveryElementOnce) {
   EXPECT_EQ(saved_virtual_shards(state), kShards);
 }
 
+// Worker 1 of 2 gave 3 more steps after its position was saved at step 5, then left: whoever
+// owns its shards next (here 4 workers) skips their 3 elements each, and nothing else.
+TEST(VirtualShardsTest, ShardsMarkedBehindSkipWhatWasTakenFromThem) {
+  std::vector<int64_t> first5, first8, resumed;
+  IteratorState state = read_as(2, 5, {}, &first5);
+  read_as(2, 8, {}, &first8);
+  IteratorState worker1;
+  for (const auto& [key, value] : state) {
+    if (key.starts_with("shard_") && key[6] >= '4') worker1.emplace(key, value);
+  }
+  set_shards_behind(worker1, 3);
+  for (auto& [key, value] : worker1) state[key] = value;
+  read_as(4, -1, state, &resumed);
+  std::map<int64_t, int> counts;
+  for (int64_t v : first5) counts[v] += v % kShards < 4;
+  for (int64_t v : first8) counts[v] += v % kShards >= 4;
+  for (int64_t v : resumed) ++counts[v];
+  ASSERT_EQ(counts.size(), 480u);
+  for (const auto& [v, n] : counts) EXPECT_EQ(n, 1) << v;
+}
+
 TEST(VirtualShardsTest, AStepJoinsEveryOwnedShardInShardOrder) {
   VirtualShards shards = read_virtual_shards(Dataset::range(64).shard(kShards, 2).batch(2), kShards,
                                              /*first=*/2, /*last=*/4);
