@@ -1,7 +1,15 @@
 #include "checkpoint/background_saver.h"
 
+#include <glog/logging.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "checkpoint/host_snapshot.h"
 #include "core/nn/deferred_copy.h"
@@ -22,6 +30,42 @@ void touch(const CheckpointData& snapshot) {
   for (const auto& [name, parts] : snapshot.partitioned_variables) {
     for (const Tensor& part : parts) touch_one(part);
   }
+}
+
+// The pages of `snapshot`'s host tensors, in the order a copy of it goes (host_copy_of), in
+// pieces of at most nn::DeferredCopy::kPieceBytes; only whole pages within a tensor, since
+// memory around it may be another's.
+std::vector<std::pair<char*, size_t>> pages_of(const CheckpointData& snapshot) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  std::vector<std::pair<char*, size_t>> pieces;
+  auto add = [&](const Tensor& memory) {
+    if (!memory.defined() || !memory.device().is_cpu() || !memory.is_contiguous()) return;
+    uintptr_t begin = reinterpret_cast<uintptr_t>(memory.raw_data());
+    uintptr_t end = (begin + memory.nbytes()) / page * page;
+    for (begin = (begin + page - 1) / page * page; begin < end;
+         begin += nn::DeferredCopy::kPieceBytes) {
+      size_t bytes = std::min<uintptr_t>(end - begin, nn::DeferredCopy::kPieceBytes);
+      pieces.emplace_back(reinterpret_cast<char*>(begin), bytes);
+    }
+  };
+  for (const auto& [name, value] : snapshot.variables) add(value);
+  for (const auto& [name, parts] : snapshot.partitioned_variables) {
+    for (const Tensor& part : parts) add(part);
+  }
+  for (const auto& [name, value] : snapshot.iterator_state) add(value);
+  return pieces;
+}
+
+// Faults in [data, data + bytes) writable without writing it (Linux 5.14 and later), so that
+// a copy into it may run meanwhile. False where the kernel cannot.
+bool populate(char* data, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  return madvise(data, bytes, MADV_POPULATE_WRITE) == 0;
+#else
+  (void)data;
+  (void)bytes;
+  return false;
+#endif
 }
 
 }  // namespace
@@ -59,8 +103,20 @@ void BackgroundSaver::write_loop() {
   while (true) {
     // A queued save whose copy is still being made waits for the copier.
     writer_changed_.wait(mutex_, [&]() CADRE_REQUIRES(mutex_) {
-      return stopping_ || (queued_ != nullptr && copy_ == nullptr) || to_warm_ != nullptr;
+      return stopping_ || (queued_ != nullptr && copy_ == nullptr) || to_warm_ != nullptr ||
+             to_fault_in_ != nullptr;
     });
+    if (to_fault_in_ != nullptr && !stopping_) {
+      std::shared_ptr<const CheckpointData> snapshot = std::move(to_fault_in_);
+      to_fault_in_ = nullptr;
+      faulting_in_ = true;
+      lock.unlock();
+      fault_in(*snapshot);
+      lock.lock();
+      faulting_in_ = false;
+      writer_changed_.notify_all();
+      continue;
+    }
     if (to_warm_ != nullptr && !stopping_) {
       std::shared_ptr<const CheckpointData> snapshot = std::move(to_warm_);
       to_warm_ = nullptr;
@@ -169,6 +225,61 @@ void BackgroundSaver::warm_next_snapshot() {
     to_warm_ = snapshot_;
   }
   writer_changed_.notify_all();
+}
+
+// A save's copy writes the memory from its first piece on, and an update that claims the
+// rest from the last ones: faulting in from the end takes the faults first off the pieces
+// that the training thread would copy. A save whose copy is made has faulted in the rest.
+void BackgroundSaver::fault_in(const CheckpointData& snapshot) {
+  std::vector<std::pair<char*, size_t>> pieces = pages_of(snapshot);
+  for (auto piece = pieces.rbegin(); piece != pieces.rend(); ++piece) {
+    {
+      MutexLock lock(mutex_);
+      if (stopping_ || (queued_ != nullptr && copy_ == nullptr)) return;
+    }
+    if (!populate(piece->first, piece->second)) {
+      LOG(WARNING) << "cannot fault in a checkpoint's snapshot memory ahead (madvise: "
+                   << std::strerror(errno) << "): its first copy faults it in";
+      return;
+    }
+  }
+}
+
+void BackgroundSaver::prepare_snapshot(const CheckpointData& like) {
+  if (snapshot_ != nullptr) return;
+  // Only allocated here: the pages are the writer's to fault in.
+  auto memory = std::make_shared<CheckpointData>();
+  auto empty_like = [](const Tensor& t) {
+    return Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+  };
+  try {
+    for (const auto& [name, value] : like.variables) memory->variables[name] = empty_like(value);
+    for (const auto& [name, parts] : like.partitioned_variables) {
+      for (const Tensor& part : parts) {
+        memory->partitioned_variables[name].push_back(empty_like(part));
+      }
+    }
+    for (const auto& [name, value] : like.iterator_state) {
+      memory->iterator_state[name] = empty_like(value);
+    }
+  } catch (const std::exception& e) {
+    // The save allocates what it needs itself: only it may fail for its memory.
+    LOG(WARNING) << "no memory prepared for the first checkpoint's snapshot: " << e.what();
+    return;
+  }
+  snapshot_ = memory;
+  {
+    MutexLock lock(mutex_);
+    to_fault_in_ = std::move(memory);
+  }
+  start_threads(/*with_copier=*/false);
+  writer_changed_.notify_all();
+}
+
+void BackgroundSaver::wait_prepared() {
+  MutexLock lock(mutex_);
+  writer_changed_.wait(
+      mutex_, [&]() CADRE_REQUIRES(mutex_) { return to_fault_in_ == nullptr && !faulting_in_; });
 }
 
 void BackgroundSaver::wait() {

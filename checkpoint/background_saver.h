@@ -45,6 +45,16 @@ class BackgroundSaver {
   // save_copy_of() copies into it. Does nothing while a save is in flight or before the
   // first one.
   void warm_next_snapshot();
+  // Makes new host memory shaped like `like`'s tensors the memory the next save copies
+  // into, as a later save copies into the one before's, and has the writer fault it in a
+  // piece at a time without writing it, so that a save may copy into it meanwhile. For the
+  // first save, whose copy would otherwise fault in new memory on the thread that makes it
+  // (under save_deferred, a training thread's update that claims it). Returns at once; does
+  // nothing once a save was queued or memory prepared.
+  void prepare_snapshot(const CheckpointData& like);
+  // Blocks until the writer is done faulting in what prepare_snapshot() gave (or gave up:
+  // a kernel without MADV_POPULATE_WRITE leaves the faults to the copy).
+  void wait_prepared();
   // Blocks until no save is in flight; throws the failure of the last one.
   void wait();
 
@@ -52,6 +62,8 @@ class BackgroundSaver {
   void start_threads(bool with_copier);
   void write_loop();
   void copy_loop();
+  // The writer's part of prepare_snapshot(), last piece first.
+  void fault_in(const CheckpointData& snapshot);
 
   std::function<void(const CheckpointData&)> write_;
   const int writer_niceness_;
@@ -70,6 +82,9 @@ class BackgroundSaver {
   // warm_next_snapshot(): the snapshot whose memory the writer touches, and whether it is at it.
   std::shared_ptr<const CheckpointData> to_warm_ CADRE_GUARDED_BY(mutex_);
   bool warming_ CADRE_GUARDED_BY(mutex_) = false;
+  // prepare_snapshot(): the memory the writer is to fault in, and whether it is at it.
+  std::shared_ptr<const CheckpointData> to_fault_in_ CADRE_GUARDED_BY(mutex_);
+  bool faulting_in_ CADRE_GUARDED_BY(mutex_) = false;
   std::exception_ptr failure_ CADRE_GUARDED_BY(mutex_);
   bool stopping_ CADRE_GUARDED_BY(mutex_) = false;
   // The last save's snapshot, whose memory the next one copies into (calling thread only).

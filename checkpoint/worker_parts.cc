@@ -139,6 +139,8 @@ void WorkerPartWriter::write(const std::string& model_dir, const std::string& fi
   saver_->save_deferred(std::move(part));
 }
 
+void WorkerPartWriter::prepare(const CheckpointData& part) { saver_->prepare_snapshot(part); }
+
 void WorkerPartWriter::wait() {
   try {
     saver_->wait();

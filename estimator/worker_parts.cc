@@ -60,6 +60,20 @@ std::pair<uint64_t, uint32_t> parse_outcome(const std::string& text, const std::
   return {bytes, crc};
 }
 
+// Every worker's slices of `store` in a save of `step` in `count` parts, and worker `me`'s
+// part of it: views of its variables' rows, the same on every worker.
+std::vector<std::vector<checkpoint::PartSlice>> worker_shares(const nn::VariableStore& store,
+                                                              int64_t step, int count, int me,
+                                                              checkpoint::CheckpointData* mine) {
+  checkpoint::CheckpointData all;
+  all.global_step = step;
+  checkpoint::add_variables(store, &all);
+  std::vector<std::vector<checkpoint::PartSlice>> shares =
+      checkpoint::split_among_workers(all, count, checkpoint::kSplitByRowsBytes);
+  *mine = checkpoint::part_data(all, shares[static_cast<size_t>(me)]);
+  return shares;
+}
+
 }  // namespace
 
 std::unique_ptr<WorkerParts> WorkerParts::create(const StrategyExtended& extended,
@@ -72,7 +86,12 @@ std::unique_ptr<WorkerParts> WorkerParts::create(const StrategyExtended& extende
   }
   int count = extended.worker_checkpoint_parts(bytes);
   if (count == 0 || extended.part_store() == nullptr) return nullptr;
-  return std::make_unique<WorkerParts>(extended, count, std::move(model_dir), std::move(task));
+  auto parts =
+      std::make_unique<WorkerParts>(extended, count, std::move(model_dir), std::move(task));
+  checkpoint::CheckpointData mine;
+  worker_shares(store, /*step=*/0, count, extended.worker_index(), &mine);
+  parts->writer_.prepare(mine);
+  return parts;
 }
 
 WorkerParts::WorkerParts(const StrategyExtended& extended, int count, std::string model_dir,
@@ -99,17 +118,14 @@ void WorkerParts::start(const nn::VariableStore& store, int64_t step) {
   int64_t drawn = extended_.broadcast_from_chief(static_cast<int64_t>(random() & 0xffffffffu));
   char id[16];
   std::snprintf(id, sizeof(id), "%08x", static_cast<unsigned>(drawn));
-  checkpoint::CheckpointData all;
-  all.global_step = step;
-  checkpoint::add_variables(store, &all);
+  const int me = extended_.worker_index();
+  checkpoint::CheckpointData mine;
   std::vector<std::vector<checkpoint::PartSlice>> shares =
-      checkpoint::split_among_workers(all, count_, checkpoint::kSplitByRowsBytes);
+      worker_shares(store, step, count_, me, &mine);
   std::vector<std::string> names;
   for (int k = 0; k < count_; ++k) {
     names.push_back(checkpoint::part_file_name("model.ckpt", step, k, count_, id));
   }
-  const int me = extended_.worker_index();
-  checkpoint::CheckpointData mine = checkpoint::part_data(all, shares[static_cast<size_t>(me)]);
   mine.attributes["task"] = task_;
   Store* reports = extended_.part_store();
   const std::string& name = names[static_cast<size_t>(me)];

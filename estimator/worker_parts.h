@@ -24,7 +24,12 @@ namespace cadre::estimator_internal {
 class WorkerParts {
  public:
   // Null when the strategy has no worker write a part for the variables of `store` (without
-  // their slots), the same on every worker. `extended` must outlive the result.
+  // their slots), the same on every worker. `extended` must outlive the result. Otherwise its
+  // writer starts faulting in the memory of this worker's first snapshot, shaped after
+  // `store` as it is now (slots included once made), off the calling thread. Created a while
+  // before the first save, that save's copy then costs what a later one's does, which goes
+  // into the one before's memory: no page faults for the update that claims part of it
+  // (docs/BENCHMARKS.md, #46). Created at the first save, the faulting runs beside it.
   static std::unique_ptr<WorkerParts> create(const StrategyExtended& extended,
                                              const nn::VariableStore& store, std::string model_dir,
                                              std::string task);

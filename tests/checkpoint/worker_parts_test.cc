@@ -88,7 +88,8 @@ TEST(WorkerPartsTest, SplitsLargeVariablesByRowsAndGivesSmallOnesWhole) {
 
 // Two workers write their shares while the caller changes the variables after the snapshot
 // (as an update does, through finish_deferred_copies); the manager commits the parts, and
-// the checkpoint holds the values of the moment each share was handed over.
+// the checkpoint holds the values of the moment each share was handed over, also where the
+// snapshot's memory was prepared ahead.
 CheckpointData save_by_workers(CheckpointManager& manager, int64_t step, float base) {
   CheckpointData model = dense_model(base);
   model.global_step = step;
@@ -103,6 +104,8 @@ CheckpointData save_by_workers(CheckpointManager& manager, int64_t step, float b
     WorkerPartWriter writer;
     CheckpointData part = part_data(model, shares[static_cast<size_t>(w)]);
     part.attributes["task"] = "worker:" + std::to_string(w);
+    // Worker 1 copies into memory prepared ahead, still being faulted in meanwhile.
+    if (w == 1) writer.prepare(part);
     writer.write(manager.model_dir(), names[static_cast<size_t>(w)], std::move(part),
                  [written](const WrittenPart& done, std::exception_ptr error) {
                    if (error) {

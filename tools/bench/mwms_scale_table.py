@@ -15,7 +15,8 @@ Prints a Markdown row per size: training blocked per save (each task's handover 
 the save id, the part before and the snapshot's start; the chief's save call; and what the
 chief's updates after a save waited for its snapshot's copy: for the pieces the copier was
 at, an update claiming the others, rows of a variable split by rows too, and copying them in
-its own pass; then that with the whole of those updates, an upper bound), the parts
+its own pass; then that with the whole of those updates, an upper bound; and both after the
+first save alone, whose snapshot is the run's first memory of its kind), the parts
 written (both parts' bytes over the slower part's time from handover to durable) against
 dd's, the restore against a fresh start (the chief's "variable ... made in" lines: reading or
 initializing each variable and slot of 16 MiB or more, then the chief's value received), and
@@ -86,6 +87,9 @@ def one_size(args, mib):
                                   re.M)))
     blocked = sum(float(b) for b, _ in waits) / saves
     with_copies = sum(float(w) for _, w in waits) / saves
+    # The first save's apart: its snapshot's memory is the run's first (#46).
+    first = (f"; after the first save {float(waits[0][0]):.0f} ms ({float(waits[0][1]):.0f} ms)"
+             if waits else "")
     by_step = {}
     for step, size, secs in re.findall(r"wrote checkpoint part model\.ckpt-(\d+)\S* \((\d+) "
                                        r"bytes\) in ([\d.e+-]+) s", log):
@@ -115,7 +119,7 @@ def one_size(args, mib):
             f"{max(handovers):.1f} ms handover, + {float(hook.group(1)):.1f} / "
             f"{float(hook.group(2)):.1f} ms chief's save; the chief's updates waited "
             f"{blocked:.0f} ms per save for the snapshot ({with_copies:.0f} ms with the updates "
-            f"that made its copies in their pass) | "
+            f"that made its copies in their pass){first} | "
             f"{rate:.0f} MB/s ({rate / dd_rate:.2f}x dd's {dd_rate:.0f} MB/s) | "
             f"{restored[0]:.1f} s read + {restored[1]:.1f} s chief's values (fresh start: "
             f"{fresh[0]:.1f} s + {fresh[1]:.1f} s) | {rss_of('chief0')}, {rss_of('worker0')} |")
