@@ -166,7 +166,8 @@ std::string TrainRun::save_checkpoint() {
   checkpoint::add_variables(*logical, &data);
   add_worker_state(0, own_state(), &data);
   if (strategy_->num_workers_in_sync() > 1) {
-    if (gathered_step_ == global_step_) {
+    // An elastic group's chief knows how far each position gathered before is behind.
+    if (gathered_step_ == global_step_ || extended.elastic()) {
       for (const auto& [worker, state] : gathered_) {
         add_worker_state(worker, state, &data, given_.behind(worker));
       }

@@ -16,6 +16,17 @@ constexpr char kBehind[] = "batches_behind";
 
 std::string pipeline_prefix(int worker) { return str_cat(kPipelinePrefix, worker, "/"); }
 
+// A worker cannot be more batches behind than the job took steps: a count beyond would make
+// a repeated input skip for ever.
+void check_behind(const checkpoint::CheckpointReader& reader, const std::string& key,
+                  int64_t batches) {
+  if (batches < 0 || batches > reader.global_step()) {
+    throw DataLossError(str_cat(reader.path(), ": input position entry '", key, "' is ", batches,
+                                " batches behind; expected 0 to the global step, ",
+                                reader.global_step()));
+  }
+}
+
 }  // namespace
 
 std::string encode_worker_state(const WorkerState& state) {
@@ -102,6 +113,9 @@ std::optional<SavedInput> input_state_of(const checkpoint::CheckpointReader& rea
     for (auto& [key, value] : all) {
       std::string_view name = key;
       if (name.starts_with(kPipelinePrefix)) name.remove_prefix(name.find('/') + 1);
+      if (name.starts_with(str_cat(io::kShardsBehind, "/"))) {
+        check_behind(reader, key, io::StateReader(all).read_int(key));
+      }
       shards.emplace(std::string(name), value);
     }
     return SavedInput{std::move(shards)};
@@ -133,6 +147,7 @@ std::optional<SavedInput> input_state_of(const checkpoint::CheckpointReader& rea
   SavedInput out;
   if (mine.count(kBehind)) {
     out.batches_behind = io::StateReader(mine).read_int(kBehind);
+    check_behind(reader, prefix + kBehind, out.batches_behind);
     mine.erase(kBehind);
   }
   out.state = std::move(mine);

@@ -19,8 +19,6 @@ namespace {
 
 constexpr char kVirtualShardsKind[] = "virtual_shards";
 constexpr char kVirtualShardsCount[] = "shards";
-// How many elements a shard's saved position is behind, by shard: set_shards_behind.
-constexpr char kBehind[] = "behind";
 
 int64_t rows_of(const Element& element) {
   if (element.labels.defined() && element.labels.rank() > 0) return element.labels.dim(0);
@@ -109,11 +107,16 @@ class JoinedShardsNode : public DatasetNode {
         for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->save(w.child(name(i)));
       }
       void restore_state(const StateReader& r) override {
-        StateReader behind = r.child(kBehind);
+        StateReader behind = r.child(kShardsBehind);
         for (size_t i = 0; i < shards_.size(); ++i) {
           shards_[i]->restore(r.child(name(i)));
           if (!behind.contains(name(i))) continue;
-          for (int64_t n = behind.read_int(name(i)); n > 0 && shards_[i]->next(); --n) {
+          const int64_t elements = behind.read_int(name(i));
+          if (elements < 0) {
+            throw InvalidArgumentError(str_cat("input ", name(i), " is ", elements,
+                                               " elements behind; expected 0 or more"));
+          }
+          for (int64_t n = elements; n > 0 && shards_[i]->next(); --n) {
           }
         }
         done_ = false;
@@ -171,9 +174,9 @@ void set_shards_behind(IteratorState& state, int64_t elements) {
     }
   }
   for (const std::string& shard : shards) {
-    StateReader saved(state, str_cat(kBehind, "/"));
+    StateReader saved(state, str_cat(kShardsBehind, "/"));
     const int64_t already = saved.contains(shard) ? saved.read_int(shard) : 0;
-    StateWriter(state).child(kBehind).write_int(shard, already + elements);
+    StateWriter(state).child(kShardsBehind).write_int(shard, already + elements);
   }
 }
 

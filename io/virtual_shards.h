@@ -38,6 +38,9 @@ inline constexpr char kShardRowsFeature[] = "_input_shard_rows";
 VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
                                   int64_t last, bool part_rows = false);
 
+// Where set_shards_behind keeps its counts: "<kShardsBehind>/shard_<v>".
+inline constexpr char kShardsBehind[] = "behind";
+
 // Marks every shard whose position `state` holds as `elements` more behind it: restoring the
 // state then skips that many elements of each shard. (An elastic group stepped on with a
 // worker's batches after its position was saved, until the worker left.)

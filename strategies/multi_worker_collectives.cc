@@ -127,6 +127,8 @@ unsigned MultiWorkerMirroredExtended::take_step_signal() const {
 
 bool MultiWorkerMirroredExtended::rejoin(bool after_failure) const {
   if (!group_->elastic || (after_failure && !group_->collective_failed)) return false;
+  // The others finished (also before this incarnation's first step: their input ended).
+  if (after_failure) end_if_group_finished(*group_);
   // Before the first step the members are still making their variables together: a death
   // then fails the group, which restarts as one that is not elastic does.
   if (!group_->elastic->late && !stepped_) return false;

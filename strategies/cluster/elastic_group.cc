@@ -144,6 +144,15 @@ bool group_is_running(CoordinationClient& client) {
   }
 }
 
+void end_if_group_finished(WorkerGroup& group) {
+  try {
+    check_not_finished(*group.client);
+  } catch (const OutOfRangeError&) {
+    group.collective_failed.store(false, std::memory_order_relaxed);
+    throw;
+  }
+}
+
 void reform_worker_group(WorkerGroup& group, double timeout_seconds) {
   if (!group.elastic) {
     throw FailedPreconditionError(str_cat(group.task, ": its worker group is not elastic"));
@@ -158,7 +167,7 @@ void reform_worker_group(WorkerGroup& group, double timeout_seconds) {
     if (std::string failure = group.client->failure_now(1); !failure.empty()) {
       throw AbortedError(failure);
     }
-    check_not_finished(*group.client);
+    end_if_group_finished(group);
     if (seconds_until(end) <= 0) {
       throw DeadlineExceededError(str_cat("no new generation of the worker group within ",
                                           timeout_seconds, " s after generation ", broken,

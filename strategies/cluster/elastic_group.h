@@ -39,6 +39,11 @@ struct ElasticMembership {
 // elastic.
 void reform_worker_group(WorkerGroup& group, double timeout_seconds);
 
+// OutOfRangeError once the members finished training: they left their collective (one whose
+// input lasted longer was still in a step's). Not a failure of this task's: it meets them at
+// the shutdown barrier.
+void end_if_group_finished(WorkerGroup& group);
+
 // The first join: the generation this task registered into.
 void join_first_generation(WorkerGroup& group, double timeout_seconds);
 

@@ -143,7 +143,12 @@ WorkerGroup::~WorkerGroup() {
     }
   } else {
     try {
-      if (elastic) client->set(kGroupFinishedKey, "1");
+      if (elastic) {
+        // A member whose input lasts longer (it came back behind the others) is still in a
+        // step's collective: leaving it ends that step, and the member learns the group is done.
+        client->set(kGroupFinishedKey, "1");
+        if (collective) collective->leave();
+      }
       client->barrier("shutdown", 30);
     } catch (const std::exception& e) {
       LOG(WARNING) << "shutdown barrier: " << e.what();

@@ -119,6 +119,9 @@ std::string InputShardsTest::run_elastic(const std::string& dir, int shards, int
       " --chief=1 --workers=1 --elastic --max_restarts=1 -- ", CADRE_INPUT_SHARDS_HELPER, " ",
       path(dir), " ", max_steps, " ", path(dir + "_seen"), " 2>&1"));
   EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
+  // Nobody waited at the end for a member that was not coming.
+  EXPECT_EQ(run.output.find("shutdown barrier:"), std::string::npos)
+      << cadre::testing::tail(run.output);
   if (die_after > 0) {
     EXPECT_NE(run.output.find("worker:0 failed (killed by signal 9); restarting it alone"),
               std::string::npos)
@@ -157,8 +160,15 @@ void InputShardsTest::expect_every_example_once_in_order(const std::string& dir,
 TEST_F(InputShardsTest, AnElasticGroupsWorkerThatDiesReadsOnWhereTheGroupLeftIt) {
   run_elastic("at_once", 0, 0, 10, 50);
   expect_every_example_once_in_order("at_once", 2, 10);
-  run_elastic("later", 8, 1500, 10, 50);
+  // To the end of the input, which comes for the chief's shards first: the worker, behind,
+  // ends with it, and the last checkpoint holds where every shard is.
+  run_elastic("later", 8, 1500, 10, 1000);
   expect_every_example_once_in_order("later", 8, 10);
+  cadre::testing::CommandResult after = cadre::testing::run_command(
+      str_cat("INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_EPOCHS=2 ", CADRE_INPUT_SHARDS_HELPER, " ",
+              path("later"), " 1000 ", path("later_seen"), " 2>&1"));
+  EXPECT_EQ(after.status, 0) << cadre::testing::tail(after.output);
+  EXPECT_EQ(after.output.find("from its start"), std::string::npos) << after.output;
   run_elastic("resumed", 0, 0, 0, 12);
   std::string output = run_elastic("resumed", 0, 1500, 14, 50);
   EXPECT_NE(output.find("skipped the 2 batch(es) its group took from it"), std::string::npos)

@@ -78,6 +78,10 @@ TEST(VirtualShardsTest, ShardsMarkedBehindSkipWhatWasTakenFromThem) {
   for (int64_t v : resumed) ++counts[v];
   ASSERT_EQ(counts.size(), 480u);
   for (const auto& [v, n] : counts) EXPECT_EQ(n, 1) << v;
+  // A count below zero is damage, refused as the input is restored.
+  set_shards_behind(worker1, -10);
+  Iterator it = read_virtual_shards(numbers(4), kShards, 4, 8).dataset.make_iterator();
+  EXPECT_THROW(it.restore(worker1), InvalidArgumentError);
 }
 
 TEST(VirtualShardsTest, AStepJoinsEveryOwnedShardInShardOrder) {

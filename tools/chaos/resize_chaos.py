@@ -12,6 +12,16 @@ or past the checkpoint the next run resumes from count for nothing (they are tra
 Checked per job: every example counted exactly --epochs times (none skipped, none repeated),
 and no run read its input from the start.
 
+With --elastic_share, that share of the multi-worker runs are elastic groups (cadre_launch
+--elastic): the driver SIGKILLs one of their workers (once the group has stepped), which is
+restarted alone while the others step on. The examples a killed worker's steps took count
+unless its group stepped on without them (steps at or past the one the survivors took when
+they went on without it). The examples then come in order (no shuffle), and each input
+shard's must be a prefix of its numbers (v, v + 8, v + 16, ... over the epochs): read once,
+in order, none skipped; a job whose elastic worker died may end before that worker's shards
+do (its input waits for it while it is away), so only jobs without such a death must read
+every example --epochs times.
+
     python3 tools/chaos/resize_chaos.py --build build --minutes 10 --out /tmp/resize_chaos
 
 Prints one line per job and a JSON summary last; exits 1 when any check failed. Needs only
@@ -32,7 +42,9 @@ import time
 
 STARTED = re.compile(r"started (\S+) pid=(\d+)")
 STATE = re.compile(r'model_checkpoint_path: "model\.ckpt-(\d+)')
+SURVIVORS_TOOK = re.compile(r"\[chief:0\].*members took step (\d+)")
 EXAMPLES = 480
+SHARDS = 8
 
 
 def latest_step(model_dir):
@@ -45,15 +57,20 @@ def latest_step(model_dir):
 
 
 def run_once(args, rng, model_dir, seen_dir, log):
-    """One run with a random number of workers; returns (workers, outcome, output)."""
+    """One run with a random number of workers; returns (workers, outcome, status, output,
+    the pid of an elastic worker killed or None)."""
     workers = rng.choice([1, 2, 3, 4])
+    elastic = workers > 1 and rng.random() < args.elastic_share
     helper = [os.path.join(args.build, "tests/integration/input_shards_helper"), model_dir,
               "1000000000", os.path.join(seen_dir, "seen")]
+    launch = ["--elastic", "--max_restarts=3"] if elastic else ["--max_restarts=0"]
     command = helper if workers == 1 else [
-        os.path.join(args.build, "tools/cadre_launch"), "--max_restarts=0", "--chief=1",
+        os.path.join(args.build, "tools/cadre_launch"), *launch, "--chief=1",
         f"--workers={workers - 1}", "--", *helper]
     env = dict(os.environ, INPUT_SHARDS_EPOCHS=str(args.epochs),
-               INPUT_SHARDS_STEP_MS=str(args.step_ms), INPUT_SHARDS_SAVE_STEPS=str(args.save_steps))
+               INPUT_SHARDS_STEP_MS=str(args.step_ms), INPUT_SHARDS_SAVE_STEPS=str(args.save_steps),
+               INPUT_SHARDS_SHUFFLE="0" if args.elastic_share > 0 else "1",
+               INPUT_SHARDS_ELASTIC="1" if elastic else "0")
     env.pop("TF_CONFIG", None)
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -68,7 +85,7 @@ def run_once(args, rng, model_dir, seen_dir, log):
 
     reader = threading.Thread(target=pump)
     reader.start()
-    outcome = "ran to its end"
+    outcome, killed = "ran to its end", None
     try:
         process.wait(timeout=rng.expovariate(1.0 / args.mean_gap_s))
     except subprocess.TimeoutExpired:
@@ -76,6 +93,18 @@ def run_once(args, rng, model_dir, seen_dir, log):
         if choice < args.sigterm_share:
             outcome = "SIGTERM"
             process.send_signal(signal.SIGTERM)
+        elif elastic:
+            # A worker of a group that has stepped: before its first step a death restarts
+            # the group as without --elastic.
+            while process.poll() is None and not any("saved checkpoint" in l for l in lines):
+                time.sleep(0.05)
+            name = rng.choice(sorted(n for n in tasks if n.startswith("worker:")))
+            outcome = f"SIGKILL elastic {name}"
+            try:
+                os.kill(tasks[name], signal.SIGKILL)
+                killed = tasks[name]
+            except ProcessLookupError:
+                outcome = "ran to its end"
         elif choice < 0.9:
             victims = dict(tasks) if tasks else {"chief:0": process.pid}
             name = rng.choice(sorted(victims))
@@ -91,7 +120,7 @@ def run_once(args, rng, model_dir, seen_dir, log):
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     reader.join()
-    return workers, outcome, process.returncode, "".join(lines)
+    return workers, outcome, process.returncode, "".join(lines), killed
 
 
 def records(path):
@@ -104,15 +133,25 @@ def records(path):
 def run_job(args, rng, job_dir, log):
     model_dir, seen_dir = os.path.join(job_dir, "model"), os.path.join(job_dir, "seen")
     os.makedirs(seen_dir)
-    counts, runs, failures = collections.Counter(), [], []
+    taken, runs, failures = [], [], []  # taken: (step, example) of the steps that count
+    elastic_deaths = 0
     while True:
         before = set(os.listdir(seen_dir))
-        workers, outcome, status, output = run_once(args, rng, model_dir, seen_dir, log)
+        workers, outcome, status, output, killed = run_once(args, rng, model_dir, seen_dir, log)
         resumed_from = latest_step(model_dir)
+        # A killed elastic worker's steps from the one its group went on from count for nothing.
+        void_from = {}
+        if killed is not None:
+            elastic_deaths += 1
+            if match := SURVIVORS_TOOK.search(output):
+                void_from[f"seen-{killed}"] = int(match.group(1))
+            else:
+                failures.append(f"a run of {workers} worker(s) lost an elastic worker but its "
+                                "group never went on without it")
         for name in set(os.listdir(seen_dir)) - before:
             for step, example in records(os.path.join(seen_dir, name)):
-                if step < resumed_from:
-                    counts[example] += 1
+                if step < min(resumed_from, void_from.get(name, resumed_from)):
+                    taken.append((step, example))
         runs.append(f"{workers}:{outcome}->{resumed_from}")
         for lost in ("from its start", "from the start"):
             if lost in output:
@@ -122,11 +161,29 @@ def run_job(args, rng, job_dir, log):
         if len(runs) > 200:
             failures.append("no run reached the end of the input in 200 runs")
             break
+    if args.elastic_share > 0:
+        failures += out_of_order(taken)
+    counts = collections.Counter(example for _, example in taken)
     wrong = {e: counts[e] for e in range(EXAMPLES) if counts[e] != args.epochs}
-    if wrong:
+    if wrong and not elastic_deaths:
         sample = dict(list(sorted(wrong.items()))[:8])
         failures.append(f"{len(wrong)} example(s) not read {args.epochs} times: {sample}")
     return runs, failures
+
+
+def out_of_order(taken):
+    """Where an input shard's examples, by step, are not a prefix of its numbers."""
+    by_shard = collections.defaultdict(list)
+    for step, example in sorted(taken, key=lambda record: record[0]):  # stable within a step
+        by_shard[example % SHARDS].append((step, example))
+    failures = []
+    for shard, examples in sorted(by_shard.items()):
+        for i, (step, example) in enumerate(examples):
+            if example != (shard + SHARDS * i) % EXAMPLES:
+                failures.append(f"input shard {shard}: example {i} (step {step}) is {example}, "
+                                f"expected {(shard + SHARDS * i) % EXAMPLES}")
+                break
+    return failures
 
 
 def main():
@@ -139,6 +196,7 @@ def main():
     parser.add_argument("--save_steps", type=int, default=25)
     parser.add_argument("--mean_gap_s", type=float, default=3.0)
     parser.add_argument("--sigterm_share", type=float, default=0.3)
+    parser.add_argument("--elastic_share", type=float, default=0.0)
     parser.add_argument("--run_timeout_s", type=float, default=120)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -155,6 +213,7 @@ def main():
             summary["jobs"] += 1
             summary["runs"] += len(runs)
             summary["sigkills"] += sum("SIGKILL" in r for r in runs)
+            summary["elastic_sigkills"] += sum("SIGKILL elastic" in r for r in runs)
             summary["sigterms"] += sum("SIGTERM" in r for r in runs)
             summary["resizes"] += sum(a.split(":")[0] != b.split(":")[0]
                                       for a, b in zip(runs, runs[1:]))
