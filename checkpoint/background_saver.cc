@@ -227,15 +227,17 @@ void BackgroundSaver::warm_next_snapshot() {
   writer_changed_.notify_all();
 }
 
-// A save's copy writes the memory from its first piece on, and an update that claims the
-// rest from the last ones: faulting in from the end takes the faults first off the pieces
-// that the training thread would copy. A save whose copy is made has faulted in the rest.
+// Stops at the first save: faulting in beside its copy, it took the copier's CPU on a busy
+// machine, and the updates waited longer for the pieces the copier was at (a 2 GiB MLP on 2
+// vCPUs: 61 and 233 ms after the first save against 38 ms not prepared). Its copy goes from
+// the first piece on, and an update claims the pieces it has not reached, the last ones:
+// faulting in from the end spares the training thread first.
 void BackgroundSaver::fault_in(const CheckpointData& snapshot) {
   std::vector<std::pair<char*, size_t>> pieces = pages_of(snapshot);
   for (auto piece = pieces.rbegin(); piece != pieces.rend(); ++piece) {
     {
       MutexLock lock(mutex_);
-      if (stopping_ || (queued_ != nullptr && copy_ == nullptr)) return;
+      if (stopping_ || queued_ != nullptr) return;
     }
     if (!populate(piece->first, piece->second)) {
       LOG(WARNING) << "cannot fault in a checkpoint's snapshot memory ahead (madvise: "

@@ -47,10 +47,11 @@ class BackgroundSaver {
   void warm_next_snapshot();
   // Makes new host memory shaped like `like`'s tensors the memory the next save copies
   // into, as a later save copies into the one before's, and has the writer fault it in a
-  // piece at a time without writing it, so that a save may copy into it meanwhile. For the
-  // first save, whose copy would otherwise fault in new memory on the thread that makes it
-  // (under save_deferred, a training thread's update that claims it). Returns at once; does
-  // nothing once a save was queued or memory prepared.
+  // piece at a time without writing it, until that save starts (what is left, its copy
+  // faults in). For the first save, whose copy would otherwise fault in new memory on the
+  // thread that makes it (under save_deferred, a training thread's update that claims it):
+  // call it well ahead. Returns at once; does nothing once a save was queued or memory
+  // prepared.
   void prepare_snapshot(const CheckpointData& like);
   // Blocks until the writer is done faulting in what prepare_snapshot() gave (or gave up:
   // a kernel without MADV_POPULATE_WRITE leaves the faults to the copy).

@@ -56,8 +56,8 @@ class WorkerPartWriter {
   void write(const std::string& model_dir, const std::string& file_name, CheckpointData part,
              Done done);
   // Has the memory of the first part's snapshot, shaped like `part`, allocated and faulted in
-  // ahead, off the calling thread (BackgroundSaver::prepare_snapshot); later parts copy into
-  // the one before's. Returns at once.
+  // ahead, off the calling thread, until the first write() (BackgroundSaver::prepare_snapshot);
+  // later parts copy into the one before's. Returns at once.
   void prepare(const CheckpointData& part);
   // Blocks until no part is in flight.
   void wait();

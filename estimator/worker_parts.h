@@ -29,7 +29,7 @@ class WorkerParts {
   // `store` as it is now (slots included once made), off the calling thread. Created a while
   // before the first save, that save's copy then costs what a later one's does, which goes
   // into the one before's memory: no page faults for the update that claims part of it
-  // (docs/BENCHMARKS.md, #46). Created at the first save, the faulting runs beside it.
+  // (docs/BENCHMARKS.md, #46). Created at the first save, that save goes as without it.
   static std::unique_ptr<WorkerParts> create(const StrategyExtended& extended,
                                              const nn::VariableStore& store, std::string model_dir,
                                              std::string task);
