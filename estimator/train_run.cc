@@ -196,6 +196,9 @@ void TrainRun::announce_checkpoint() {
 }
 
 unsigned TrainRun::take_step_signals() {
+  // After the first step, once the optimizer's slots exist: the part writer then faults in
+  // the first snapshot's memory well before the first save, not while its updates wait.
+  if (!worker_parts_decided_ && strategy_->num_workers_in_sync() > 1) decide_worker_parts();
   unsigned heard = strategy_->extended().take_step_signal();
   if (strategy_->num_workers_in_sync() <= 1 || heard == 0) return heard;
   std::vector<std::string> all =
@@ -213,16 +216,20 @@ unsigned TrainRun::take_step_signals() {
   return heard;
 }
 
-void TrainRun::start_worker_parts() {
+void TrainRun::decide_worker_parts() {
   const StrategyExtended& extended = strategy_->extended();
-  std::shared_ptr<const nn::VariableStore> store = extended.variables_to_save(*variables_);
-  if (!worker_parts_decided_) {
-    const RunConfig& config = estimator_.config();
-    worker_parts_ = WorkerParts::create(extended, *store, config.model_dir,
-                                        str_cat(config.task_type, ":", config.task_id));
-    worker_parts_decided_ = true;
+  const RunConfig& config = estimator_.config();
+  worker_parts_ =
+      WorkerParts::create(extended, *extended.variables_to_save(*variables_), config.model_dir,
+                          str_cat(config.task_type, ":", config.task_id));
+  worker_parts_decided_ = true;
+}
+
+void TrainRun::start_worker_parts() {
+  if (!worker_parts_decided_) decide_worker_parts();
+  if (worker_parts_) {
+    worker_parts_->start(*strategy_->extended().variables_to_save(*variables_), global_step_);
   }
-  if (worker_parts_) worker_parts_->start(*store, global_step_);
 }
 
 std::vector<nn::Variable*> TrainRun::chosen_variables(const nn::VariableStore& store,

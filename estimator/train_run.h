@@ -108,9 +108,11 @@ class TrainRun : public Run {
   void keep_positions_of(const checkpoint::CheckpointReader& resume);
   // This worker's input position and its replicas' generators.
   WorkerState own_state();
+  // Whether the workers write parts of the checkpoints (WorkerParts), decided once model_fn
+  // and the optimizer have made the variables and slots.
+  void decide_worker_parts();
   // After a step whose checkpoint the chief announced, on every worker: its part of that
-  // checkpoint, where the workers write one (WorkerParts; decided at the first checkpoint,
-  // once model_fn has made the variables).
+  // checkpoint, where the workers write one.
   void start_worker_parts();
   // variables_to_train, chosen again only when the store's trainable variables change (the
   // regular expression is not matched against every name at every step). Replicas call it
