@@ -1,12 +1,13 @@
 // A training program for InputShardsTest and tools/chaos/resize_chaos.py: epochs of 480
 // numbered examples read as 8 input shards, one process or MultiWorkerMirrored per TF_CONFIG.
-// Every example a finished training step took is appended to SEEN_PREFIX-<pid> as "<step>
-// <number>" (the global step the step started at), so that one can count them over jobs of
-// different sizes, also jobs killed part-way (whose steps past the checkpoint resumed from
-// count for nothing). Optional environment: INPUT_SHARDS_EPOCHS (1), INPUT_SHARDS_STEP_MS (0: a
-// pause per step), INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint interval),
-// INPUT_SHARDS_DETERMINISTIC (0; 1: RunConfig.deterministic, and dropout, whose random streams
-// it must make alike), INPUT_SHARDS_COUNT (8; 0: a pipeline per worker, shard(workers, w)),
+// Every example a training step takes is appended to SEEN_PREFIX-<pid> as "<step> <number>"
+// (the global step the step started at) before the step's gradients leave the process, so
+// that one can count them over jobs of different sizes, also jobs killed part-way (whose steps
+// past the checkpoint resumed from count for nothing, as do a killed elastic worker's steps
+// from the one its group went on from). Optional environment: INPUT_SHARDS_EPOCHS (1),
+// INPUT_SHARDS_STEP_MS (0: a pause per step), INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint
+// interval), INPUT_SHARDS_DETERMINISTIC (0; 1: RunConfig.deterministic, and dropout, whose random
+// streams it must make alike), INPUT_SHARDS_COUNT (8; 0: a pipeline per worker, shard(workers, w)),
 // INPUT_SHARDS_SHUFFLE (1; 0: each shard in the order of its numbers), INPUT_SHARDS_ELASTIC
 // (0; 1: an elastic group, heartbeats every 0.5 s), INPUT_SHARDS_DIE_AFTER (0; N: worker:0
 // SIGKILLs itself after step N, once per model_dir), INPUT_SHARDS_COMEBACK_MS (0: how long
@@ -37,7 +38,7 @@ constexpr int64_t kNumbered = 480;
 constexpr int64_t kGlobalBatch = 16;
 
 std::string seen_file;
-std::atomic<int64_t> current_step{0};
+std::atomic<int64_t> current_step{-1};
 
 int64_t from_environment(const char* name, int64_t otherwise) {
   const char* value = std::getenv(name);
@@ -57,15 +58,19 @@ cadre::Dataset numbered_examples(const cadre::InputContext& context) {
       .batch(context.per_replica_batch_size(kGlobalBatch));
 }
 
-// The examples model_fn took in the step under way (one replica per worker; a step may run
-// it once per input shard, and again on the same batch after its worker group changed).
-std::vector<int64_t> step_examples;
+// The examples written for the step under way (one replica per worker): a step may run
+// model_fn once per input shard, and again on the same batch after its worker group changed.
+std::set<int64_t> step_examples;
 
 cadre::EstimatorSpec counting_fn(const cadre::Features& features, const cadre::Tensor& labels,
                                  cadre::ModeKeys mode, const cadre::Params& params) {
-  if (mode == cadre::ModeKeys::kTrain) {
-    std::vector<int64_t> ids = features.at("id").to_vector<int64_t>();
-    step_examples.insert(step_examples.end(), ids.begin(), ids.end());
+  // Not before the first step's hooks: a worker joining an elastic group steps alone first,
+  // on the batch it then steps with the group.
+  if (mode == cadre::ModeKeys::kTrain && current_step.load() >= 0) {
+    std::ofstream out(seen_file, std::ios::app);
+    for (int64_t id : features.at("id").to_vector<int64_t>()) {
+      if (step_examples.insert(id).second) out << current_step.load() << " " << id << "\n";
+    }
   }
   return cadre::testing::classifier_fn(features, labels, mode, params);
 }
@@ -81,13 +86,6 @@ class StepHook : public cadre::Hook {
     }
   }
   void after_run(cadre::Run& run, const cadre::StepResult&, cadre::RunContext&) override {
-    {
-      std::ofstream out(seen_file, std::ios::app);
-      std::set<int64_t> written;
-      for (int64_t id : step_examples) {
-        if (written.insert(id).second) out << current_step.load() << " " << id << "\n";
-      }
-    }
     const std::string marker = run.config().model_dir + "/died";
     if (dies_ && run.global_step() == from_environment("INPUT_SHARDS_DIE_AFTER", 0) &&
         !std::filesystem::exists(marker)) {
