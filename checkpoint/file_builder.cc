@@ -219,10 +219,6 @@ uint32_t FileBuilder::write_rows(Dataset& dataset, hid_t type, const std::vector
   RowWriter writer(dataset.dataset.get(), type, dataset.shape, context(full_name),
                    destination_.options.durable, destination_.descriptor);
   const size_t row_bytes = writer.row_bytes();
-  if (writer.direct()) {
-    auto begin = static_cast<uint64_t>(writer.offset());
-    direct_.emplace_back(begin, begin + static_cast<uint64_t>(dataset.shape[0]) * row_bytes);
-  }
   const int64_t rows_per_block =
       std::max<int64_t>(1, static_cast<int64_t>(destination_.options.block_bytes / row_bytes));
   uint32_t crc = 0;
@@ -253,6 +249,10 @@ uint32_t FileBuilder::write_rows(Dataset& dataset, hid_t type, const std::vector
     row += part.dim(0);
   }
   flush();
+  if (writer.direct()) {
+    auto begin = static_cast<uint64_t>(writer.offset());
+    direct_.push_back({begin, begin + static_cast<uint64_t>(row) * row_bytes, crc});
+  }
   return crc;
 }
 
@@ -262,10 +262,6 @@ uint32_t FileBuilder::write_streamed(Dataset& dataset, hid_t type, const RowSour
                    destination_.options.durable, destination_.descriptor);
   const size_t row_bytes = writer.row_bytes();
   const int64_t rows = dataset.shape[0];
-  if (writer.direct()) {
-    auto begin = static_cast<uint64_t>(writer.offset());
-    direct_.emplace_back(begin, begin + static_cast<uint64_t>(rows) * row_bytes);
-  }
   const int64_t rows_per_block =
       std::max<int64_t>(1, static_cast<int64_t>(destination_.options.block_bytes / row_bytes));
   // One bounded buffer: the source copies a block (under its owner's lock, briefly), the
@@ -277,6 +273,10 @@ uint32_t FileBuilder::write_streamed(Dataset& dataset, hid_t type, const RowSour
     source(begin, end, block.data());
     std::vector<uint32_t> crcs = writer.write({{begin, end, block.data()}});
     crc = crc32c::combine(crc, crcs[0], static_cast<uint64_t>(end - begin) * row_bytes);
+  }
+  if (writer.direct()) {
+    auto begin = static_cast<uint64_t>(writer.offset());
+    direct_.push_back({begin, begin + static_cast<uint64_t>(rows) * row_bytes, crc});
   }
   return crc;
 }

@@ -26,6 +26,13 @@ namespace cadre::checkpoint::internal {
 // (its attribute's type). Shapes may change.
 std::string layout_key(const CheckpointData& data, double created);
 
+// Bytes [begin, end) of a file that FileBuilder::write sent to the descriptor with pwrite:
+// one dataset's data, and the CRC-32C of those bytes (its checksum attribute).
+struct DirectRange {
+  uint64_t begin = 0, end = 0;
+  uint32_t crc32c = 0;
+};
+
 class FileBuilder {
  public:
   // `file` stays owned by the caller, who destroys the builder before closing it (open
@@ -49,8 +56,8 @@ class FileBuilder {
   // builder and its file are of no further use.
   void write(const CheckpointData& data, double created, const Destination& destination);
 
-  // The byte ranges [begin, end) of the file that the last write() sent to the descriptor.
-  const std::vector<std::pair<uint64_t, uint64_t>>& direct_ranges() const { return direct_; }
+  // The datasets' data that the last write() sent to the descriptor, in the order written.
+  const std::vector<DirectRange>& direct_ranges() const { return direct_; }
 
  private:
   struct Dataset {
@@ -88,11 +95,14 @@ class FileBuilder {
   std::map<std::string, Dataset> datasets_;  // by full name ("variables/hidden1/kernel")
   std::map<std::string, Handle> root_attributes_;
   bool built_ = false;  // the objects every checkpoint has exist
-  std::vector<std::pair<uint64_t, uint64_t>> direct_;
+  std::vector<DirectRange> direct_;
 };
 
 // write_checkpoint_file, with the rows of the tensors `sources` names taken from them.
-void write_checkpoint_file(const std::string& path, const CheckpointData& data,
-                           const WriteOptions& options, const RowSources& sources);
+// Returns the ranges of the file written with pwrite, whose CRCs spare a reader of the whole
+// file's checksum from reading them back (write_part_file).
+std::vector<DirectRange> write_checkpoint_file(const std::string& path, const CheckpointData& data,
+                                               const WriteOptions& options,
+                                               const RowSources& sources);
 
 }  // namespace cadre::checkpoint::internal

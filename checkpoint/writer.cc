@@ -65,21 +65,26 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& data,
   internal::write_checkpoint_file(path, data, options, {});
 }
 
-void internal::write_checkpoint_file(const std::string& path, const CheckpointData& data,
-                                     const WriteOptions& options, const RowSources& sources) {
+std::vector<internal::DirectRange> internal::write_checkpoint_file(const std::string& path,
+                                                                   const CheckpointData& data,
+                                                                   const WriteOptions& options,
+                                                                   const RowSources& sources) {
   check_data(data);
   double created = creation_time(options);
   internal::quiet_hdf5();
   Handle access = file_access(/*in_memory=*/false);
   Handle file = checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()),
                         ErrorCode::kUnavailable, str_cat("cannot create checkpoint ", path));
+  std::vector<internal::DirectRange> direct;
   {
     FileBuilder builder(file.get());
     builder.write(data, created, {path, options, internal::posix_descriptor(file.get()), &sources});
+    direct = builder.direct_ranges();
   }
   if (!file.close()) {
     internal::throw_hdf5(ErrorCode::kUnavailable, str_cat("cannot finish checkpoint ", path));
   }
+  return direct;
 }
 
 // The core driver's buffer, allocated through file image callbacks so that the file's
@@ -222,7 +227,10 @@ void CheckpointFileWriter::write(const std::string& path, const CheckpointData& 
       }
       file_->builder->write(data, created, {path, options, out.get()});
       file_->layout = layout;
-      std::vector<std::pair<uint64_t, uint64_t>> data_ranges = file_->builder->direct_ranges();
+      std::vector<std::pair<uint64_t, uint64_t>> data_ranges;
+      for (const internal::DirectRange& range : file_->builder->direct_ranges()) {
+        data_ranges.emplace_back(range.begin, range.end);
+      }
       std::sort(data_ranges.begin(), data_ranges.end());
       uint64_t data_bytes = 0;
       for (const auto& [begin, finish] : data_ranges) data_bytes += finish - begin;

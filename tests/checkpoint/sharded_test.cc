@@ -110,6 +110,37 @@ std::vector<std::string> files_of(const std::string& dir, const std::string& pat
   return found;
 }
 
+// write_part_file checksums the datasets' data as it writes it and reads back only the rest:
+// its CRC must be that of the whole file read back, for datasets of several blocks, streamed
+// ones, small ones and scalars alike.
+TEST(ShardedCheckpointTest, APartsChecksumIsThatOfItsFile) {
+  TempDir dir;
+  const int64_t rows = 1200, columns = 1024;  // 4.7 MiB: two of the writer's 4 MiB blocks
+  std::vector<float> values(static_cast<size_t>(rows * columns));
+  std::iota(values.begin(), values.end(), 0.5f);
+  Tensor large = Tensor::from_vector(values, Shape{rows, columns});
+  CheckpointData part;
+  part.global_step = 3;
+  part.variables["large"] = large;
+  part.variables["large/Adam/m"] = Tensor::full(Shape{1, columns}, 0.0).broadcast_to(large.shape());
+  part.variables["bias"] = model(2).accumulator;
+  part.variables["step"] = Tensor::scalar<int64_t>(3);
+  part.slot_of["large/Adam/m"] = "large";
+  RowSources sources;
+  std::vector<float> streamed(values.rbegin(), values.rend());
+  sources["large/Adam/m"] = [&](int64_t begin, int64_t end, void* destination) {
+    std::memcpy(destination, streamed.data() + begin * columns,
+                static_cast<size_t>((end - begin) * columns) * sizeof(float));
+  };
+  std::string name = part_file_name("model.ckpt", 3, 0, 1, "0badcafe");
+  WrittenPart written = write_part_file(dir.path(), name, part, sources);
+  WrittenPart read_back = file_checksum(dir.file(name));
+  EXPECT_EQ(written.bytes, read_back.bytes);
+  EXPECT_EQ(written.crc32c, read_back.crc32c);
+  EXPECT_EQ(written.bytes, std::filesystem::file_size(dir.file(name)));
+  EXPECT_GT(written.bytes, uint64_t{2} * rows * columns * sizeof(float));
+}
+
 TEST(ShardedCheckpointTest, ReadsTheLogicalVariablesUnderAnyPartitioning) {
   TempDir dir;
   Model m = model(1);
