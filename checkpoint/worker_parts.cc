@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -61,6 +62,17 @@ PartSlice slice_of(const CheckpointData& data, const std::string& name, int64_t 
           first_row,     value.shape().rank() == 0 ? 1 : rows};
 }
 
+// Where a part's time went, to tell a slow snapshot (the copy competes with training for the
+// cores, and claiming updates wait for it) from a slow file write (docs/BENCHMARKS.md, #46).
+void log_part_times(const std::string& file_name, std::chrono::steady_clock::time_point handed_over,
+                    std::chrono::steady_clock::time_point copied, uint64_t bytes) {
+  auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  double writing = seconds(std::chrono::steady_clock::now() - copied);
+  LOG(INFO) << file_name << ": snapshot made " << seconds(copied - handed_over)
+            << " s after the handover, then the file written and synced in " << writing << " s ("
+            << static_cast<double>(bytes) / std::max(writing, 1e-9) / 1e6 << " MB/s)";
+}
+
 }  // namespace
 
 std::vector<std::vector<PartSlice>> split_among_workers(const CheckpointData& data, int workers,
@@ -117,10 +129,14 @@ WorkerPartWriter::WorkerPartWriter()
           [this](const CheckpointData& data) {
             WrittenPart written;
             std::exception_ptr error;
+            auto copied = std::chrono::steady_clock::now();
             try {
               written = write_part_file(target_.model_dir, target_.file_name, data);
             } catch (...) {
               error = std::current_exception();
+            }
+            if (!error) {
+              log_part_times(target_.file_name, target_.handed_over, copied, written.bytes);
             }
             target_.done(written, error);
           },
@@ -135,7 +151,7 @@ WorkerPartWriter::~WorkerPartWriter() { wait(); }
 void WorkerPartWriter::write(const std::string& model_dir, const std::string& file_name,
                              CheckpointData part, Done done) {
   wait();
-  target_ = {model_dir, file_name, std::move(done)};
+  target_ = {model_dir, file_name, std::move(done), std::chrono::steady_clock::now()};
   saver_->save_deferred(std::move(part));
 }
 

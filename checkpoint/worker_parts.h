@@ -5,6 +5,7 @@
 // worker, from the variables alone, and the manifest records it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -66,6 +67,7 @@ class WorkerPartWriter {
   struct Target {
     std::string model_dir, file_name;
     Done done;
+    std::chrono::steady_clock::time_point handed_over;
   };
   Target target_;  // of the part in flight: set before it is queued, read by the writer
   std::unique_ptr<BackgroundSaver> saver_;
