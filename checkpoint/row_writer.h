@@ -22,9 +22,9 @@ class RowWriter {
  public:
   // `dataset` stays owned by the caller and must outlive the writer; it is contiguous,
   // allocated, and stores `memory_type` (as the checkpoint writer creates its datasets).
-  // `start_writeback`: hand each block to the device as soon as it is written (an fsync
-  // follows; see WriteOptions::durable). `descriptor`: the file's (posix_descriptor), for
-  // pwrite; -1 writes through H5Dwrite.
+  // `start_writeback`: write each block to the device as soon as it is written and drop its
+  // pages from the page cache (an fsync follows; see WriteOptions::durable). `descriptor`:
+  // the file's (posix_descriptor), for pwrite; -1 writes through H5Dwrite.
   RowWriter(hid_t dataset, hid_t memory_type, const Shape& shape, std::string context,
             bool start_writeback, int descriptor);
 

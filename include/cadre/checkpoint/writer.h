@@ -18,9 +18,10 @@ struct WriteOptions {
   size_t block_bytes = size_t{4} << 20;
   // Informational attributes of the file; 0 means now.
   double created_unix_seconds = 0;
-  // The caller will fsync the file: its blocks are handed to the device as they are
-  // written. Otherwise they stay in the page cache until the kernel writes them back (a
-  // checkpoint that retention deletes sooner never reaches the disk).
+  // The caller will fsync the file: its blocks are written to the device as they are
+  // written, and their pages dropped from the page cache. Otherwise they stay in the page cache
+  // until the kernel writes them back (a checkpoint that retention deletes sooner never reaches the
+  // disk).
   bool durable = true;
 };
 
