@@ -12,11 +12,12 @@
 #include "cadre/ops/reduce.h"
 #include "core/kernels/optimizer.h"
 #include "core/nn/deferred_copy.h"
+#include "tests/core/deferred_copy_test_util.h"
 
 namespace cadre {
 namespace {
 
-std::vector<float> floats_of(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+using testing::floats_of;
 
 // Rows of a [kRows, kCols] float32 kernel: a range spans several pieces of a deferred copy.
 constexpr int64_t kRows = 1000, kCols = 3000;
@@ -153,14 +154,8 @@ TEST(DeferredCopyRowsTest, TwoRowRangesOfOneTensorPendingAreBothMadeByTheUpdate)
 // across its chunks, several per tensor, and updates as it does without them.
 TEST(DeferredCopyRowsTest, AFusedUpdateCopiesOutRangesOfItsTensors) {
   const int64_t n = 70001;  // several chunks of the kernel
-  auto fill = [&](double base) {
-    Tensor t = Tensor::empty(Shape{n}, DType::kFloat32);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(base + 0.001 * (i % 991));
-    return t;
-  };
+  auto fill = [&](double base) { return testing::sawtooth(n, base, 991); };
   Tensor w = fill(1), g = fill(-0.5), m = fill(0.1), v = fill(0.2);
-  Tensor w2 = w.clone(), m2 = m.clone(), v2 = v.clone();
   std::vector<float> w0 = floats_of(w), v0 = floats_of(v);
   struct Range {
     const Tensor* of;
@@ -174,12 +169,7 @@ TEST(DeferredCopyRowsTest, AFusedUpdateCopiesOutRangesOfItsTensors) {
     outs.push_back({r.of->data<float>() + r.begin, to.back().raw_data(),
                     static_cast<size_t>(r.end - r.begin) * sizeof(float)});
   }
-  kernels::AdamParams p{0.01, 0.9, 0.999, 1e-7, outs};
-  std::vector<Tensor> vars{w}, grads{g}, ms{m}, vs{v};
-  kernels::adam_update.get(Device::cpu(0))(vars, grads, ms, vs, p);
-  kernels::AdamParams plain{0.01, 0.9, 0.999, 1e-7};
-  std::vector<Tensor> vars2{w2}, ms2{m2}, vs2{v2};
-  kernels::adam_update.get(Device::cpu(0))(vars2, grads, ms2, vs2, plain);
+  auto [w2, m2, v2] = testing::adam_with_copies(w, g, m, v, outs);
   for (size_t k = 0; k < ranges.size(); ++k) {
     const std::vector<float>& old = ranges[k].of == &w ? w0 : v0;
     EXPECT_EQ(floats_of(to[k]),

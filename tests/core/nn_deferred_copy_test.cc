@@ -15,11 +15,12 @@
 #include "cadre/ops/reduce.h"
 #include "core/kernels/optimizer.h"
 #include "core/nn/deferred_copy.h"
+#include "tests/core/deferred_copy_test_util.h"
 
 namespace cadre {
 namespace {
 
-std::vector<float> values_of(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+using testing::floats_of;
 
 TEST(DeferredCopyTest, AnOptimizerUpdateAndAnAssignFinishTheCopyBeforeTheyWrite) {
   nn::VariableStore store;
@@ -39,25 +40,25 @@ TEST(DeferredCopyTest, AnOptimizerUpdateAndAnAssignFinishTheCopyBeforeTheyWrite)
   for (nn::Variable* v : store.variables()) held.push_back(v->tensor());
   for (Tensor& t : held) {
     tensors.push_back(&t);
-    expected.push_back(values_of(t));
+    expected.push_back(floats_of(t));
   }
   const void* w_buffer = w.tensor().raw_data();
   nn::defer_copy(std::make_shared<nn::DeferredCopy>(tensors));
   step();  // Adam writes w, b, both slots of each and the iteration count in place
   for (size_t i = 0; i < held.size(); ++i) {
-    EXPECT_EQ(values_of(held[i]), expected[i]) << store.variables()[i]->name();
+    EXPECT_EQ(floats_of(held[i]), expected[i]) << store.variables()[i]->name();
     EXPECT_NE(held[i].raw_data(), store.variables()[i]->tensor().raw_data())
         << "not a copy: " << store.variables()[i]->name();
   }
   EXPECT_EQ(w.tensor().raw_data(), w_buffer) << "the variable keeps its own buffer";
-  EXPECT_NE(values_of(w.tensor()), expected[0]) << "the update did happen";
+  EXPECT_NE(floats_of(w.tensor()), expected[0]) << "the update did happen";
 
   Tensor before = b.tensor();
-  std::vector<float> b_values = values_of(before);
+  std::vector<float> b_values = floats_of(before);
   nn::defer_copy(std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&before}));
   b.assign(Tensor::zeros(Shape{32}));
-  EXPECT_EQ(values_of(before), b_values);
-  EXPECT_EQ(values_of(b.tensor()), std::vector<float>(32, 0.0f));
+  EXPECT_EQ(floats_of(before), b_values);
+  EXPECT_EQ(floats_of(b.tensor()), std::vector<float>(32, 0.0f));
 }
 
 TEST(DeferredCopyTest, ThreadsShareTheWorkAndCopyEachTensorOnce) {
@@ -83,7 +84,7 @@ TEST(DeferredCopyTest, ThreadsShareTheWorkAndCopyEachTensorOnce) {
   for (int i = 0; i < kTensors; ++i) {
     EXPECT_EQ(asked[i].load(), 1) << i;
     EXPECT_NE(tensors[i].raw_data(), sources[i].raw_data()) << i;
-    EXPECT_EQ(values_of(tensors[i]), std::vector<float>(1024, static_cast<float>(i))) << i;
+    EXPECT_EQ(floats_of(tensors[i]), std::vector<float>(1024, static_cast<float>(i))) << i;
   }
 }
 
@@ -101,11 +102,11 @@ TEST(DeferredCopyTest, CopiesIntoMemoryThatFitsAndElsewhereIntoNewMemory) {
   copy.run();
   EXPECT_EQ(a.raw_data(), fits_buffer);
   EXPECT_NE(b.raw_data(), other_shape.raw_data());
-  EXPECT_EQ(values_of(a), std::vector<float>(16, 1.0f));
-  EXPECT_EQ(values_of(b), std::vector<float>(8, 2.0f));
+  EXPECT_EQ(floats_of(a), std::vector<float>(16, 1.0f));
+  EXPECT_EQ(floats_of(b), std::vector<float>(8, 2.0f));
   EXPECT_TRUE(strided.is_contiguous());
   EXPECT_EQ(strided.shape(), Shape({4, 2}));
-  EXPECT_EQ(values_of(strided), std::vector<float>(8, 3.0f));
+  EXPECT_EQ(floats_of(strided), std::vector<float>(8, 3.0f));
 }
 
 TEST(DeferredCopyTest, AFailedCopyIsKeptForTheOwnerAndNeverThrownAtAWriter) {
@@ -120,7 +121,7 @@ TEST(DeferredCopyTest, AFailedCopyIsKeptForTheOwnerAndNeverThrownAtAWriter) {
   EXPECT_NO_THROW(nn::finish_deferred_copies());
   ASSERT_NE(copy->error(), nullptr);
   EXPECT_THROW(std::rethrow_exception(copy->error()), UnavailableError);
-  EXPECT_EQ(values_of(b), std::vector<float>(3, 2.0f));  // the others are copied
+  EXPECT_EQ(floats_of(b), std::vector<float>(3, 2.0f));  // the others are copied
   nn::finish_deferred_copies();                          // none left
 }
 
@@ -138,7 +139,7 @@ struct VariablesToCopy {
     }
     for (Tensor& t : held) {
       tensors.push_back(&t);
-      expected.push_back(values_of(t));
+      expected.push_back(floats_of(t));
     }
   }
   VariablesToCopy(const VariablesToCopy&) = delete;  // `tensors` points into `held`
@@ -186,11 +187,11 @@ TEST(DeferredCopyTest, AnUpdateCopiesOutWhatItOverwritesAndTheSameUpdateIsMade) 
     const std::string& name = store.variables()[i]->name();
     EXPECT_EQ(asked[i].load(), 1) << name;
     EXPECT_EQ(held[i].raw_data(), memory[i].raw_data()) << name;
-    EXPECT_EQ(values_of(held[i]), expected[i]) << name;
-    EXPECT_EQ(values_of(store.variables()[i]->tensor()), values_of(twin.variables()[i]->tensor()))
+    EXPECT_EQ(floats_of(held[i]), expected[i]) << name;
+    EXPECT_EQ(floats_of(store.variables()[i]->tensor()), floats_of(twin.variables()[i]->tensor()))
         << "not the update a step without a copy makes: " << name;
   }
-  EXPECT_NE(values_of(w->tensor()), expected[0]) << "the update did happen";
+  EXPECT_NE(floats_of(w->tensor()), expected[0]) << "the update did happen";
 }
 
 // A user's optimizer, written against apply_dense alone: plain SGD that also counts its
@@ -229,14 +230,14 @@ TEST(DeferredCopyTest, AnOptimizerThatOnlyOverridesApplyDenseUpdatesAfterTheCopy
   auto copy =
       std::make_shared<nn::DeferredCopy>(variables.tensors, [&](size_t i) { return memory[i]; });
   nn::defer_copy(copy);
-  std::vector<float> before = values_of(w.tensor());
+  std::vector<float> before = floats_of(w.tensor());
   step();
   EXPECT_EQ(copy->error(), nullptr);
   EXPECT_FALSE(nn::deferred_copies_pending());
   for (size_t i = 0; i < held.size(); ++i) {
-    EXPECT_EQ(values_of(held[i]), expected[i]) << store.variables()[i]->name();
+    EXPECT_EQ(floats_of(held[i]), expected[i]) << store.variables()[i]->name();
   }
-  std::vector<float> after = values_of(w.tensor());
+  std::vector<float> after = floats_of(w.tensor());
   for (size_t i = 0; i < after.size(); i += 997) {
     EXPECT_FLOAT_EQ(after[i], before[i] - 0.1f * 2 * before[i]) << i;
   }
@@ -259,7 +260,7 @@ TEST(DeferredCopyTest, AClaimTakesOnlyItsTargetsAndAClaimNeverMadeFailsTheCopy) 
     EXPECT_EQ(claimed.copies()[1].from, b.raw_data());
     EXPECT_EQ(claimed.copies()[1].bytes, 7 * sizeof(float));
     EXPECT_NE(slot_c.raw_data(), c.raw_data()) << "c is not the writer's: copied before it writes";
-    EXPECT_EQ(values_of(slot_c), std::vector<float>(3, 3.0f));
+    EXPECT_EQ(floats_of(slot_c), std::vector<float>(3, 3.0f));
     EXPECT_EQ(slot_a.raw_data(), a.raw_data()) << "a is the writer's to copy";
     // The writer copies, then overwrites.
     for (const nn::CopyOut& out : claimed.copies()) std::memcpy(out.to, out.from, out.bytes);
@@ -268,8 +269,8 @@ TEST(DeferredCopyTest, AClaimTakesOnlyItsTargetsAndAClaimNeverMadeFailsTheCopy) 
     claimed.done();
   }
   EXPECT_EQ(copy->error(), nullptr);
-  EXPECT_EQ(values_of(slot_a), std::vector<float>(5, 1.0f));
-  EXPECT_EQ(values_of(slot_b), std::vector<float>(7, 2.0f));
+  EXPECT_EQ(floats_of(slot_a), std::vector<float>(5, 1.0f));
+  EXPECT_EQ(floats_of(slot_b), std::vector<float>(7, 2.0f));
   EXPECT_TRUE(nn::claim_deferred_copies(std::vector<Tensor>{a}).copies().empty()) << "none left";
 
   Tensor d = Tensor::full(Shape{4}, 4.0);
@@ -320,8 +321,8 @@ TEST(DeferredCopyTest, AClaimantWaitsForACopyAnotherThreadStartedAndIsWokenByIt)
   claimant.join();
   copier.join();
   EXPECT_EQ(copy->error(), nullptr);
-  EXPECT_EQ(values_of(slot_a), std::vector<float>(4, 1.0f));
-  EXPECT_EQ(values_of(slot_b), std::vector<float>(4, 2.0f));
+  EXPECT_EQ(floats_of(slot_a), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(floats_of(slot_b), std::vector<float>(4, 2.0f));
   EXPECT_NE(slot_b.raw_data(), b.raw_data());
 }
 
@@ -330,33 +331,22 @@ TEST(DeferredCopyTest, AClaimantWaitsForACopyAnotherThreadStartedAndIsWokenByIt)
 // without copies.
 TEST(DeferredCopyTest, AFusedUpdateCopiesOutTheOldValuesAndUpdatesAsWithout) {
   const int64_t n = 50000;  // several chunks of the kernel
-  auto fill = [&](double base) {
-    Tensor t = Tensor::empty(Shape{n}, DType::kFloat32);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(base + 0.001 * (i % 997));
-    return t;
-  };
+  auto fill = [&](double base) { return testing::sawtooth(n, base, 997); };
   Tensor w = fill(1), g = fill(-0.5), m = fill(0.1), v = fill(0.2), other = fill(7);
-  Tensor w2 = w.clone(), m2 = m.clone(), v2 = v.clone();
-  std::vector<float> w0 = values_of(w), m0 = values_of(m), v0 = values_of(v);
+  std::vector<float> w0 = floats_of(w), m0 = floats_of(m), v0 = floats_of(v);
   Tensor to_w = Tensor::empty(Shape{n}), to_v = Tensor::empty(Shape{n}),
          to_other = Tensor::empty(Shape{n});
   std::vector<nn::CopyOut> outs{{v.raw_data(), to_v.raw_data(), v.nbytes()},
                                 {other.raw_data(), to_other.raw_data(), other.nbytes()},
                                 {w.raw_data(), to_w.raw_data(), w.nbytes()}};
-  kernels::AdamParams p{0.01, 0.9, 0.999, 1e-7, outs};
-  std::vector<Tensor> vars{w}, grads{g}, ms{m}, vs{v};
-  kernels::adam_update.get(Device::cpu(0))(vars, grads, ms, vs, p);
-  kernels::AdamParams plain{0.01, 0.9, 0.999, 1e-7};
-  std::vector<Tensor> vars2{w2}, ms2{m2}, vs2{v2};
-  kernels::adam_update.get(Device::cpu(0))(vars2, grads, ms2, vs2, plain);
-  EXPECT_EQ(values_of(to_w), w0);
-  EXPECT_EQ(values_of(to_v), v0);
-  EXPECT_EQ(values_of(to_other), values_of(other));
-  EXPECT_EQ(values_of(w), values_of(w2));
-  EXPECT_EQ(values_of(m), values_of(m2));
-  EXPECT_EQ(values_of(v), values_of(v2));
-  EXPECT_NE(values_of(w), w0);
+  auto [w2, m2, v2] = testing::adam_with_copies(w, g, m, v, outs);
+  EXPECT_EQ(floats_of(to_w), w0);
+  EXPECT_EQ(floats_of(to_v), v0);
+  EXPECT_EQ(floats_of(to_other), floats_of(other));
+  EXPECT_EQ(floats_of(w), floats_of(w2));
+  EXPECT_EQ(floats_of(m), floats_of(m2));
+  EXPECT_EQ(floats_of(v), floats_of(v2));
+  EXPECT_NE(floats_of(w), w0);
 }
 
 }  // namespace
