@@ -116,6 +116,10 @@ void GradientBuckets::lay_out(const std::vector<Tensor>& sources, const std::vec
   }
   if (buckets_.empty()) open_bucket();
   end = buckets_.back().end = end + static_cast<int64_t>(extras_);
+  // Let go of the buffer of the layout before first: the allocator keeps what it frees for
+  // an allocation of its size, which the new buffer then is (laid out again in the second
+  // step, in the agreed order, the old one stayed cached beside it: a gradient's size).
+  flat_ = Tensor();
   flat_ = Tensor::zeros(Shape{end}, dtype_, collective_.device());
   for (const Slot& slot : slots_) {
     for (const Piece& piece : slot.pieces) ++buckets_[piece.bucket].members;
@@ -226,6 +230,15 @@ void GradientBuckets::ready(size_t i, const Gradient& gradient) {
       Tensor part;
       if (unbuilt != nullptr && slot.pieces.size() > 1) {
         part = unbuilt->rows(piece.row_begin, piece.row_end);
+      }
+      if (!part.defined() && unbuilt != nullptr && slot.pieces.size() == 1 &&
+          unbuilt->dtype() == dtype_ && unbuilt->device() == place.device()) {
+        // Built in its bucket: held once, not also as a temporary as large as the gradient
+        // (that the allocator then keeps). Scaled there after, the same bits as scaled into it.
+        unbuilt->materialize_into(place);
+        if (scale_ != 1) put(place, place);
+        piece_done(piece.bucket);
+        continue;
       }
       if (!part.defined()) {
         if (!whole.defined()) whole = gradient.to_dense();

@@ -4,6 +4,8 @@
 #include "cadre/ops/array.h"
 #include "cadre/ops/math.h"
 #include "cadre/runtime/profiler.h"
+#include "core/kernels/elementwise.h"
+#include "core/tensor/views.h"
 #include "strategies/replica_group.h"
 #include "strategies/strategy_extended.h"
 
@@ -129,7 +131,16 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
   {
     NoGradScope no_grad;
     for (Gradient& g : sums) {
-      if (g.defined()) g = scaled_to(g, 1.0 / total, device());
+      if (!g.defined()) continue;
+      if (g.is_sparse() || g.dense().device() != device() || !g.dense().is_contiguous()) {
+        g = scaled_to(g, 1.0 / total, device());
+      } else if (total != 1.0) {
+        // In the buckets' memory: a scaled copy would hold the gradients a second time.
+        Tensor sum = g.dense();
+        kernels::binary.call(sum.device(), kernels::BinaryOp::kMul, sum,
+                             views::broadcast(scalar_like(sum, 1.0 / total), sum.shape(), "mul"),
+                             sum);
+      }
     }
   }
   apply_reduced(optimizer, std::move(sums), variables);

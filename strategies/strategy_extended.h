@@ -127,7 +127,8 @@ class StrategyExtended {
   // strategies that can (MultiWorkerMirrored with one local replica and host memory):
   // begin_gradients() before the pass with this worker's weight and the scalars to sum
   // with it, gradient_ready() for each final gradient (the tape's hook), then
-  // finish_gradients() returns the sums and replaces weight and scalars by theirs.
+  // finish_gradients() returns the sums and replaces weight and scalars by theirs; the
+  // caller may overwrite a dense sum in place (the buckets' memory, valid until the next step).
   // Collective: every worker in the same order, each step.
   virtual bool overlaps_gradients() const { return false; }
   virtual void begin_gradients(const std::vector<Tensor>& sources, double weight,

@@ -30,17 +30,18 @@ std::pair<Tensor, bool> operand(const Tensor& x, bool transposed) {
   return {contiguous(x), transposed};
 }
 
-// out = act(a·b + bias) for contiguous 2-D or 3-D operands; not recorded.
+// out = act(a·b + bias) for contiguous 2-D or 3-D operands, into `into` when it is
+// defined (contiguous, of the product's shape and dtype); not recorded.
 Tensor product(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb,
                const Tensor& bias = Tensor(), kernels::Activation act = kernels::Activation::kNone,
-               double alpha = 0) {
+               double alpha = 0, Tensor into = Tensor()) {
   auto [a, fa] = operand(a_in, ta);
   auto [b, fb] = operand(b_in, tb);
   int ra = a.rank(), rb = b.rank();
   int64_t m = fa ? a.shape()[ra - 1] : a.shape()[ra - 2];
   int64_t n = fb ? b.shape()[rb - 2] : b.shape()[rb - 1];
   Shape out_shape = ra == 3 ? Shape{a.shape()[0], m, n} : Shape{m, n};
-  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+  Tensor out = into.defined() ? into : Tensor::empty(out_shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
   MatmulParams params;
   params.transpose_a = fa;
@@ -57,6 +58,10 @@ class KernelGradient final : public autodiff::DeferredGradient {
  public:
   KernelGradient(Tensor x, Tensor dz) : x_(std::move(x)), dz_(std::move(dz)) {}
   Tensor materialize() const override { return product(x_, dz_, true, false); }
+  void materialize_into(Tensor& out) const override {
+    NoGradScope no_grad;
+    product(x_, dz_, true, false, Tensor(), kernels::Activation::kNone, 0, out);
+  }
   Tensor rows(int64_t begin, int64_t end) const override {
     NoGradScope no_grad;
     return product(x_.slice(1, begin, end), dz_, true, false);

@@ -35,6 +35,10 @@ class DeferredGradient {
   // Rows [begin, end) of the first dimension alone, contiguous; undefined for a form that
   // cannot build part of itself (materialize() then).
   virtual Tensor rows(int64_t /*begin*/, int64_t /*end*/) const { return Tensor(); }
+  // materialize() into `out` (contiguous, of this shape, dtype and device), which a form
+  // that can build itself there overrides: a receiver that keeps the gradient in a buffer
+  // of its own then holds it once, not also as a temporary of the same size.
+  virtual void materialize_into(Tensor& out) const { out.assign(materialize()); }
   virtual Shape shape() const = 0;
   virtual DType dtype() const = 0;
   virtual Device device() const = 0;
