@@ -95,11 +95,11 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
       manager_(manager),
       max_steps_(max_steps),
       global_step_(start_step),
-      given_(start_step),
-      resumed_step_(start_step),
       // Warm start takes variables only: the new run draws from its own seed.
       generators_(replica_generators(estimator.seed(), *strategy_, resume.get())),
-      open_writer_(std::move(open_writer)) {
+      open_writer_(std::move(open_writer)),
+      given_(start_step),
+      resumed_step_(start_step) {
   nn::VariableCreator creator = nn::default_variable_creator;
   if (resume) {
     // A resumed checkpoint was verified whole when it was chosen.
@@ -110,6 +110,8 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
   variables_ = strategy_->extended().create_restored_variables(estimator.seed(), creator,
                                                                sources_in(resume));
   if (manager_ && resume && strategy_->extended().elastic()) keep_positions_of(*resume);
+  input_report_ = input_report_to_ps(estimator.config(), *strategy_);
+  if (manager_ && input_report_) resume_ = std::move(resume);
 }
 
 void TrainRun::keep_positions_of(const checkpoint::CheckpointReader& resume) {
@@ -165,6 +167,7 @@ std::string TrainRun::save_checkpoint() {
   }
   checkpoint::add_variables(*logical, &data);
   add_worker_state(0, own_state(), &data);
+  if (input_report_) add_positions_on_ps(*strategy_, global_step_, resume_.get(), &data);
   if (strategy_->num_workers_in_sync() > 1) {
     // An elastic group's chief knows how far each position gathered before is behind.
     if (gathered_step_ == global_step_ || extended.elastic()) {

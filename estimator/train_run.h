@@ -25,6 +25,7 @@
 #include "cadre/strategies/strategy.h"
 #include "estimator/given_batches.h"
 #include "estimator/model_session.h"
+#include "estimator/ps_input_positions.h"
 #include "estimator/worker_parts.h"
 #include "estimator/worker_states.h"
 
@@ -60,6 +61,16 @@ class TrainRun : public Run {
     if (manager_) manager_->wait();
   }
   void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
+  // Whether ps 0 keeps this worker's input position (parameter-server training,
+  // ps_input_positions.h).
+  bool positions_on_ps() const { return input_report_ != nullptr; }
+  // Before the loop takes a batch: where ps 0 keeps the position and asked for it, the
+  // position goes with the push of that batch.
+  void before_batch() {
+    if (input_report_ && iterator_ && input_report_->wanted()) {
+      input_report_->send(encode_worker_state(own_state()));
+    }
+  }
   // RunConfig.deterministic: each step takes its gradients per input shard, this worker's
   // shards of `shards` starting at `first_shard`, and adds them along a tree over the shards
   // (shard_ordered_step.cc).
@@ -140,7 +151,10 @@ class TrainRun : public Run {
   int64_t ordered_shards_ = 0;
   std::map<int, WorkerState> gathered_;  // the other workers', by index, on the chief
   int64_t gathered_step_ = -1;
-  GivenBatches given_;  // on an elastic group's chief
+  GivenBatches given_;                       // on an elastic group's chief
+  ps::InputReport* input_report_ = nullptr;  // ps 0's, where it keeps the position
+  // On such a chief: where the workers that have pushed nothing yet resume.
+  std::shared_ptr<const checkpoint::CheckpointReader> resume_;
   const int64_t resumed_step_;
   int64_t to_skip_ = 0;
   bool planned_stop_ = false;

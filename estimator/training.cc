@@ -203,6 +203,7 @@ class TrainLoop {
       if (heed_notice()) break;
       for (const auto& hook : hooks_) hook->before_run(run_, context);
       if (context.stop_requested()) break;  // before the step (a coordinator-mode worker's gate)
+      if (!held) run_.before_batch();
       std::optional<PerReplica<io::Element>> batch = held ? std::move(held) : iterator_.next();
       held.reset();
       if (!batch || static_cast<int>(batch->size()) < strategy_.num_local_replicas()) {

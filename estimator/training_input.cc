@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "cadre/base/errors.h"
+#include "estimator/ps_input_positions.h"
 #include "estimator/worker_states.h"
 #include "io/virtual_shards.h"
 #include "strategies/strategy_extended.h"
@@ -10,41 +11,44 @@
 namespace cadre::estimator_internal {
 namespace {
 
-// Restores this worker's input position unless the checkpoint has none for it or the
-// pipeline changed since, in which case the input starts over (TensorFlow never restores it
-// at all).
-void restore_input(DistributedIterator& iterator, const checkpoint::CheckpointReader& reader,
+// Restores a saved position of this worker's input, unless the pipeline changed since, in
+// which case the input starts over (TensorFlow never restores it at all). `from` names where
+// the position was kept.
+void restore_input(DistributedIterator& iterator, const SavedInput& saved, const std::string& from,
                    const Strategy& strategy) {
-  if (reader.iterator_state(/*verify=*/false).empty()) return;
-  std::string why;
-  std::optional<SavedInput> saved =
-      input_state_of(reader, strategy.worker_index(), strategy.num_workers(), &why);
-  if (!saved) {
-    LOG(WARNING) << "worker " << strategy.worker_index() << ": " << why;
-    return;
-  }
   try {
-    iterator.restore(saved->state);
+    iterator.restore(saved.state);
   } catch (const InvalidArgumentError& error) {
-    LOG(WARNING) << "the input pipeline differs from the one checkpointed in " << reader.path()
-                 << " (" << error.what() << "); reading the input from its start";
+    LOG(WARNING) << "the input pipeline differs from the one whose position " << from << " holds ("
+                 << error.what() << "); reading the input from its start";
     return;
   }
-  // Batches an elastic group took from this worker after its position was saved: they
-  // count, so they are not read again.
+  // Batches taken from this worker after its position was saved (by an elastic group it has
+  // left since, or by its own pushes to the ps tasks): they count, so they are not read again.
   int64_t skipped = 0;
-  while (skipped < saved->batches_behind && iterator.next()) ++skipped;
+  while (skipped < saved.batches_behind && iterator.next()) ++skipped;
   if (skipped > 0) {
     LOG(INFO) << "worker " << strategy.worker_index() << ": skipped the " << skipped
-              << " batch(es) its group took from it after " << reader.path();
+              << " batch(es) taken from it after " << from;
   }
 }
 
+// This worker's position in `reader`'s checkpoint, if it has one that fits this job.
+std::optional<SavedInput> checkpoint_position(const checkpoint::CheckpointReader& reader,
+                                              const Strategy& strategy) {
+  if (reader.iterator_state(/*verify=*/false).empty()) return std::nullopt;
+  std::string why;
+  std::optional<SavedInput> saved =
+      input_state_of(reader, strategy.worker_index(), strategy.num_workers(), &why);
+  if (!saved) LOG(WARNING) << "worker " << strategy.worker_index() << ": " << why;
+  return saved;
+}
+
 // The input shards to read the input as: a checkpoint's own number (its positions are per
-// shard), else RunConfig's; none for workers that step on their own, whose positions are not
-// kept.
+// shard), else RunConfig's; none for workers that step on their own and whose positions are
+// not kept (coordinator mode).
 int64_t input_shards(const RunConfig& config, const checkpoint::CheckpointReader* resume,
-                     const Strategy& strategy) {
+                     const Strategy& strategy, bool positions_on_ps) {
   int64_t shards = config.input_shards;
   if (resume) {
     if (int64_t saved = io::saved_virtual_shards(resume->iterator_state(/*verify=*/false))) {
@@ -55,7 +59,7 @@ int64_t input_shards(const RunConfig& config, const checkpoint::CheckpointReader
       shards = saved;
     }
   }
-  if (strategy.num_workers_in_sync() != strategy.num_workers()) {
+  if (strategy.num_workers_in_sync() != strategy.num_workers() && !positions_on_ps) {
     if (shards > 0) {
       LOG(WARNING) << "input shards apply to workers that step together; " << strategy.name()
                    << "'s workers each read their own part of the input";
@@ -74,8 +78,9 @@ int64_t input_shards(const RunConfig& config, const checkpoint::CheckpointReader
 DistributedIterator training_input(const RunConfig& config, const InputFn& input_fn,
                                    const Strategy& strategy,
                                    const checkpoint::CheckpointReader* resume, TrainRun& run) {
-  int64_t shards = input_shards(config, resume, strategy);
-  if (config.deterministic && shards == 0) {
+  int64_t shards = input_shards(config, resume, strategy, run.positions_on_ps());
+  if (config.deterministic &&
+      (shards == 0 || strategy.num_workers_in_sync() != strategy.num_workers())) {
     throw InvalidArgumentError(
         "RunConfig.deterministic needs input shards (RunConfig.input_shards, dividing the "
         "global batch) and workers that step together");
@@ -88,7 +93,19 @@ DistributedIterator training_input(const RunConfig& config, const InputFn& input
     run.reduce_in_shard_order(
         io::owned_shards(shards, strategy.num_workers(), strategy.worker_index()).first, shards);
   }
-  if (resume) restore_input(iterator, *resume, strategy);
+  // A parameter-server worker restarted while the job ran on reads on from what its pushes
+  // took since the checkpoint, which ps 0 counted.
+  if (run.positions_on_ps() && !config.is_chief) {
+    if (std::optional<SavedInput> kept = position_on_ps(strategy)) {
+      restore_input(iterator, *kept, "the position ps 0 kept", strategy);
+      return iterator;
+    }
+  }
+  if (resume) {
+    if (std::optional<SavedInput> saved = checkpoint_position(*resume, strategy)) {
+      restore_input(iterator, *saved, resume->path(), strategy);
+    }
+  }
   return iterator;
 }
 

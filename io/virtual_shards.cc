@@ -66,12 +66,18 @@ Element joined_parts(std::vector<Element>& parts, bool part_rows) {
 
 class JoinedShardsNode : public DatasetNode {
  public:
-  JoinedShardsNode(std::vector<NodePtr> shards, int64_t num_shards, int64_t first, bool part_rows)
-      : shards_(std::move(shards)), num_shards_(num_shards), first_(first), part_rows_(part_rows) {}
+  JoinedShardsNode(std::vector<NodePtr> shards, int64_t num_shards, int64_t first, bool part_rows,
+                   bool to_every_end)
+      : shards_(std::move(shards)),
+        num_shards_(num_shards),
+        first_(first),
+        part_rows_(part_rows),
+        to_every_end_(to_every_end) {}
   std::string_view kind() const override { return kVirtualShardsKind; }
   std::vector<NodePtr> inputs() const override { return shards_; }
   NodePtr with_inputs(std::vector<NodePtr> inputs) const override {
-    return std::make_shared<JoinedShardsNode>(std::move(inputs), num_shards_, first_, part_rows_);
+    return std::make_shared<JoinedShardsNode>(std::move(inputs), num_shards_, first_, part_rows_,
+                                              to_every_end_);
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
     class It : public IteratorNode {
@@ -80,11 +86,16 @@ class JoinedShardsNode : public DatasetNode {
           : IteratorNode(kVirtualShardsKind),
             num_shards_(n.num_shards_),
             first_(n.first_),
-            part_rows_(n.part_rows_) {
+            part_rows_(n.part_rows_),
+            to_every_end_(n.to_every_end_),
+            nodes_(n.shards_),
+            context_(c) {
         for (const NodePtr& shard : n.shards_) shards_.push_back(shard->make_iterator(c));
+        ended_.assign(shards_.size(), false);
       }
       std::optional<Element> next() override {
         if (done_) return std::nullopt;
+        if (to_every_end_) return next_of_those_left();
         std::vector<Element> parts;
         parts.reserve(shards_.size());
         for (auto& shard : shards_) {
@@ -109,6 +120,12 @@ class JoinedShardsNode : public DatasetNode {
       void restore_state(const StateReader& r) override {
         StateReader behind = r.child(kShardsBehind);
         for (size_t i = 0; i < shards_.size(); ++i) {
+          // A shard the state has no position for was never read (its worker of a ps job
+          // took no step): it starts at its beginning.
+          if (!r.child(name(i)).contains("kind")) {
+            shards_[i] = nodes_[i]->make_iterator(context_);
+            continue;
+          }
           shards_[i]->restore(r.child(name(i)));
           if (!behind.contains(name(i))) continue;
           const int64_t elements = behind.read_int(name(i));
@@ -120,15 +137,39 @@ class JoinedShardsNode : public DatasetNode {
           }
         }
         done_ = false;
+        ended_.assign(shards_.size(), false);
       }
 
      private:
+      // The shards that have not ended yet, joined: shards a worker that steps on its own
+      // holds may be at different places (a resize handed them over from workers that had
+      // stepped more or less), and each is read to its end.
+      std::optional<Element> next_of_those_left() {
+        std::vector<Element> parts;
+        for (size_t i = 0; i < shards_.size(); ++i) {
+          if (ended_[i]) continue;
+          std::optional<Element> part = shards_[i]->next();
+          if (part) {
+            parts.push_back(std::move(*part));
+          } else {
+            ended_[i] = true;
+          }
+        }
+        if (parts.empty()) {
+          done_ = true;
+          return std::nullopt;
+        }
+        return joined_parts(parts, part_rows_);
+      }
       std::string name(size_t i) const {
         return str_cat("shard_", first_ + static_cast<int64_t>(i));
       }
       int64_t num_shards_, first_;
-      bool part_rows_;
+      bool part_rows_, to_every_end_;
+      std::vector<NodePtr> nodes_;
+      IteratorContext context_;
       std::vector<std::unique_ptr<IteratorNode>> shards_;
+      std::vector<bool> ended_;  // to_every_end_: each shard's
       bool done_ = false;
     };
     return std::make_unique<It>(*this, context);
@@ -137,7 +178,7 @@ class JoinedShardsNode : public DatasetNode {
  private:
   std::vector<NodePtr> shards_;
   int64_t num_shards_, first_;
-  bool part_rows_;
+  bool part_rows_, to_every_end_;
 };
 
 // The pipeline's own shard(num_shards, index) stage, if it has one.
@@ -196,7 +237,7 @@ std::pair<int64_t, int64_t> owned_shards(int64_t num_shards, int64_t workers, in
 }
 
 VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
-                                  int64_t last, bool part_rows) {
+                                  int64_t last, bool part_rows, bool to_every_end) {
   if (num_shards <= 0 || num_shards > kMaxInputShards || first < 0 || last > num_shards ||
       first >= last) {
     throw InvalidArgumentError(str_cat("input shards [", first, ", ", last, ") of ", num_shards,
@@ -236,9 +277,9 @@ VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, in
     }
   }
   std::string range = last - first == 1 ? str_cat(first) : str_cat(first, "-", last - 1);
-  return {
-      Dataset(std::make_shared<JoinedShardsNode>(std::move(shards), num_shards, first, part_rows)),
-      str_cat("input shard(s) ", range, " of ", num_shards, " (", how, ")")};
+  return {Dataset(std::make_shared<JoinedShardsNode>(std::move(shards), num_shards, first,
+                                                     part_rows, to_every_end)),
+          str_cat("input shard(s) ", range, " of ", num_shards, " (", how, ")")};
 }
 
 }  // namespace cadre::io

@@ -221,9 +221,11 @@ DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& in
 DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& input_fn,
                                                                int64_t input_shards,
                                                                bool part_rows) const {
-  if (num_workers_in_sync() != num_workers()) {
-    throw InvalidArgumentError(str_cat("input shards need workers that step together; ", name(),
-                                       "'s workers step on their own"));
+  if (part_rows && num_workers_in_sync() != num_workers()) {
+    throw InvalidArgumentError(
+        str_cat("a reduction in shard order needs workers that step "
+                "together; ",
+                name(), "'s workers step on their own"));
   }
   if (input_shards < num_workers()) {
     throw InvalidArgumentError(str_cat("the input is read as ", input_shards,
@@ -235,8 +237,12 @@ DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& in
   context.num_input_pipelines = static_cast<int>(input_shards);
   context.input_pipeline_id = static_cast<int>(first);
   context.num_replicas_in_sync = static_cast<int>(input_shards);
+  // A worker that steps alone reads each shard to its end: its shards may be uneven (a resize
+  // handed them over from workers that stepped more or less, a ps job's workers stepping at
+  // their own pace). Workers that step together end when any of them ends.
   io::VirtualShards shards =
-      io::read_virtual_shards(input_fn(context), input_shards, first, last, part_rows);
+      io::read_virtual_shards(input_fn(context), input_shards, first, last, part_rows,
+                              !part_rows && num_workers_in_sync() == 1);
   LOG(INFO) << "input of worker " << worker_index() << " of " << num_workers() << ": "
             << shards.plan;
   if (part_rows) {

@@ -9,6 +9,7 @@
 #include "cadre/strategies/cluster_spec.h"
 #include "cadre/strategies/parameter_server_options.h"
 #include "cadre/strategies/parameter_server_strategy.h"
+#include "strategies/ps/input_report.h"
 #include "strategies/ps/work_unit.h"
 
 namespace cadre::ps {
@@ -32,10 +33,13 @@ class ParameterServers {
   // The coordinator's unit this worker's pushes count toward (coordinator mode); empty
   // otherwise.
   WorkUnitSlot& work_unit() const { return work_unit_; }
+  // This worker's input position on its way to ps 0 (input_report.h).
+  InputReport& input_report() const { return input_report_; }
 
  private:
   ParameterServerOptions options_;
   mutable WorkUnitSlot work_unit_;
+  mutable InputReport input_report_;
   std::vector<std::unique_ptr<PsClient>> clients_;
 };
 

@@ -154,6 +154,12 @@ UnitsResponse PsClient::units(const UnitsRequest& request) {
                                            options_.rpc_timeout_seconds);
 }
 
+InputPositionsResponse PsClient::input_positions(const InputPositionsRequest& request) {
+  return call<InputPositionsRequest, InputPositionsResponse>(
+      "the workers' input positions", request, &ParameterServerService::Stub::InputPositions,
+      options_.rpc_timeout_seconds);
+}
+
 SaveResponse PsClient::save(const SaveRequest& request) {
   return call<SaveRequest, SaveResponse>(
       str_cat("saving checkpoint part '", request.file_name(), "'"), request,

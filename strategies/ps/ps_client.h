@@ -47,6 +47,8 @@ class PsClient {
   ReadResponse read(const ReadRequest& request);
   // The coordinator's ledger (ps 0 only): a new generation, or units' steps applied.
   UnitsResponse units(const UnitsRequest& request);
+  // The workers' input positions ps 0 keeps (input_positions.h).
+  InputPositionsResponse input_positions(const InputPositionsRequest& request);
   // A sharded checkpoint's part: the task snapshots and starts writing it (Save), then
   // SaveStatus waits for it (the request's timeout plus a margin).
   SaveResponse save(const SaveRequest& request);

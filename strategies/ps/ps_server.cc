@@ -140,6 +140,15 @@ class Server final : public ParameterServer, public ParameterServerService::Serv
     return guarded([&] { *response = shard_.units(*request); });
   }
 
+  grpc::Status InputPositions(grpc::ServerContext* context, const InputPositionsRequest* request,
+                              InputPositionsResponse* response) override {
+    called();
+    return guarded([&] {
+      *response = shard_.input_positions(*request);
+      check_size(*response, str_cat(options_.task, ": the workers' input positions"));
+    });
+  }
+
   grpc::Status Save(grpc::ServerContext* context, const SaveRequest* request,
                     SaveResponse* response) override {
     called();

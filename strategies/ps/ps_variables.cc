@@ -38,6 +38,7 @@ PsVariables::PsVariables(const ParameterServers& servers, bool chief, uint64_t s
       clients_(servers.clients()),
       options_(servers.options()),
       work_unit_(servers.work_unit()),
+      input_report_(servers.input_report()),
       chief_(chief),
       seed_(seed),
       base_(std::move(base)),
@@ -235,7 +236,16 @@ void PsVariables::push_part(nn::Optimizer& optimizer, std::vector<Gradient> grad
     requests[0].set_unit_steps(unit->steps);
     requests[0].set_unit_generation(unit->generation);
   }
+  const int pipeline = counts_the_step ? input_report_.pipeline() : 0;
+  if (pipeline != 0) {
+    requests[0].set_input_pipeline(pipeline);
+    if (std::optional<std::string> position = input_report_.take()) {
+      requests[0].set_has_input_position(true);
+      requests[0].set_input_position(std::move(*position));
+    }
+  }
   PushResponse first = send(std::move(requests));
+  if (pipeline != 0) input_report_.heard(first.input_position_wanted());
   if (unit) {
     work_unit_.record({unit->id, first.unit_applied(), first.unit_closed(), first.global_step()});
   }

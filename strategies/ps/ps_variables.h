@@ -150,6 +150,7 @@ class PsVariables : public DistributedVariables {
   const std::vector<std::unique_ptr<PsClient>>& clients_;
   const ParameterServerOptions& options_;
   WorkUnitSlot& work_unit_;
+  InputReport& input_report_;
   bool chief_;
   uint64_t seed_;
   nn::VariableCreator base_;

@@ -85,7 +85,8 @@ std::vector<PushRequest> split_push(PushRequest request, int64_t budget) {
   common.set_from_chief(request.from_chief());
   common.set_timeout_seconds(request.timeout_seconds());
   Parts parts(std::move(common), budget);
-  parts.room(0);  // a first part, whatever follows
+  // A first part, whatever follows, with room for the input position it carries.
+  parts.room(static_cast<int64_t>(request.input_position().size()) + kPartFraming);
   for (NamedTensor& slot : *request.mutable_slots()) {
     parts.room(cost(slot)).mutable_slots()->Add(std::move(slot));
   }
@@ -111,6 +112,9 @@ std::vector<PushRequest> split_push(PushRequest request, int64_t budget) {
   first.set_unit(request.unit());
   first.set_unit_steps(request.unit_steps());
   first.set_unit_generation(request.unit_generation());
+  first.set_input_pipeline(request.input_pipeline());
+  first.set_has_input_position(request.has_input_position());
+  first.set_input_position(std::move(*request.mutable_input_position()));
   return out;
 }
 

@@ -2,7 +2,8 @@
 // message, and sent so that the parts mean what the whole would:
 //
 // - The first part to a ps task carries what is judged once per push: ps 0's global-step
-//   count, the staleness bound and the coordinator's unit. When ps 0 drops the push (too
+//   count, the staleness bound, the coordinator's unit and the worker's input pipeline and
+//   position (input_positions.h). When ps 0 drops the push (too
 //   stale, or a unit already complete), no gradient goes anywhere.
 // - The chief's optimizer state (slots, then which variables they initialise and the step
 //   counter) comes in the first parts, before any gradient, so that gradients never wait

@@ -154,6 +154,7 @@ UnitsResponse Shard::units(const UnitsRequest& request) {
 int64_t Shard::global_step(const GlobalStepRequest& request) {
   MutexLock lock(mutex_);
   if (request.set()) {
+    positions_.clear();
     global_step_ = request.value();
     changed_.notify_all();
   } else {
@@ -168,6 +169,7 @@ int64_t Shard::global_step(const GlobalStepRequest& request) {
 // ---------------------------------------------------------------- updates
 
 PushResponse Shard::push(const PushRequest& request) {
+  InputPositions::check(request, task_);
   ++pushes_;
   PushResponse response;
   std::vector<Entry*> entries;
@@ -183,6 +185,7 @@ PushResponse Shard::push(const PushRequest& request) {
       ++dropped_;
       response.set_dropped(true);
       response.set_global_step(*global_step_);
+      count_batch(request, response);
       return response;
     }
     entries = entries_to_update(request);
@@ -194,6 +197,7 @@ PushResponse Shard::push(const PushRequest& request) {
       MutexLock lock(mutex_);
       response.set_unit_closed(true);
       if (global_step_) response.set_global_step(*global_step_);
+      count_batch(request, response);
       return response;
     }
     response.set_unit_applied(applied);
@@ -238,8 +242,14 @@ PushResponse Shard::apply_push(const PushRequest& request, const std::vector<Ent
       throw FailedPreconditionError(str_cat(task_, " holds no global step yet"));
     }
     response.set_global_step(++*global_step_);
+    count_batch(request, response);
   }
   return response;
+}
+
+void Shard::count_batch(const PushRequest& request, PushResponse& response) {
+  if (request.input_pipeline() == 0 || !request.increment_global_step()) return;
+  response.set_input_position_wanted(positions_.count(request, response.global_step()));
 }
 
 std::vector<Entry*> Shard::entries_to_update(const PushRequest& request) {

@@ -31,6 +31,7 @@
 #include "cadre/base/mutex.h"
 #include "cadre/nn/variable_store.h"
 #include "strategies/ps/entry.h"
+#include "strategies/ps/input_positions.h"
 #include "strategies/ps/optimizer_table.h"
 #include "strategies/ps/part_snapshot.h"
 #include "strategies/ps/ps.pb.h"
@@ -53,10 +54,17 @@ class Shard {
   // Applies the gradients (after the chief's optimizer state, which it may carry) at the
   // next optimizer step, or at the request's step for a later part of a split push; adds
   // the deltas to non-trainable variables, and counts the global step when asked. A push
-  // staler than its bound is dropped whole.
+  // staler than its bound is dropped whole. A push from a worker's input pipeline counts
+  // its batch and keeps the position it carries (input_positions.h).
   PushResponse push(const PushRequest& request);
-  // Sets the global step (the chief), or waits until it is set; returns it.
+  // Sets the global step (the chief, which then restored the input positions too: the
+  // counts of input_positions() start again), or waits until it is set; returns it.
   int64_t global_step(const GlobalStepRequest& request);
+  // The workers' input positions and the batches pushed since each (input_positions.h).
+  InputPositionsResponse input_positions(const InputPositionsRequest& request) const {
+    MutexLock lock(mutex_);  // as of a moment between pushes
+    return positions_.list(request);
+  }
   // The coordinator's ledger of units (unit_ledger.h): a new generation, or the steps
   // applied of units of the current one (FailedPreconditionError when it was replaced), and
   // the global step.
@@ -86,6 +94,9 @@ class Shard {
   template <typename Pred>
   void wait_for(double timeout_seconds, Pred ready, const std::string& what) CADRE_REQUIRES(mutex_);
   Entry& entry_for(const VariableDef& def, const std::string& what) CADRE_REQUIRES(mutex_);
+  // The batch of a push that counted (or was refused) the global step now in `response`,
+  // counted for the worker's input pipeline, if any (input_positions.h).
+  void count_batch(const PushRequest& request, PushResponse& response) CADRE_REQUIRES(mutex_);
   // The part of push() after the staleness and unit checks.
   PushResponse apply_push(const PushRequest& request, const std::vector<Entry*>& entries,
                           PushResponse response);
@@ -117,7 +128,7 @@ class Shard {
 
   const std::string task_;
   const RowRestorer read_rows_;
-  Mutex mutex_;
+  mutable Mutex mutex_;
   CondVar changed_;
   std::map<std::string, std::unique_ptr<Entry>> entries_ CADRE_GUARDED_BY(mutex_);
   OptimizerTable optimizers_ CADRE_GUARDED_BY(mutex_);
@@ -127,6 +138,7 @@ class Shard {
   std::map<std::string, Filling> slot_filling_ CADRE_GUARDED_BY(mutex_);  // chunks of slots
   nn::VariableStore slots_;  // which optimizers find by name; each guarded by its entry
   UnitLedger units_;
+  InputPositions positions_;
   std::atomic<int64_t> pushes_{0}, pulls_{0}, dropped_{0};
 };
 

@@ -1,17 +1,20 @@
 // A training program for InputShardsTest and tools/chaos/resize_chaos.py: epochs of 480
-// numbered examples read as 8 input shards, one process or MultiWorkerMirrored per TF_CONFIG.
-// Every example a training step takes is appended to SEEN_PREFIX-<pid> as "<step> <number>"
-// (the global step the step started at) before the step's gradients leave the process, so
-// that one can count them over jobs of different sizes, also jobs killed part-way (whose steps
-// past the checkpoint resumed from count for nothing, as do a killed elastic worker's steps
-// from the one its group went on from). Optional environment: INPUT_SHARDS_EPOCHS (1),
-// INPUT_SHARDS_STEP_MS (0: a pause per step), INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint
-// interval), INPUT_SHARDS_DETERMINISTIC (0; 1: RunConfig.deterministic, and dropout, whose random
-// streams it must make alike), INPUT_SHARDS_COUNT (8; 0: a pipeline per worker, shard(workers, w)),
-// INPUT_SHARDS_SHUFFLE (1; 0: each shard in the order of its numbers), INPUT_SHARDS_ELASTIC
-// (0; 1: an elastic group, heartbeats every 0.5 s), INPUT_SHARDS_DIE_AFTER (0; N: worker:0
-// SIGKILLs itself after step N, once per model_dir), INPUT_SHARDS_COMEBACK_MS (0: how long
-// worker:0, restarted after that, waits before it starts).
+// numbered examples read as 8 input shards, one process, or per TF_CONFIG MultiWorkerMirrored
+// or (with ps tasks) ParameterServerStrategy. Every example a training step takes is appended
+// to SEEN_PREFIX-<pid> as "<step> <number>" so that one can count them over jobs of different
+// sizes, also jobs killed part-way (whose steps past the checkpoint resumed from count for
+// nothing, as do a killed elastic worker's steps from the one its group went on from): the
+// global step the step started at, written before the step's gradients leave the process;
+// under ParameterServerStrategy the one before the global step its push counted, written
+// once it did. Optional
+// environment: INPUT_SHARDS_EPOCHS (1), INPUT_SHARDS_STEP_MS (0: a pause per step),
+// INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint interval), INPUT_SHARDS_DETERMINISTIC (0; 1:
+// RunConfig.deterministic, and dropout, whose random streams it must make alike),
+// INPUT_SHARDS_COUNT (8; 0: a pipeline per worker, shard(workers, w)), INPUT_SHARDS_SHUFFLE (1; 0:
+// each shard in the order of its numbers), INPUT_SHARDS_ELASTIC (0; 1: an elastic group, heartbeats
+// every 0.5 s), INPUT_SHARDS_DIE_AFTER (0; N: worker:0 SIGKILLs itself after step N, once per
+// model_dir; under ParameterServerStrategy after its own N-th step), INPUT_SHARDS_COMEBACK_MS (0:
+// how long worker:0, restarted after that, waits before it starts).
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,7 +32,9 @@
 
 #include "cadre/estimator/estimator.h"
 #include "cadre/estimator/planned_stop.h"
+#include "cadre/estimator/train_and_evaluate.h"
 #include "cadre/strategies/multi_worker_mirrored_strategy.h"
+#include "cadre/strategies/parameter_server_strategy.h"
 #include "tests/estimator/test_model.h"
 
 namespace {
@@ -39,6 +44,7 @@ constexpr int64_t kGlobalBatch = 16;
 
 std::string seen_file;
 std::atomic<int64_t> current_step{-1};
+bool on_ps = false;  // ParameterServerStrategy: examples written after the push
 
 int64_t from_environment(const char* name, int64_t otherwise) {
   const char* value = std::getenv(name);
@@ -58,18 +64,29 @@ cadre::Dataset numbered_examples(const cadre::InputContext& context) {
       .batch(context.per_replica_batch_size(kGlobalBatch));
 }
 
-// The examples written for the step under way (one replica per worker): a step may run
-// model_fn once per input shard, and again on the same batch after its worker group changed.
+// The examples taken by the step under way (one replica per worker): a step may run model_fn
+// once per input shard, and again on the same batch after its worker group changed.
 std::set<int64_t> step_examples;
+std::vector<int64_t> to_write;  // on_ps: those of the step, until its push counted
+
+void write_examples(int64_t step, const std::vector<int64_t>& ids) {
+  std::ofstream out(seen_file, std::ios::app);
+  for (int64_t id : ids) out << step << " " << id << "\n";
+}
 
 cadre::EstimatorSpec counting_fn(const cadre::Features& features, const cadre::Tensor& labels,
                                  cadre::ModeKeys mode, const cadre::Params& params) {
   // Not before the first step's hooks: a worker joining an elastic group steps alone first,
   // on the batch it then steps with the group.
   if (mode == cadre::ModeKeys::kTrain && current_step.load() >= 0) {
-    std::ofstream out(seen_file, std::ios::app);
+    std::vector<int64_t> taken;
     for (int64_t id : features.at("id").to_vector<int64_t>()) {
-      if (step_examples.insert(id).second) out << current_step.load() << " " << id << "\n";
+      if (step_examples.insert(id).second) taken.push_back(id);
+    }
+    if (on_ps) {
+      to_write.insert(to_write.end(), taken.begin(), taken.end());
+    } else {
+      write_examples(current_step.load(), taken);
     }
   }
   return cadre::testing::classifier_fn(features, labels, mode, params);
@@ -86,8 +103,12 @@ class StepHook : public cadre::Hook {
     }
   }
   void after_run(cadre::Run& run, const cadre::StepResult&, cadre::RunContext&) override {
+    // The step its push counted, from the global step it started at: as other steps' records.
+    write_examples(run.global_step() - 1, std::exchange(to_write, {}));
+    ++steps_;
     const std::string marker = run.config().model_dir + "/died";
-    if (dies_ && run.global_step() == from_environment("INPUT_SHARDS_DIE_AFTER", 0) &&
+    const int64_t die_after = from_environment("INPUT_SHARDS_DIE_AFTER", 0);
+    if (dies_ && (on_ps ? steps_ : run.global_step()) == die_after &&
         !std::filesystem::exists(marker)) {
       std::ofstream(marker) << getpid();
       ::raise(SIGKILL);
@@ -96,6 +117,7 @@ class StepHook : public cadre::Hook {
 
  private:
   bool dies_;
+  int64_t steps_ = 0;  // this process's
 };
 
 }  // namespace
@@ -112,7 +134,14 @@ int main(int argc, char** argv) {
     config.tf_random_seed = 42;
     config.input_shards = from_environment("INPUT_SHARDS_COUNT", 8);
     config.save_checkpoints_steps = from_environment("INPUT_SHARDS_SAVE_STEPS", 1000);
-    if (config.num_worker_replicas > 1) {
+    if (config.num_ps_replicas > 0) {
+      cadre::ParameterServerOptions options;
+      options.connect_timeout_seconds = 60;
+      options.init_timeout_seconds = 60;
+      config.train_distribute =
+          cadre::ParameterServerStrategy::create(*config.cluster, {cadre::Device::cpu(0)}, options);
+      on_ps = true;
+    } else if (config.num_worker_replicas > 1) {
       cadre::MultiWorkerOptions options;
       options.registration_timeout_seconds = 60;
       options.collective_timeout_seconds = 60;
@@ -131,9 +160,19 @@ int main(int argc, char** argv) {
     config.deterministic = from_environment("INPUT_SHARDS_DETERMINISTIC", 0) == 1;
     cadre::Estimator estimator(counting_fn, config,
                                {{"dropout", config.deterministic ? 0.2 : 0.0}});
-    int64_t step = estimator.train(
-        numbered_examples,
-        {.max_steps = std::atoll(argv[2]), .hooks = {std::make_shared<StepHook>(dies)}});
+    auto hook = std::make_shared<StepHook>(dies);
+    int64_t step = 0;
+    if (on_ps) {  // the ps tasks serve, the chief evaluates once at the end
+      cadre::EvalSpec eval_spec(numbered_examples, 1);
+      eval_spec.start_delay_secs = 0;
+      eval_spec.throttle_secs = 0;
+      cadre::TrainAndEvaluateResult result = cadre::train_and_evaluate(
+          estimator, cadre::TrainSpec(numbered_examples, std::atoll(argv[2]), {hook}), eval_spec);
+      step = static_cast<int64_t>(result.final_eval.get("global_step").value_or(0));
+    } else {
+      step =
+          estimator.train(numbered_examples, {.max_steps = std::atoll(argv[2]), .hooks = {hook}});
+    }
     std::printf("{\"task\":\"%s\",\"global_step\":%lld}\n", config.task_type.c_str(),
                 static_cast<long long>(step));
     return 0;

@@ -1,7 +1,7 @@
 // Input positions over loopback: a job whose number of workers changes between runs (2, 4,
 // one process, 3) reads every example of its epoch exactly once, as the examples its training
 // steps took, counted by the training program itself, show; so does an elastic group whose
-// worker dies and comes back.
+// worker dies and comes back, and a parameter-server job.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -171,9 +171,49 @@ TEST_F(InputShardsTest, AnElasticGroupsWorkerThatDiesReadsOnWhereTheGroupLeftIt)
   EXPECT_EQ(after.output.find("from its start"), std::string::npos) << after.output;
   run_elastic("resumed", 0, 0, 0, 12);
   std::string output = run_elastic("resumed", 0, 1500, 14, 50);
-  EXPECT_NE(output.find("skipped the 2 batch(es) its group took from it"), std::string::npos)
+  EXPECT_NE(output.find("skipped the 2 batch(es) taken from it after"), std::string::npos)
       << cadre::testing::tail(output);
   expect_every_example_once_in_order("resumed", 2, 14);
+}
+
+// Under ParameterServerStrategy, whose workers step on their own: worker:0 of a chief, 2
+// workers and a ps task dies after its second step and is restarted alone while the others
+// push on (it skips what its pushes took, which ps 0 counted); the job then stops at step 24
+// and resumes with one worker fewer. Steps its workers pushed after the checkpoint the second
+// job resumed from count for nothing; every other example is taken once.
+TEST_F(InputShardsTest, AParameterServerJobReadsEveryExampleOnceAcrossADeathAndAResize) {
+  auto run_ps = [&](int workers, int max_steps, const std::string& seen) {
+    cadre::testing::CommandResult run = cadre::testing::run_command(
+        str_cat("INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_STEP_MS=30 INPUT_SHARDS_SAVE_STEPS=4 ",
+                "INPUT_SHARDS_DIE_AFTER=2 ", CADRE_LAUNCH, " --chief=1 --ps=1 --workers=", workers,
+                " --max_restarts=1 -- ", CADRE_INPUT_SHARDS_HELPER, " ", path("m"), " ", max_steps,
+                " ", path(seen), " 2>&1"));
+    EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
+    return run.output;
+  };
+  std::string first = run_ps(2, 24, "first");
+  EXPECT_NE(first.find("worker:0 failed (killed by signal 9); restarting it"), std::string::npos)
+      << cadre::testing::tail(first);
+  EXPECT_NE(first.find("batch(es) taken from it after the position ps 0 kept"), std::string::npos)
+      << cadre::testing::tail(first);
+  std::string second = run_ps(1, 1000, "second");
+  for (const char* over : {"from its start", "from the start"}) {
+    EXPECT_EQ(second.find(over), std::string::npos) << second;
+  }
+  const size_t at = second.find("resuming from ");
+  ASSERT_NE(at, std::string::npos) << second;
+  const int64_t resumed = std::atoll(second.c_str() + second.find("ckpt-", at) + 5);
+  std::map<int64_t, int> taken;
+  for (const auto& entry : std::filesystem::directory_iterator(path(""))) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("first-") && !name.starts_with("second-")) continue;
+    std::ifstream in(entry.path());
+    for (int64_t step, id; in >> step >> id;) {
+      if (name.starts_with("second-") || step < resumed) ++taken[id];
+    }
+  }
+  ASSERT_EQ(taken.size(), 480u);
+  for (const auto& [id, count] : taken) EXPECT_EQ(count, 1) << "example " << id;
 }
 
 }  // namespace

@@ -93,6 +93,29 @@ TEST(VirtualShardsTest, AStepJoinsEveryOwnedShardInShardOrder) {
   EXPECT_EQ(it.next()->value().to_vector<int64_t>(), (std::vector<int64_t>{18, 26, 19, 27}));
 }
 
+// A worker that steps on its own (ParameterServerStrategy) reads each of its shards to its
+// end, the shards that ended leaving the others' elements to join; a shard the restored
+// state has no position for (its worker never stepped) starts at its beginning.
+TEST(VirtualShardsTest, AWorkerThatStepsAloneReadsUnevenShardsToTheirEnds) {
+  auto shards = [] {
+    return read_virtual_shards(Dataset::range(16).shard(kShards, 2).batch(1), kShards, 2, 4,
+                               /*part_rows=*/false, /*to_every_end=*/true)
+        .dataset.make_iterator();
+  };
+  Iterator it = shards();
+  EXPECT_EQ(it.next()->value().to_vector<int64_t>(), (std::vector<int64_t>{2, 3}));
+  IteratorState state = it.save();
+  IteratorState only_shard_2;
+  for (const auto& [key, value] : state) {
+    if (!key.starts_with("shard_3")) only_shard_2.emplace(key, value);
+  }
+  Iterator resumed = shards();
+  resumed.restore(only_shard_2);  // shard 3 never read: from its start, one element ahead
+  EXPECT_EQ(resumed.next()->value().to_vector<int64_t>(), (std::vector<int64_t>{10, 3}));
+  EXPECT_EQ(resumed.next()->value().to_vector<int64_t>(), (std::vector<int64_t>{11}));
+  EXPECT_FALSE(resumed.next().has_value());
+}
+
 TEST(VirtualShardsTest, APipelineThatDoesNotShardIsDividedAtItsSources) {
   Dataset pairs = Dataset::zip({Dataset::range(16), Dataset::range(100, 116).map([](Element e) {
                                   Element out;

@@ -135,6 +135,10 @@ CallByName ps_calls(ps::ParameterServerService::Stub& stub) {
       ps::SaveResponse response;
       return stub.Save(&context, ps::SaveRequest(), &response);
     }
+    if (method == "InputPositions") {
+      ps::InputPositionsResponse response;
+      return stub.InputPositions(&context, ps::InputPositionsRequest(), &response);
+    }
     if (method == "SaveStatus") {
       ps::SaveStatusResponse response;
       return stub.SaveStatus(&context, ps::SaveStatusRequest(), &response);

@@ -1,0 +1,36 @@
+// Exactly-once input under ParameterServerStrategy, from the training loop's side: each
+// worker's pushes count its batches on ps 0, which keeps the positions the worker sends
+// (strategies/ps/input_positions.h). The chief's checkpoints hold every worker's position as
+// of their step; a worker restarted while ps 0 runs on reads on from what ps 0 kept.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "cadre/checkpoint/contents.h"
+#include "cadre/checkpoint/reader.h"
+#include "cadre/estimator/run_config.h"
+#include "cadre/strategies/strategy.h"
+#include "estimator/worker_states.h"
+#include "strategies/ps/input_report.h"
+
+namespace cadre::estimator_internal {
+
+// Where a training task of parameter-server training sends its input position, its pushes
+// counting for its input pipeline from now on; null for other strategies and in coordinator
+// mode, whose workers step the client's units (their positions are not kept).
+ps::InputReport* input_report_to_ps(const RunConfig& config, const Strategy& strategy);
+
+// For the chief's checkpoint of global step `step`: every other worker's position as of that
+// step, with the batches it pushed after it by then, which its restore skips. A worker that
+// pushed nothing by then is where `resumed` (the checkpoint the job resumed from, if any)
+// left it.
+void add_positions_on_ps(const Strategy& strategy, int64_t step,
+                         const checkpoint::CheckpointReader* resumed,
+                         checkpoint::CheckpointData* data);
+
+// For a worker restarted while ps 0 ran on: the position ps 0 kept for it, with the batches
+// it pushed after it; nullopt where ps 0 keeps none (a new job, or a new chief).
+std::optional<SavedInput> position_on_ps(const Strategy& strategy);
+
+}  // namespace cadre::estimator_internal
