@@ -178,20 +178,20 @@ TEST_F(InputShardsTest, AnElasticGroupsWorkerThatDiesReadsOnWhereTheGroupLeftIt)
 
 // Under ParameterServerStrategy, whose workers step on their own: worker:0 of a chief, 2
 // workers and a ps task dies after its second step and is restarted alone while the others
-// push on (it skips what its pushes took, which ps 0 counted); the job then stops at step 24
+// push on (it skips what its pushes took, which ps 0 counted); the job then stops at step 60
 // and resumes with one worker fewer. Steps its workers pushed after the checkpoint the second
 // job resumed from count for nothing; every other example is taken once.
 TEST_F(InputShardsTest, AParameterServerJobReadsEveryExampleOnceAcrossADeathAndAResize) {
   auto run_ps = [&](int workers, int max_steps, const std::string& seen) {
     cadre::testing::CommandResult run = cadre::testing::run_command(
-        str_cat("INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_STEP_MS=30 INPUT_SHARDS_SAVE_STEPS=4 ",
+        str_cat("INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_STEP_MS=100 INPUT_SHARDS_SAVE_STEPS=8 ",
                 "INPUT_SHARDS_DIE_AFTER=2 ", CADRE_LAUNCH, " --chief=1 --ps=1 --workers=", workers,
                 " --max_restarts=1 -- ", CADRE_INPUT_SHARDS_HELPER, " ", path("m"), " ", max_steps,
                 " ", path(seen), " 2>&1"));
     EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
     return run.output;
   };
-  std::string first = run_ps(2, 24, "first");
+  std::string first = run_ps(2, 60, "first");
   EXPECT_NE(first.find("worker:0 failed (killed by signal 9); restarting it"), std::string::npos)
       << cadre::testing::tail(first);
   EXPECT_NE(first.find("batch(es) taken from it after the position ps 0 kept"), std::string::npos)
