@@ -270,9 +270,23 @@ void BackgroundSaver::prepare_snapshot(const CheckpointData& like) {
     return;
   }
   snapshot_ = memory;
+  fault_in_ahead(std::move(memory));
+}
+
+void BackgroundSaver::fault_in_ahead(std::shared_ptr<const CheckpointData> memory) {
   {
     MutexLock lock(mutex_);
     to_fault_in_ = std::move(memory);
+  }
+  start_threads(/*with_copier=*/false);
+  writer_changed_.notify_all();
+}
+
+void BackgroundSaver::save_live(CheckpointData data) {
+  auto live = std::make_shared<const CheckpointData>(std::move(data));
+  {
+    MutexLock lock(mutex_);
+    queued_ = std::move(live);
   }
   start_threads(/*with_copier=*/false);
   writer_changed_.notify_all();

@@ -53,6 +53,12 @@ class BackgroundSaver {
   // call it well ahead. Returns at once; does nothing once a save was queued or memory
   // prepared.
   void prepare_snapshot(const CheckpointData& like);
+  // Queues `data` as it is, without a copy: the tensors the write reads are left for it to
+  // deal with (a part written through from live variables). No save may be in flight.
+  void save_live(CheckpointData data);
+  // Has the writer fault in `memory`'s host tensors a piece at a time without writing them,
+  // until the next save starts. Returns at once.
+  void fault_in_ahead(std::shared_ptr<const CheckpointData> memory);
   // Blocks until the writer is done faulting in what prepare_snapshot() gave (or gave up:
   // a kernel without MADV_POPULATE_WRITE leaves the faults to the copy).
   void wait_prepared();

@@ -6,6 +6,7 @@
 #include "checkpoint/row_writer.h"
 #include "core/base/crc32c.h"
 #include "core/base/strings.h"
+#include "core/runtime/in_parallel.h"
 
 namespace cadre::checkpoint::internal {
 namespace {
@@ -100,8 +101,14 @@ void FileBuilder::write(const CheckpointData& data, double created,
         source = &it->second;
       }
     }
+    const RowsInPlace* in_place = nullptr;
+    if (destination.in_place != nullptr) {
+      if (auto it = destination.in_place->find(name); it != destination.in_place->end()) {
+        in_place = &it->second;
+      }
+    }
     write_tensor(is_slot ? slots : variables, name, full_name, parts, shape,
-                 is_slot ? slot->second.c_str() : nullptr, source);
+                 is_slot ? slot->second.c_str() : nullptr, source, in_place);
   };
   for (const auto& [name, value] : data.variables) write_variable(name, {value}, value.shape());
   for (const auto& [name, parts] : data.partitioned_variables) {
@@ -163,7 +170,8 @@ FileBuilder::Dataset& FileBuilder::dataset(hid_t parent, const std::string& name
 
 void FileBuilder::write_tensor(hid_t parent, const std::string& name, const std::string& full_name,
                                const std::vector<Tensor>& parts, const Shape& shape,
-                               const char* slot_of, const RowSource* source) {
+                               const char* slot_of, const RowSource* source,
+                               const RowsInPlace* in_place) {
   DType dtype = parts[0].dtype();
   // The dtype is part of the layout: the type made for the first write serves every later one.
   Handle& type = datasets_[full_name].type;
@@ -179,11 +187,11 @@ void FileBuilder::write_tensor(hid_t parent, const std::string& name, const std:
   }
   uint32_t crc = 0;
   if (shape.num_elements() > 0) {
-    if (source != nullptr) {
+    if (source != nullptr || in_place != nullptr) {
       if (shape.rank() == 0) {
         throw InvalidArgumentError(context(str_cat("a row source for 0-d dataset ", full_name)));
       }
-      crc = write_streamed(entry, type.get(), *source, full_name);
+      crc = write_streamed(entry, type.get(), source, in_place, full_name);
     } else if (shape.rank() == 0) {
       Tensor host = host_contiguous(parts[0]);
       crc = crc32c::value(host.raw_data(), host.nbytes());
@@ -256,23 +264,45 @@ uint32_t FileBuilder::write_rows(Dataset& dataset, hid_t type, const std::vector
   return crc;
 }
 
-uint32_t FileBuilder::write_streamed(Dataset& dataset, hid_t type, const RowSource& source,
-                                     const std::string& full_name) {
+uint32_t FileBuilder::write_streamed(Dataset& dataset, hid_t type, const RowSource* source,
+                                     const RowsInPlace* in_place, const std::string& full_name) {
   RowWriter writer(dataset.dataset.get(), type, dataset.shape, context(full_name),
                    destination_.options.durable, destination_.descriptor);
   const size_t row_bytes = writer.row_bytes();
   const int64_t rows = dataset.shape[0];
   const int64_t rows_per_block =
       std::max<int64_t>(1, static_cast<int64_t>(destination_.options.block_bytes / row_bytes));
-  // One bounded buffer: the source copies a block (under its owner's lock, briefly), the
-  // writer writes it; the memory a save holds stays a block whatever the tensor's size.
-  std::vector<char> block(static_cast<size_t>(std::min(rows, rows_per_block)) * row_bytes);
+  const size_t blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
+  // A copying source gets one bounded buffer: it copies a block (under its owner's lock,
+  // briefly), the writer writes it; the memory a save holds stays a block whatever the
+  // tensor's size.
+  std::vector<char> block(
+      in_place != nullptr ? 0 : static_cast<size_t>(std::min(rows, rows_per_block)) * row_bytes);
+  std::vector<uint32_t> crcs(blocks);
+  auto write_block = [&](size_t i) {
+    const int64_t begin = static_cast<int64_t>(i) * rows_per_block;
+    const int64_t end = std::min(rows, begin + rows_per_block);
+    auto write = [&](const void* data) { crcs[i] = writer.write({{begin, end, data}})[0]; };
+    if (in_place != nullptr) {
+      (*in_place)(begin, end, write);
+    } else {
+      (*source)(begin, end, block.data());
+      write(block.data());
+    }
+  };
+  // Blocks where they lie go two at a time, as write_rows's: each thread checksums its
+  // block while the other's is written back. A copying source is asked in order.
+  const int threads = in_place != nullptr && blocks > 1 ? 2 : 1;
+  in_parallel(threads, [&](int first) {
+    for (size_t i = static_cast<size_t>(first); i < blocks; i += static_cast<size_t>(threads)) {
+      write_block(i);
+    }
+  });
   uint32_t crc = 0;
-  for (int64_t begin = 0; begin < rows; begin += rows_per_block) {
-    int64_t end = std::min(rows, begin + rows_per_block);
-    source(begin, end, block.data());
-    std::vector<uint32_t> crcs = writer.write({{begin, end, block.data()}});
-    crc = crc32c::combine(crc, crcs[0], static_cast<uint64_t>(end - begin) * row_bytes);
+  for (size_t i = 0; i < blocks; ++i) {
+    const int64_t begin = static_cast<int64_t>(i) * rows_per_block;
+    const int64_t end = std::min(rows, begin + rows_per_block);
+    crc = crc32c::combine(crc, crcs[i], static_cast<uint64_t>(end - begin) * row_bytes);
   }
   if (writer.direct()) {
     auto begin = static_cast<uint64_t>(writer.offset());

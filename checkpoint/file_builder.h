@@ -48,6 +48,7 @@ class FileBuilder {
     int descriptor = -1;
     // Rows of the variables and slots named here come from these, not from their tensors.
     const RowSources* sources = nullptr;
+    const RowsInPlaceSources* in_place = nullptr;
   };
 
   // Writes `data` (checked by check_data) with `created` as its time. The first call
@@ -72,15 +73,15 @@ class FileBuilder {
                    const Shape& shape, bool* created);
   void write_tensor(hid_t parent, const std::string& name, const std::string& full_name,
                     const std::vector<Tensor>& parts, const Shape& shape, const char* slot_of,
-                    const RowSource* source = nullptr);
+                    const RowSource* source = nullptr, const RowsInPlace* in_place = nullptr);
   // Returns whether the dataset was created (and needs its other attributes).
   bool write_small(hid_t parent, const std::string& name, const std::string& full_name, hid_t type,
                    const Shape& shape, const void* bytes, size_t size);
   uint32_t write_rows(Dataset& dataset, hid_t type, const std::vector<Tensor>& parts,
                       const std::string& full_name);
-  // The dataset's rows from `source`, a block at a time through one staging buffer.
-  uint32_t write_streamed(Dataset& dataset, hid_t type, const RowSource& source,
-                          const std::string& full_name);
+  // The rows of a dataset from `source` (a block at a time, in order) or from `in_place`.
+  uint32_t write_streamed(Dataset& dataset, hid_t type, const RowSource* source,
+                          const RowsInPlace* in_place, const std::string& full_name);
   // Creates the attribute on the first call, overwrites it later.
   void set_attribute(Handle& slot, hid_t object, const char* name, hid_t type, const void* value);
   std::string context(const std::string& object) const;
@@ -98,11 +99,12 @@ class FileBuilder {
   std::vector<DirectRange> direct_;
 };
 
-// write_checkpoint_file, with the rows of the tensors `sources` names taken from them.
-// Returns the ranges of the file written with pwrite, whose CRCs spare a reader of the whole
-// file's checksum from reading them back (write_part_file).
+// write_checkpoint_file, with the rows of the tensors `sources` and `in_place` name taken
+// from them. Returns the ranges of the file written with pwrite, whose CRCs spare a reader of
+// the whole file's checksum from reading them back (write_part_file).
 std::vector<DirectRange> write_checkpoint_file(const std::string& path, const CheckpointData& data,
                                                const WriteOptions& options,
-                                               const RowSources& sources);
+                                               const RowSources& sources,
+                                               const RowsInPlaceSources& in_place = {});
 
 }  // namespace cadre::checkpoint::internal

@@ -103,7 +103,8 @@ std::optional<int64_t> part_step(const std::string& file_name, const std::string
 }
 
 WrittenPart write_part_file(const std::string& model_dir, const std::string& file_name,
-                            const CheckpointData& data, const RowSources& sources) {
+                            const CheckpointData& data, const RowSources& sources,
+                            const RowsInPlaceSources& in_place) {
   if (file_name.empty() || file_name.find('/') != std::string::npos ||
       !file_name.ends_with(".h5")) {
     throw InvalidArgumentError(
@@ -115,7 +116,7 @@ WrittenPart write_part_file(const std::string& model_dir, const std::string& fil
   WrittenPart written;
   try {
     std::vector<internal::DirectRange> direct =
-        internal::write_checkpoint_file(temporary, data, {}, sources);
+        internal::write_checkpoint_file(temporary, data, {}, sources, in_place);
     env->sync_file(temporary);
     // The checksum covers the bytes as the file holds them: the datasets' data as handed to
     // pwrite (checksummed as it was written), the rest read back.

@@ -35,13 +35,23 @@ using RowSource = std::function<void(int64_t begin, int64_t end, void* destinati
 // tensor then only gives the dtype and shape (a broadcast view of one row will do) and its
 // memory is never read; it must have rank 1 or more.
 using RowSources = std::map<std::string, RowSource>;
+// Rows [begin, end) of a tensor handed over where they lie: the source calls `write` once,
+// with the rows contiguous at the pointer it gives, which stays valid (and unchanged) for
+// the call. A part written through from live variables gives each block from the variable's
+// own memory, or from the copy of it that an update made first. The writer asks for each
+// range once, up to two ranges at a time.
+using RowsInPlace =
+    std::function<void(int64_t begin, int64_t end, const std::function<void(const void*)>& write)>;
+// As RowSources: by the name of the tensor in CheckpointData::variables they replace.
+using RowsInPlaceSources = std::map<std::string, RowsInPlace>;
 
 // Writes `data` as model_dir/file_name, durably: a temporary beside it, fsynced, renamed,
 // model_dir fsynced. Returns the file's size and the CRC-32C of its bytes. Throws
 // InvalidArgumentError for a file name that is not a part's, and the writer's errors (the
 // temporary is removed), among them a row source's.
 WrittenPart write_part_file(const std::string& model_dir, const std::string& file_name,
-                            const CheckpointData& data, const RowSources& sources = {});
+                            const CheckpointData& data, const RowSources& sources = {},
+                            const RowsInPlaceSources& in_place = {});
 
 // The CRC-32C of the bytes of the file at `path` (read in 2 MiB blocks), and its size.
 // Throws NotFoundError or DataLossError naming it when it cannot be read.

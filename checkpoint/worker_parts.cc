@@ -7,7 +7,10 @@
 #include <map>
 #include <utility>
 
+#include "cadre/base/errors.h"
+#include "cadre/checkpoint/writer.h"
 #include "checkpoint/background_saver.h"
+#include "core/nn/deferred_copy.h"
 
 namespace cadre::checkpoint {
 namespace {
@@ -63,12 +66,14 @@ PartSlice slice_of(const CheckpointData& data, const std::string& name, int64_t 
 }
 
 // Where a part's time went, to tell a slow snapshot (the copy competes with training for the
-// cores, and claiming updates wait for it) from a slow file write (docs/BENCHMARKS.md, #46).
+// cores, and claiming updates wait for it) or a late writer from a slow file write
+// (docs/BENCHMARKS.md, #46).
 void log_part_times(const std::string& file_name, std::chrono::steady_clock::time_point handed_over,
-                    std::chrono::steady_clock::time_point copied, uint64_t bytes) {
+                    std::chrono::steady_clock::time_point started, uint64_t bytes, bool through) {
   auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
-  double writing = seconds(std::chrono::steady_clock::now() - copied);
-  LOG(INFO) << file_name << ": snapshot made " << seconds(copied - handed_over)
+  double writing = seconds(std::chrono::steady_clock::now() - started);
+  LOG(INFO) << file_name << ": " << (through ? "writing through began " : "snapshot made ")
+            << seconds(started - handed_over)
             << " s after the handover, then the file written and synced in " << writing << " s ("
             << static_cast<double>(bytes) / std::max(writing, 1e-9) / 1e6 << " MB/s)";
 }
@@ -129,14 +134,25 @@ WorkerPartWriter::WorkerPartWriter()
           [this](const CheckpointData& data) {
             WrittenPart written;
             std::exception_ptr error;
-            auto copied = std::chrono::steady_clock::now();
+            auto started = std::chrono::steady_clock::now();
+            const bool through = target_.through != nullptr;
             try {
-              written = write_part_file(target_.model_dir, target_.file_name, data);
+              written =
+                  write_part_file(target_.model_dir, target_.file_name, data, {}, target_.in_place);
             } catch (...) {
               error = std::current_exception();
             }
+            if (through) {
+              // Blocks never written (the write failed) must not hold updates back.
+              target_.through->give_up_unwritten(
+                  error ? error
+                        : std::make_exception_ptr(InternalError("a block was never written")));
+              target_.through = nullptr;
+              target_.in_place.clear();
+            }
             if (!error) {
-              log_part_times(target_.file_name, target_.handed_over, copied, written.bytes);
+              log_part_times(target_.file_name, target_.handed_over, started, written.bytes,
+                             through);
             }
             target_.done(written, error);
           },
@@ -151,11 +167,62 @@ WorkerPartWriter::~WorkerPartWriter() { wait(); }
 void WorkerPartWriter::write(const std::string& model_dir, const std::string& file_name,
                              CheckpointData part, Done done) {
   wait();
-  target_ = {model_dir, file_name, std::move(done), std::chrono::steady_clock::now()};
-  saver_->save_deferred(std::move(part));
+  target_ = {model_dir, file_name, std::move(done), std::chrono::steady_clock::now(), nullptr, {}};
+  if (write_through(part)) {
+    saver_->save_live(std::move(part));
+  } else {
+    saver_->save_deferred(std::move(part));
+  }
 }
 
-void WorkerPartWriter::prepare(const CheckpointData& part) { saver_->prepare_snapshot(part); }
+bool WorkerPartWriter::write_through(CheckpointData& part) {
+  if (!part.partitioned_variables.empty() || !part.iterator_state.empty()) return false;
+  for (const auto& [name, value] : part.variables) {
+    if (!value.device().is_cpu() || !value.is_contiguous()) return false;
+  }
+  std::vector<Tensor*> rows;
+  std::vector<const std::string*> names;
+  size_t bytes = 0;
+  for (auto& [name, value] : part.variables) {
+    if (value.shape().rank() == 0) {
+      // A step counter: a copy now costs less than a block of its own.
+      Tensor copy = Tensor::empty(value.shape(), value.dtype(), Device::cpu());
+      copy.assign(value);
+      value = copy;
+      continue;
+    }
+    rows.push_back(&value);
+    names.push_back(&name);
+    bytes += value.nbytes();
+  }
+  if (bytes == 0) return true;
+  if (pool_ == nullptr) pool_ = std::make_shared<nn::PiecePool>(kPoolPieces);
+  auto copy =
+      std::make_shared<nn::DeferredCopy>(std::move(rows), pool_, WriteOptions{}.block_bytes);
+  for (size_t i = 0; i < names.size(); ++i) {
+    target_.in_place[*names[i]] = [copy, i](int64_t begin, int64_t,
+                                            const std::function<void(const void*)>& write) {
+      copy->write_piece(copy->piece_at(i, begin), write);
+    };
+  }
+  target_.through = copy;
+  nn::defer_copy(std::move(copy));
+  return true;
+}
+
+void WorkerPartWriter::prepare(const CheckpointData& part) {
+  for (const auto& [name, value] : part.variables) {
+    if (!value.device().is_cpu() || !value.is_contiguous()) {
+      saver_->prepare_snapshot(part);
+      return;
+    }
+  }
+  if (pool_ != nullptr) return;
+  pool_ = std::make_shared<nn::PiecePool>(kPoolPieces);
+  auto memory = std::make_shared<CheckpointData>();
+  memory->variables["pool"] = pool_->memory();
+  saver_->fault_in_ahead(std::move(memory));
+}
 
 void WorkerPartWriter::wait() {
   try {

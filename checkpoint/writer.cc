@@ -65,10 +65,9 @@ void write_checkpoint_file(const std::string& path, const CheckpointData& data,
   internal::write_checkpoint_file(path, data, options, {});
 }
 
-std::vector<internal::DirectRange> internal::write_checkpoint_file(const std::string& path,
-                                                                   const CheckpointData& data,
-                                                                   const WriteOptions& options,
-                                                                   const RowSources& sources) {
+std::vector<internal::DirectRange> internal::write_checkpoint_file(
+    const std::string& path, const CheckpointData& data, const WriteOptions& options,
+    const RowSources& sources, const RowsInPlaceSources& in_place) {
   check_data(data);
   double created = creation_time(options);
   internal::quiet_hdf5();
@@ -78,7 +77,8 @@ std::vector<internal::DirectRange> internal::write_checkpoint_file(const std::st
   std::vector<internal::DirectRange> direct;
   {
     FileBuilder builder(file.get());
-    builder.write(data, created, {path, options, internal::posix_descriptor(file.get()), &sources});
+    builder.write(data, created,
+                  {path, options, internal::posix_descriptor(file.get()), &sources, &in_place});
     direct = builder.direct_ranges();
   }
   if (!file.close()) {

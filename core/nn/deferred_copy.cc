@@ -84,6 +84,14 @@ class WrittenMemory {
     return true;
   }
 
+  // Whether the caller writes any byte of [begin, end).
+  bool overlaps(const char* begin, const char* end) const {
+    auto after = std::upper_bound(targets_.begin(), targets_.end(), begin,
+                                  [](const char* b, const Target& t) { return b < t.begin; });
+    if (after != targets_.end() && after->begin < end) return true;
+    return after != targets_.begin() && std::prev(after)->end > begin;
+  }
+
  private:
   struct Target {
     const char* begin;
@@ -170,8 +178,13 @@ void DeferredCopy::finished(size_t p, std::exception_ptr failed) {
       d.failed = true;
       if (!error_) error_ = failed;
     }
-    // A failed tensor keeps its slot as it was: a checkpoint never holds a copy of unknown age.
-    if (--d.left == 0 && !d.failed) *tensors_[pieces_[p].tensor] = std::move(d.host);
+    if (pool_ != nullptr) {
+      piece_done_[p] = 1;
+    } else if (--d.left == 0 && !d.failed) {
+      // A failed tensor keeps its slot as it was: a checkpoint never holds a copy of unknown
+      // age.
+      *tensors_[pieces_[p].tensor] = std::move(d.host);
+    }
     last = ++done_ == pieces_.size();
     // Not only the last: a claimant waits for all but its own claims.
     finished_.notify_all();
@@ -215,7 +228,8 @@ void ClaimedCopies::add(std::shared_ptr<DeferredCopy> copy, size_t piece, const 
   // finds each within the tensor it writes).
   const DeferredCopy::Piece& mine = copy->pieces_[piece];
   if (!claims_.empty() && claims_.back().copy == copy && claims_.back().piece + 1 == piece &&
-      copy->pieces_[piece - 1].tensor == mine.tensor) {
+      copy->pieces_[piece - 1].tensor == mine.tensor &&
+      static_cast<char*>(copies_.back().to) + copies_.back().bytes == out.to) {
     copies_.back().bytes += out.bytes;
   } else {
     copies_.push_back(out);
@@ -234,6 +248,13 @@ void ClaimedCopies::release(bool made) {
   claims_.clear();
   copies_.clear();
   count_wait(start_);
+}
+
+void ClaimedCopies::make_now() {
+  for (const CopyOut& out : copies_) out.make();
+  for (Claim& claim : claims_) claim.copy->finished(claim.piece, nullptr);
+  claims_.clear();
+  copies_.clear();
 }
 
 void defer_copy(std::shared_ptr<DeferredCopy> copy) {
@@ -259,7 +280,33 @@ ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets) {
     copies = p.copies;
   }
   WrittenMemory written(targets);
+  std::vector<std::pair<DeferredCopy*, size_t>> waits;  // write-through pieces to wait for
   for (const std::shared_ptr<DeferredCopy>& copy : copies) {
+    // A writer that names nothing it writes may write anything.
+    if (copy->pool_ != nullptr && targets.empty()) {
+      copy->run_through();
+      continue;
+    }
+    for (size_t i = 0; copy->pool_ != nullptr && i < copy->pieces_.size(); ++i) {
+      const DeferredCopy::Piece& piece = copy->pieces_[i];
+      const char* from = copy->sources_[piece.tensor].data + piece.begin;
+      const size_t bytes = piece.end - piece.begin;
+      if (!written.overlaps(from, from + bytes)) continue;
+      char* buffer = nullptr;
+      if (copy->taken_[i].load(std::memory_order_acquire)) {
+        if (copy->piece_done(i)) continue;
+      } else if (bytes <= DeferredCopy::kPieceBytes && written.claim(from, from + bytes)) {
+        buffer = copy->pool_->try_get();
+      }
+      if (buffer != nullptr && copy->take(i)) {
+        copy->buffers_[i] = buffer;
+        claimed.add(copy, i, {from, buffer, bytes});
+        continue;
+      }
+      if (buffer != nullptr) copy->pool_->put(buffer);
+      waits.emplace_back(copy.get(), i);
+    }
+    if (copy->pool_ != nullptr) continue;
     size_t mine = 0;
     for (size_t i = 0; i < copy->pieces_.size(); ++i) {
       const DeferredCopy::Piece& piece = copy->pieces_[i];
@@ -276,6 +323,10 @@ ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets) {
       }
     }
     copy->run_except(mine);
+  }
+  if (!waits.empty()) {
+    claimed.make_now();
+    for (auto& [copy, piece] : waits) copy->wait_done(piece);
   }
   if (claimed.claims_.empty()) count_wait(start);
   count_since(p.blocked_nanoseconds, start);

@@ -28,6 +28,29 @@ namespace cadre::nn {
 
 class ClaimedCopies;
 
+// Buffers of DeferredCopy::kPieceBytes that a write-through copy (below) lends, one per
+// piece that a writer of variables must overwrite before the checkpoint's writer got to it,
+// and takes back once that piece is written: the memory a save holds beyond the variables
+// stays this pool's size whatever the model's. Thread-safe.
+class PiecePool {
+ public:
+  // `pieces` buffers, allocated (not yet faulted in: memory()) here.
+  explicit PiecePool(size_t pieces);
+  PiecePool(const PiecePool&) = delete;
+  PiecePool& operator=(const PiecePool&) = delete;
+
+  // The buffers' memory, one host tensor, to fault in ahead off the training thread.
+  const Tensor& memory() const { return memory_; }
+  // A free buffer, or null when every one is lent.
+  char* try_get();
+  void put(char* buffer);
+
+ private:
+  Tensor memory_;
+  Mutex mutex_;
+  std::vector<char*> free_ CADRE_GUARDED_BY(mutex_);
+};
+
 // Replaces tensors by host copies of their values. The tensors are slots in a structure
 // nobody else touches until the copy is done: they name the sources when the copy is
 // deferred, and each becomes its contiguous host copy. A contiguous host tensor is copied in
@@ -43,13 +66,34 @@ class DeferredCopy {
   // Without it, or when it does not fit, the copy goes to new memory.
   explicit DeferredCopy(std::vector<Tensor*> tensors,
                         std::function<Tensor(size_t)> memory_for = nullptr);
+  // A write-through copy, which keeps no copy of its own: a writer (a checkpoint part's)
+  // hands each piece to the file straight from the tensor's memory (write_piece), and a
+  // thread about to overwrite a piece the writer has not taken yet copies it into a buffer
+  // of `pool` (an update in its own pass, as a claimed copy), or, with none free, waits for
+  // the writer to take it. The tensors, which stay as they are, are contiguous host tensors
+  // of rank 1 or more; each is in pieces of whole rows, `block_bytes` of rows at most (one
+  // row at least), as a checkpoint writer's blocks.
+  DeferredCopy(std::vector<Tensor*> tensors, std::shared_ptr<PiecePool> pool, size_t block_bytes);
   DeferredCopy(const DeferredCopy&) = delete;
   DeferredCopy& operator=(const DeferredCopy&) = delete;
+
+  // Write-through: the piece of tensor `tensor` that starts at row `row` (a block's first).
+  // Throws InternalError where no piece starts there.
+  size_t piece_at(size_t tensor, int64_t row) const;
+  // Write-through: hands piece `p`'s bytes as of the deferral to `write`, on this thread:
+  // from the tensor when no other thread took the piece (which then waits for this call),
+  // else from the buffer that thread copied it into, once copied. Throws what `write` throws
+  // and, for a piece whose copy failed, that failure. Once per piece.
+  void write_piece(size_t p, const std::function<void(const void*)>& write);
+  // Write-through, once the writer is done (or failed): the pieces it never took fail with
+  // `why`, and their copies' buffers go back to the pool. Waits for copies in progress.
+  void give_up_unwritten(std::exception_ptr why);
 
   // Copies the pieces no other thread has started, then waits for those others are at.
   // Any thread may call it, any number of times; the first error of a copy is kept for
   // error(), never thrown here (a writer of variables must not fail for a checkpoint).
-  void run() { run_except(0); }
+  // Write-through: copies what the pool's free buffers take, then waits for the writer.
+  void run() { pool_ != nullptr ? run_through() : run_except(0); }
   std::exception_ptr error() const;
 
  private:
@@ -79,6 +123,13 @@ class DeferredCopy {
 
   // run(), but waits only until all pieces but the `claimed` ones the caller took are done.
   void run_except(size_t claimed);
+  // Write-through: takes each piece it can get a buffer for and copies it there, then
+  // waits until every piece is done (the writer takes the others).
+  void run_through();
+  // Write-through: whether piece p may be overwritten (copied, or written by the writer),
+  // and waiting until it may.
+  bool piece_done(size_t p) const;
+  void wait_done(size_t p);
   // Whether this thread is the one to copy piece p (no other has taken it).
   bool take(size_t p) { return !taken_[p].exchange(true, std::memory_order_acq_rel); }
   // Tensor i's host copy; throws what making it threw.
@@ -94,9 +145,14 @@ class DeferredCopy {
   std::vector<Piece> pieces_;
   std::unique_ptr<std::atomic<bool>[]> taken_;
   std::unique_ptr<Destination[]> destinations_;
+  // Write-through only: the pool, each piece's buffer (null: none; set by the thread that
+  // took the piece, before it is done) and whether it is done.
+  std::shared_ptr<PiecePool> pool_;
+  std::unique_ptr<char*[]> buffers_;
   mutable Mutex mutex_;
   CondVar finished_;
   size_t done_ CADRE_GUARDED_BY(mutex_) = 0;
+  std::vector<char> piece_done_ CADRE_GUARDED_BY(mutex_);
   std::exception_ptr error_ CADRE_GUARDED_BY(mutex_);
 };
 
@@ -125,6 +181,9 @@ class ClaimedCopies {
   };
   // Records the claim of `piece` of `copy`, whose copy is `out`.
   void add(std::shared_ptr<DeferredCopy> copy, size_t piece, const CopyOut& out);
+  // Makes every CopyOut now and reports them done: before the caller waits for a piece,
+  // so that no writer waits for it in turn.
+  void make_now();
   // Reports every claim made (done()) or failed, and lets go of them.
   void release(bool made);
 
@@ -146,8 +205,11 @@ bool deferred_copies_pending();
 // copies that lie within those `targets` (contiguous host tensors it is about to write
 // whole), whole tensors or row ranges of them, and that no thread has started are left to
 // the caller, as CopyOuts (adjacent pieces as one); every other deferred copy is finished
-// first. The caller makes each CopyOut before it writes the bytes it reads, then calls
-// done(). One atomic load when no copy is pending.
+// first. A write-through copy is not finished: of its pieces, only those within the targets
+// matter, each left to the caller while the pool lends a buffer for it, else waited for (the
+// caller's CopyOuts then made at once, so that the writer never waits for them in turn). The
+// caller makes each CopyOut before it writes the bytes it reads, then calls done(). One
+// atomic load when no copy is pending.
 ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets);
 
 // The time threads of this process have spent in finish_deferred_copies() with a copy

@@ -174,7 +174,18 @@ void Optimizer::apply_updates(const std::vector<Gradient>& gradients,
       apply_dense(dense_vars, dense_grads, dense_slots, lr, step);
     }
   }
-  finish_deferred_copies();  // the sparse updates below and the counter write in place
+  if (deferred_copies_pending()) {
+    // What the sparse updates below and the counter's write in place overwrite, and only
+    // that: a checkpoint part written through from the variables is not waited for whole.
+    std::vector<Tensor> in_place{iterations_variable().tensor()};
+    for (const auto& [i, slots] : sparse) {
+      in_place.push_back(variables[i]->tensor());
+      in_place.insert(in_place.end(), slots.begin(), slots.end());
+    }
+    ClaimedCopies claimed = claim_deferred_copies(in_place);
+    for (const CopyOut& out : claimed.copies()) out.make();
+    claimed.done();
+  }
   for (auto& [i, slots] : sparse) {
     apply_sparse(variables[i]->tensor(), gradients[i].sparse(), slots, lr, step);
   }
