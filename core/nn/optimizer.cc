@@ -56,6 +56,15 @@ VariableSpec slot_spec_of(const Variable& var, const std::string& optimizer,
   return spec;
 }
 
+// A write in place of `targets` that cannot copy out as it goes (a sparse update, the step
+// counter's): the checkpoint copies of what it overwrites, made first. Claimed rather than
+// finish_deferred_copies(), which would wait for a whole part written through.
+void copy_out_before_writing(const std::vector<Tensor>& targets) {
+  ClaimedCopies claimed = claim_deferred_copies(targets);
+  for (const CopyOut& out : claimed.copies()) out.make();
+  claimed.done();
+}
+
 }  // namespace
 
 std::vector<VariableSpec> Optimizer::slot_variable_specs(const Variable& var) const {
@@ -134,6 +143,7 @@ void Optimizer::apply_gradients(std::vector<Gradient> gradients,
   Variable& counter = iterations_variable();
   int64_t step = counter.tensor().item<int64_t>() + 1;
   apply_updates(gradients, variables, step);
+  if (deferred_copies_pending()) copy_out_before_writing({counter.tensor()});
   counter.tensor().assign(Tensor::full(Shape{}, double(step), DType::kInt64, Device::cpu(0)));
 }
 
@@ -174,17 +184,13 @@ void Optimizer::apply_updates(const std::vector<Gradient>& gradients,
       apply_dense(dense_vars, dense_grads, dense_slots, lr, step);
     }
   }
-  if (deferred_copies_pending()) {
-    // What the sparse updates below and the counter's write in place overwrite, and only
-    // that: a checkpoint part written through from the variables is not waited for whole.
-    std::vector<Tensor> in_place{iterations_variable().tensor()};
+  if (!sparse.empty() && deferred_copies_pending()) {
+    std::vector<Tensor> in_place;
     for (const auto& [i, slots] : sparse) {
       in_place.push_back(variables[i]->tensor());
       in_place.insert(in_place.end(), slots.begin(), slots.end());
     }
-    ClaimedCopies claimed = claim_deferred_copies(in_place);
-    for (const CopyOut& out : claimed.copies()) out.make();
-    claimed.done();
+    copy_out_before_writing(in_place);
   }
   for (auto& [i, slots] : sparse) {
     apply_sparse(variables[i]->tensor(), gradients[i].sparse(), slots, lr, step);
