@@ -1,8 +1,14 @@
 #include "estimator/ps_input_positions.h"
 
+#include <glog/logging.h>
+
+#include <chrono>
 #include <map>
 #include <set>
 #include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/base/strings.h"
 #include "io/virtual_shards.h"
@@ -13,11 +19,12 @@
 namespace cadre::estimator_internal {
 namespace {
 
-ps::InputPositionsResponse positions_on_ps(const Strategy& strategy, int pipeline,
-                                           int64_t at_step) {
+ps::InputPositionsResponse positions_on_ps(const Strategy& strategy, int pipeline, int64_t at_step,
+                                           bool ended = false) {
   ps::InputPositionsRequest request;
   request.set_pipeline(pipeline);
   request.set_at_step(at_step);
+  request.set_ended(ended);
   return strategy.extended().parameter_servers()->clients()[0]->input_positions(request);
 }
 
@@ -74,7 +81,8 @@ void add_positions_on_ps(const Strategy& strategy, int64_t step,
   std::set<int> listed;
   for (const ps::InputPosition& position : kept.positions()) {
     const int worker = position.pipeline() - 1;
-    if (worker == strategy.worker_index()) continue;  // the chief's own is exact
+    // The chief's own is exact; a worker whose input ended before it pushed has none.
+    if (worker == strategy.worker_index() || position.state().empty()) continue;
     WorkerState state =
         decode_worker_state(position.state(), str_cat("the input position of worker ", worker));
     add_worker_state(worker, std::move(state), data, position.behind());
@@ -85,11 +93,46 @@ void add_positions_on_ps(const Strategy& strategy, int64_t step,
 
 std::optional<SavedInput> position_on_ps(const Strategy& strategy) {
   ps::InputPositionsResponse kept = positions_on_ps(strategy, strategy.worker_index() + 1, 0);
-  if (kept.positions().empty()) return std::nullopt;
+  if (kept.positions().empty() || kept.positions(0).state().empty()) return std::nullopt;
   const ps::InputPosition& position = kept.positions(0);
   WorkerState state = decode_worker_state(
       position.state(), str_cat("the input position of worker ", strategy.worker_index()));
   return SavedInput{std::move(state.input), position.behind()};
+}
+
+int64_t end_input_on_ps(const Strategy& strategy, bool chief, std::optional<int64_t> max_steps,
+                        const std::function<bool()>& stop, double stalled_secs) {
+  using Clock = std::chrono::steady_clock;
+  const int own = strategy.worker_index() + 1;
+  ps::InputPositionsResponse now = positions_on_ps(strategy, own, 0, /*ended=*/true);
+  if (!chief) return now.global_step();
+  std::map<int, std::pair<int64_t, Clock::time_point>> pushes;  // of the others, last change
+  Clock::time_point logged = Clock::now();
+  while (true) {
+    now = positions_on_ps(strategy, 0, 0);
+    if ((max_steps && now.global_step() >= *max_steps) || stop()) return now.global_step();
+    std::map<int, const ps::InputPosition*> by_pipeline;
+    for (const ps::InputPosition& p : now.positions()) by_pipeline[p.pipeline()] = &p;
+    std::vector<int> reading;
+    for (int pipeline = 1; pipeline <= strategy.num_workers(); ++pipeline) {
+      auto it = by_pipeline.find(pipeline);
+      if (it != by_pipeline.end() && it->second->ended()) continue;
+      const int64_t count = it == by_pipeline.end() ? 0 : it->second->pushes();
+      auto [last, inserted] = pushes.try_emplace(pipeline, count, Clock::now());
+      if (last->second.first != count) last->second = {count, Clock::now()};
+      if (std::chrono::duration<double>(Clock::now() - last->second.second).count() <
+          stalled_secs) {
+        reading.push_back(pipeline - 1);
+      }
+    }
+    if (reading.empty()) return now.global_step();
+    if (Clock::now() - logged > std::chrono::seconds(10)) {
+      LOG(INFO) << "the chief's input has ended; waiting for worker(s) " << join(reading, ", ")
+                << " to finish theirs (global step " << now.global_step() << ")";
+      logged = Clock::now();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 }  // namespace cadre::estimator_internal

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "cadre/checkpoint/contents.h"
@@ -32,5 +33,13 @@ void add_positions_on_ps(const Strategy& strategy, int64_t step,
 // For a worker restarted while ps 0 ran on: the position ps 0 kept for it, with the batches
 // it pushed after it; nullopt where ps 0 keeps none (a new job, or a new chief).
 std::optional<SavedInput> position_on_ps(const Strategy& strategy);
+
+// Once this worker's input has ended: tells ps 0. On the chief, whose input may end before
+// the others' (its workers step at their own pace, and a resize leaves shards uneven), then
+// waits until every worker's has ended, the global step reached `max_steps`, `stop` says so,
+// or the workers still reading have pushed nothing for `stalled_secs` (a worker gone for good:
+// its position stays in the checkpoint). Returns the global step then.
+int64_t end_input_on_ps(const Strategy& strategy, bool chief, std::optional<int64_t> max_steps,
+                        const std::function<bool()>& stop, double stalled_secs = 60);
 
 }  // namespace cadre::estimator_internal

@@ -3,6 +3,7 @@
 // worker's input position.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +71,14 @@ class TrainRun : public Run {
     if (input_report_ && iterator_ && input_report_->wanted()) {
       input_report_->send(encode_worker_state(own_state()));
     }
+  }
+  // Once this worker's input has ended, where ps 0 keeps the position: tells ps 0, and on
+  // the chief waits for the other workers' inputs to end (end_input_on_ps), taking the
+  // global step then for the last checkpoint.
+  void end_input_on_ps(std::optional<int64_t> max_steps, const std::function<bool()>& stop) {
+    int64_t now =
+        estimator_internal::end_input_on_ps(*strategy_, manager_ != nullptr, max_steps, stop);
+    if (manager_) global_step_ = std::max(global_step_, now);
   }
   // RunConfig.deterministic: each step takes its gradients per input shard, this worker's
   // shards of `shards` starting at `first_shard`, and adds them along a tree over the shards

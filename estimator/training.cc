@@ -191,6 +191,9 @@ class TrainLoop {
     }
   }
 
+  // Whether the loop ended at the end of this worker's input.
+  bool input_ended() const { return input_ended_; }
+
   void run() {
     EstimatorSpec spec;
     std::optional<PerReplica<io::Element>> held;  // a late joiner's first batch
@@ -208,6 +211,7 @@ class TrainLoop {
       held.reset();
       if (!batch || static_cast<int>(batch->size()) < strategy_.num_local_replicas()) {
         LOG(INFO) << "the training input ended at step " << run_.global_step();
+        input_ended_ = true;
         break;
       }
       if (first_) LOG(INFO) << plan_line(strategy_, *batch, config_.deterministic);
@@ -274,6 +278,7 @@ class TrainLoop {
   std::chrono::steady_clock::time_point last_step_end_;
   bool first_ = true;
   bool stop_raised_ = false;
+  bool input_ended_ = false;
 };
 
 // After the loop: the hooks' end (the last checkpoint), that checkpoint made durable, and a
@@ -348,7 +353,12 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   Hooks hooks = training_hooks(config_, args, max_steps);
   for (const auto& hook : hooks) hook->begin(run);
   for (const auto& hook : hooks) hook->after_create(run);
-  TrainLoop(config_, run, iterator, hooks, *strategy, notice).run();
+  TrainLoop loop(config_, run, iterator, hooks, *strategy, notice);
+  loop.run();
+  // A parameter-server job's input ends when every worker's has (theirs may be behind).
+  if (loop.input_ended() && run.positions_on_ps()) {
+    run.end_input_on_ps(max_steps, [&notice] { return notice.requested(); });
+  }
   return finish_training(*this, run, hooks, manager.get(), notice, max_steps, *strategy);
 } catch (const PlannedStopError&) {
   throw;  // not a failure: the workers stepping with this one stopped after the same step

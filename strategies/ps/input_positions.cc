@@ -7,12 +7,20 @@
 
 namespace cadre::ps {
 
-void InputPositions::check(const PushRequest& request, const std::string& task) {
-  const int pipeline = request.input_pipeline();
-  if (pipeline < 0 || pipeline > kMaxPipelines) {
-    throw InvalidArgumentError(str_cat(task, ": a push from input pipeline ", pipeline,
-                                       "; expected 1 to ", kMaxPipelines, " (or 0: none)"));
+namespace {
+
+void check_pipeline(int pipeline, const std::string& task) {
+  if (pipeline < 0 || pipeline > InputPositions::kMaxPipelines) {
+    throw InvalidArgumentError(str_cat(task, ": input pipeline ", pipeline, "; expected 1 to ",
+                                       InputPositions::kMaxPipelines, " (or 0: none)"));
   }
+}
+
+}  // namespace
+
+void InputPositions::check(const PushRequest& request, const std::string& task) {
+  check_pipeline(request.input_pipeline(), task);
+  const int pipeline = request.input_pipeline();
   if (request.has_input_position() &&
       (pipeline == 0 || !request.increment_global_step() || request.step() != 0)) {
     throw InvalidArgumentError(str_cat(task,
@@ -51,14 +59,23 @@ InputPositionsResponse InputPositions::list(const InputPositionsRequest& request
     for (const std::optional<Sent>* candidate : {&pipeline.last, &pipeline.before}) {
       if (!sent && *candidate && (*candidate)->at <= pushes) sent = &**candidate;
     }
-    if (!sent) continue;
+    if (!sent && !pipeline.ended) continue;
     InputPosition* out = response.add_positions();
     out->set_pipeline(index);
+    out->set_pushes(pushes);
+    out->set_ended(pipeline.ended);
+    if (!sent) continue;
     out->set_state(sent->state);
     out->set_behind(pushes - sent->at);
-    out->set_pushes(pushes);
   }
   return response;
+}
+
+void InputPositions::end(int pipeline, const std::string& task) {
+  check_pipeline(pipeline, task);
+  if (pipeline == 0) throw InvalidArgumentError(str_cat(task, ": the end of no input pipeline"));
+  MutexLock lock(mutex_);
+  pipelines_[pipeline].ended = true;
 }
 
 void InputPositions::clear() {

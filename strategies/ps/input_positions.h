@@ -42,8 +42,12 @@ class InputPositions {
   // its next push.
   bool count(const PushRequest& request, int64_t global_step);
   // Every pipeline's, or the request's pipeline's, position as of the request's step and
-  // the batches pushed after it by then; pipelines without one are left out.
+  // the batches pushed after it by then, and whether its input ended; pipelines with neither
+  // a position nor an end are left out.
   InputPositionsResponse list(const InputPositionsRequest& request) const;
+  // Pipeline `pipeline`'s input has ended (InvalidArgumentError naming `task` for a pipeline
+  // out of range): the chief, whose input may end first, waits for every worker's end.
+  void end(int pipeline, const std::string& task);
   // A new chief, which restored a checkpoint's variables and input positions: the counts
   // start again.
   void clear();
@@ -58,6 +62,7 @@ class InputPositions {
     std::deque<int64_t> steps;  // the global step of each of the last kRecentPushes pushes
     // The last two positions sent: a checkpoint's step may come before the last.
     std::optional<Sent> last, before;
+    bool ended = false;
   };
   // The pushes of `pipeline` that counted `step` or an earlier one (0: all of them).
   static int64_t pushes_by(const Pipeline& pipeline, int64_t step);

@@ -166,6 +166,14 @@ int64_t Shard::global_step(const GlobalStepRequest& request) {
   return *global_step_;
 }
 
+InputPositionsResponse Shard::input_positions(const InputPositionsRequest& request) {
+  if (request.ended()) positions_.end(request.pipeline(), task_);
+  MutexLock lock(mutex_);  // as of a moment between pushes
+  InputPositionsResponse response = positions_.list(request);
+  response.set_global_step(global_step_.value_or(-1));
+  return response;
+}
+
 // ---------------------------------------------------------------- updates
 
 PushResponse Shard::push(const PushRequest& request) {

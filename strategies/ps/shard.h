@@ -60,11 +60,9 @@ class Shard {
   // Sets the global step (the chief, which then restored the input positions too: the
   // counts of input_positions() start again), or waits until it is set; returns it.
   int64_t global_step(const GlobalStepRequest& request);
-  // The workers' input positions and the batches pushed since each (input_positions.h).
-  InputPositionsResponse input_positions(const InputPositionsRequest& request) const {
-    MutexLock lock(mutex_);  // as of a moment between pushes
-    return positions_.list(request);
-  }
+  // The workers' input positions and the batches pushed since each, after recording the
+  // end of the request's pipeline where it says so (input_positions.h), and the global step.
+  InputPositionsResponse input_positions(const InputPositionsRequest& request);
   // The coordinator's ledger of units (unit_ledger.h): a new generation, or the steps
   // applied of units of the current one (FailedPreconditionError when it was replaced), and
   // the global step.
@@ -128,7 +126,7 @@ class Shard {
 
   const std::string task_;
   const RowRestorer read_rows_;
-  mutable Mutex mutex_;
+  Mutex mutex_;
   CondVar changed_;
   std::map<std::string, std::unique_ptr<Entry>> entries_ CADRE_GUARDED_BY(mutex_);
   OptimizerTable optimizers_ CADRE_GUARDED_BY(mutex_);

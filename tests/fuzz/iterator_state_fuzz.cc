@@ -67,6 +67,13 @@ Dataset numbers() { return Dataset::range(64).shard(8, 2).shuffle(8, 1).repeat(2
 
 Dataset two_shards() { return cadre::io::read_virtual_shards(numbers(), 8, 2, 4).dataset; }
 
+// As a worker that steps alone reads them: each shard to its end.
+Dataset two_shards_to_their_ends() {
+  return cadre::io::read_virtual_shards(numbers(), 8, 2, 4, /*part_rows=*/false,
+                                        /*to_every_end=*/true)
+      .dataset;
+}
+
 void resized_shards(const uint8_t* data, size_t size) {
   if (size < 2) return;
   cadre::io::Iterator original =
@@ -90,6 +97,7 @@ void resized_shards(const uint8_t* data, size_t size) {
   } catch (const cadre::Error&) {
   }
   restore_and_draw(&two_shards, state);
+  restore_and_draw(&two_shards_to_their_ends, state);
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t* body = data + at;
     at += length;
     try {
-      switch (kind % 5) {
+      switch (kind % 6) {
         case 0: {
           ps::CreateRequest request;
           if (!parse(body, length, request)) break;
@@ -88,6 +88,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case 4: {
           ps::ReadRequest request;
           if (parse(body, length, request)) shard->read(request);
+          break;
+        }
+        case 5: {
+          ps::InputPositionsRequest request;
+          if (parse(body, length, request)) shard->input_positions(request);
           break;
         }
       }

@@ -76,6 +76,9 @@ std::string ps_session() {
   }
   push.add_slots_for("dense/kernel");
   push.set_has_initial_iterations(true);
+  push.set_input_pipeline(1);
+  push.set_has_input_position(true);
+  push.set_input_position("position");
   add_request(out, 2, push);
   ps::PushRequest sparse;
   ps::to_proto(nn::optimizers::sgd(0.1)->config(), sparse.mutable_optimizer());
@@ -97,6 +100,12 @@ std::string ps_session() {
   named.add_names("dense/kernel/Adam/m");
   named.add_names("global_step");
   add_request(out, 4, named);
+  ps::InputPositionsRequest positions;
+  positions.set_at_step(8);
+  add_request(out, 5, positions);
+  positions.set_pipeline(1);
+  positions.set_ended(true);
+  add_request(out, 5, positions);
   return out;
 }
 

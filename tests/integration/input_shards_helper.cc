@@ -5,8 +5,9 @@
 // sizes, also jobs killed part-way (whose steps past the checkpoint resumed from count for
 // nothing, as do a killed elastic worker's steps from the one its group went on from): the
 // global step the step started at, written before the step's gradients leave the process;
-// under ParameterServerStrategy the one before the global step its push counted, written
-// once it did. Optional
+// under ParameterServerStrategy written as -1 (pending) before the push and again, with the
+// one before the global step its push counted, once it did (a worker killed in between
+// leaves them pending: whether the push counted, only ps 0 knows). Optional
 // environment: INPUT_SHARDS_EPOCHS (1), INPUT_SHARDS_STEP_MS (0: a pause per step),
 // INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint interval), INPUT_SHARDS_DETERMINISTIC (0; 1:
 // RunConfig.deterministic, and dropout, whose random streams it must make alike),
@@ -84,6 +85,8 @@ cadre::EstimatorSpec counting_fn(const cadre::Features& features, const cadre::T
       if (step_examples.insert(id).second) taken.push_back(id);
     }
     if (on_ps) {
+      // Pending (-1) until the push counted: a worker killed in between leaves them pending.
+      write_examples(-1, taken);
       to_write.insert(to_write.end(), taken.begin(), taken.end());
     } else {
       write_examples(current_step.load(), taken);
