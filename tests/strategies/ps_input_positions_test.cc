@@ -73,6 +73,22 @@ TEST(InputPositionsTest, AWorkerIsAskedForItsPositionUntilItSendsOneAndAgainAfte
   EXPECT_EQ(more, InputPositions::kSendEvery - 1);
 }
 
+TEST(InputPositionsTest, AnEndedPipelineIsListedWithOrWithoutAPosition) {
+  InputPositions positions;
+  positions.count(push(1, "one@0"), 1);
+  positions.end(1, "ps:0");
+  positions.end(2, "ps:0");  // ended before its first push
+  InputPositionsResponse now = as_of(positions, 0);
+  ASSERT_EQ(now.positions_size(), 2);
+  EXPECT_TRUE(now.positions(0).ended());
+  EXPECT_EQ(now.positions(0).state(), "one@0");
+  EXPECT_TRUE(now.positions(1).ended());
+  EXPECT_EQ(now.positions(1).state(), "");
+  EXPECT_EQ(now.positions(1).pushes(), 0);
+  EXPECT_THROW(positions.end(0, "ps:0"), InvalidArgumentError);
+  EXPECT_THROW(positions.end(-3, "ps:0"), InvalidArgumentError);
+}
+
 TEST(InputPositionsTest, ABadPushIsRefusedNamingTheTask) {
   for (const PushRequest& bad :
        {push(-1), push(InputPositions::kMaxPipelines + 1), push(0, "position")}) {
