@@ -64,6 +64,100 @@ Element joined_parts(std::vector<Element>& parts, bool part_rows) {
   return joined;
 }
 
+// JoinedShardsNode's iterator: each element joins the next of every shard (of every shard
+// not ended yet, with to_every_end).
+class JoinedShardsIterator : public IteratorNode {
+ public:
+  JoinedShardsIterator(std::vector<NodePtr> nodes, int64_t num_shards, int64_t first,
+                       bool part_rows, bool to_every_end, const IteratorContext& context)
+      : IteratorNode(kVirtualShardsKind),
+        num_shards_(num_shards),
+        first_(first),
+        part_rows_(part_rows),
+        to_every_end_(to_every_end),
+        nodes_(std::move(nodes)),
+        context_(context) {
+    for (const NodePtr& shard : nodes_) shards_.push_back(shard->make_iterator(context));
+    ended_.assign(shards_.size(), false);
+  }
+  std::optional<Element> next() override {
+    if (done_) return std::nullopt;
+    if (to_every_end_) return next_of_those_left();
+    std::vector<Element> parts;
+    parts.reserve(shards_.size());
+    for (auto& shard : shards_) {
+      std::optional<Element> part = shard->next();
+      // A step needs every shard's share: the shards that still have elements keep
+      // them, as a batch with drop_remainder keeps the remainder.
+      if (!part) {
+        done_ = true;
+        return std::nullopt;
+      }
+      parts.push_back(std::move(*part));
+    }
+    return joined_parts(parts, part_rows_);
+  }
+  void prepare_save() override {
+    for (auto& shard : shards_) shard->prepare_save();
+  }
+  void save_state(StateWriter& w) override {
+    w.write_int(kVirtualShardsCount, num_shards_);
+    for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->save(w.child(name(i)));
+  }
+  void restore_state(const StateReader& r) override {
+    StateReader behind = r.child(kShardsBehind);
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      // A shard the state has no position for was never read (its worker of a ps job
+      // took no step): it starts at its beginning.
+      if (!r.child(name(i)).contains("kind")) {
+        shards_[i] = nodes_[i]->make_iterator(context_);
+        continue;
+      }
+      shards_[i]->restore(r.child(name(i)));
+      if (!behind.contains(name(i))) continue;
+      const int64_t elements = behind.read_int(name(i));
+      if (elements < 0) {
+        throw InvalidArgumentError(
+            str_cat("input ", name(i), " is ", elements, " elements behind; expected 0 or more"));
+      }
+      for (int64_t n = elements; n > 0 && shards_[i]->next(); --n) {
+      }
+    }
+    done_ = false;
+    ended_.assign(shards_.size(), false);
+  }
+
+ private:
+  // The shards that have not ended yet, joined: shards a worker that steps on its own
+  // holds may be at different places (a resize handed them over from workers that had
+  // stepped more or less), and each is read to its end.
+  std::optional<Element> next_of_those_left() {
+    std::vector<Element> parts;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      if (ended_[i]) continue;
+      std::optional<Element> part = shards_[i]->next();
+      if (part) {
+        parts.push_back(std::move(*part));
+      } else {
+        ended_[i] = true;
+      }
+    }
+    if (parts.empty()) {
+      done_ = true;
+      return std::nullopt;
+    }
+    return joined_parts(parts, part_rows_);
+  }
+  std::string name(size_t i) const { return str_cat("shard_", first_ + static_cast<int64_t>(i)); }
+  int64_t num_shards_, first_;
+  bool part_rows_, to_every_end_;
+  std::vector<NodePtr> nodes_;
+  IteratorContext context_;
+  std::vector<std::unique_ptr<IteratorNode>> shards_;
+  std::vector<bool> ended_;  // to_every_end_: each shard's
+  bool done_ = false;
+};
+
 class JoinedShardsNode : public DatasetNode {
  public:
   JoinedShardsNode(std::vector<NodePtr> shards, int64_t num_shards, int64_t first, bool part_rows,
@@ -80,99 +174,8 @@ class JoinedShardsNode : public DatasetNode {
                                               to_every_end_);
   }
   std::unique_ptr<IteratorNode> make_iterator(const IteratorContext& context) const override {
-    class It : public IteratorNode {
-     public:
-      It(const JoinedShardsNode& n, const IteratorContext& c)
-          : IteratorNode(kVirtualShardsKind),
-            num_shards_(n.num_shards_),
-            first_(n.first_),
-            part_rows_(n.part_rows_),
-            to_every_end_(n.to_every_end_),
-            nodes_(n.shards_),
-            context_(c) {
-        for (const NodePtr& shard : n.shards_) shards_.push_back(shard->make_iterator(c));
-        ended_.assign(shards_.size(), false);
-      }
-      std::optional<Element> next() override {
-        if (done_) return std::nullopt;
-        if (to_every_end_) return next_of_those_left();
-        std::vector<Element> parts;
-        parts.reserve(shards_.size());
-        for (auto& shard : shards_) {
-          std::optional<Element> part = shard->next();
-          // A step needs every shard's share: the shards that still have elements keep
-          // them, as a batch with drop_remainder keeps the remainder.
-          if (!part) {
-            done_ = true;
-            return std::nullopt;
-          }
-          parts.push_back(std::move(*part));
-        }
-        return joined_parts(parts, part_rows_);
-      }
-      void prepare_save() override {
-        for (auto& shard : shards_) shard->prepare_save();
-      }
-      void save_state(StateWriter& w) override {
-        w.write_int(kVirtualShardsCount, num_shards_);
-        for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->save(w.child(name(i)));
-      }
-      void restore_state(const StateReader& r) override {
-        StateReader behind = r.child(kShardsBehind);
-        for (size_t i = 0; i < shards_.size(); ++i) {
-          // A shard the state has no position for was never read (its worker of a ps job
-          // took no step): it starts at its beginning.
-          if (!r.child(name(i)).contains("kind")) {
-            shards_[i] = nodes_[i]->make_iterator(context_);
-            continue;
-          }
-          shards_[i]->restore(r.child(name(i)));
-          if (!behind.contains(name(i))) continue;
-          const int64_t elements = behind.read_int(name(i));
-          if (elements < 0) {
-            throw InvalidArgumentError(str_cat("input ", name(i), " is ", elements,
-                                               " elements behind; expected 0 or more"));
-          }
-          for (int64_t n = elements; n > 0 && shards_[i]->next(); --n) {
-          }
-        }
-        done_ = false;
-        ended_.assign(shards_.size(), false);
-      }
-
-     private:
-      // The shards that have not ended yet, joined: shards a worker that steps on its own
-      // holds may be at different places (a resize handed them over from workers that had
-      // stepped more or less), and each is read to its end.
-      std::optional<Element> next_of_those_left() {
-        std::vector<Element> parts;
-        for (size_t i = 0; i < shards_.size(); ++i) {
-          if (ended_[i]) continue;
-          std::optional<Element> part = shards_[i]->next();
-          if (part) {
-            parts.push_back(std::move(*part));
-          } else {
-            ended_[i] = true;
-          }
-        }
-        if (parts.empty()) {
-          done_ = true;
-          return std::nullopt;
-        }
-        return joined_parts(parts, part_rows_);
-      }
-      std::string name(size_t i) const {
-        return str_cat("shard_", first_ + static_cast<int64_t>(i));
-      }
-      int64_t num_shards_, first_;
-      bool part_rows_, to_every_end_;
-      std::vector<NodePtr> nodes_;
-      IteratorContext context_;
-      std::vector<std::unique_ptr<IteratorNode>> shards_;
-      std::vector<bool> ended_;  // to_every_end_: each shard's
-      bool done_ = false;
-    };
-    return std::make_unique<It>(*this, context);
+    return std::make_unique<JoinedShardsIterator>(shards_, num_shards_, first_, part_rows_,
+                                                  to_every_end_, context);
   }
 
  private:
