@@ -70,7 +70,7 @@ GroupStep step_in_group(TrainRun& run, const PerReplica<io::Element>& batch, Est
     std::vector<int> members;
     try {
       if (!extended.group_changed() || !rejoin(run, /*after_failure=*/false, out.finished)) {
-        if (extended.elastic()) members = extended.workers_by_rank();
+        if (run.counts_batches_given()) members = extended.workers_by_rank();
         out.result = run.step(batch, &spec);
         run.count_batches_given(members, run.global_step() - before);
         out.signals = run.take_step_signals();

@@ -219,6 +219,8 @@ unsigned TrainRun::take_step_signals() {
   return heard;
 }
 
+bool TrainRun::counts_batches_given() const { return manager_ && strategy_->extended().elastic(); }
+
 void TrainRun::decide_worker_parts() {
   const StrategyExtended& extended = strategy_->extended();
   const RunConfig& config = estimator_.config();

@@ -99,6 +99,8 @@ class TrainRun : public Run {
   // (group_steps.cc). Collective.
   // A joiner (`joining`: restarted into the running group) is never the one taken.
   void adopt_most_advanced(bool joining);
+  // Whether this worker counts the batches each worker gave: an elastic group's chief.
+  bool counts_batches_given() const;
   // On an elastic group's chief: each of the workers `members` gave a batch to each of
   // `steps` more steps (GivenBatches).
   void count_batches_given(const std::vector<int>& members, int64_t steps) {
