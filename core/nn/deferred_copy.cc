@@ -58,14 +58,25 @@ class WrittenMemory {
  public:
   explicit WrittenMemory(std::span<const Tensor> targets) {
     for (const Tensor& t : targets) {
-      if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) continue;
+      if (!t.defined() || !t.device().is_cpu()) continue;
+      if (!t.is_contiguous()) {
+        bounded_ = false;
+        continue;
+      }
       const char* begin = static_cast<const char*>(t.raw_data());
       targets_.push_back(
           {begin, begin + t.nbytes(), static_cast<ptrdiff_t>(dtype_size(t.dtype()))});
     }
     std::sort(targets_.begin(), targets_.end(),
               [](const Target& a, const Target& b) { return a.begin < b.begin; });
+    for (const Target& t : targets_) {
+      ends_.push_back(ends_.empty() ? t.end : std::max(ends_.back(), t.end));
+    }
   }
+
+  // Whether every byte the caller writes lies in a contiguous host target (else, in host
+  // memory, it may write any byte).
+  bool bounded() const { return bounded_; }
 
   // Whether [begin, end) is the caller's to copy out; if so, it is taken.
   bool claim(const char* begin, const char* end) {
@@ -84,12 +95,13 @@ class WrittenMemory {
     return true;
   }
 
-  // Whether the caller writes any byte of [begin, end).
+  // Whether a contiguous target covers any byte of [begin, end) (targets may nest or overlap).
   bool overlaps(const char* begin, const char* end) const {
     auto after = std::upper_bound(targets_.begin(), targets_.end(), begin,
                                   [](const char* b, const Target& t) { return b < t.begin; });
     if (after != targets_.end() && after->begin < end) return true;
-    return after != targets_.begin() && std::prev(after)->end > begin;
+    return after != targets_.begin() &&
+           ends_[static_cast<size_t>(after - targets_.begin()) - 1] > begin;
   }
 
  private:
@@ -99,6 +111,8 @@ class WrittenMemory {
     ptrdiff_t element;
   };
   std::vector<Target> targets_;
+  std::vector<const char*> ends_;  // the furthest end of targets_[0..k]
+  bool bounded_ = true;
   std::map<const char*, const char*> claimed_;  // begin -> end
 };
 
@@ -282,8 +296,9 @@ ClaimedCopies claim_deferred_copies(std::span<const Tensor> targets) {
   WrittenMemory written(targets);
   std::vector<std::pair<DeferredCopy*, size_t>> waits;  // write-through pieces to wait for
   for (const std::shared_ptr<DeferredCopy>& copy : copies) {
-    // A writer that names nothing it writes may write anything.
-    if (copy->pool_ != nullptr && targets.empty()) {
+    // A writer that names nothing it writes, or a view it writes, may write anything.
+    if (copy->pool_ != nullptr && (targets.empty() || !written.bounded())) {
+      claimed.make_now();  // another copy's writer may be waiting for them
       copy->run_through();
       continue;
     }

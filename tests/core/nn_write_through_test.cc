@@ -115,5 +115,26 @@ TEST(WriteThroughTest, BlocksTheWriterNeverTookFailAndNoUpdateWaitsForThem) {
   EXPECT_THROW(copy->piece_at(0, 5), InternalError);
 }
 
+TEST(WriteThroughTest, AWriterOfAViewCopiesOrWaitsForEveryBlockFirst) {
+  Tensor t =
+      testing::sawtooth(kThroughRows * kThroughCols, 4, 13).reshape({kThroughRows, kThroughCols});
+  const std::vector<float> before = floats_of(t);
+  auto pool = std::make_shared<nn::PiecePool>(4);
+  auto copy = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&t}, pool,
+                                                 kThroughBlockRows * kThroughRowBytes);
+  nn::defer_copy(copy);
+  // A transposed view: which bytes it writes is not a range, so every block is made first.
+  std::vector<Tensor> targets{t.transpose({1, 0})};
+  nn::ClaimedCopies claimed = nn::claim_deferred_copies(targets);
+  EXPECT_TRUE(claimed.copies().empty());
+  EXPECT_FALSE(nn::deferred_copies_pending());
+  claimed.done();
+  t.assign(Tensor::zeros(t.shape()));
+  WrittenBlocks written;
+  for (int64_t block = 0; block < 3; ++block) written.write(*copy, block);
+  copy->give_up_unwritten(nullptr);
+  EXPECT_EQ(written.all(), before);
+}
+
 }  // namespace
 }  // namespace cadre
