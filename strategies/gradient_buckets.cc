@@ -232,9 +232,11 @@ void GradientBuckets::ready(size_t i, const Gradient& gradient) {
         part = unbuilt->rows(piece.row_begin, piece.row_end);
       }
       if (!part.defined() && unbuilt != nullptr && slot.pieces.size() == 1 &&
-          unbuilt->dtype() == dtype_ && unbuilt->device() == place.device()) {
+          unbuilt->dtype() == dtype_ && unbuilt->device() == place.device() &&
+          place.device().is_cpu()) {
         // Built in its bucket: held once, not also as a temporary as large as the gradient
         // (that the allocator then keeps). Scaled there after, the same bits as scaled into it.
+        // Host buckets only: a GPU's kernels writing into a bucket's view are untested.
         unbuilt->materialize_into(place);
         if (scale_ != 1) put(place, place);
         piece_done(piece.bucket);

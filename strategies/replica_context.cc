@@ -132,10 +132,12 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
     NoGradScope no_grad;
     for (Gradient& g : sums) {
       if (!g.defined()) continue;
-      if (g.is_sparse() || g.dense().device() != device() || !g.dense().is_contiguous()) {
+      if (g.is_sparse() || g.dense().device() != device() || !device().is_cpu() ||
+          !g.dense().is_contiguous()) {
         g = scaled_to(g, 1.0 / total, device());
       } else if (total != 1.0) {
-        // In the buckets' memory: a scaled copy would hold the gradients a second time.
+        // In the buckets' host memory: a scaled copy would hold the gradients a second time
+        // (on a GPU, as before: an in-place kernel there is untested).
         Tensor sum = g.dense();
         kernels::binary.call(sum.device(), kernels::BinaryOp::kMul, sum,
                              views::broadcast(scalar_like(sum, 1.0 / total), sum.shape(), "mul"),
