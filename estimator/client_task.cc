@@ -18,6 +18,7 @@
 #include "estimator/client_progress.h"
 #include "estimator/coordinated_tasks.h"
 #include "estimator/model_session.h"
+#include "estimator/ps_input_positions.h"
 #include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
 #include "strategies/cluster/unit_dispatcher.h"
@@ -80,10 +81,12 @@ class ClientRun {
  public:
   ClientRun(const Estimator& estimator, std::shared_ptr<const Strategy> strategy,
             DistributedVariables& variables, checkpoint::CheckpointManager& manager,
-            ClientProgress& progress, ClientEvaluation& evaluation, int64_t start_step)
+            ClientProgress& progress, ClientEvaluation& evaluation, int64_t start_step,
+            std::shared_ptr<const checkpoint::CheckpointReader> resume)
       : estimator_(estimator),
         config_(estimator.config()),
         strategy_(std::move(strategy)),
+        resume_(std::move(resume)),
         variables_(variables),
         manager_(manager),
         progress_(progress),
@@ -119,6 +122,9 @@ class ClientRun {
     checkpoint::CheckpointData data;
     data.global_step = step;
     checkpoint::add_variables(*strategy_->extended().variables_to_save(variables_), &data);
+    // The workers' input positions as of `step`, which ps 0 keeps (ps_input_positions.h).
+    add_positions_on_ps(*strategy_, step, resume_.get(), &data);
+    set_input_pipelines(strategy_->num_workers(), &data);
     data.attributes["strategy"] = strategy_->name();
     data.attributes["topology"] =
         str_cat("a client driving ", strategy_->num_workers(), " worker(s)");
@@ -239,6 +245,8 @@ class ClientRun {
   const Estimator& estimator_;
   const RunConfig& config_;
   std::shared_ptr<const Strategy> strategy_;
+  // Where the workers that have pushed nothing since this client started resume.
+  std::shared_ptr<const checkpoint::CheckpointReader> resume_;
   DistributedVariables& variables_;
   checkpoint::CheckpointManager& manager_;
   ClientProgress& progress_;
@@ -307,10 +315,9 @@ checkpoint::CheckpointManagerOptions client_manager_options(const RunConfig& con
 TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_spec,
                                   const EvalSpec& eval_spec) {
   const RunConfig& config = estimator.config();
-  if (config.input_shards > 0 || config.deterministic) {
-    LOG(WARNING) << "RunConfig.input_shards and deterministic apply to workers that step "
-                    "together; the workers of a client with ps tasks each read their own "
-                    "input, whose positions are not kept";
+  if (config.deterministic) {
+    LOG(WARNING) << "RunConfig.deterministic applies to workers that step together; the "
+                    "workers of a client with ps tasks step on their own";
   }
   const ps::ParameterServers& servers = client_servers(config, train_spec);
   std::shared_ptr<const Strategy> strategy = config.train_distribute;
@@ -348,7 +355,7 @@ TrainAndEvaluateResult run_client(Estimator& estimator, const TrainSpec& train_s
   progress.checkpoint_step = start_step;
   write_client_progress(env, model_dir, progress);
   ClientEvaluation evaluation(estimator, eval_spec);
-  ClientRun run(estimator, strategy, *variables, manager, progress, evaluation, start_step);
+  ClientRun run(estimator, strategy, *variables, manager, progress, evaluation, start_step, resume);
   DispatchOptions dispatch;
   dispatch.all_lost_timeout_seconds = config.client_all_workers_lost_secs;
   UnitDispatcher dispatcher(*config.cluster, ps0, generation, dispatch);

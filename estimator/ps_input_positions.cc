@@ -63,12 +63,9 @@ void carry_positions(const checkpoint::CheckpointReader& resumed, const Strategy
 
 }  // namespace
 
-ps::InputReport* input_report_to_ps(const RunConfig& config, const Strategy& strategy) {
+ps::InputReport* input_report_to_ps(const Strategy& strategy) {
   const ps::ParameterServers* servers = strategy.extended().parameter_servers();
-  if (!servers || servers->clients().empty() ||
-      (config.cluster && config.cluster->has_job("client"))) {
-    return nullptr;
-  }
+  if (!servers || servers->clients().empty() || strategy.worker_index() < 0) return nullptr;
   ps::InputReport& report = servers->input_report();
   report.set_pipeline(strategy.worker_index() + 1);
   return &report;

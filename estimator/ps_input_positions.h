@@ -10,22 +10,21 @@
 
 #include "cadre/checkpoint/contents.h"
 #include "cadre/checkpoint/reader.h"
-#include "cadre/estimator/run_config.h"
 #include "cadre/strategies/strategy.h"
 #include "estimator/worker_states.h"
 #include "strategies/ps/input_report.h"
 
 namespace cadre::estimator_internal {
 
-// Where a training task of parameter-server training sends its input position, its pushes
-// counting for its input pipeline from now on; null for other strategies and in coordinator
-// mode, whose workers step the client's units (their positions are not kept).
-ps::InputReport* input_report_to_ps(const RunConfig& config, const Strategy& strategy);
+// Where a training task of parameter-server training (a worker of coordinator mode too)
+// sends its input position, its pushes counting for its input pipeline from now on; null for
+// other strategies and tasks.
+ps::InputReport* input_report_to_ps(const Strategy& strategy);
 
-// For the chief's checkpoint of global step `step`: every other worker's position as of that
-// step, with the batches it pushed after it by then, which its restore skips. A worker that
-// pushed nothing by then is where `resumed` (the checkpoint the job resumed from, if any)
-// left it.
+// For the checkpoint of global step `step` of the chief (or of coordinator mode's client):
+// every other worker's position as of that step, with the batches it pushed after it by
+// then, which its restore skips. A worker that pushed nothing by then is where `resumed` (the
+// checkpoint the job resumed from, if any) left it.
 void add_positions_on_ps(const Strategy& strategy, int64_t step,
                          const checkpoint::CheckpointReader* resumed,
                          checkpoint::CheckpointData* data);

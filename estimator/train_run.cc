@@ -110,7 +110,7 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
   variables_ = strategy_->extended().create_restored_variables(estimator.seed(), creator,
                                                                sources_in(resume));
   if (manager_ && resume && strategy_->extended().elastic()) keep_positions_of(*resume);
-  input_report_ = input_report_to_ps(estimator.config(), *strategy_);
+  input_report_ = input_report_to_ps(*strategy_);
   if (manager_ && input_report_) resume_ = std::move(resume);
 }
 
