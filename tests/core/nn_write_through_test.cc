@@ -38,6 +38,21 @@ struct WrittenBlocks {
   }
 };
 
+// A [kThroughRows, kThroughCols] float32 sawtooth (testing::sawtooth).
+Tensor through_tensor(double base, int64_t period) {
+  return testing::sawtooth(kThroughRows * kThroughCols, base, period)
+      .reshape({kThroughRows, kThroughCols});
+}
+
+// The write-through copy of `t` in blocks of kThroughBlockRows rows over `pool`, deferred.
+std::shared_ptr<nn::DeferredCopy> defer_write_through(Tensor& t,
+                                                      std::shared_ptr<nn::PiecePool> pool) {
+  auto copy = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&t}, std::move(pool),
+                                                 kThroughBlockRows * kThroughRowBytes);
+  nn::defer_copy(copy);
+  return copy;
+}
+
 // An update of every value of `t`, as an optimizer's: claims first, copies out, writes.
 void overwrite(Tensor& t, double value) {
   std::vector<Tensor> targets{t};
@@ -48,13 +63,10 @@ void overwrite(Tensor& t, double value) {
 }
 
 TEST(WriteThroughTest, AnUpdateCopiesTheBlocksTheWriterHasNotTakenAndTheyAreWrittenAsBefore) {
-  Tensor t =
-      testing::sawtooth(kThroughRows * kThroughCols, 1, 7).reshape({kThroughRows, kThroughCols});
+  Tensor t = through_tensor(1, 7);
   const std::vector<float> before = floats_of(t);
   auto pool = std::make_shared<nn::PiecePool>(4);
-  auto copy = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&t}, pool,
-                                                 kThroughBlockRows * kThroughRowBytes);
-  nn::defer_copy(copy);
+  auto copy = defer_write_through(t, pool);
   WrittenBlocks written;
   written.write(*copy, 0);  // straight from the tensor
   // The update claims the two blocks left, copying them into the pool's buffers.
@@ -74,13 +86,10 @@ TEST(WriteThroughTest, AnUpdateCopiesTheBlocksTheWriterHasNotTakenAndTheyAreWrit
 }
 
 TEST(WriteThroughTest, WithThePoolLentOutAnUpdateWaitsForTheWriterToTakeWhatItOverwrites) {
-  Tensor t =
-      testing::sawtooth(kThroughRows * kThroughCols, 2, 5).reshape({kThroughRows, kThroughCols});
+  Tensor t = through_tensor(2, 5);
   const std::vector<float> before = floats_of(t);
   auto pool = std::make_shared<nn::PiecePool>(1);
-  auto copy = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&t}, pool,
-                                                 kThroughBlockRows * kThroughRowBytes);
-  nn::defer_copy(copy);
+  auto copy = defer_write_through(t, pool);
   const double blocked = nn::deferred_copy_blocked_seconds();
   WrittenBlocks written;
   std::thread writer([&] {
@@ -100,12 +109,9 @@ TEST(WriteThroughTest, WithThePoolLentOutAnUpdateWaitsForTheWriterToTakeWhatItOv
 }
 
 TEST(WriteThroughTest, BlocksTheWriterNeverTookFailAndNoUpdateWaitsForThem) {
-  Tensor t =
-      testing::sawtooth(kThroughRows * kThroughCols, 3, 11).reshape({kThroughRows, kThroughCols});
+  Tensor t = through_tensor(3, 11);
   auto pool = std::make_shared<nn::PiecePool>(1);
-  auto copy = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&t}, pool,
-                                                 kThroughBlockRows * kThroughRowBytes);
-  nn::defer_copy(copy);
+  auto copy = defer_write_through(t, pool);
   WrittenBlocks written;
   written.write(*copy, 0);
   copy->give_up_unwritten(std::make_exception_ptr(UnavailableError("disk full")));
@@ -116,13 +122,10 @@ TEST(WriteThroughTest, BlocksTheWriterNeverTookFailAndNoUpdateWaitsForThem) {
 }
 
 TEST(WriteThroughTest, AWriterOfAViewCopiesOrWaitsForEveryBlockFirst) {
-  Tensor t =
-      testing::sawtooth(kThroughRows * kThroughCols, 4, 13).reshape({kThroughRows, kThroughCols});
+  Tensor t = through_tensor(4, 13);
   const std::vector<float> before = floats_of(t);
   auto pool = std::make_shared<nn::PiecePool>(4);
-  auto copy = std::make_shared<nn::DeferredCopy>(std::vector<Tensor*>{&t}, pool,
-                                                 kThroughBlockRows * kThroughRowBytes);
-  nn::defer_copy(copy);
+  auto copy = defer_write_through(t, pool);
   // A transposed view: which bytes it writes is not a range, so every block is made first.
   std::vector<Tensor> targets{t.transpose({1, 0})};
   nn::ClaimedCopies claimed = nn::claim_deferred_copies(targets);

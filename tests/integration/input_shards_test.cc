@@ -47,6 +47,20 @@ class InputShardsTest : public cadre::testing::TempDirTest {
   // was read on by the worker restarted after it died after step `died_after`.
   void expect_every_example_once_in_order(const std::string& dir, int64_t classes, int died_after);
 
+  // Runs the program under `cadre_launch CLUSTER --max_restarts=1` on `dir` to `max_steps`
+  // with `environment`, worker:0 dying after its second step (once) and restarted alone, its
+  // examples in `seen`; no worker may read its input from its start. Returns the output.
+  std::string run_dying_on_ps(const std::string& environment, const std::string& cluster,
+                              const std::string& dir, int max_steps, const std::string& seen);
+  // worker:0 died, came back, and read on from the position ps 0 kept.
+  static void expect_read_on_from_ps0(const std::string& output);
+  // (step, example) of the steps that count of two jobs whose examples are in `first` and
+  // `second`: every step of the second, and those of the first before the checkpoint the
+  // second (which printed `second_output`) resumed from.
+  std::vector<std::pair<int64_t, int64_t>> counted(const std::string& first,
+                                                   const std::string& second,
+                                                   const std::string& second_output);
+
   // How often each example was taken by a training step, over every run so far.
   std::map<int64_t, int> counts() {
     std::map<int64_t, int> out;
@@ -176,42 +190,57 @@ TEST_F(InputShardsTest, AnElasticGroupsWorkerThatDiesReadsOnWhereTheGroupLeftIt)
   expect_every_example_once_in_order("resumed", 2, 14);
 }
 
+std::string InputShardsTest::run_dying_on_ps(const std::string& environment,
+                                             const std::string& cluster, const std::string& dir,
+                                             int max_steps, const std::string& seen) {
+  cadre::testing::CommandResult run = cadre::testing::run_command(
+      str_cat("INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_SAVE_STEPS=8 INPUT_SHARDS_DIE_AFTER=2 ",
+              environment, " ", CADRE_LAUNCH, " ", cluster, " --max_restarts=1 -- ",
+              CADRE_INPUT_SHARDS_HELPER, " ", path(dir), " ", max_steps, " ", path(seen), " 2>&1"));
+  EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
+  for (const char* over : {"from its start", "from the start"}) {
+    EXPECT_EQ(run.output.find(over), std::string::npos) << run.output;
+  }
+  return run.output;
+}
+
+void InputShardsTest::expect_read_on_from_ps0(const std::string& output) {
+  EXPECT_NE(output.find("worker:0 failed (killed by signal 9); restarting it"), std::string::npos)
+      << cadre::testing::tail(output);
+  EXPECT_NE(output.find("batch(es) taken from it after the position ps 0 kept"), std::string::npos)
+      << cadre::testing::tail(output);
+}
+
+std::vector<std::pair<int64_t, int64_t>> InputShardsTest::counted(
+    const std::string& first, const std::string& second, const std::string& second_output) {
+  const size_t at = second_output.find("resuming from ");
+  EXPECT_NE(at, std::string::npos) << second_output;
+  if (at == std::string::npos) return {};
+  const int64_t resumed = std::atoll(second_output.c_str() + second_output.find("ckpt-", at) + 5);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& entry : std::filesystem::directory_iterator(path(""))) {
+    const std::string name = entry.path().filename().string();
+    const bool later = name.starts_with(second + "-");
+    if (!later && !name.starts_with(first + "-")) continue;
+    std::ifstream in(entry.path());
+    for (int64_t step, id; in >> step >> id;) {
+      if (step >= 0 && (later || step < resumed)) out.push_back({step, id});
+    }
+  }
+  return out;
+}
+
 // Under ParameterServerStrategy, whose workers step on their own: worker:0 of a chief, 2
 // workers and a ps task dies after its second step and is restarted alone while the others
 // push on (it skips what its pushes took, which ps 0 counted); the job then stops at step 60
 // and resumes with one worker fewer. Steps its workers pushed after the checkpoint the second
 // job resumed from count for nothing; every other example is taken once.
 TEST_F(InputShardsTest, AParameterServerJobReadsEveryExampleOnceAcrossADeathAndAResize) {
-  auto run_ps = [&](int workers, int max_steps, const std::string& seen) {
-    cadre::testing::CommandResult run = cadre::testing::run_command(
-        str_cat("INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_STEP_MS=100 INPUT_SHARDS_SAVE_STEPS=8 ",
-                "INPUT_SHARDS_DIE_AFTER=2 ", CADRE_LAUNCH, " --chief=1 --ps=1 --workers=", workers,
-                " --max_restarts=1 -- ", CADRE_INPUT_SHARDS_HELPER, " ", path("m"), " ", max_steps,
-                " ", path(seen), " 2>&1"));
-    EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
-    return run.output;
-  };
-  std::string first = run_ps(2, 60, "first");
-  EXPECT_NE(first.find("worker:0 failed (killed by signal 9); restarting it"), std::string::npos)
-      << cadre::testing::tail(first);
-  EXPECT_NE(first.find("batch(es) taken from it after the position ps 0 kept"), std::string::npos)
-      << cadre::testing::tail(first);
-  std::string second = run_ps(1, 1000, "second");
-  for (const char* over : {"from its start", "from the start"}) {
-    EXPECT_EQ(second.find(over), std::string::npos) << second;
-  }
-  const size_t at = second.find("resuming from ");
-  ASSERT_NE(at, std::string::npos) << second;
-  const int64_t resumed = std::atoll(second.c_str() + second.find("ckpt-", at) + 5);
+  const std::string pace = "INPUT_SHARDS_STEP_MS=100";
+  expect_read_on_from_ps0(run_dying_on_ps(pace, "--chief=1 --ps=1 --workers=2", "m", 60, "first"));
+  std::string second = run_dying_on_ps(pace, "--chief=1 --ps=1 --workers=1", "m", 1000, "second");
   std::map<int64_t, int> taken;
-  for (const auto& entry : std::filesystem::directory_iterator(path(""))) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("first-") && !name.starts_with("second-")) continue;
-    std::ifstream in(entry.path());
-    for (int64_t step, id; in >> step >> id;) {
-      if (step >= 0 && (name.starts_with("second-") || step < resumed)) ++taken[id];
-    }
-  }
+  for (auto [step, id] : counted("first", "second", second)) ++taken[id];
   ASSERT_EQ(taken.size(), 480u);
   for (const auto& [id, count] : taken) EXPECT_EQ(count, 1) << "example " << id;
 }
@@ -221,37 +250,13 @@ TEST_F(InputShardsTest, AParameterServerJobReadsEveryExampleOnceAcrossADeathAndA
 // 70. Each input shard's examples (in order, no shuffle, 3 epochs) are a prefix of its
 // numbers: none read twice, none skipped.
 TEST_F(InputShardsTest, ACoordinatorJobReadsEachShardOnceInOrderAcrossADeathAndAResize) {
-  auto run_client = [&](int workers, int max_steps, const std::string& seen) {
-    cadre::testing::CommandResult run = cadre::testing::run_command(str_cat(
-        "INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_EPOCHS=3 INPUT_SHARDS_STEP_MS=50 ",
-        "INPUT_SHARDS_SAVE_STEPS=8 INPUT_SHARDS_DIE_AFTER=2 ", CADRE_LAUNCH,
-        " --client=1 --ps=1 --workers=", workers, " --max_restarts=1 -- ",
-        CADRE_INPUT_SHARDS_HELPER, " ", path("c"), " ", max_steps, " ", path(seen), " 2>&1"));
-    EXPECT_EQ(run.status, 0) << cadre::testing::tail(run.output);
-    for (const char* over : {"from its start", "from the start"}) {
-      EXPECT_EQ(run.output.find(over), std::string::npos) << run.output;
-    }
-    return run.output;
-  };
-  std::string first = run_client(2, 40, "cfirst");
-  EXPECT_NE(first.find("worker:0 failed (killed by signal 9); restarting it"), std::string::npos)
-      << cadre::testing::tail(first);
-  EXPECT_NE(first.find("batch(es) taken from it after the position ps 0 kept"), std::string::npos)
-      << cadre::testing::tail(first);
-  std::string second = run_client(1, 70, "csecond");
-  const size_t at = second.find("resuming from ");
-  ASSERT_NE(at, std::string::npos) << second;
-  const int64_t resumed = std::atoll(second.c_str() + second.find("ckpt-", at) + 5);
+  const std::string pace = "INPUT_SHARDS_EPOCHS=3 INPUT_SHARDS_STEP_MS=50";
+  expect_read_on_from_ps0(
+      run_dying_on_ps(pace, "--client=1 --ps=1 --workers=2", "c", 40, "cfirst"));
+  std::string second = run_dying_on_ps(pace, "--client=1 --ps=1 --workers=1", "c", 70, "csecond");
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_shard;  // step, example
-  for (const auto& entry : std::filesystem::directory_iterator(path(""))) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("cfirst-") && !name.starts_with("csecond-")) continue;
-    std::ifstream in(entry.path());
-    for (int64_t step, id; in >> step >> id;) {
-      if (step >= 0 && (name.starts_with("csecond-") || step < resumed)) {
-        by_shard[id % 8].push_back({step, id});
-      }
-    }
+  for (auto [step, id] : counted("cfirst", "csecond", second)) {
+    by_shard[id % 8].push_back({step, id});
   }
   int64_t taken = 0;
   for (auto& [shard, examples] : by_shard) {
