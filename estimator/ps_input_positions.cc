@@ -115,10 +115,13 @@ int64_t end_input_on_ps(const Strategy& strategy, bool chief, std::optional<int6
       auto it = by_pipeline.find(pipeline);
       if (it != by_pipeline.end() && it->second->ended()) continue;
       const int64_t count = it == by_pipeline.end() ? 0 : it->second->pushes();
-      auto [last, inserted] = pushes.try_emplace(pipeline, count, Clock::now());
-      if (last->second.first != count) last->second = {count, Clock::now()};
-      if (std::chrono::duration<double>(Clock::now() - last->second.second).count() <
-          stalled_secs) {
+      const Clock::time_point now_time = Clock::now();
+      auto& [last_count, changed] = pushes.try_emplace(pipeline, count, now_time).first->second;
+      if (last_count != count) {
+        last_count = count;
+        changed = now_time;
+      }
+      if (std::chrono::duration<double>(now_time - changed).count() < stalled_secs) {
         reading.push_back(pipeline - 1);
       }
     }
