@@ -148,7 +148,8 @@ class ClientRun {
   int64_t saved_step() const { return saved_step_; }
 
   // Dispatches the steps from `start_step` to `max_steps` in units, saving on the way, and
-  // returns the global step reached (max_steps). A planned stop ends it with
+  // returns the global step reached (max_steps, or less where every worker's input ended
+  // first). A planned stop ends it with
   // PlannedStopError once the units running are done and the checkpoint is durable.
   int64_t train(UnitDispatcher& dispatcher, ps::PsClient& ps0, StopNotice& notice,
                 int64_t start_step, int64_t max_steps) {
@@ -169,7 +170,13 @@ class ClientRun {
     progress_.units_complete = report.units;
     progress_.lost = report.lost;
     if (report.stopped) planned_stop(ps0, notice);
-    int64_t step = landed_global_step(ps0, max_steps);
+    // Every step a worker took has landed: each worker's input ended after its last push.
+    int64_t step = report.input_ended ? global_step_of(ps0) : landed_global_step(ps0, max_steps);
+    if (report.input_ended) {
+      LOG(INFO) << "client: every worker's input has ended, at global step " << step
+                << " of max_steps " << max_steps
+                << ": training ends there, as Estimator.train does when input_fn runs out";
+    }
     progress_.finished = true;
     log_report(report, step);
     if (saved_step_ != step) {

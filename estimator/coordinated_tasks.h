@@ -9,7 +9,8 @@ namespace cadre::estimator_internal {
 
 // The client: initialises (or restores from model_dir's last checkpoint) the variables on
 // the ps tasks, dispatches units of RunConfig::steps_per_unit steps to whichever worker is
-// free until the global step reaches TrainSpec::max_steps, saves checkpoints and its
+// free until the global step reaches TrainSpec::max_steps (or every worker's input has
+// ended), saves checkpoints and its
 // progress (client_progress.h), marks training finished and tells the workers. Evaluates the
 // final checkpoint itself when the cluster has no evaluator task. Throws
 // InvalidArgumentError for a cluster or strategy it cannot drive. At a planned stop's notice
@@ -38,7 +39,10 @@ int64_t train_collective_worker(Estimator& estimator, const TrainSpec& train_spe
 
 // A worker of coordinator mode with ps tasks: serves the step service on its TF_CONFIG
 // address and trains only the steps the client hands it, until the client says training is
-// over (or the training-finished marker of this max_steps appears). Returns the global step.
+// over (or the training-finished marker of this max_steps appears), or its input ends (the
+// client's unit then fails OUT_OF_RANGE and goes to another worker). Returns the global step.
+// Given its first unit by a new client, it reads its input again from the position of the
+// checkpoint that client restored (TrainRun::follow_new_client).
 // At a planned stop's notice it stops after the step in flight (or its wait for a unit),
 // answers the client's call UNAVAILABLE (the unit goes elsewhere, not a training error) and
 // throws PlannedStopError.

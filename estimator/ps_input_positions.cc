@@ -97,6 +97,14 @@ std::optional<SavedInput> position_on_ps(const Strategy& strategy) {
   return SavedInput{std::move(state.input), position.behind()};
 }
 
+int64_t client_generation_on_ps(const Strategy& strategy) {
+  return strategy.extended()
+      .parameter_servers()
+      ->clients()[0]
+      ->units(ps::UnitsRequest())
+      .generation();
+}
+
 int64_t end_input_on_ps(const Strategy& strategy, bool chief, std::optional<int64_t> max_steps,
                         const std::function<bool()>& stop, double stalled_secs) {
   using Clock = std::chrono::steady_clock;

@@ -33,6 +33,10 @@ void add_positions_on_ps(const Strategy& strategy, int64_t step,
 // it pushed after it; nullopt where ps 0 keeps none (a new job, or a new chief).
 std::optional<SavedInput> position_on_ps(const Strategy& strategy);
 
+// Coordinator mode: the generation of the client whose units ps 0 counts now (0 before the
+// first client).
+int64_t client_generation_on_ps(const Strategy& strategy);
+
 // Once this worker's input has ended: tells ps 0. On the chief, whose input may end before
 // the others' (its workers step at their own pace, and a resize leaves shards uneven), then
 // waits until every worker's has ended, the global step reached `max_steps`, `stop` says so,

@@ -2,7 +2,8 @@
 // each step that waits for the client's unit and tags the step's push with it. A planned
 // stop ends the unit after the step in flight (the training loop's own check) or the wait
 // for a unit (the gate's); the worker's service then answers the client UNAVAILABLE, so
-// that the rest of the unit goes to another worker, each step counted once on ps 0.
+// that the rest of the unit goes to another worker, each step counted once on ps 0. A worker
+// whose input ends answers OUT_OF_RANGE, and the client gives its units to the others.
 #include <glog/logging.h>
 
 #include "cadre/base/errors.h"
@@ -30,6 +31,7 @@ class UnitGate : public Hook {
   void before_run(Run& run, RunContext& context) override {
     unit_ = server_.next_step(finished_, [this] { return notice_.requested(); });
     slot_.set(unit_);
+    stepping_ = unit_.has_value();
     if (unit_) return;
     if (notice_.requested()) {
       LOG(WARNING) << notice_.reason() << ": a planned stop while waiting for a unit (global step "
@@ -43,8 +45,12 @@ class UnitGate : public Hook {
 
   // The global step of a planned stop the gate made while waiting; nullopt otherwise.
   std::optional<int64_t> stopped_at() const { return stopped_at_; }
+  // Whether the loop ended between the gate's unit and the step's end: only the end of
+  // this worker's input ends it there.
+  bool input_ended() const { return stepping_; }
 
   void after_run(Run& run, const StepResult& result, RunContext& context) override {
+    stepping_ = false;
     std::optional<ps::UnitOutcome> outcome = slot_.last();
     if (unit_ && outcome && outcome->unit == unit_->id) server_.step_done(*unit_, *outcome);
   }
@@ -56,6 +62,7 @@ class UnitGate : public Hook {
   StopNotice& notice_;
   std::optional<ps::WorkUnit> unit_;
   std::optional<int64_t> stopped_at_;
+  bool stepping_ = false;
 };
 
 }  // namespace
@@ -94,6 +101,12 @@ int64_t serve_steps(Estimator& estimator, const TrainSpec& train_spec) {
       throw_planned_stop(str_cat("a planned stop (", notice.reason(), ") at step ", *stopped,
                                  " while waiting for a unit; the same command serves again"),
                          *stopped);
+    }
+    if (gate->input_ended()) {
+      // ps 0 holds this worker's input ended too (the training loop told it).
+      server->stop(str_cat("its input ended at global step ", step), ErrorCode::kOutOfRange,
+                   /*training_failed=*/false);
+      return step;
     }
     server->stop("training ended", ErrorCode::kUnavailable, /*training_failed=*/false);
     return step;

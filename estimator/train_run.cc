@@ -10,6 +10,7 @@
 #include "cadre/runtime/profiler.h"
 #include "checkpoint/restore_rows.h"
 #include "core/base/strings.h"
+#include "strategies/ps/parameter_servers.h"
 #include "strategies/strategy_extended.h"
 
 namespace cadre::estimator_internal {
@@ -112,6 +113,36 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
   if (manager_ && resume && strategy_->extended().elastic()) keep_positions_of(*resume);
   input_report_ = input_report_to_ps(*strategy_);
   if (manager_ && input_report_) resume_ = std::move(resume);
+  // Read before this worker's input is restored (from ps 0, or the checkpoint that client
+  // resumed from), so that it follows at least that client.
+  const RunConfig& config = estimator.config();
+  if (input_report_ && config.cluster && config.cluster->has_job("client")) {
+    client_generation_ = client_generation_on_ps(*strategy_);
+  }
+}
+
+void TrainRun::before_batch() {
+  if (!input_report_ || !iterator_) return;
+  if (client_generation_) follow_new_client();
+  if (input_report_->wanted()) input_report_->send(encode_worker_state(own_state()));
+}
+
+void TrainRun::follow_new_client() {
+  std::optional<ps::WorkUnit> unit =
+      strategy_->extended().parameter_servers()->work_unit().current();
+  if (!unit || unit->generation == *client_generation_) return;
+  if (*client_generation_ == 0) {
+    // No client had begun: the input was restored from the checkpoint the first resumes
+    // from, since nobody saves one without a client.
+    client_generation_ = unit->generation;
+    return;
+  }
+  LOG(INFO) << "worker " << strategy_->worker_index() << ": a new client (generation "
+            << unit->generation << ", after " << *client_generation_
+            << ") restored the variables of a checkpoint; reading the input again from there";
+  client_generation_ = unit->generation;
+  read_again_();
+  input_report_->restart();
 }
 
 void TrainRun::keep_positions_of(const checkpoint::CheckpointReader& resume) {

@@ -61,17 +61,18 @@ class TrainRun : public Run {
   void wait_for_checkpoints() override {
     if (manager_) manager_->wait();
   }
-  void set_iterator(DistributedIterator* iterator) { iterator_ = iterator; }
+  // The loop's input; `read_again` makes it anew as a restarted worker's (training_input).
+  void set_iterator(DistributedIterator* iterator, std::function<void()> read_again) {
+    iterator_ = iterator;
+    read_again_ = std::move(read_again);
+  }
   // Whether ps 0 keeps this worker's input position (parameter-server training,
   // ps_input_positions.h).
   bool positions_on_ps() const { return input_report_ != nullptr; }
   // Before the loop takes a batch: where ps 0 keeps the position and asked for it, the
-  // position goes with the push of that batch.
-  void before_batch() {
-    if (input_report_ && iterator_ && input_report_->wanted()) {
-      input_report_->send(encode_worker_state(own_state()));
-    }
-  }
+  // position goes with the push of that batch. A worker of coordinator mode given its first
+  // unit by a new client reads its input again first (follow_new_client).
+  void before_batch();
   // Once this worker's input has ended, where ps 0 keeps the position: tells ps 0, and on
   // the chief waits for the other workers' inputs to end (end_input_on_ps), taking the
   // global step then for the last checkpoint.
@@ -130,6 +131,11 @@ class TrainRun : public Run {
   void keep_positions_of(const checkpoint::CheckpointReader& resume);
   // This worker's input position and its replicas' generators.
   WorkerState own_state();
+  // Coordinator mode: a unit of a client newer than the one this worker's input follows. The
+  // new client restored a checkpoint's variables, so the worker reads its input on from that
+  // checkpoint's position, as it would restarted: what it read under the client before
+  // counts for nothing now.
+  void follow_new_client();
   // Whether the workers write parts of the checkpoints (WorkerParts), decided once model_fn
   // and the optimizer have made the variables and slots.
   void decide_worker_parts();
@@ -158,12 +164,15 @@ class TrainRun : public Run {
   std::function<io::SummaryWriter*()> open_writer_;  // null: this run writes no summaries
   io::SummaryWriter* writer_ = nullptr;              // the Estimator's, once opened
   DistributedIterator* iterator_ = nullptr;
+  std::function<void()> read_again_;
   std::optional<int64_t> ordered_first_shard_;
   int64_t ordered_shards_ = 0;
   std::map<int, WorkerState> gathered_;  // the other workers', by index, on the chief
   int64_t gathered_step_ = -1;
   GivenBatches given_;                       // on an elastic group's chief
   ps::InputReport* input_report_ = nullptr;  // ps 0's, where it keeps the position
+  // Coordinator mode's workers: the client generation whose checkpoint the input follows.
+  std::optional<int64_t> client_generation_;
   // On such a chief: where the workers that have pushed nothing yet resume.
   std::shared_ptr<const checkpoint::CheckpointReader> resume_;
   const int64_t resumed_step_;

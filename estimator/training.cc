@@ -346,7 +346,11 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
                max_steps, std::move(open_writer));
   DistributedIterator iterator =
       estimator_internal::training_input(config_, input_fn, *strategy, resume.get(), run);
-  run.set_iterator(&iterator);
+  run.set_iterator(&iterator, [&] {
+    std::shared_ptr<const checkpoint::CheckpointReader> latest =
+        checkpoint::open_latest_intact(config_.model_dir);
+    iterator = estimator_internal::training_input(config_, input_fn, *strategy, latest.get(), run);
+  });
   // Hooks see the logical variables (replica 0's) and generator, as model_fn does.
   nn::VariableStoreScope store_scope(run.store());
   GeneratorScope generator_scope(run.generator());

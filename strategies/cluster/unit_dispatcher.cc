@@ -28,6 +28,7 @@ struct UnitDispatcher::Shared {
   // Per worker: since when it has been lost (its calls failing), or nullopt.
   std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since
       CADRE_GUARDED_BY(mutex);
+  std::vector<bool> input_ended CADRE_GUARDED_BY(mutex);  // per worker
   std::string last_loss CADRE_GUARDED_BY(mutex);
   DispatchReport report CADRE_GUARDED_BY(mutex);
 };
@@ -35,10 +36,13 @@ struct UnitDispatcher::Shared {
 UnitDispatcher::UnitDispatcher(const ClusterConfig& cluster, ps::PsClient& ps0, int64_t generation,
                                DispatchOptions options)
     : ps0_(ps0), generation_(generation), options_(options) {
+  const std::vector<TaskId> training = cluster.training_tasks();
   for (int i = 0; i < cluster.num_tasks("worker"); ++i) {
     TaskId task{"worker", i};
     if (!cluster.jobs.at("worker").count(i)) continue;  // a sparse cluster's gap
     tasks_.push_back(task);
+    pipelines_.push_back(
+        static_cast<int>(std::find(training.begin(), training.end(), task) - training.begin()) + 1);
     workers_.push_back(std::make_unique<StepClient>(task, cluster.address(task), cluster.security));
   }
   if (workers_.empty()) {
@@ -62,6 +66,7 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
     }
     shared.remaining = static_cast<int64_t>(shared.queue.size());
     shared.lost_since.assign(workers_.size(), std::nullopt);
+    shared.input_ended.assign(workers_.size(), false);
     shared.serving = static_cast<int>(workers_.size());
   }
   drain_seconds_.reset();
@@ -83,8 +88,8 @@ DispatchReport UnitDispatcher::run(int64_t first_unit, int64_t steps, int64_t st
         shared.changed.wait_for(shared.mutex, std::chrono::milliseconds(200),
                                 [&]()
                                     CADRE_REQUIRES(shared.mutex) { return shared.remaining == 0; });
-        if (shared.remaining == 0 || shared.failure) break;
-        check_not_all_lost(shared.lost_since, shared.last_loss);
+        if (shared.remaining == 0 || shared.failure || shared.report.input_ended) break;
+        check_not_all_lost(shared.lost_since, shared.input_ended, shared.last_loss);
         so_far = shared.report;
       }
       tick(so_far);
@@ -169,13 +174,14 @@ void UnitDispatcher::serve(size_t worker, Shared& shared) {
         shared.changed.notify_all();
         return;
       }
-      give_back(worker, unit, e, lost, shared);
+      if (give_back(worker, unit, e, lost, shared)) return;
       lost = true;
       if (wait_to_retry(shared)) return;
     } catch (const Error& e) {
       if (ended_while_draining(task, unit, e, shared)) return;
-      // The worker is gone (or not up yet, or busy with a unit its previous client gave it).
-      give_back(worker, unit, e, lost, shared);
+      // The worker is gone (or not up yet, or busy with a unit its previous client gave it),
+      // or its input ended.
+      if (give_back(worker, unit, e, lost, shared)) return;
       lost = true;
       if (wait_to_retry(shared)) return;
     }
@@ -192,7 +198,7 @@ bool UnitDispatcher::ended_while_draining(const std::string& task, const ps::Wor
   return true;
 }
 
-void UnitDispatcher::give_back(size_t worker, const ps::WorkUnit& unit, const Error& e,
+bool UnitDispatcher::give_back(size_t worker, const ps::WorkUnit& unit, const Error& e,
                                bool already_lost, Shared& shared) {
   const std::string task = tasks_[worker].to_string();
   // The unit goes back to the front of the queue for whichever worker is free.
@@ -204,27 +210,54 @@ void UnitDispatcher::give_back(size_t worker, const ps::WorkUnit& unit, const Er
     applied = ps0_.units(request).applied(0);
   } catch (const Error&) {
   }
-  if (!already_lost || applied > 0) {
-    LOG(WARNING) << task << " lost unit " << unit.id << " ("
-                 << (applied >= 0 ? std::to_string(applied) : std::string("?")) << " of "
-                 << unit.steps << " steps applied, which stay counted): " << e.what()
+  const std::string steps = str_cat(applied >= 0 ? std::to_string(applied) : std::string("?"),
+                                    " of ", unit.steps, " steps applied, which stay counted");
+  const bool ended = e.code() == ErrorCode::kOutOfRange || input_ended_on_ps0(worker);
+  if (ended) {
+    LOG(INFO) << task << "'s input has ended; its unit " << unit.id << " (" << steps
+              << ") goes to a worker whose input lasts";
+  } else if (!already_lost || applied > 0) {
+    LOG(WARNING) << task << " lost unit " << unit.id << " (" << steps << "): " << e.what()
                  << "; the unit goes to the next free worker";
   }
   MutexLock lock(shared.mutex);
-  ++shared.report.lost;
   shared.queue.push_front(unit);
+  shared.changed.notify_all();
+  if (ended) {
+    shared.input_ended[worker] = true;
+    shared.lost_since[worker].reset();
+    if (std::all_of(shared.input_ended.begin(), shared.input_ended.end(),
+                    [](bool e) { return e; })) {
+      shared.report.input_ended = true;
+      shared.stop = true;
+    }
+    return true;
+  }
+  ++shared.report.lost;
   if (!shared.lost_since[worker]) shared.lost_since[worker] = std::chrono::steady_clock::now();
   shared.last_loss = e.what();
-  shared.changed.notify_all();
+  return false;
+}
+
+bool UnitDispatcher::input_ended_on_ps0(size_t worker) {
+  try {
+    ps::InputPositionsRequest request;
+    request.set_pipeline(pipelines_[worker]);
+    ps::InputPositionsResponse positions = ps0_.input_positions(request);
+    return !positions.positions().empty() && positions.positions(0).ended();
+  } catch (const Error&) {
+    return false;  // ps 0 is the client's own concern
+  }
 }
 
 void UnitDispatcher::check_not_all_lost(
     const std::vector<std::optional<std::chrono::steady_clock::time_point>>& lost_since,
-    const std::string& last_loss) const {
+    const std::vector<bool>& input_ended, const std::string& last_loss) const {
   std::chrono::steady_clock::time_point latest{};
-  for (const auto& since : lost_since) {
-    if (!since) return;  // this one answers
-    latest = std::max(latest, *since);
+  for (size_t w = 0; w < lost_since.size(); ++w) {
+    if (input_ended[w]) continue;
+    if (!lost_since[w]) return;  // this one answers
+    latest = std::max(latest, *lost_since[w]);
   }
   double lost = std::chrono::duration<double>(std::chrono::steady_clock::now() - latest).count();
   if (lost > options_.all_lost_timeout_seconds) {

@@ -5,7 +5,9 @@
 // lost worker is called again every `retry_seconds`, so that one restarted by its
 // supervisor gets work again. ps 0's ledger (strategies/ps/unit_ledger.h) counts each step
 // of a unit once, however often the unit runs, so the global step ends at exactly the
-// steps dispatched.
+// steps dispatched. A worker whose input ended (its call fails OUT_OF_RANGE, or ps 0 holds
+// its input pipeline ended) gives its unit back and gets no more; once every worker's input
+// has ended, the run ends short of its steps, as Estimator.train ends when input_fn runs out.
 //
 // Not thread-safe: one run at a time.
 #pragma once
@@ -47,8 +49,9 @@ struct DispatchReport {
   int64_t lost = 0;        // units taken back from a worker that was lost
   // "worker:1" -> the steps it applied in units it completed (not those of units it lost)
   std::map<std::string, int64_t> steps_by_worker;
-  bool stopped = false;   // the run was stopped (stop()) before every unit was complete
-  int64_t abandoned = 0;  // units whose calls were abandoned, or failed, while it stopped
+  bool stopped = false;      // the run was stopped (stop()) before every unit was complete
+  int64_t abandoned = 0;     // units whose calls were abandoned, or failed, while it stopped
+  bool input_ended = false;  // every worker's input ended before every unit was complete
 };
 
 class UnitDispatcher {
@@ -65,7 +68,8 @@ class UnitDispatcher {
   // exception from it stops the dispatch and is rethrown. A worker whose training failed
   // (WorkerTrainingError, other than UNAVAILABLE) ends the run with its error, once the
   // units running elsewhere have returned; so does losing every worker for
-  // all_lost_timeout_seconds (UnavailableError).
+  // all_lost_timeout_seconds (UnavailableError); workers whose input ended are not waited
+  // for.
   DispatchReport run(int64_t first_unit, int64_t steps, int64_t steps_per_unit,
                      const std::function<void(const DispatchReport& so_far)>& tick);
 
@@ -88,16 +92,22 @@ class UnitDispatcher {
   bool ended_while_draining(const std::string& task, const ps::WorkUnit& unit, const Error& e,
                             Shared& shared);
   // A lost worker's unit back to the front of the queue (logged the first time in a row).
-  void give_back(size_t worker, const ps::WorkUnit& unit, const Error& e, bool already_lost,
+  // Returns whether the worker's input has ended, which ends its dispatch loop (and the run,
+  // once every worker's has).
+  bool give_back(size_t worker, const ps::WorkUnit& unit, const Error& e, bool already_lost,
                  Shared& shared);
-  // Throws UnavailableError once every worker has been lost all_lost_timeout_seconds.
+  // Whether ps 0 holds the input pipeline of `worker` ended (its worker told it).
+  bool input_ended_on_ps0(size_t worker);
+  // Throws UnavailableError once every worker whose input has not ended has been lost
+  // all_lost_timeout_seconds.
   void check_not_all_lost(
       const std::vector<std::optional<std::chrono::steady_clock::time_point>>& lost_since,
-      const std::string& last_loss) const;
+      const std::vector<bool>& input_ended, const std::string& last_loss) const;
   // Waits retry_seconds before the lost worker is called again; true when the run stops.
   bool wait_to_retry(Shared& shared);
 
   std::vector<TaskId> tasks_;
+  std::vector<int> pipelines_;  // each worker's input pipeline on ps 0: its index + 1
   std::vector<std::unique_ptr<StepClient>> workers_;
   ps::PsClient& ps0_;
   int64_t generation_;

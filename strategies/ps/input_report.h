@@ -39,6 +39,13 @@ class InputReport {
     MutexLock lock(mutex_);
     return std::exchange(position_, std::nullopt);
   }
+  // The worker's input was read again from another position (a new client restored a
+  // checkpoint): ps 0, which counts from that checkpoint on, needs the new position first.
+  void restart() {
+    MutexLock lock(mutex_);
+    position_.reset();
+    wanted_ = true;
+  }
   // What ps 0 answered to a push.
   void heard(bool wanted) {
     MutexLock lock(mutex_);

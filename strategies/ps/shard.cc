@@ -205,7 +205,9 @@ PushResponse Shard::push(const PushRequest& request) {
       MutexLock lock(mutex_);
       response.set_unit_closed(true);
       if (global_step_) response.set_global_step(*global_step_);
-      count_batch(request, response);
+      // A unit complete: its batch was taken all the same. A unit of a client replaced since:
+      // the new client restored a checkpoint, and the worker reads that batch again.
+      if (request.unit_generation() == units_.generation()) count_batch(request, response);
       return response;
     }
     response.set_unit_applied(applied);

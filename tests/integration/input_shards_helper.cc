@@ -7,7 +7,10 @@
 // global step the step started at, written before the step's gradients leave the process;
 // under ParameterServerStrategy written as -1 (pending) before the push and again, with the
 // one before the global step its push counted, once it did (a worker killed in between
-// leaves them pending: whether the push counted, only ps 0 knows). Optional
+// leaves them pending: whether the push counted, only ps 0 knows). In coordinator mode a
+// worker's examples under the client of generation G > 1 (model_dir/client_progress) go to
+// SEEN_PREFIX-<pid>-g<G>: a new client restores a checkpoint, and what the workers took under
+// the one before past its step counts for nothing. Optional
 // environment: INPUT_SHARDS_EPOCHS (1), INPUT_SHARDS_STEP_MS (0: a pause per step),
 // INPUT_SHARDS_SAVE_STEPS (1000: the checkpoint interval), INPUT_SHARDS_DETERMINISTIC (0; 1:
 // RunConfig.deterministic, and dropout, whose random streams it must make alike),
@@ -23,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -44,6 +48,8 @@ constexpr int64_t kNumbered = 480;
 constexpr int64_t kGlobalBatch = 16;
 
 std::string seen_file;
+std::string progress_file;  // coordinator mode's client's progress
+std::string step_file;      // where the step under way writes its examples
 std::atomic<int64_t> current_step{-1};
 bool on_ps = false;  // ParameterServerStrategy: examples written after the push
 
@@ -70,8 +76,20 @@ cadre::Dataset numbered_examples(const cadre::InputContext& context) {
 std::set<int64_t> step_examples;
 std::vector<int64_t> to_write;  // on_ps: those of the step, until its push counted
 
+// seen_file, or in coordinator mode its generation's file.
+std::string file_of_client() {
+  std::ifstream in(progress_file);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("generation: ")) {
+      int64_t generation = std::atoll(line.c_str() + std::strlen("generation: "));
+      if (generation > 1) return seen_file + "-g" + std::to_string(generation);
+    }
+  }
+  return seen_file;
+}
+
 void write_examples(int64_t step, const std::vector<int64_t>& ids) {
-  std::ofstream out(seen_file, std::ios::app);
+  std::ofstream out(step_file, std::ios::app);
   for (int64_t id : ids) out << step << " " << id << "\n";
 }
 
@@ -80,6 +98,8 @@ cadre::EstimatorSpec counting_fn(const cadre::Features& features, const cadre::T
   // Not before the first step's hooks: a worker joining an elastic group steps alone first,
   // on the batch it then steps with the group.
   if (mode == cadre::ModeKeys::kTrain && current_step.load() >= 0) {
+    // After the unit's wait: the client that gave it has written its progress.
+    if (!progress_file.empty()) step_file = file_of_client();
     std::vector<int64_t> taken;
     for (int64_t id : features.at("id").to_vector<int64_t>()) {
       if (step_examples.insert(id).second) taken.push_back(id);
@@ -132,8 +152,12 @@ int main(int argc, char** argv) {
   }
   try {
     seen_file = std::string(argv[3]) + "-" + std::to_string(getpid());
+    step_file = seen_file;
     cadre::RunConfig config = cadre::RunConfig::from_environment();
     config.model_dir = argv[1];
+    if (config.cluster && config.cluster->has_job("client")) {
+      progress_file = config.model_dir + "/client_progress";
+    }
     config.tf_random_seed = 42;
     config.input_shards = from_environment("INPUT_SHARDS_COUNT", 8);
     config.save_checkpoints_steps = from_environment("INPUT_SHARDS_SAVE_STEPS", 1000);

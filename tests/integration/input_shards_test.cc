@@ -273,5 +273,50 @@ TEST_F(InputShardsTest, ACoordinatorJobReadsEachShardOnceInOrderAcrossADeathAndA
   EXPECT_GE(taken, 40 * 8 + 30 * 16);
 }
 
+// Coordinator mode: the client is SIGKILLed right after its first checkpoint past step 15 (S) while
+// its 2 workers run on, and restarted alone; the new client restores that checkpoint, and the
+// workers, given its units, read their input again from that checkpoint's positions. The
+// input (2 epochs) then ends before max_steps, and the client ends training there. Each input
+// shard's examples that count (the first client's before step S, all of the second's) are
+// its numbers in order, each once, to the end of the 2 epochs.
+TEST_F(InputShardsTest, ANewClientRewindsTheWorkersInputsAndTheJobEndsWithThem) {
+  cadre::testing::KillSchedule kills;
+  kills.add("client:0", R"(^\[client:0\].*saved checkpoint for step (1[6-9]|[2-9][0-9]):)");
+  cadre::testing::CommandResult run = cadre::testing::run_command(
+      str_cat("INPUT_SHARDS_SHUFFLE=0 INPUT_SHARDS_SAVE_STEPS=8 INPUT_SHARDS_EPOCHS=2 ",
+              "INPUT_SHARDS_STEP_MS=50 ", CADRE_LAUNCH,
+              " --client=1 --ps=1 --workers=2 --max_restarts=1 -- ", CADRE_INPUT_SHARDS_HELPER, " ",
+              path("k"), " 1000 ", path("kseen"), " 2>&1"),
+      std::ref(kills));
+  ASSERT_EQ(run.status, 0) << cadre::testing::tail(run.output);
+  ASSERT_EQ(kills.done(), 1u) << cadre::testing::tail(run.output);
+  for (const char* line : {"client (generation 2): resuming from", "reading the input again",
+                           "client: every worker's input has ended, at global step"}) {
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << cadre::testing::tail(run.output);
+  }
+  const size_t at = run.output.find("ckpt-", run.output.find("(generation 2): resuming from"));
+  const int64_t resumed = std::atoll(run.output.c_str() + at + 5);
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_shard;  // step, example
+  for (const auto& entry : std::filesystem::directory_iterator(path(""))) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("kseen-")) continue;
+    const bool second = name.ends_with("-g2");
+    std::ifstream in(entry.path());
+    for (int64_t step, id; in >> step >> id;) {
+      if (step >= 0 && (second || step < resumed)) by_shard[id % 8].push_back({step, id});
+    }
+  }
+  ASSERT_EQ(by_shard.size(), 8u);
+  for (auto& [shard, examples] : by_shard) {
+    std::stable_sort(examples.begin(), examples.end(),
+                     [](auto& a, auto& b) { return a.first < b.first; });
+    ASSERT_EQ(examples.size(), 120u) << "shard " << shard;
+    for (size_t i = 0; i < examples.size(); ++i) {
+      ASSERT_EQ(examples[i].second, (shard + 8 * static_cast<int64_t>(i)) % 480)
+          << "shard " << shard << ", example " << i << " at step " << examples[i].first;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cadre

@@ -197,7 +197,9 @@ TEST_F(ShardTest, GradientsStalerThanTheBoundAreDropped) {
 
 // Coordinator mode: ps 0's ledger counts each step of a unit once. A unit runs again after
 // its worker was lost (or by a worker thought lost that was not): the steps past its count
-// are refused whole, and so are the steps of units an earlier client dispatched.
+// are refused whole, and so are the steps of units an earlier client dispatched. A refused
+// step's batch counts as taken from its worker's input, unless a new client replaced the
+// unit's (its workers read that batch again from the checkpoint it restored).
 TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
   auto sgd = nn::optimizers::sgd(1.0);
   create_with_state("v", Tensor::zeros(Shape{1}), *sgd);
@@ -206,6 +208,7 @@ TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
   begin.set_begin(true);
   begin.set_generation(1);
   shard_.units(begin);
+  bool positioned = false;
   auto step_of = [&](int64_t generation, int64_t unit, int64_t steps) {
     ps::PushRequest request = push_request(*sgd, false);
     add_dense(request, "v", Tensor::full(Shape{1}, -1.0));
@@ -213,7 +216,19 @@ TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
     request.set_unit(unit);
     request.set_unit_steps(steps);
     request.set_unit_generation(generation);
+    request.set_input_pipeline(1);
+    if (!positioned) {  // the worker's first push carries its position
+      request.set_has_input_position(true);
+      request.set_input_position("at its start");
+      positioned = true;
+    }
     return shard_.push(request);
+  };
+  auto batches_taken = [&] {
+    ps::InputPositionsRequest request;
+    request.set_pipeline(1);
+    ps::InputPositionsResponse positions = shard_.input_positions(request);
+    return positions.positions().empty() ? 0 : positions.positions(0).pushes();
   };
   // Unit 1 of 3 steps: two workers race on it (the second dispatch of a lost unit); only
   // three of the five steps apply.
@@ -227,6 +242,7 @@ TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
   }
   EXPECT_EQ(read("v").to_vector<float>(), std::vector<float>{3});
   EXPECT_EQ(step_of(1, 2, 2).unit_applied(), 1);
+  EXPECT_EQ(batches_taken(), 6);  // the refused steps' batches too
   ps::UnitsRequest query;
   query.set_generation(1);
   query.add_units(1);
@@ -244,7 +260,9 @@ TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
   ps::PushResponse old = step_of(1, 2, 2);
   EXPECT_TRUE(old.unit_closed());
   EXPECT_EQ(old.global_step(), 44);
+  EXPECT_EQ(batches_taken(), 6);
   EXPECT_EQ(step_of(2, 2, 2).unit_applied(), 1);
+  EXPECT_EQ(batches_taken(), 7);
   EXPECT_EQ(read("v").to_vector<float>(), std::vector<float>{5});
   EXPECT_THROW(shard_.units(begin), InvalidArgumentError);
   EXPECT_THROW(shard_.units(query), FailedPreconditionError);  // asks about generation 1

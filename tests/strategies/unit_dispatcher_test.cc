@@ -2,7 +2,8 @@
 // training loops are threads counting their steps on a real UnitLedger (ps 0's): a worker
 // that dies mid-unit loses its unit to the other, the steps it had applied stay counted and
 // are not run again, and the units add up to exactly the steps asked for. Losing every
-// worker for the timeout, or a worker's training error, ends the run with a clear error.
+// worker for the timeout, or a worker's training error, ends the run with a clear error;
+// workers whose inputs end end it short of its steps.
 #include "strategies/cluster/unit_dispatcher.h"
 
 #include <gtest/gtest.h>
@@ -21,13 +22,25 @@
 namespace cadre {
 namespace {
 
+// How a FakeWorker ends after `die_after` steps.
+struct FakeEnd {
+  ErrorCode code = ErrorCode::kUnavailable;  // its service's answer: a lost worker's
+  // Set: its input ends, which it tells ps 0 (as pipeline `pipeline`) before it answers.
+  ps::PsClient* ps0 = nullptr;
+  int pipeline = 0;
+};
+
 // A worker: its step service and a loop that takes each step of the unit it is given on
-// `ledger`, until told to stop or to die after `die_after` steps.
+// `ledger`, until told to stop or to die (or its input to end) after `die_after` steps.
 class FakeWorker {
  public:
   FakeWorker(ps::UnitLedger& ledger, std::atomic<int64_t>& global_step, int die_after = -1,
-             int step_ms = 2)
-      : ledger_(ledger), global_step_(global_step), die_after_(die_after), step_ms_(step_ms) {
+             int step_ms = 2, FakeEnd end = {})
+      : ledger_(ledger),
+        global_step_(global_step),
+        die_after_(die_after),
+        step_ms_(step_ms),
+        end_(end) {
     StepServerOptions options;
     options.security = testing::test_security();
     server_ = StepServer::start("127.0.0.1:0", options);
@@ -44,8 +57,15 @@ class FakeWorker {
     int steps = 0;
     while (std::optional<ps::WorkUnit> unit = server_->next_step(nullptr, nullptr)) {
       if (steps++ == die_after_) {
-        // Dies mid-unit: the client's call fails as a lost worker's does.
-        server_->stop("killed", ErrorCode::kUnavailable, false);
+        // Mid-unit: the client's call fails as a lost worker's does, or as one whose input
+        // ended.
+        if (end_.ps0) {
+          ps::InputPositionsRequest ended;
+          ended.set_pipeline(end_.pipeline);
+          ended.set_ended(true);
+          end_.ps0->input_positions(ended);
+        }
+        server_->stop("its end", end_.code, false);
         return;
       }
       int64_t applied = ledger_.reserve(unit->generation, unit->id, unit->steps);
@@ -59,6 +79,7 @@ class FakeWorker {
   std::atomic<int64_t>& global_step_;
   int die_after_;
   int step_ms_;
+  FakeEnd end_;
   std::unique_ptr<StepServer> server_;
   std::thread loop_;
 };
@@ -105,6 +126,24 @@ TEST_F(UnitDispatcherTest, ALostWorkersUnitRunsElsewhereAndEveryStepCountsOnce) 
   std::vector<int64_t> applied = ledger_.applied(units);
   for (int64_t u = 1; u <= 9; ++u) EXPECT_EQ(applied[static_cast<size_t>(u - 1)], 10) << u;
   EXPECT_EQ(applied[9], 5);  // the last unit is shorter
+}
+
+// Workers whose inputs end after 7 and 23 steps: the first one's unit goes to the other, and
+// once both have ended the run ends short of its steps, each step taken counted once. The
+// first answers OUT_OF_RANGE; the second's answer is lost (it is gone), and ps 0, which it
+// told, holds its input ended.
+TEST_F(UnitDispatcherTest, TheRunEndsOnceEveryWorkersInputHasEnded) {
+  FakeWorker first(ledger_, global_step_, 7, 2, {ErrorCode::kOutOfRange});
+  FakeWorker second(ledger_, global_step_, 23, 2, {ErrorCode::kUnavailable, ps0_.get(), 2});
+  DispatchOptions options;
+  options.retry_seconds = 0.05;
+  UnitDispatcher dispatcher(cluster({first.address(), second.address()}), *ps0_, 1, options);
+  DispatchReport report = dispatcher.run(1, 1000, 10, [](const DispatchReport&) {});
+  EXPECT_TRUE(report.input_ended);
+  EXPECT_FALSE(report.stopped);
+  EXPECT_EQ(report.lost, 0);
+  EXPECT_EQ(global_step_.load(), 30);
+  EXPECT_EQ(report.units, 3);  // 30 steps: units 1-3, whichever worker took their steps
 }
 
 TEST_F(UnitDispatcherTest, WorkersThatNeverAnswerEndTheRunAfterTheTimeout) {
