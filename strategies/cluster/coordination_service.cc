@@ -234,17 +234,27 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
       // A task of an earlier round (begin_round) must not count toward this round's barrier.
       return not_registered(task);
     }
-    std::set<std::string>& arrived = barriers_[request->name()];
-    arrived.insert(task);
+    const std::string& name = request->name();
+    barriers_[name].insert(task);
     changed_.notify_all();
+    // Found again after each wait: a new round forgets the barriers.
+    const int round = round_;
+    auto waiting_for = [&]() CADRE_REQUIRES(mutex_) {
+      auto it = barriers_.find(name);
+      return it == barriers_.end() ? std::set<std::string>{task} : absent(it->second);
+    };
     auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
-    while (!absent(arrived).empty() && failure_.empty() && !stopping_) {
-      if (!changed_.wait_until(mutex_, deadline) && !absent(arrived).empty()) {
+    while (round_ == round && !waiting_for().empty() && failure_.empty() && !stopping_) {
+      if (!changed_.wait_until(mutex_, deadline) && !waiting_for().empty()) {
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
-                str_cat("barrier '", request->name(), "' timed out after ",
-                        request->timeout_seconds(), " s: waiting for ", names(absent(arrived)))};
+                str_cat("barrier '", name, "' timed out after ", request->timeout_seconds(),
+                        " s: waiting for ", names(waiting_for()))};
       }
     }
+    if (round_ != round) return not_registered(task);
+    // Passed, even when the service stops before this call sees it: the task that hosts it
+    // passed too, and stopping is how it leaves.
+    if (failure_.empty() && waiting_for().empty()) return grpc::Status::OK;
     return status_locked();
   }
 
