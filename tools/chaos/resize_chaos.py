@@ -30,6 +30,21 @@ ps 0 counted); a run's steps at or past the checkpoint the next run resumes from
 nothing, as for the others. A worker killed between its push and the program's record of
 what the push counted leaves that batch's examples pending: each may be read one time fewer.
 
+With --client_share, that share of the runs of 2-4 workers are coordinator-mode jobs
+(cadre_launch --client=1 --ps=1 --workers=N --max_restarts=1: no chief; a client task drives
+the workers). The driver SIGKILLs the client, which is restarted alone (the new client, of
+generation G+1, resumes from the last checkpoint and the workers read their input again from
+that checkpoint's positions), or one worker, restarted alone (it reads on from the position ps
+0 kept), or SIGTERMs the launcher. The program writes a worker's examples under the client of
+generation G > 1 to SEEN_PREFIX-<pid>-g<G>: of those written under generation G, the steps at
+or past the one a newer client of the same run resumed from ("client (generation G'):
+resuming from ... at step S"; step 0 for one that found no checkpoint) count for nothing, as
+do a run's steps at or past the checkpoint the next run resumes from. Pending examples (a
+worker killed between its push and its record) may be read one time fewer, as for ps jobs;
+every other example exactly --epochs times. A coordinator run that hangs, exits non-zero
+other than after the launcher's SIGTERM, or ends without the client's "every worker's input
+has ended" is a failure too.
+
     python3 tools/chaos/resize_chaos.py --build build --minutes 10 --out /tmp/resize_chaos
 
 Prints one line per job and a JSON summary last; exits 1 when any check failed. Needs only
@@ -51,6 +66,11 @@ import time
 STARTED = re.compile(r"started (\S+) pid=(\d+)")
 STATE = re.compile(r'model_checkpoint_path: "model\.ckpt-(\d+)')
 SURVIVORS_TOOK = re.compile(r"\[chief:0\].*members took step (\d+)")
+# A client of coordinator mode that resumed, and one a worker followed (from its first unit).
+CLIENT_RESUMED = re.compile(r"client \(generation (\d+)\): resuming from \S+ at step (\d+)")
+NEW_CLIENT = re.compile(r"a new client \(generation (\d+), after (\d+)\)")
+INPUT_ENDED = "client: every worker's input has ended"
+SEEN_FILE = re.compile(r"seen-(\d+)(?:-g(\d+))?$")
 EXAMPLES = 480
 SHARDS = 8
 
@@ -68,8 +88,10 @@ def run_once(args, rng, model_dir, seen_dir, log):
     """One run with a random number of workers; returns (workers, outcome, status, output,
     the pid of an elastic worker killed or None)."""
     workers = rng.choice([1, 2, 3, 4])
-    on_ps = workers > 1 and rng.random() < args.ps_share
-    elastic = workers > 1 and not on_ps and rng.random() < args.elastic_share
+    # Drawn only when asked for, so that the other modes' runs stay those of their seed.
+    on_client = workers > 1 and args.client_share > 0 and rng.random() < args.client_share
+    on_ps = workers > 1 and not on_client and rng.random() < args.ps_share
+    elastic = workers > 1 and not on_ps and not on_client and rng.random() < args.elastic_share
     helper = [os.path.join(args.build, "tests/integration/input_shards_helper"), model_dir,
               "1000000000", os.path.join(seen_dir, "seen")]
     launch = (["--elastic", "--max_restarts=3"] if elastic else
@@ -77,6 +99,9 @@ def run_once(args, rng, model_dir, seen_dir, log):
     command = helper if workers == 1 else [
         os.path.join(args.build, "tools/cadre_launch"), *launch, "--chief=1",
         f"--workers={workers - 1}", "--", *helper]
+    if on_client:  # no chief: the client drives `workers` workers
+        command = [os.path.join(args.build, "tools/cadre_launch"), "--client=1", "--ps=1",
+                   f"--workers={workers}", "--max_restarts=1", "--", *helper]
     env = dict(os.environ, INPUT_SHARDS_EPOCHS=str(args.epochs),
                INPUT_SHARDS_STEP_MS=str(args.step_ms), INPUT_SHARDS_SAVE_STEPS=str(args.save_steps),
                INPUT_SHARDS_SHUFFLE="0" if args.elastic_share > 0 else "1",
@@ -95,7 +120,7 @@ def run_once(args, rng, model_dir, seen_dir, log):
 
     reader = threading.Thread(target=pump)
     reader.start()
-    outcome, killed = "ran to its end", None
+    outcome, killed, name = "ran to its end", None, None
     try:
         process.wait(timeout=rng.expovariate(1.0 / args.mean_gap_s))
     except subprocess.TimeoutExpired:
@@ -113,6 +138,19 @@ def run_once(args, rng, model_dir, seen_dir, log):
             try:
                 os.kill(tasks[name], signal.SIGKILL)
                 killed = tasks[name]
+            except ProcessLookupError:
+                outcome = "ran to its end"
+        elif on_client:
+            # The client (restarted alone: the new one resumes from the last checkpoint) or a
+            # worker (restarted alone: it reads on from the position ps 0 kept).
+            kind = "client" if rng.random() < 0.5 else "worker"
+            while process.poll() is None and not any(n.startswith(kind) for n in tasks):
+                time.sleep(0.05)
+            name = rng.choice(sorted(n for n in tasks if n.startswith(kind)) or [None])
+            outcome = f"SIGKILL client-job {name}" if name else "ran to its end"
+            try:
+                if name:
+                    os.kill(tasks[name], signal.SIGKILL)
             except ProcessLookupError:
                 outcome = "ran to its end"
         elif on_ps:
@@ -140,8 +178,11 @@ def run_once(args, rng, model_dir, seen_dir, log):
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     reader.join()
-    return (f"{workers}ps" if on_ps else workers), outcome, process.returncode, "".join(lines), \
-        killed
+    if on_client and outcome.startswith("SIGKILL") and \
+            f"{name} failed (killed by signal 9); restarting it" not in "".join(lines):
+        outcome += " (not restarted)"  # it had ended, or the launcher was ending
+    label = f"{workers}c" if on_client else f"{workers}ps" if on_ps else workers
+    return label, outcome, process.returncode, "".join(lines), killed
 
 
 def records(path):
@@ -157,6 +198,7 @@ def run_job(args, rng, job_dir, log):
     taken, runs, failures = [], [], []  # taken: (step, example) of the steps that count
     unconfirmed = set()  # examples of pushes whose worker died before recording them
     elastic_deaths = 0
+    runs_output = []  # the coordinator runs' output, kept in the job's directory on a failure
     while True:
         before = set(os.listdir(seen_dir))
         workers, outcome, status, output, killed = run_once(args, rng, model_dir, seen_dir, log)
@@ -170,13 +212,35 @@ def run_job(args, rng, job_dir, log):
             elif '"task":"chief"' not in output:  # else it died as the group finished
                 failures.append(f"a run of {workers} worker(s) lost an elastic worker but its "
                                 "group never went on without it")
-        for name in set(os.listdir(seen_dir)) - before:
+        new_files = set(os.listdir(seen_dir)) - before
+        on_client = str(workers).endswith("c")
+        # Coordinator mode: the step each client of this run resumed from, by generation (0
+        # for one that found no checkpoint: every file's generation dispatched units).
+        starts = {int(g): int(s) for g, s in CLIENT_RESUMED.findall(output)} if on_client else {}
+        for generation in [generation_of(name) for name in new_files] + \
+                [int(g) for g, _ in NEW_CLIENT.findall(output)]:
+            if on_client:
+                starts.setdefault(generation, 0)
+        for name in new_files:
             pending = collections.Counter()
+            # A newer client of this run restored a checkpoint: what the workers took under
+            # this file's client from its step counts for nothing.
+            newer = min((s for g, s in starts.items() if g > generation_of(name)),
+                        default=resumed_from)
             for step, example in records(os.path.join(seen_dir, name)):
                 pending[example] += 1 if step < 0 else -1
-                if 0 <= step < min(resumed_from, void_from.get(name, resumed_from)):
+                if 0 <= step < min(resumed_from, void_from.get(name, resumed_from), newer):
                     taken.append((step, example))
             unconfirmed.update(e for e, n in pending.items() if n > 0)
+        if on_client:
+            if "hung" in outcome:
+                failures.append(f"a coordinator run of {workers} ({outcome}) hung")
+            elif status != 0 and outcome != "SIGTERM":
+                failures.append(f"a coordinator run of {workers} ({outcome}) exited {status}")
+            elif status == 0 and INPUT_ENDED not in output:
+                failures.append(f"a coordinator run of {workers} ({outcome}) exited 0 without "
+                                "the client's end of the input")
+            runs_output.append(output)
         runs.append(f"{workers}:{outcome}->{resumed_from}")
         for lost in ("from its start", "from the start"):
             if lost in output:
@@ -191,10 +255,21 @@ def run_job(args, rng, job_dir, log):
     counts = collections.Counter(example for _, example in taken)
     wrong = {e: counts[e] for e in range(EXAMPLES)
              if counts[e] != args.epochs and not (e in unconfirmed and counts[e] == args.epochs - 1)}
+    # Pending examples accepted one time fewer (their push counted, only ps 0 knows).
+    read_fewer = sum(e in unconfirmed and counts[e] == args.epochs - 1 for e in range(EXAMPLES))
     if wrong and not elastic_deaths:
         sample = dict(list(sorted(wrong.items()))[:8])
         failures.append(f"{len(wrong)} example(s) not read {args.epochs} times: {sample}")
-    return runs, failures
+    if failures and runs_output:
+        with open(os.path.join(job_dir, "coordinator_runs.txt"), "w") as f:
+            f.write("".join(f"==== run\n{o}" for o in runs_output))
+    return runs, failures, read_fewer
+
+
+def generation_of(name):
+    """The client generation a seen file's examples were taken under (1 without -g<G>)."""
+    match = SEEN_FILE.search(name)
+    return int(match.group(2) or 1) if match else 1
 
 
 def out_of_order(taken):
@@ -224,6 +299,7 @@ def main():
     parser.add_argument("--sigterm_share", type=float, default=0.3)
     parser.add_argument("--elastic_share", type=float, default=0.0)
     parser.add_argument("--ps_share", type=float, default=0.0)
+    parser.add_argument("--client_share", type=float, default=0.0)
     parser.add_argument("--run_timeout_s", type=float, default=120)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -236,17 +312,27 @@ def main():
     with open(os.path.join(args.out, "log.txt"), "w") as log:
         job = 0
         while time.time() < deadline:
-            runs, failures = run_job(args, rng, os.path.join(args.out, f"job-{job}"), log)
+            runs, failures, read_fewer = run_job(args, rng, os.path.join(args.out, f"job-{job}"),
+                                                 log)
+            summary["pending_read_fewer"] += read_fewer
             summary["jobs"] += 1
             summary["runs"] += len(runs)
             summary["sigkills"] += sum("SIGKILL" in r for r in runs)
             summary["elastic_sigkills"] += sum("SIGKILL elastic" in r for r in runs)
             summary["ps_runs"] += sum(r.split(":")[0].endswith("ps") for r in runs)
             summary["ps_sigkills"] += sum("SIGKILL ps-job" in r for r in runs)
+            summary["client_runs"] += sum(r.split(":")[0].endswith("c") for r in runs)
+            summary["client_sigkills"] += sum("SIGKILL client-job client" in r and
+                                              "not restarted" not in r for r in runs)
+            summary["client_worker_sigkills"] += sum("SIGKILL client-job worker" in r and
+                                                     "not restarted" not in r for r in runs)
+            summary["client_sigterms"] += sum(r.split(":")[0].endswith("c") and "SIGTERM" in r
+                                              for r in runs)
             summary["sigterms"] += sum("SIGTERM" in r for r in runs)
             summary["resizes"] += sum(a.split(":")[0] != b.split(":")[0]
                                       for a, b in zip(runs, runs[1:]))
-            print(f"job {job}: {' '.join(runs)}: {'; '.join(failures) or 'exactly once'}",
+            fewer = f" ({read_fewer} pending read one time fewer)" if read_fewer else ""
+            print(f"job {job}: {' '.join(runs)}: {'; '.join(failures) or 'exactly once'}{fewer}",
                   flush=True)
             all_failures += [f"job {job}: {f}" for f in failures]
             job += 1
