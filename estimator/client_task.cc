@@ -21,6 +21,7 @@
 #include "estimator/ps_input_positions.h"
 #include "estimator/stop_notice.h"
 #include "estimator/training_finished.h"
+#include "estimator/variable_sources.h"
 #include "strategies/cluster/unit_dispatcher.h"
 #include "strategies/ps/parameter_servers.h"
 #include "strategies/ps/ps_client.h"
@@ -302,8 +303,9 @@ std::unique_ptr<DistributedVariables> client_variables(
   nn::VariableCreator creator =
       resume ? checkpoint_creator(resume, checkpoint::same_names(), /*verify=*/false)
              : nn::default_variable_creator;
-  std::unique_ptr<DistributedVariables> variables =
-      strategy.extended().create_variables(estimator.seed(), creator);
+  // Each ps task reads its own rows of the tables from the checkpoint, as under a chief.
+  std::unique_ptr<DistributedVariables> variables = strategy.extended().create_restored_variables(
+      estimator.seed(), creator, variable_sources_in(resume));
   create_on_ps(estimator, train_spec, strategy, *variables);
   return variables;
 }

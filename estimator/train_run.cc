@@ -2,14 +2,13 @@
 
 #include <glog/logging.h>
 
-#include <filesystem>
 #include <regex>
 
 #include "cadre/autodiff/tape.h"
 #include "cadre/base/errors.h"
 #include "cadre/runtime/profiler.h"
-#include "checkpoint/restore_rows.h"
 #include "core/base/strings.h"
+#include "estimator/variable_sources.h"
 #include "strategies/ps/parameter_servers.h"
 #include "strategies/strategy_extended.h"
 
@@ -60,18 +59,6 @@ std::vector<Generator> replica_generators(uint64_t seed, const Strategy& strateg
   return generators;
 }
 
-// Where the tasks holding the variables read them (ps tasks their rows): the resumed
-// checkpoint is a file of model_dir, whose name they are told. A TensorFlow checkpoint is
-// restored by the chief alone.
-VariableSourceFn sources_in(std::shared_ptr<const checkpoint::CheckpointReader> resume) {
-  if (!resume || resume->format_version() < 1) return {};
-  std::string file = std::filesystem::path(resume->path()).filename();
-  return [resume, file](const nn::VariableSpec& spec) -> std::optional<VariableSource> {
-    checkpoint::restorable(*resume, spec, spec.name);
-    return VariableSource{file, spec.name};
-  };
-}
-
 checkpoint::CheckpointPart checkpoint_part(SavedPart part) {
   checkpoint::CheckpointPart made;
   made.file_name = std::move(part.file_name);
@@ -109,7 +96,7 @@ TrainRun::TrainRun(const Estimator& estimator, std::shared_ptr<const Strategy> s
     creator = checkpoint::restoring_creator(warm, std::move(warm_names), /*verify=*/true);
   }
   variables_ = strategy_->extended().create_restored_variables(estimator.seed(), creator,
-                                                               sources_in(resume));
+                                                               variable_sources_in(resume));
   if (manager_ && resume && strategy_->extended().elastic()) keep_positions_of(*resume);
   input_report_ = input_report_to_ps(*strategy_);
   if (manager_ && input_report_) resume_ = std::move(resume);

@@ -137,6 +137,30 @@ TEST_F(CoordinatorTest, ANewClientResumesFromTheLastCheckpointWhileTheWorkersRun
   EXPECT_NE(progress.find("finished: true\n"), std::string::npos) << progress;
 }
 
+// A client resuming a job whose model has an embedding only names the checkpoint: each ps
+// task reads its own rows of the table and of its Adam slots, as under a chief.
+TEST_F(CoordinatorTest, AResumingClientHasThePsTasksReadTheirOwnRows) {
+  testing::CommandResult run;
+  for (const char* max_steps : {"20", "25"}) {
+    run = testing::run_command(std::string("HELPER_EMBEDDING=1 ") + CADRE_LAUNCH +
+                               " --client=1 --workers=1 --ps=2 -- " + CADRE_MULTI_WORKER_HELPER +
+                               " " + path("job") + " " + max_steps + " 2>&1");
+    ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
+  }
+  EXPECT_NE(run.output.find("resuming from " + path("job") + "/model.ckpt-20.h5"),
+            std::string::npos)
+      << testing::tail(run.output, 6000);
+  for (const char* ps : {"[ps:0]", "[ps:1]"}) {
+    for (const char* name : {"token/embeddings", "token/embeddings/Adam/m"}) {
+      EXPECT_TRUE(std::regex_search(
+          run.output, std::regex(std::string("\\") + ps + R"(.*read rows \[\d+, \d+\) of ')" +
+                                 name + "' from model.ckpt-20.h5")))
+          << ps << " did not read its rows of " << name << testing::tail(run.output, 6000);
+    }
+  }
+  EXPECT_EQ(run.output.find("the chief restores the variables"), std::string::npos);
+}
+
 // MultiWorkerMirrored workers driven by a client: the client hosts the rendezvous that
 // starts their collective, sees a worker die, and starts the collective again; the workers
 // (restarted by cadre_launch) resume from the last checkpoint. The result is bit for bit that
