@@ -20,6 +20,7 @@
 #include "estimator/model_session.h"
 #include "estimator/ps_input_positions.h"
 #include "estimator/stop_notice.h"
+#include "estimator/task_parts.h"
 #include "estimator/training_finished.h"
 #include "estimator/variable_sources.h"
 #include "strategies/cluster/unit_dispatcher.h"
@@ -122,7 +123,12 @@ class ClientRun {
   std::string save(int64_t step, bool evaluate = true) {
     checkpoint::CheckpointData data;
     data.global_step = step;
-    checkpoint::add_variables(*strategy_->extended().variables_to_save(variables_), &data);
+    // The ps tasks write their parts, as a chief's checkpoint has them; the client holds
+    // none of the variables they hold.
+    const StrategyExtended& extended = strategy_->extended();
+    std::shared_ptr<const nn::VariableStore> own =
+        save_parts_of_tasks(extended, variables_, manager_, step, &data);
+    checkpoint::add_variables(own ? *own : *extended.variables_to_save(variables_), &data);
     // The workers' input positions as of `step`, which ps 0 keeps (ps_input_positions.h).
     add_positions_on_ps(*strategy_, step, resume_.get(), &data);
     set_input_pipelines(strategy_->num_workers(), &data);

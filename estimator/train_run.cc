@@ -8,6 +8,7 @@
 #include "cadre/base/errors.h"
 #include "cadre/runtime/profiler.h"
 #include "core/base/strings.h"
+#include "estimator/task_parts.h"
 #include "estimator/variable_sources.h"
 #include "strategies/ps/parameter_servers.h"
 #include "strategies/strategy_extended.h"
@@ -57,17 +58,6 @@ std::vector<Generator> replica_generators(uint64_t seed, const Strategy& strateg
         it != saved.end() ? it->second : Generator(seed, static_cast<uint64_t>(global)).state());
   }
   return generators;
-}
-
-checkpoint::CheckpointPart checkpoint_part(SavedPart part) {
-  checkpoint::CheckpointPart made;
-  made.file_name = std::move(part.file_name);
-  for (SavedPartSlice& s : part.slices) {
-    made.slices.push_back({std::move(s.name), std::move(s.slot_of), s.dtype, std::move(s.shape),
-                           s.first_row, s.rows});
-  }
-  made.wait = std::move(part.wait);
-  return made;
 }
 
 }  // namespace
@@ -170,19 +160,14 @@ std::string TrainRun::save_checkpoint() {
   checkpoint::CheckpointData data;
   data.global_step = global_step_;
   const StrategyExtended& extended = strategy_->extended();
-  std::shared_ptr<const nn::VariableStore> logical;
-  if (int count = extended.checkpoint_parts(*variables_); count > 0) {
-    // The tasks holding the variables write them; training waits only for their snapshots.
-    std::vector<SavedPart> parts;
-    logical =
-        extended.save_parts(*variables_, manager_->model_dir(),
-                            manager_->part_file_names(global_step_, count), global_step_, &parts);
-    for (SavedPart& part : parts) data.parts.push_back(checkpoint_part(std::move(part)));
-  } else if (worker_parts_ && worker_parts_->take(global_step_, &data.parts)) {
+  // The ps tasks write their parts (training waits only for their snapshots), or the
+  // workers theirs; else the chief saves every variable.
+  std::shared_ptr<const nn::VariableStore> logical =
+      save_parts_of_tasks(extended, *variables_, *manager_, global_step_, &data);
+  if (!logical && worker_parts_ && worker_parts_->take(global_step_, &data.parts)) {
     logical = std::make_shared<nn::VariableStore>();  // every variable is in a worker's part
-  } else {
-    logical = extended.variables_to_save(*variables_);
   }
+  if (!logical) logical = extended.variables_to_save(*variables_);
   checkpoint::add_variables(*logical, &data);
   add_worker_state(0, own_state(), &data);
   if (input_report_) add_positions_on_ps(*strategy_, global_step_, resume_.get(), &data);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cadre/checkpoint/reader.h"
+#include "tests/integration/model_dir_files.h"
 #include "tests/support/job_secret.h"
 #include "tests/support/processes.h"
 #include "tests/support/same_variables.h"
@@ -137,12 +138,13 @@ TEST_F(CoordinatorTest, ANewClientResumesFromTheLastCheckpointWhileTheWorkersRun
   EXPECT_NE(progress.find("finished: true\n"), std::string::npos) << progress;
 }
 
-// A client resuming a job whose model has an embedding only names the checkpoint: each ps
-// task reads its own rows of the table and of its Adam slots, as under a chief.
-TEST_F(CoordinatorTest, AResumingClientHasThePsTasksReadTheirOwnRows) {
+// A client's checkpoints are sharded as a chief's are: each ps task writes its part, and the
+// client commits the manifest. A client resuming a job whose model has an embedding only
+// names the checkpoint: each ps task reads its own rows of the table and of its Adam slots.
+TEST_F(CoordinatorTest, TheClientsCheckpointsAreWrittenAndReadByThePsTasks) {
   testing::CommandResult run;
   for (const char* max_steps : {"20", "25"}) {
-    run = testing::run_command(std::string("HELPER_EMBEDDING=1 ") + CADRE_LAUNCH +
+    run = testing::run_command(std::string("HELPER_EMBEDDING=1 HELPER_SHARDED=1 ") + CADRE_LAUNCH +
                                " --client=1 --workers=1 --ps=2 -- " + CADRE_MULTI_WORKER_HELPER +
                                " " + path("job") + " " + max_steps + " 2>&1");
     ASSERT_EQ(run.status, 0) << testing::tail(run.output, 6000);
@@ -159,6 +161,9 @@ TEST_F(CoordinatorTest, AResumingClientHasThePsTasksReadTheirOwnRows) {
     }
   }
   EXPECT_EQ(run.output.find("the chief restores the variables"), std::string::npos);
+  EXPECT_EQ(testing::files_matching(path("job"), "model.ckpt-25.part-").size(), 2u);
+  EXPECT_EQ(testing::ckpt_tool("verify " + path("job")).substr(0, 3), "0: ")
+      << testing::ckpt_tool("verify " + path("job"));
 }
 
 // MultiWorkerMirrored workers driven by a client: the client hosts the rendezvous that
