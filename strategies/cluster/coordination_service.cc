@@ -56,8 +56,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
 
   bool barrier_complete(const std::string& name) const override {
     MutexLock lock(mutex_);
-    auto it = barriers_.find(name);
-    return it != barriers_.end() && absent(it->second).empty();
+    return waiting_at(name).empty();
   }
 
   bool formed() const override {
@@ -230,31 +229,24 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
                        pb::BarrierResponse*) override {
     MutexLock lock(mutex_);
     std::string task = name_of(request->task());
-    if (failure_.empty() && !incarnation_.count(task)) {
-      // A task of an earlier round (begin_round) must not count toward this round's barrier.
-      return not_registered(task);
-    }
+    // A task of an earlier round (begin_round) must not count toward this round's barrier.
+    if (failure_.empty() && !incarnation_.count(task)) return not_registered(task);
     const std::string& name = request->name();
     barriers_[name].insert(task);
     changed_.notify_all();
-    // Found again after each wait: a new round forgets the barriers.
-    const int round = round_;
-    auto waiting_for = [&]() CADRE_REQUIRES(mutex_) {
-      auto it = barriers_.find(name);
-      return it == barriers_.end() ? std::set<std::string>{task} : absent(it->second);
-    };
+    const int round = round_;  // a new round forgets the barriers
     auto deadline = Clock::now() + from_seconds(request->timeout_seconds());
-    while (round_ == round && !waiting_for().empty() && failure_.empty() && !stopping_) {
-      if (!changed_.wait_until(mutex_, deadline) && !waiting_for().empty()) {
+    while (round_ == round && !waiting_at(name).empty() && failure_.empty() && !stopping_) {
+      if (!changed_.wait_until(mutex_, deadline) && !waiting_at(name).empty()) {
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
                 str_cat("barrier '", name, "' timed out after ", request->timeout_seconds(),
-                        " s: waiting for ", names(waiting_for()))};
+                        " s: waiting for ", names(waiting_at(name)))};
       }
     }
     if (round_ != round) return not_registered(task);
     // Passed, even when the service stops before this call sees it: the task that hosts it
     // passed too, and stopping is how it leaves.
-    if (failure_.empty() && waiting_for().empty()) return grpc::Status::OK;
+    if (failure_.empty() && waiting_at(name).empty()) return grpc::Status::OK;
     return status_locked();
   }
 
@@ -277,8 +269,7 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   bool complete() const CADRE_REQUIRES(mutex_) { return incarnation_.size() == expected_.size(); }
   // Whether every task passed the planned stop's barrier in this round.
   bool every_task_stopped_as_planned() const CADRE_REQUIRES(mutex_) {
-    auto it = barriers_.find(kPlannedStopBarrier);
-    return it != barriers_.end() && absent(it->second).empty();
+    return waiting_at(kPlannedStopBarrier).empty();
   }
   // Whether the group is elastic and has taken its first step (before, its members are
   // still making their variables together, and a death fails the cluster): its members are
@@ -286,9 +277,12 @@ class Service final : public pb::Coordination::Service, public CoordinationServi
   bool elastic_formed() const CADRE_REQUIRES(mutex_) {
     return options_.elastic && membership_.generation() > 0 && store_.count(kGroupSteppedKey);
   }
-  // The tasks a barrier waits for (the members of an elastic group) not in `arrived`.
-  std::set<std::string> absent(const std::set<std::string>& arrived) const CADRE_REQUIRES(mutex_) {
-    return not_in(elastic_formed() ? membership_.members() : membership_.order(), arrived);
+  // Those barrier `name` still waits for: the tasks (the members of an elastic group) that
+  // have not arrived.
+  std::set<std::string> waiting_at(const std::string& name) const CADRE_REQUIRES(mutex_) {
+    auto it = barriers_.find(name);
+    return not_in(elastic_formed() ? membership_.members() : membership_.order(),
+                  it == barriers_.end() ? std::set<std::string>{} : it->second);
   }
   // A new generation of an elastic group: the tasks registered now.
   void publish_view(const std::string& reason) CADRE_REQUIRES(mutex_) {
