@@ -84,6 +84,18 @@ def latest_step(model_dir):
     return int(match.group(1)) if match else 0
 
 
+def kill_one(rng, tasks, prefix, label):
+    """SIGKILLs one of the running tasks whose name starts with `prefix`; the outcome's words."""
+    name = rng.choice(sorted(n for n in tasks if n.startswith(prefix)) or [None])
+    if not name:
+        return "ran to its end"
+    try:
+        os.kill(tasks[name], signal.SIGKILL)
+    except ProcessLookupError:
+        return "ran to its end"
+    return f"SIGKILL {label} {name}"
+
+
 def run_once(args, rng, model_dir, seen_dir, log):
     """One run with a random number of workers; returns (workers, outcome, status, output,
     the pid of an elastic worker killed or None)."""
@@ -146,23 +158,11 @@ def run_once(args, rng, model_dir, seen_dir, log):
             kind = "client" if rng.random() < 0.5 else "worker"
             while process.poll() is None and not any(n.startswith(kind) for n in tasks):
                 time.sleep(0.05)
-            name = rng.choice(sorted(n for n in tasks if n.startswith(kind)) or [None])
-            outcome = f"SIGKILL client-job {name}" if name else "ran to its end"
-            try:
-                if name:
-                    os.kill(tasks[name], signal.SIGKILL)
-            except ProcessLookupError:
-                outcome = "ran to its end"
+            outcome = kill_one(rng, tasks, kind, "client-job")
         elif on_ps:
             # A worker only: a chief or ps task that dies restarts the cluster within the
             # run, whose steps past its checkpoint this driver could not tell apart.
-            name = rng.choice(sorted(n for n in tasks if n.startswith("worker:")) or [None])
-            outcome = f"SIGKILL ps-job {name}" if name else "ran to its end"
-            try:
-                if name:
-                    os.kill(tasks[name], signal.SIGKILL)
-            except ProcessLookupError:
-                outcome = "ran to its end"
+            outcome = kill_one(rng, tasks, "worker:", "ps-job")
         elif choice < 0.9:
             victims = dict(tasks) if tasks else {"chief:0": process.pid}
             name = rng.choice(sorted(victims))
