@@ -85,15 +85,16 @@ def latest_step(model_dir):
 
 
 def kill_one(rng, tasks, prefix, label):
-    """SIGKILLs one of the running tasks whose name starts with `prefix`; the outcome's words."""
+    """SIGKILLs one of the running tasks whose name starts with `prefix`; returns the
+    outcome's words and the task's name (None when none was running)."""
     name = rng.choice(sorted(n for n in tasks if n.startswith(prefix)) or [None])
     if not name:
-        return "ran to its end"
+        return "ran to its end", None
     try:
         os.kill(tasks[name], signal.SIGKILL)
     except ProcessLookupError:
-        return "ran to its end"
-    return f"SIGKILL {label} {name}"
+        return "ran to its end", name
+    return f"SIGKILL {label} {name}", name
 
 
 def run_once(args, rng, model_dir, seen_dir, log):
@@ -158,11 +159,11 @@ def run_once(args, rng, model_dir, seen_dir, log):
             kind = "client" if rng.random() < 0.5 else "worker"
             while process.poll() is None and not any(n.startswith(kind) for n in tasks):
                 time.sleep(0.05)
-            outcome = kill_one(rng, tasks, kind, "client-job")
+            outcome, name = kill_one(rng, tasks, kind, "client-job")
         elif on_ps:
             # A worker only: a chief or ps task that dies restarts the cluster within the
             # run, whose steps past its checkpoint this driver could not tell apart.
-            outcome = kill_one(rng, tasks, "worker:", "ps-job")
+            outcome, name = kill_one(rng, tasks, "worker:", "ps-job")
         elif choice < 0.9:
             victims = dict(tasks) if tasks else {"chief:0": process.pid}
             name = rng.choice(sorted(victims))
