@@ -218,10 +218,10 @@ std::vector<TaskId> ClusterConfig::training_tasks() const {
 
 int ClusterConfig::num_worker_replicas() const { return static_cast<int>(training_tasks().size()); }
 
-int ClusterConfig::global_task_id() const {
+int ClusterConfig::training_index(const TaskId& of) const {
   std::vector<TaskId> tasks = training_tasks();
   for (size_t i = 0; i < tasks.size(); ++i) {
-    if (tasks[i] == task) return static_cast<int>(i);
+    if (tasks[i] == of) return static_cast<int>(i);
   }
   return -1;
 }

@@ -36,13 +36,11 @@ struct UnitDispatcher::Shared {
 UnitDispatcher::UnitDispatcher(const ClusterConfig& cluster, ps::PsClient& ps0, int64_t generation,
                                DispatchOptions options)
     : ps0_(ps0), generation_(generation), options_(options) {
-  const std::vector<TaskId> training = cluster.training_tasks();
   for (int i = 0; i < cluster.num_tasks("worker"); ++i) {
     TaskId task{"worker", i};
     if (!cluster.jobs.at("worker").count(i)) continue;  // a sparse cluster's gap
     tasks_.push_back(task);
-    pipelines_.push_back(
-        static_cast<int>(std::find(training.begin(), training.end(), task) - training.begin()) + 1);
+    pipelines_.push_back(cluster.training_index(task) + 1);
     workers_.push_back(std::make_unique<StepClient>(task, cluster.address(task), cluster.security));
   }
   if (workers_.empty()) {

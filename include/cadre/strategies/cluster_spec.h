@@ -53,11 +53,12 @@ class ClusterConfig {
   TaskId chief() const;
   bool is_chief() const;
   // Tasks that train together (chief and workers), and this task's index among them
-  // (chief 0, then the workers in order); -1 for ps, evaluator and client.
+  // (chief 0, then the workers in order), or `task`'s; -1 for ps, evaluator and client.
   std::vector<TaskId> training_tasks() const;
   int num_worker_replicas() const;
   int num_ps_replicas() const { return num_tasks("ps"); }
-  int global_task_id() const;
+  int global_task_id() const { return training_index(task); }
+  int training_index(const TaskId& of) const;
 
   // Several lines a person reads: the role, the chief, the peers, the global id.
   std::string explain() const;
