@@ -78,7 +78,9 @@ StepResult combine_replicas(const std::vector<ReplicaOutput>& outputs, int64_t g
     weighted += r.loss * static_cast<double>(r.batch_size);
     result.batch_size += r.batch_size;
   }
-  result.loss = weighted / static_cast<double>(std::max<int64_t>(result.batch_size, 1));
+  // A worker whose input has ended steps with no rows; its replicas hold the job's loss.
+  result.loss = result.batch_size > 0 ? weighted / static_cast<double>(result.batch_size)
+                                      : outputs.front().loss;
   return result;
 }
 

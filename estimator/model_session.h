@@ -59,6 +59,7 @@ struct ReplicaOutput {
   EstimatorSpec spec;
   double loss = 0;
   int64_t batch_size = 0;
+  bool applied = true;  // false: no worker of the job had examples for the step
 };
 // The step over all replicas, as hooks see it: the examples summed and the loss of the
 // global batch (the replicas' losses weighted by their batch sizes). `spec` is not set.

@@ -206,7 +206,8 @@ unsigned TrainRun::take_step_signals() {
   // the first snapshot's memory well before the first save, not while its updates wait.
   if (!worker_parts_decided_ && strategy_->num_workers_in_sync() > 1) decide_worker_parts();
   unsigned heard = strategy_->extended().take_step_signal();
-  if (strategy_->num_workers_in_sync() <= 1 || heard == 0) return heard;
+  // The last checkpoint, after every worker's input ended, holds every worker's end.
+  if (strategy_->num_workers_in_sync() <= 1 || (heard == 0 && !every_input_ended_)) return heard;
   std::vector<std::string> all =
       strategy_->extended().all_gather_bytes(encode_worker_state(own_state()));
   if (heard & StrategyExtended::kCheckpoint) start_worker_parts();
@@ -282,8 +283,9 @@ ReplicaOutput TrainRun::replica_step(ReplicaContext& ctx, const io::Element& bat
   }
   // The gradients reach the other workers while the backward pass runs, where the strategy
   // can; minimize's own phases are the update and the all-reduce.
-  ctx.minimize(tape, out.spec.loss, *out.spec.train_op.optimizer,
-               static_cast<double>(out.batch_size), variables, job_wide ? &means : nullptr);
+  out.applied =
+      ctx.minimize(tape, out.spec.loss, *out.spec.train_op.optimizer,
+                   static_cast<double>(out.batch_size), variables, job_wide ? &means : nullptr);
   out.loss = job_wide ? means[0] : out.spec.loss.item<double>();
   if (job_wide) {
     size_t i = 1;
@@ -315,7 +317,12 @@ StepResult TrainRun::step(const PerReplica<io::Element>& inputs, EstimatorSpec* 
   PerReplica<ReplicaOutput> steps = strategy_->run<ReplicaOutput>(
       *variables_, [&](ReplicaContext& ctx) { return replica_step(ctx, inputs[ctx.replica_id()]); },
       &generators_);
-  global_step_ = strategy_->extended().global_step_after(*variables_, global_step_);
+  // Every worker stepping with this one had no examples left: nothing was applied, and
+  // the step does not count.
+  every_input_ended_ = !steps[0].applied;
+  if (!every_input_ended_) {
+    global_step_ = strategy_->extended().global_step_after(*variables_, global_step_);
+  }
   StepResult result = combine_replicas(steps, global_step_);
   *spec = std::move(steps[0].spec);
   if (steps.size() > 1) average_summaries(steps, result.batch_size, spec);

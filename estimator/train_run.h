@@ -84,6 +84,9 @@ class TrainRun : public Run {
   // RunConfig.deterministic: each step takes its gradients per input shard, this worker's
   // shards of `shards` starting at `first_shard`, and adds them along a tree over the shards
   // (shard_ordered_step.cc).
+  // The input shards training_input() last read the input as (0: none).
+  void set_input_shards(int64_t shards) { input_shards_ = shards; }
+  int64_t input_shards() const { return input_shards_; }
   void reduce_in_shard_order(int64_t first_shard, int64_t shards) {
     ordered_first_shard_ = first_shard;
     ordered_shards_ = shards;
@@ -119,6 +122,10 @@ class TrainRun : public Run {
   // *spec). The loss reported is the replicas' losses averaged by batch size, as the loss of
   // the global batch.
   StepResult step(const PerReplica<io::Element>& inputs, EstimatorSpec* spec);
+  // Whether the last step had no examples on any worker stepping with this one (each
+  // steps with no rows once its input has ended, until every worker's has): the input of
+  // the job has ended, and that step did not count.
+  bool every_input_ended() const { return every_input_ended_; }
 
  private:
   // After adopt_most_advanced, where `restored` names by rank the checkpoint each joiner
@@ -167,6 +174,7 @@ class TrainRun : public Run {
   std::function<void()> read_again_;
   std::optional<int64_t> ordered_first_shard_;
   int64_t ordered_shards_ = 0;
+  int64_t input_shards_ = 0;
   std::map<int, WorkerState> gathered_;  // the other workers', by index, on the chief
   int64_t gathered_step_ = -1;
   GivenBatches given_;                       // on an elastic group's chief
@@ -178,6 +186,7 @@ class TrainRun : public Run {
   const int64_t resumed_step_;
   int64_t to_skip_ = 0;
   bool planned_stop_ = false;
+  bool every_input_ended_ = false;
   std::map<std::string, std::string> attributes_;  // of every checkpoint this run saves
   std::unique_ptr<WorkerParts> worker_parts_;
   bool worker_parts_decided_ = false;

@@ -1,5 +1,5 @@
-// Estimator::train: the phases of a training run and its loop (the Run its hooks see is in
-// estimator/train_run.h).
+// Estimator::train: the phases of a training run (its loop is in estimator/train_loop.h, the
+// Run its hooks see in estimator/train_run.h).
 #include <glog/logging.h>
 #include <unistd.h>
 
@@ -27,6 +27,7 @@
 #include "estimator/group_steps.h"
 #include "estimator/model_session.h"
 #include "estimator/stop_notice.h"
+#include "estimator/train_loop.h"
 #include "estimator/train_run.h"
 #include "estimator/training_input.h"
 #include "strategies/strategy_extended.h"
@@ -37,6 +38,7 @@ namespace {
 using estimator_internal::GroupStep;
 using estimator_internal::StopNotice;
 using estimator_internal::throw_planned_stop;
+using estimator_internal::TrainLoop;
 using estimator_internal::TrainRun;
 
 std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start_checkpoint(
@@ -54,37 +56,6 @@ std::shared_ptr<const checkpoint::CheckpointReader> open_warm_start_checkpoint(
     throw NotFoundError(str_cat("warm start: no checkpoint in ", from));
   }
   return reader;
-}
-
-// Examples in a replica's batch: the labels' first dimension, else a feature's.
-int64_t batch_rows(const io::Element& element) {
-  if (element.labels.defined() && element.labels.rank() > 0) return element.labels.shape()[0];
-  for (const auto& [name, feature] : element.features) {
-    if (feature.rank() > 0) return feature.shape()[0];
-  }
-  return 1;
-}
-
-// The line a training run starts with: the strategy, its replicas and devices, the batch
-// per replica and how gradients are combined.
-std::string plan_line(const Strategy& strategy, const PerReplica<io::Element>& batch,
-                      bool deterministic) {
-  int64_t smallest = batch_rows(batch[0]), largest = smallest, local = 0;
-  for (size_t r = 0; r < batch.size(); ++r) {
-    int64_t rows = batch_rows(batch[r]);
-    smallest = std::min(smallest, rows);
-    largest = std::max(largest, rows);
-    local += rows;
-  }
-  std::string per_replica =
-      smallest == largest ? std::to_string(smallest) : str_cat(smallest, "-", largest);
-  std::string workers =
-      strategy.num_workers() > 1 ? str_cat(" on each of ", strategy.num_workers(), " workers") : "";
-  return str_cat("strategy ", strategy.name(), ": ", strategy.topology(), workers, "; batch ",
-                 per_replica, " per replica (", local * strategy.num_workers_in_sync(),
-                 " per step); gradients: ",
-                 deterministic ? "summed per input shard, in shard order (deterministic)"
-                               : strategy.extended().reduction());
 }
 
 void check_train_args(const RunConfig& config, const TrainArgs& args) {
@@ -175,112 +146,6 @@ Hooks training_hooks(const RunConfig& config, const TrainArgs& args,
   return hooks;
 }
 
-// The steps of a training run, until a hook, the input, or a planned stop ends them.
-class TrainLoop {
- public:
-  TrainLoop(const RunConfig& config, TrainRun& run, DistributedIterator& iterator, Hooks& hooks,
-            const Strategy& strategy, StopNotice& notice)
-      : config_(config),
-        run_(run),
-        iterator_(iterator),
-        hooks_(hooks),
-        strategy_(strategy),
-        notice_(notice) {
-    if (config.intra_op_autotune && !config.deterministic && strategy.num_workers_in_sync() == 1) {
-      tuner_.emplace(intra_op_threads_budget());
-    }
-  }
-
-  // Whether the loop ended at the end of this worker's input.
-  bool input_ended() const { return input_ended_; }
-
-  void run() {
-    EstimatorSpec spec;
-    std::optional<PerReplica<io::Element>> held;  // a late joiner's first batch
-    bool finished = false;                        // by the others, before this one joined
-    if (strategy_.extended().joining_late()) {
-      held = step_alone_then_join(run_, iterator_, spec, finished);
-    }
-    while (!finished) {
-      RunContext context;
-      if (heed_notice()) break;
-      for (const auto& hook : hooks_) hook->before_run(run_, context);
-      if (context.stop_requested()) break;  // before the step (a coordinator-mode worker's gate)
-      if (!held) run_.before_batch();
-      std::optional<PerReplica<io::Element>> batch = held ? std::move(held) : iterator_.next();
-      held.reset();
-      if (!batch || static_cast<int>(batch->size()) < strategy_.num_local_replicas()) {
-        LOG(INFO) << "the training input ended at step " << run_.global_step();
-        input_ended_ = true;
-        break;
-      }
-      if (first_) LOG(INFO) << plan_line(strategy_, *batch, config_.deterministic);
-      GroupStep stepped = step_in_group(run_, *batch, spec);
-      if (stepped.finished) break;
-      if (!stepped.result) continue;  // another member finished it: its hooks ran there
-      StepResult& result = *stepped.result;
-      time_step();
-      // Every worker that steps with this one hears a planned stop after the same step.
-      if (stepped.signals & StrategyExtended::kStop) run_.begin_planned_stop();
-      if (first_) add_spec_hooks(spec);
-      first_ = false;
-      for (const auto& hook : hooks_) hook->after_run(run_, result, context);
-      if (context.stop_requested() || run_.planned_stop()) break;
-    }
-  }
-
- private:
-  // A planned stop the notice asks for: the end of the loop now when no other worker steps
-  // with this one, else a signal that ends every worker's loop after the next step. True to
-  // end the loop now.
-  bool heed_notice() {
-    if (stop_raised_ || !notice_.requested()) return false;
-    stop_raised_ = true;
-    const bool in_sync = strategy_.num_workers_in_sync() > 1;
-    LOG(WARNING) << notice_.reason() << ": a planned stop after step " << run_.global_step()
-                 << (in_sync ? " and one more, which tells the workers stepping with this one" : "")
-                 << (config_.is_chief ? "; then a checkpoint of it" : "");
-    if (in_sync) {
-      strategy_.extended().raise_step_signal(StrategyExtended::kStop);
-      return false;
-    }
-    strategy_.extended().announce_planned_stop();
-    run_.begin_planned_stop();
-    return true;
-  }
-
-  // From one step's end to the next's: waiting for input counts (a compute thread more can
-  // starve the input pipeline's threads).
-  void time_step() {
-    if (!tuner_) return;
-    auto now = std::chrono::steady_clock::now();
-    if (!first_) tuner_->step_finished(std::chrono::duration<double>(now - last_step_end_).count());
-    last_step_end_ = now;
-  }
-
-  // A spec's hooks join when the first step has shown them.
-  void add_spec_hooks(const EstimatorSpec& spec) {
-    if (spec.training_hooks.empty()) return;
-    for (const auto& hook : spec.training_hooks) {
-      hook->begin(run_);
-      hook->after_create(run_);
-    }
-    hooks_.insert(hooks_.begin() + 1, spec.training_hooks.begin(), spec.training_hooks.end());
-  }
-
-  const RunConfig& config_;
-  TrainRun& run_;
-  DistributedIterator& iterator_;
-  Hooks& hooks_;
-  const Strategy& strategy_;
-  StopNotice& notice_;
-  std::optional<ThreadTuner> tuner_;
-  std::chrono::steady_clock::time_point last_step_end_;
-  bool first_ = true;
-  bool stop_raised_ = false;
-  bool input_ended_ = false;
-};
-
 // After the loop: the hooks' end (the last checkpoint), that checkpoint made durable, and a
 // planned stop that ended the run early said by PlannedStopError.
 int64_t finish_training(const Estimator& estimator, TrainRun& run, Hooks& hooks,
@@ -357,7 +222,9 @@ int64_t Estimator::train(const InputFn& input_fn, const TrainArgs& args) try {
   Hooks hooks = training_hooks(config_, args, max_steps);
   for (const auto& hook : hooks) hook->begin(run);
   for (const auto& hook : hooks) hook->after_create(run);
-  TrainLoop loop(config_, run, iterator, hooks, *strategy, notice);
+  TrainLoop loop(config_, run, iterator, hooks, *strategy, notice, [&] {
+    return estimator_internal::no_rows_from_start(config_, input_fn, *strategy, run);
+  });
   loop.run();
   // A parameter-server job's input ends when every worker's has (theirs may be behind).
   if (loop.input_ended() && run.positions_on_ps()) {

@@ -85,6 +85,7 @@ DistributedIterator training_input(const RunConfig& config, const InputFn& input
         "RunConfig.deterministic needs input shards (RunConfig.input_shards, dividing the "
         "global batch) and workers that step together");
   }
+  run.set_input_shards(shards);
   DistributedIterator iterator = (shards > 0 ? strategy.distribute_datasets_from_function(
                                                    input_fn, shards, config.deterministic)
                                              : strategy.distribute_datasets_from_function(input_fn))
@@ -107,6 +108,19 @@ DistributedIterator training_input(const RunConfig& config, const InputFn& input
     }
   }
   return iterator;
+}
+
+std::optional<PerReplica<io::Element>> no_rows_from_start(const RunConfig& config,
+                                                          const InputFn& input_fn,
+                                                          const Strategy& strategy,
+                                                          const TrainRun& run) {
+  const int64_t shards = run.input_shards();
+  DistributedIterator start = (shards > 0 ? strategy.distribute_datasets_from_function(
+                                                input_fn, shards, config.deterministic)
+                                          : strategy.distribute_datasets_from_function(input_fn))
+                                  .make_iterator();
+  start.next();
+  return start.no_rows();
 }
 
 }  // namespace cadre::estimator_internal

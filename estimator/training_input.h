@@ -2,6 +2,8 @@
 // per worker, and moved to the position the checkpoint it resumes from saved.
 #pragma once
 
+#include <optional>
+
 #include "cadre/checkpoint/reader.h"
 #include "cadre/estimator/run_config.h"
 #include "cadre/io/input_fn.h"
@@ -17,5 +19,14 @@ namespace cadre::estimator_internal {
 DistributedIterator training_input(const RunConfig& config, const InputFn& input_fn,
                                    const Strategy& strategy,
                                    const checkpoint::CheckpointReader* resume, TrainRun& run);
+
+// Inputs with no rows shaped as those of the first step of this worker's input read from its
+// start, as training_input() last read it (TrainLoop's steps with no examples, for a worker
+// whose input ended before its first step). Not collective: the others are stepping. Nullopt
+// when that input is empty.
+std::optional<PerReplica<io::Element>> no_rows_from_start(const RunConfig& config,
+                                                          const InputFn& input_fn,
+                                                          const Strategy& strategy,
+                                                          const TrainRun& run);
 
 }  // namespace cadre::estimator_internal

@@ -106,11 +106,13 @@ class JoinedShardsIterator : public IteratorNode {
   }
   void restore_state(const StateReader& r) override {
     StateReader behind = r.child(kShardsBehind);
+    std::vector<int64_t> fresh;
     for (size_t i = 0; i < shards_.size(); ++i) {
-      // A shard the state has no position for was never read (its worker of a ps job
-      // took no step): it starts at its beginning.
+      // A shard the state has no position for starts at its beginning: right where its
+      // worker of a ps job took no step, a second reading where a checkpoint lost it.
       if (!r.child(name(i)).contains("kind")) {
         shards_[i] = nodes_[i]->make_iterator(context_);
+        fresh.push_back(first_ + static_cast<int64_t>(i));
         continue;
       }
       shards_[i]->restore(r.child(name(i)));
@@ -123,14 +125,20 @@ class JoinedShardsIterator : public IteratorNode {
       for (int64_t n = elements; n > 0 && shards_[i]->next(); --n) {
       }
     }
+    if (!fresh.empty()) {
+      LOG(WARNING) << "input shard(s) " << join(fresh, ",") << " of " << num_shards_
+                   << ": the state restored has no position for them (their worker of a ps job "
+                      "never stepped, or a checkpoint without every worker's position); read "
+                      "from their beginning";
+    }
     done_ = false;
     ended_.assign(shards_.size(), false);
   }
 
  private:
-  // The shards that have not ended yet, joined: shards a worker that steps on its own
-  // holds may be at different places (a resize handed them over from workers that had
-  // stepped more or less), and each is read to its end.
+  // The shards that have not ended yet, joined: a worker's shards may be at different
+  // places (a resize handed them over from workers that had stepped more or less), and
+  // each is read to its end.
   std::optional<Element> next_of_those_left() {
     std::vector<Element> parts;
     for (size_t i = 0; i < shards_.size(); ++i) {

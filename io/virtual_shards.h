@@ -34,9 +34,9 @@ inline constexpr char kShardRowsFeature[] = "_input_shard_rows";
 // file-reading stage has at least num_shards files, else element by element right after each
 // source. Each element joins the next element of every shard in shard order (features and
 // labels concatenated along dimension 0: the step's share of the global batch), and the
-// input ends when any shard ends; with `to_every_end` (for a worker that steps on its own,
-// whose shards may be at different places after a resize) an element joins those of the
-// shards that have not ended, and the input ends when all have. Throws InvalidArgumentError
+// input ends when any shard ends; with `to_every_end` (the shards may be at different places
+// after a resize) an element joins those of the shards that have not ended, and the input
+// ends when all have. Throws InvalidArgumentError
 // for a bad range.
 VirtualShards read_virtual_shards(const Dataset& dataset, int64_t num_shards, int64_t first,
                                   int64_t last, bool part_rows = false, bool to_every_end = false);

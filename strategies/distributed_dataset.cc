@@ -20,6 +20,8 @@ struct DistributedIterator::State {
   bool split;
   BatchSplit batch_split;
   std::vector<Transfer> transfers;  // copies to GPUs of the last step's inputs
+  // The first step's inputs with no rows (no_rows()), kept from when it was delivered.
+  std::optional<PerReplica<io::Element>> no_rows;
 };
 
 namespace {
@@ -58,6 +60,20 @@ io::Element on_device(io::Element element, Device device, std::vector<Transfer>&
   return moved;
 }
 
+// `element`'s tensors with no rows: the same names, types, devices and other dimensions.
+io::Element without_rows(const io::Element& element) {
+  auto empty = [](const Tensor& t) {
+    if (t.rank() == 0) return t;
+    std::vector<int64_t> dims = t.shape().to_vector();
+    dims[0] = 0;
+    return Tensor::empty(Shape(dims), t.dtype(), t.device());
+  };
+  io::Element none;
+  for (const auto& [name, value] : element.features) none.features.set(name, empty(value));
+  if (element.labels.defined()) none.labels = empty(element.labels);
+  return none;
+}
+
 int64_t rows_in(const io::Element& element) {
   if (element.labels.defined() && element.labels.rank() > 0) return element.labels.dim(0);
   for (const auto& [name, value] : element.features) {
@@ -86,7 +102,21 @@ void DistributedIterator::restore(const io::IteratorState& state) {
   state_->iterator.restore(state);
 }
 
+std::optional<PerReplica<io::Element>> DistributedIterator::no_rows() const {
+  return state_->no_rows;
+}
+
 std::optional<PerReplica<io::Element>> DistributedIterator::next() {
+  std::optional<PerReplica<io::Element>> out = take_next();
+  if (out && !state_->no_rows) {
+    PerReplica<io::Element> none;
+    for (const io::Element& element : *out) none.push_back(without_rows(element));
+    state_->no_rows = std::move(none);
+  }
+  return out;
+}
+
+std::optional<PerReplica<io::Element>> DistributedIterator::take_next() {
   profiler::Scope scope("input", profiler::kPhase);
   State& s = *state_;
   s.transfers.clear();  // the previous step's copies: done, or waited for here

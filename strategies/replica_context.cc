@@ -1,5 +1,7 @@
 #include "cadre/strategies/replica_context.h"
 
+#include <algorithm>
+
 #include "cadre/autodiff/tape.h"
 #include "cadre/ops/array.h"
 #include "cadre/ops/math.h"
@@ -40,6 +42,22 @@ Gradient scaled_to(const Gradient& g, double scale, Device device) {
   return scale == 1.0 ? t : t * scale;
 }
 
+// What a replica without examples adds: zeros of its gradients' shapes and kinds, so that
+// every worker's reduction has the same layout. Over no rows a gradient can hold NaN (a mean
+// over nothing), and NaN times a weight of 0 is NaN.
+Gradient nothing_like(const Gradient& g) {
+  if (!g.defined()) return g;
+  if (g.is_sparse()) {
+    const IndexedSlices& s = g.sparse();
+    std::vector<int64_t> row = s.values.shape().to_vector();
+    row[0] = 0;
+    return IndexedSlices{Tensor::empty(Shape{0}, s.indices.dtype(), s.indices.device()),
+                         Tensor::empty(Shape(row), s.values.dtype(), s.values.device()),
+                         s.dense_shape};
+  }
+  return Tensor::zeros(g.shape(), g.dtype(), g.device());
+}
+
 }  // namespace
 
 ReplicaContext::ReplicaContext(const StrategyExtended& extended, ReplicaGroup& group,
@@ -57,6 +75,13 @@ std::vector<Tensor> ReplicaContext::trainable_sources() {
 
 std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradient> values,
                                                  double weight) {
+  double total = 0;
+  return all_reduce(op, std::move(values), weight, total);
+}
+
+std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradient> values,
+                                                 double weight, double& job_weight) {
+  job_weight = weight;
   const bool across_workers = extended_.num_workers_in_sync() > 1;
   if (group_.size() == 1 && !across_workers) {
     if (op == ReduceOp::kSum && weight != 1) scale(values, weight);
@@ -65,6 +90,8 @@ std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradie
   group_.inputs[replica_id_] = std::move(values);
   group_.weights[replica_id_] = weight;
   group_.arrive_and_wait([&] {
+    group_.total_weight = 0;
+    for (double w : group_.weights) group_.total_weight += w;
     std::vector<Device> destinations;
     for (int r = 0; r < group_.size(); ++r) destinations.push_back(extended_.variable_device(r));
     if (!across_workers) {
@@ -77,11 +104,11 @@ std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradie
     std::vector<Device> here(destinations.size(), destinations[0]);
     std::vector<Gradient> sum = extended_.cross_device_ops().batch_reduce(
         ReduceOp::kSum, group_.inputs, group_.weights, here)[0];
-    double total = 0;
-    for (double w : group_.weights) total += w;
-    extended_.cross_worker_sum(sum, total);
+    extended_.cross_worker_sum(sum, group_.total_weight);
     NoGradScope no_grad;
-    const double scale = op == ReduceOp::kMean ? 1.0 / total : 1.0;
+    // No replica of the job had examples (every worker's input has ended): nothing to mean.
+    const double total = group_.total_weight;
+    const double scale = op == ReduceOp::kMean && total != 0 ? 1.0 / total : 1.0;
     for (int r = 0; r < group_.size(); ++r) {
       std::vector<Gradient> mine;
       for (const Gradient& g : sum) {
@@ -90,6 +117,9 @@ std::vector<Gradient> ReplicaContext::all_reduce(ReduceOp op, std::vector<Gradie
       group_.outputs[r] = std::move(mine);
     }
   });
+  // Read before this replica's next collective, which the group's last arrival could begin
+  // rewriting only once this one has arrived at it.
+  job_weight = group_.total_weight;
   return group_.outputs[replica_id_];
 }
 
@@ -97,7 +127,7 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value, double weigh
   return all_reduce(op, std::vector<Gradient>{value}, weight)[0].dense();
 }
 
-void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer,
+bool ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer,
                               double weight, std::vector<nn::Variable*> variables,
                               std::vector<double>* means) {
   if (variables.empty()) variables = trainable_variables();
@@ -106,24 +136,28 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
   if (!extended_.overlaps_gradients() || group_.size() != 1) {
     std::vector<Gradient> gradients = tape.gradient(loss, sources);
     profiler::Scope update("update", profiler::kPhase);
-    apply_gradients(optimizer, std::move(gradients), weight, std::move(variables), means);
-    return;
+    return apply_gradients(optimizer, std::move(gradients), weight, std::move(variables), means);
   }
   // Weighted sums across the workers, divided by the summed weight: the mean over every
   // example of the job, as all_reduce(kMean) gives.
   std::vector<double> scalars;
   if (means) {
-    for (double m : *means) scalars.push_back(m * weight);
+    for (double m : *means) scalars.push_back(weight == 0 ? 0.0 : m * weight);
   }
   extended_.begin_gradients(sources, weight, scalars);
-  tape.announce(loss, sources,
-                [this](size_t i, const Gradient& g) { extended_.gradient_ready(i, g); });
+  tape.announce(loss, sources, [this, weight](size_t i, const Gradient& g) {
+    extended_.gradient_ready(i, weight == 0 ? nothing_like(g) : g);
+  });
   profiler::Scope update("update", profiler::kPhase);
   double total = weight;
   std::vector<Gradient> sums;
   {
     profiler::Scope scope("all_reduce", profiler::kPhase);
     sums = extended_.finish_gradients(total, scalars);
+  }
+  if (total == 0) {
+    if (means) std::fill(means->begin(), means->end(), 0.0);
+    return false;
   }
   if (means) {
     for (size_t i = 0; i < means->size(); ++i) (*means)[i] = scalars[i] / total;
@@ -146,27 +180,37 @@ void ReplicaContext::minimize(GradientTape& tape, const Tensor& loss, nn::Optimi
     }
   }
   apply_reduced(optimizer, std::move(sums), variables);
+  return true;
 }
 
 void ReplicaContext::barrier() {
   if (group_.size() > 1) group_.arrive_and_wait([] {});
 }
 
-void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
+bool ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients,
                                      double weight, std::vector<nn::Variable*> variables,
                                      std::vector<double>* means) {
   if (variables.empty()) variables = trainable_variables();
   const size_t count = gradients.size();
+  if (weight == 0) {
+    for (Gradient& g : gradients) g = nothing_like(g);
+  }
   if (means) {
     // Float32, so that float32 gradients keep travelling as float32.
     for (double m : *means) {
-      gradients.emplace_back(to_device(Tensor::scalar(static_cast<float>(m)), device()));
+      const float value = weight == 0 ? 0.0f : static_cast<float>(m);
+      gradients.emplace_back(to_device(Tensor::scalar(value), device()));
     }
   }
   std::vector<Gradient> reduced;
+  double total = weight;
   {
     profiler::Scope scope("all_reduce", profiler::kPhase);
-    reduced = all_reduce(ReduceOp::kMean, std::move(gradients), weight);
+    reduced = all_reduce(ReduceOp::kMean, std::move(gradients), weight, total);
+  }
+  if (total == 0) {
+    if (means) std::fill(means->begin(), means->end(), 0.0);
+    return false;
   }
   if (means) {
     for (size_t i = 0; i < means->size(); ++i) {
@@ -175,6 +219,7 @@ void ReplicaContext::apply_gradients(nn::Optimizer& optimizer, std::vector<Gradi
     reduced.resize(count);
   }
   apply_reduced(optimizer, std::move(reduced), variables);
+  return true;
 }
 
 void ReplicaContext::apply_reduced(nn::Optimizer& optimizer, std::vector<Gradient> reduced,

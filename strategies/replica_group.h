@@ -30,6 +30,7 @@ class ReplicaGroup {
   // arriving; the combining replica writes outputs[r].
   std::vector<std::vector<Gradient>> inputs, outputs;
   std::vector<double> weights;
+  double total_weight = 0;  // all_reduce's: every replica's weight, across the workers too
 
  private:
   int replicas_;

@@ -237,12 +237,13 @@ DistributedDataset Strategy::distribute_datasets_from_function(const InputFn& in
   context.num_input_pipelines = static_cast<int>(input_shards);
   context.input_pipeline_id = static_cast<int>(first);
   context.num_replicas_in_sync = static_cast<int>(input_shards);
-  // A worker that steps alone reads each shard to its end: its shards may be uneven (a resize
-  // handed them over from workers that stepped more or less, a ps job's workers stepping at
-  // their own pace). Workers that step together end when any of them ends.
-  io::VirtualShards shards =
-      io::read_virtual_shards(input_fn(context), input_shards, first, last, part_rows,
-                              !part_rows && num_workers_in_sync() == 1);
+  // A worker reads each shard to its end: its shards may be uneven (a resize handed them
+  // over from workers that stepped more or less, a ps job's workers stepping at their own
+  // pace). Workers that step together go on until every one's input has ended, those whose
+  // input ended first with no rows. A reduction in shard order needs every shard's rows
+  // each step: its input ends with its first shard.
+  io::VirtualShards shards = io::read_virtual_shards(input_fn(context), input_shards, first, last,
+                                                     part_rows, /*to_every_end=*/!part_rows);
   LOG(INFO) << "input of worker " << worker_index() << " of " << num_workers() << ": "
             << shards.plan;
   if (part_rows) {

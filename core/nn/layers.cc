@@ -104,16 +104,26 @@ BatchNormVariables batch_norm_variables(int64_t channels, const Tensor& x,
   return v;
 }
 
+// `rows` (a [1] tensor, when given): the examples the statistics cover; with none they are
+// not folded in (read on the device, not the host: no wait for the step's kernels).
 void update_moving(BatchNormVariables& v, const Tensor& mean, const Tensor& variance,
-                   const BatchNormOptions& options) {
+                   const BatchNormOptions& options, const Tensor& rows = Tensor()) {
   // With variables shared by the replicas, one replica updates them (plain batch_norm: with
   // its own batch's statistics; sync_batch_norm: the global ones, the same everywhere).
   if (!updates_variables_here()) return;
   NoGradScope no_grad;
   double m = options.momentum;
   // Keras folds the batch variance in as computed (biased). read(): the compute device.
-  v.moving_mean->assign(v.moving_mean->read() * m + mean * (1 - m));
-  v.moving_variance->assign(v.moving_variance->read() * m + variance * (1 - m));
+  if (!rows.defined()) {
+    v.moving_mean->assign(v.moving_mean->read() * m + mean * (1 - m));
+    v.moving_variance->assign(v.moving_variance->read() * m + variance * (1 - m));
+    return;
+  }
+  // 1 with rows, else 0: the same products as above with rows, and the old value without.
+  Tensor some = minimum(rows, Tensor::ones(rows.shape(), rows.dtype(), rows.device()));
+  Tensor keep = some * m + (1 - some), take = some * (1 - m);
+  v.moving_mean->assign(v.moving_mean->read() * keep + mean * take);
+  v.moving_variance->assign(v.moving_variance->read() * keep + variance * take);
 }
 
 }  // namespace
@@ -128,7 +138,8 @@ Tensor batch_norm(const std::string& name, const Tensor& x, bool training,
                                 v.moving_variance->read(), options.epsilon);
   }
   BatchNormResult r = batch_norm_training(x, v.gamma, v.beta, options.epsilon);
-  update_moving(v, r.batch_mean, r.batch_variance, options);
+  // A batch with no rows has no statistics to fold in.
+  if (x.numel() > 0) update_moving(v, r.batch_mean, r.batch_variance, options);
   return r.y;
 }
 
@@ -148,10 +159,12 @@ Tensor sync_batch_norm(const std::string& name, const Tensor& x, bool training,
   // One collective for the sums, the sums of squares and the examples of every replica.
   Tensor global = cross_replica_sum(concat({sum(x, axes), sum(square(x), axes), count}, 0));
   Tensor n = slice(global, 0, 2 * channels, 2 * channels + 1);
-  Tensor mean = slice(global, 0, 0, channels) / n;
-  Tensor variance = slice(global, 0, channels, 2 * channels) / n - square(mean);
+  // At least 1: replicas whose worker's input has ended have no rows (their sums are 0).
+  Tensor divisor = maximum(n, Tensor::ones(n.shape(), n.dtype(), n.device()));
+  Tensor mean = slice(global, 0, 0, channels) / divisor;
+  Tensor variance = slice(global, 0, channels, 2 * channels) / divisor - square(mean);
   Tensor output = (x - mean) * rsqrt(variance + options.epsilon) * v.gamma + v.beta;
-  update_moving(v, mean, variance, options);
+  update_moving(v, mean, variance, options, n);
   return output;
 }
 Tensor embedding(const std::string& name, const Tensor& ids, int64_t vocab_size, int64_t dim,

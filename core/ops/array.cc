@@ -94,7 +94,10 @@ Tensor squeeze(const Tensor& x, int axis) {
 Tensor flatten(const Tensor& x) {
   checks::defined("flatten", x);
   if (x.rank() < 1) throw InvalidArgumentError("flatten: expected at least rank 1, got a scalar");
-  return reshape(x, {x.shape()[0], -1});
+  // The other dimensions' product, not -1: a batch with no rows has nothing to infer from.
+  int64_t columns = 1;
+  for (int i = 1; i < x.rank(); ++i) columns *= x.shape()[i];
+  return reshape(x, {x.shape()[0], columns});
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {

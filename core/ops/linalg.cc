@@ -43,6 +43,14 @@ Tensor product(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb,
   Shape out_shape = ra == 3 ? Shape{a.shape()[0], m, n} : Shape{m, n};
   Tensor out = into.defined() ? into : Tensor::empty(out_shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
+  if ((fa ? a.shape()[ra - 2] : a.shape()[ra - 1]) == 0) {
+    // Sums over nothing (the kernel gradient of a batch with no rows): oneDNN fails on an
+    // empty inner dimension, so the kernel multiplies zeros over one instead (the bias and
+    // the activation still apply).
+    a = Tensor::zeros(ra == 3 ? Shape{a.shape()[0], m, 1} : Shape{m, 1}, a.dtype(), a.device());
+    b = Tensor::zeros(rb == 3 ? Shape{b.shape()[0], 1, n} : Shape{1, n}, b.dtype(), b.device());
+    fa = fb = false;
+  }
   MatmulParams params;
   params.transpose_a = fa;
   params.transpose_b = fb;

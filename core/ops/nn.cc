@@ -161,20 +161,33 @@ BatchNormResult batch_norm_training(const Tensor& x, const Tensor& gamma, const 
   const char* op = "batch_norm";
   check_batch_norm_params(op, x, gamma, beta);
   int64_t channels = x.shape()[x.rank() - 1];
-  if (x.numel() == 0) throw InvalidArgumentError(str_cat(op, ": empty input of shape ", x.shape()));
+  if (channels == 0) {
+    throw InvalidArgumentError(str_cat(op, ": no channels in an input of shape ", x.shape()));
+  }
   Tensor rows = views::reshape(contiguous(x), Shape{x.numel() / channels, channels});
   Tensor y = Tensor::empty(rows.shape(), x.dtype(), x.device());
-  Tensor mean = Tensor::empty(Shape{channels}, x.dtype(), x.device());
-  Tensor variance = Tensor::empty(Shape{channels}, x.dtype(), x.device());
-  Tensor inv_std = Tensor::empty(Shape{channels}, x.dtype(), x.device());
+  // A batch with no rows (a worker whose input has ended, stepping beside others) has no
+  // statistics: zeros, and gradients of zeros for gamma and beta.
+  const bool none = rows.shape()[0] == 0;
+  auto statistic = [&] {
+    return none ? Tensor::zeros(Shape{channels}, x.dtype(), x.device())
+                : Tensor::empty(Shape{channels}, x.dtype(), x.device());
+  };
+  Tensor mean = statistic(), variance = statistic(), inv_std = statistic();
   Tensor g = contiguous(gamma), b = contiguous(beta);
-  kernels::batch_norm_train.call(x.device(), rows, g, b, epsilon, y, mean, variance, inv_std);
+  if (!none) {
+    kernels::batch_norm_train.call(x.device(), rows, g, b, epsilon, y, mean, variance, inv_std);
+  }
   Tensor out = views::reshape(y, x.shape());
   if (autodiff::should_record({&x, &gamma, &beta})) {
     autodiff::record(op, {x, gamma, beta}, {out},
                      [rows, g, mean, inv_std, shape = x.shape()](const BackwardContext& c) {
-                       Tensor dy = views::reshape(contiguous(c.grad()), rows.shape());
                        Tensor dx = Tensor::empty(rows.shape(), rows.dtype(), rows.device());
+                       if (rows.shape()[0] == 0) {
+                         Tensor zeros = Tensor::zeros(g.shape(), g.dtype(), g.device());
+                         return std::vector<Gradient>{views::reshape(dx, shape), zeros, zeros};
+                       }
+                       Tensor dy = views::reshape(contiguous(c.grad()), rows.shape());
                        Tensor dgamma = Tensor::empty(g.shape(), g.dtype(), g.device());
                        Tensor dbeta = Tensor::empty(g.shape(), g.dtype(), g.device());
                        kernels::batch_norm_grad.call(dx.device(), rows, dy, g, mean, inv_std, dx,

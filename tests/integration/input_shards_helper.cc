@@ -18,7 +18,8 @@
 // each shard in the order of its numbers), INPUT_SHARDS_ELASTIC (0; 1: an elastic group, heartbeats
 // every 0.5 s), INPUT_SHARDS_DIE_AFTER (0; N: worker:0 SIGKILLs itself after step N, once per
 // model_dir; under ParameterServerStrategy after its own N-th step), INPUT_SHARDS_COMEBACK_MS (0:
-// how long worker:0, restarted after that, waits before it starts).
+// how long worker:0, restarted after that, waits before it starts), INPUT_SHARDS_UNEVEN (0; 1:
+// input shard v keeps 8v examples fewer than the first).
 #include <signal.h>
 #include <unistd.h>
 
@@ -66,6 +67,13 @@ cadre::Dataset numbered_examples(const cadre::InputContext& context) {
       cadre::Dataset::from_tensor_slices(
           cadre::Features{{"x", x}, {"id", cadre::Tensor::from_vector(ids)}}, y)
           .shard(context.num_input_pipelines, context.input_pipeline_id);
+  if (from_environment("INPUT_SHARDS_UNEVEN", 0)) {
+    // Example i is element i / 8 of shard i % 8 (the shard stage moves to each shard).
+    numbered = numbered.filter([](const cadre::Element& e) {
+      const int64_t id = e.features.at("id").item<int64_t>();
+      return id / 8 < 60 - 8 * (id % 8);
+    });
+  }
   if (from_environment("INPUT_SHARDS_SHUFFLE", 1)) numbered = numbered.shuffle(16, /*seed=*/5);
   return numbered.repeat(from_environment("INPUT_SHARDS_EPOCHS", 1))
       .batch(context.per_replica_batch_size(kGlobalBatch));

@@ -91,6 +91,32 @@ TEST_F(InputShardsTest, AResizedJobReadsEveryExampleOfItsEpochOnce) {
   EXPECT_EQ(seen.rbegin()->first, 479);
 }
 
+// Input shards of different lengths (60, 52, ... 4 examples, 2 per step each): worker:0's
+// last 30 steps, worker:1's 14. Workers that step together go on until every one's input has
+// ended, those whose input ended with no rows: a run to step 20 (worker:1 has ended), a run
+// to the end (worker:1 steps with no rows from its first step), then one process (nothing
+// left) read every example once, and every run ends cleanly.
+TEST_F(InputShardsTest, WorkersWhoseInputEndsFirstStepWithNoRowsUntilEveryWorkersHasEnded) {
+  const std::string uneven = "INPUT_SHARDS_UNEVEN=1";
+  train(2, 20, "m", uneven);
+  std::string output = train(2, 1000, "m", uneven);
+  EXPECT_NE(output.find("worker 1: its training input ended at step 20; it steps with no examples"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("the training input of every worker ended at step 30"), std::string::npos)
+      << output;
+  output = train(1, 1000, "m", uneven);
+  EXPECT_NE(output.find("the training input ended at step 30"), std::string::npos) << output;
+  std::map<int64_t, int> seen = counts();
+  EXPECT_EQ(seen.size(), 256u);
+  for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << "example " << id;
+  for (int64_t shard = 0; shard < 8; ++shard) {
+    int64_t in_shard = 0;
+    for (const auto& [id, count] : seen) in_shard += id % 8 == shard;
+    EXPECT_EQ(in_shard, 60 - 8 * shard) << "input shard " << shard;
+  }
+}
+
 // Whether every variable of the two checkpoints is the same bits.
 bool same_bits(const std::string& a_path, const std::string& b_path) {
   auto a = checkpoint::CheckpointReader::open(a_path);

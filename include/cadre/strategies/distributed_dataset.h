@@ -39,12 +39,17 @@ class DistributedIterator {
   // that cannot be filled ends the data. Copies to a GPU are asynchronous: they stay
   // alive until the next call.
   std::optional<PerReplica<io::Element>> next();
+  // Inputs for a step with no examples: those of the first step next() gave, with no rows
+  // (a worker whose input has ended steps so beside workers whose input goes on, as
+  // tf.distribute's get_next_as_optional lets it). Nullopt before next() gave one.
+  std::optional<PerReplica<io::Element>> no_rows() const;
   io::IteratorState save();
   // See io::Iterator::prepare_save.
   void prepare_save();
   void restore(const io::IteratorState& state);
 
  private:
+  std::optional<PerReplica<io::Element>> take_next();
   struct State;
   std::unique_ptr<State> state_;
 };

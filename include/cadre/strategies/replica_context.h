@@ -41,15 +41,18 @@ class ReplicaContext {
   // one identical update: to every copy of mirrored variables, or once to shared ones.
   // `means`, when given, are scalars averaged alike over every replica of the job and
   // replaced by the result (a step's loss and summaries, so that they describe the global
-  // batch: they ride in the gradients' reduction, at no extra collective).
-  void apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients, double weight = 1,
+  // batch: they ride in the gradients' reduction, at no extra collective). A replica of
+  // weight 0 (no examples: its worker's input has ended while others' have not) adds zeros
+  // whatever its gradients hold. Returns false, having applied nothing, when every replica
+  // of the job had weight 0.
+  bool apply_gradients(nn::Optimizer& optimizer, std::vector<Gradient> gradients, double weight = 1,
                        std::vector<nn::Variable*> variables = {},
                        std::vector<double>* means = nullptr);
   // Collective: the gradients of `loss` on `tape` with respect to `variables` (default: the
   // trainable ones), averaged and applied as apply_gradients() does, `means` too. Where the
   // strategy can (MultiWorkerMirrored, one replica per worker), they are summed across the
-  // workers while the backward pass still runs.
-  void minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer, double weight = 1,
+  // workers while the backward pass still runs. Returns what apply_gradients() returns.
+  bool minimize(GradientTape& tape, const Tensor& loss, nn::Optimizer& optimizer, double weight = 1,
                 std::vector<nn::Variable*> variables = {}, std::vector<double>* means = nullptr);
   // Collective, for a deterministic step: `parts` are this replica's gradient sums, one per
   // input shard it read (shards first_shard, first_shard + 1, ... of `shards`), each over
@@ -75,6 +78,9 @@ class ReplicaContext {
   // variables, or once (by replica 0) to shared ones.
   void apply_reduced(nn::Optimizer& optimizer, std::vector<Gradient> reduced,
                      const std::vector<nn::Variable*>& variables);
+  // all_reduce(), also giving the sum of every replica's weight across the job.
+  std::vector<Gradient> all_reduce(ReduceOp op, std::vector<Gradient> values, double weight,
+                                   double& job_weight);
 
   const StrategyExtended& extended_;
   ReplicaGroup& group_;
