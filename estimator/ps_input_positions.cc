@@ -43,7 +43,7 @@ std::string_view shard_of(std::string_view key) {
 void carry_positions(const checkpoint::CheckpointReader& resumed, const Strategy& strategy,
                      const std::set<int>& listed, checkpoint::CheckpointData* data) {
   std::map<std::string, Tensor> saved = resumed.iterator_state(/*verify=*/false);
-  if (io::saved_virtual_shards(saved) > 0) {
+  if (virtual_shards_in(saved) > 0) {
     std::set<std::string_view> covered;
     for (const auto& [key, value] : data->iterator_state) covered.insert(shard_of(key));
     for (auto& [key, value] : saved) {

@@ -51,7 +51,7 @@ int64_t input_shards(const RunConfig& config, const checkpoint::CheckpointReader
                      const Strategy& strategy, bool positions_on_ps) {
   int64_t shards = config.input_shards;
   if (resume) {
-    if (int64_t saved = io::saved_virtual_shards(resume->iterator_state(/*verify=*/false))) {
+    if (int64_t saved = virtual_shards_in(resume->iterator_state(/*verify=*/false))) {
       if (shards != 0 && shards != saved) {
         LOG(WARNING) << "RunConfig.input_shards is " << shards << "; reading the input as the "
                      << saved << " input shards of " << resume->path();

@@ -103,10 +103,25 @@ std::optional<io::IteratorState> saved_worker_input(const checkpoint::Checkpoint
   return mine;
 }
 
+int64_t virtual_shards_in(const std::map<std::string, Tensor>& saved) {
+  if (int64_t shards = io::saved_virtual_shards(saved)) return shards;
+  std::map<std::string, io::IteratorState> by_pipeline;
+  for (const auto& [key, value] : saved) {
+    const size_t slash = key.find('/');
+    if (key.starts_with(kPipelinePrefix) && slash != std::string::npos) {
+      by_pipeline[key.substr(0, slash)].emplace(key.substr(slash + 1), value);
+    }
+  }
+  for (const auto& [pipeline, state] : by_pipeline) {
+    if (int64_t shards = io::saved_virtual_shards(state)) return shards;
+  }
+  return 0;
+}
+
 std::optional<SavedInput> input_state_of(const checkpoint::CheckpointReader& reader, int pipeline,
                                          int pipelines, std::string* why) {
   std::map<std::string, Tensor> all = reader.iterator_state(/*verify=*/false);
-  if (io::saved_virtual_shards(all) > 0) {
+  if (virtual_shards_in(all) > 0) {
     // Each worker saved the shards it read, under names of their own: together they are the
     // input's position, which any number of workers divide again.
     io::IteratorState shards;

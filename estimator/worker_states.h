@@ -46,6 +46,12 @@ struct SavedInput {
   int64_t batches_behind = 0;  // to skip once restored (virtual shards skip their own)
 };
 
+// The number of input shards the positions of a checkpoint's iterator state are in, or 0 when
+// they are not in input shards: read from the chief's own position, else from any worker's
+// (in coordinator mode, and in a ps job whose worker 0 never pushed, there is no position of
+// worker 0's). DataLossError for a number out of range.
+int64_t virtual_shards_in(const std::map<std::string, Tensor>& saved);
+
 // The input position of worker `pipeline` of `pipelines` in `reader`'s checkpoint, or nullopt
 // with the reason in `why`: the checkpoint has none for it, or was written by a job whose
 // input was sharded over another number of workers (then every worker starts over). An input
