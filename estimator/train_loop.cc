@@ -94,6 +94,7 @@ void TrainLoop::run() {
       break;
     }
     if (!stepped.result) continue;  // another member finished it: its hooks ran there
+    if (run_.refused_for_new_client()) continue;
     StepResult& result = *stepped.result;
     time_step();
     // Every worker that steps with this one hears a planned stop after the same step.
@@ -110,7 +111,11 @@ std::optional<PerReplica<io::Element>> TrainLoop::no_rows() {
   // its first shard).
   if (strategy_.num_workers_in_sync() <= 1 || config_.deterministic) return std::nullopt;
   std::optional<PerReplica<io::Element>> none = iterator_.no_rows();
-  if (!none) none = first_batch_();  // ended before its first step: shapes from the start
+  if (!none) {
+    // Ended before its first step: shapes from the input's start, read once.
+    if (!from_start_) from_start_ = first_batch_();
+    none = from_start_;
+  }
   if (!none) return std::nullopt;
   if (!told_no_rows_) {
     told_no_rows_ = true;

@@ -53,6 +53,7 @@ class TrainLoop {
   const Strategy& strategy_;
   StopNotice& notice_;
   std::function<std::optional<PerReplica<io::Element>>()> first_batch_;
+  std::optional<PerReplica<io::Element>> from_start_;  // what first_batch_ gave
   std::optional<ThreadTuner> tuner_;
   std::chrono::steady_clock::time_point last_step_end_;
   bool first_ = true;

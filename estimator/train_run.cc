@@ -104,6 +104,11 @@ void TrainRun::before_batch() {
   if (input_report_->wanted()) input_report_->send(encode_worker_state(own_state()));
 }
 
+bool TrainRun::refused_for_new_client() const {
+  return client_generation_ &&
+         strategy_->extended().parameter_servers()->work_unit().take_replaced();
+}
+
 void TrainRun::follow_new_client() {
   std::optional<ps::WorkUnit> unit =
       strategy_->extended().parameter_servers()->work_unit().current();

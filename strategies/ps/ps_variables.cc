@@ -247,7 +247,8 @@ void PsVariables::push_part(nn::Optimizer& optimizer, std::vector<Gradient> grad
   PushResponse first = send(std::move(requests));
   if (pipeline != 0) input_report_.heard(first.input_position_wanted());
   if (unit) {
-    work_unit_.record({unit->id, first.unit_applied(), first.unit_closed(), first.global_step()});
+    work_unit_.record({unit->id, first.unit_applied(), first.unit_closed(), first.global_step(),
+                       first.unit_replaced()});
   }
   MutexLock lock(mutex_);
   if (counts_the_step) global_step_ = first.global_step();

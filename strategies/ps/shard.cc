@@ -207,7 +207,11 @@ PushResponse Shard::push(const PushRequest& request) {
       if (global_step_) response.set_global_step(*global_step_);
       // A unit complete: its batch was taken all the same. A unit of a client replaced since:
       // the new client restored a checkpoint, and the worker reads that batch again.
-      if (request.unit_generation() == units_.generation()) count_batch(request, response);
+      if (request.unit_generation() == units_.generation()) {
+        count_batch(request, response);
+      } else {
+        response.set_unit_replaced(true);
+      }
       return response;
     }
     response.set_unit_applied(applied);

@@ -1,5 +1,7 @@
 #include "strategies/ps/work_unit.h"
 
+#include <utility>
+
 namespace cadre::ps {
 
 void WorkUnitSlot::set(std::optional<WorkUnit> unit) {
@@ -15,6 +17,12 @@ std::optional<WorkUnit> WorkUnitSlot::current() const {
 void WorkUnitSlot::record(const UnitOutcome& outcome) {
   MutexLock lock(mutex_);
   last_ = outcome;
+  replaced_ |= outcome.replaced;
+}
+
+bool WorkUnitSlot::take_replaced() {
+  MutexLock lock(mutex_);
+  return std::exchange(replaced_, false);
 }
 
 std::optional<UnitOutcome> WorkUnitSlot::last() const {

@@ -25,6 +25,9 @@ struct UnitOutcome {
   int64_t applied = 0;  // the unit's steps applied so far
   bool closed = false;  // this push was refused: the unit is complete or was replaced
   int64_t global_step = 0;
+  // With `closed`: a newer coordinator replaced the one that gave the unit, and the worker
+  // reads this push's batch again.
+  bool replaced = false;
   // Whether the unit needs no more steps.
   bool complete(const WorkUnit& of) const {
     return unit == of.id && (closed || applied >= of.steps);
@@ -37,11 +40,15 @@ class WorkUnitSlot {
   std::optional<WorkUnit> current() const;
   void record(const UnitOutcome& outcome);
   std::optional<UnitOutcome> last() const;
+  // Whether a push recorded since the last call was refused because its coordinator was
+  // replaced (UnitOutcome::replaced).
+  bool take_replaced();
 
  private:
   mutable Mutex mutex_;
   std::optional<WorkUnit> current_ CADRE_GUARDED_BY(mutex_);
   std::optional<UnitOutcome> last_ CADRE_GUARDED_BY(mutex_);
+  bool replaced_ CADRE_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace cadre::ps

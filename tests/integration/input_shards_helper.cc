@@ -129,6 +129,7 @@ class StepHook : public cadre::Hook {
   void before_run(cadre::Run& run, cadre::RunContext&) override {
     current_step = run.global_step();
     step_examples.clear();
+    to_write.clear();  // of a step no hook saw (refused for a new client): pending, read again
     if (int64_t pause = from_environment("INPUT_SHARDS_STEP_MS", 0)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(pause));
     }

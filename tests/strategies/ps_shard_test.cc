@@ -235,6 +235,7 @@ TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
   for (int i = 0; i < 5; ++i) {
     ps::PushResponse r = step_of(1, 1, 3);
     EXPECT_EQ(r.unit_closed(), i >= 3) << i;
+    EXPECT_FALSE(r.unit_replaced()) << i;  // complete: its batch was taken all the same
     if (i < 3) {
       EXPECT_EQ(r.unit_applied(), i + 1);
     }
@@ -259,6 +260,7 @@ TEST_F(ShardTest, AUnitsStepsCountOnceAndAReplacedClientsStepsAreRefused) {
   shard_.units(begin);
   ps::PushResponse old = step_of(1, 2, 2);
   EXPECT_TRUE(old.unit_closed());
+  EXPECT_TRUE(old.unit_replaced());  // the worker reads its batch again
   EXPECT_EQ(old.global_step(), 44);
   EXPECT_EQ(batches_taken(), 6);
   EXPECT_EQ(step_of(2, 2, 2).unit_applied(), 1);
