@@ -104,7 +104,7 @@ void TrainRun::before_batch() {
   if (input_report_->wanted()) input_report_->send(encode_worker_state(own_state()));
 }
 
-bool TrainRun::refused_for_new_client() const {
+bool TrainRun::refused_for_new_client() {
   return client_generation_ &&
          strategy_->extended().parameter_servers()->work_unit().take_replaced();
 }

@@ -76,7 +76,7 @@ class TrainRun : public Run {
   // Coordinator mode: whether this worker's last step was refused because a newer client
   // replaced the one that gave its unit. That step did not happen here (its batch is read
   // again from the new client's checkpoint), so no hook sees it.
-  bool refused_for_new_client() const;
+  bool refused_for_new_client();
   // Once this worker's input has ended, where ps 0 keeps the position: tells ps 0, and on
   // the chief waits for the other workers' inputs to end (end_input_on_ps), taking the
   // global step then for the last checkpoint.

@@ -44,6 +44,15 @@ std::optional<SavedInput> checkpoint_position(const checkpoint::CheckpointReader
   return saved;
 }
 
+// This worker's input from its start, read as `shards` input shards (0: a pipeline per worker).
+DistributedIterator input_from_start(const RunConfig& config, const InputFn& input_fn,
+                                     const Strategy& strategy, int64_t shards) {
+  return (shards > 0
+              ? strategy.distribute_datasets_from_function(input_fn, shards, config.deterministic)
+              : strategy.distribute_datasets_from_function(input_fn))
+      .make_iterator();
+}
+
 // The input shards to read the input as: a checkpoint's own number (its positions are per
 // shard), else RunConfig's; none for workers that step on their own and whose positions are
 // not kept (coordinator mode).
@@ -86,10 +95,7 @@ DistributedIterator training_input(const RunConfig& config, const InputFn& input
         "global batch) and workers that step together");
   }
   run.set_input_shards(shards);
-  DistributedIterator iterator = (shards > 0 ? strategy.distribute_datasets_from_function(
-                                                   input_fn, shards, config.deterministic)
-                                             : strategy.distribute_datasets_from_function(input_fn))
-                                     .make_iterator();
+  DistributedIterator iterator = input_from_start(config, input_fn, strategy, shards);
   if (config.deterministic) {
     run.reduce_in_shard_order(
         io::owned_shards(shards, strategy.num_workers(), strategy.worker_index()).first, shards);
@@ -114,11 +120,7 @@ std::optional<PerReplica<io::Element>> no_rows_from_start(const RunConfig& confi
                                                           const InputFn& input_fn,
                                                           const Strategy& strategy,
                                                           const TrainRun& run) {
-  const int64_t shards = run.input_shards();
-  DistributedIterator start = (shards > 0 ? strategy.distribute_datasets_from_function(
-                                                input_fn, shards, config.deterministic)
-                                          : strategy.distribute_datasets_from_function(input_fn))
-                                  .make_iterator();
+  DistributedIterator start = input_from_start(config, input_fn, strategy, run.input_shards());
   start.next();
   return start.no_rows();
 }
